@@ -1,0 +1,53 @@
+# larbinscrapy: every set-up step lives here, so `make crawl` and `make test` work on a fresh
+# Debian machine with Python 3.11 (root, or sudo for the apt step).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+SEEDS  ?= seeds.txt
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := redis-server nginx
+
+.PHONY: install install-system crawl demo test lint bench bench-quick deploy clean
+
+$(BIN)/scrapy: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade "pip>=23" 
+	$(BIN)/pip install --quiet -e ".[test,bench]"
+	@touch $@
+
+install: $(BIN)/scrapy
+
+# System packages the tests and benchmarks start for real (redis-server, nginx).
+install-system:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+# The main job: a broad crawl from $(SEEDS), local disk state, no Redis. Run it again to resume.
+crawl: install
+	mkdir -p output
+	$(BIN)/scrapy crawl larbin -a seeds=$(SEEDS) -s JOBDIR=output/job -o output/items.jsonl
+
+# A real crawl of the bundled multi-host test web on loopback: no internet needed.
+demo: install
+	$(BIN)/python -m testweb.demo
+
+test: install install-system
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check larbinscrapy settings testweb tests benchmarks
+
+bench: install install-system
+	$(BIN)/python -m benchmarks.run
+
+bench-quick: install install-system
+	$(BIN)/python -m benchmarks.run --quick
+
+deploy: install
+	$(BIN)/scrapyd-deploy
+
+clean:
+	rm -rf $(VENV) output build *.egg-info .pytest_cache

@@ -1,0 +1,249 @@
+"""Link extraction and URL hashing: larbinscrapy's regex scanner versus Scrapy's stock path.
+
+    python benchmarks/bench_links.py [--pages N] [--runs N] [--json PATH]
+
+Generates deterministic synthetic pages (30-60 links each: absolute, root-relative, relative,
+dot segments, queries with ``&amp;``, fragments, ``mailto:``/``javascript:``, comments, mixed
+quoting and case), then times ``links.extract`` against ``LinkExtractor().extract_links`` (lxml
+parse included: a fresh ``HtmlResponse`` per page per run, built outside the timer), and
+``urls.canonicalize`` / ``urls.fingerprint_url`` against ``canonicalize_url`` and Scrapy's default
+``RequestFingerprinter`` (which needs a ``Request`` first, so that is timed too). Median of
+``--runs`` runs each. It also checks that both extractors found the same links.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scrapy import Request
+from scrapy.http import HtmlResponse
+from scrapy.linkextractors import LinkExtractor
+from scrapy.utils.request import RequestFingerprinter
+from w3lib.url import canonicalize_url
+
+from larbinscrapy import links, urls
+
+HOSTS = [f"h{i:02d}.test" for i in range(20)] + ["www.example.com", "127.0.1.7:8080"]
+WORDS = [
+    "crawler",
+    "larbin",
+    "queue",
+    "politeness",
+    "robots",
+    "frontier",
+    "site",
+    "page",
+    "link",
+    "hash",
+    "bitmap",
+]
+
+
+def _word(rng: random.Random) -> str:
+    return rng.choice(WORDS)
+
+
+def _href(rng: random.Random, host: str) -> str:
+    """One link value, in the mix a real page has."""
+    kind = rng.random()
+    name = f"{_word(rng)}-{rng.randrange(1000)}"
+    if kind < 0.25:
+        return f"/{_word(rng)}/{name}.html"
+    if kind < 0.45:
+        return f"{name}.html"
+    if kind < 0.60:
+        return f"http://{rng.choice(HOSTS)}/{_word(rng)}/{name}.html"
+    if kind < 0.66:
+        return f"https://{rng.choice(HOSTS)}/{name}"
+    if kind < 0.72:
+        return f"../{_word(rng)}/{name}.html"
+    if kind < 0.77:
+        return f"?page={rng.randrange(50)}&amp;sort={_word(rng)}"
+    if kind < 0.82:
+        return f"/{name}.php?id={rng.randrange(10**6)}&amp;lang=en"
+    if kind < 0.87:
+        return f"{name}.html#section-{rng.randrange(9)}"
+    if kind < 0.90:
+        return f"./{name}/"
+    if kind < 0.92:
+        return f"//{rng.choice(HOSTS)}/{name}"
+    if kind < 0.94:
+        return f"mailto:{_word(rng)}@{host}"
+    if kind < 0.96:
+        return "javascript:void(0)"
+    if kind < 0.98:
+        return f"#{_word(rng)}"
+    return f"/{_word(rng)}/{name} caf\u00e9.html"
+
+
+def _anchor(rng: random.Random, href: str) -> str:
+    quote = rng.choice(['"', '"', '"', "'", ""])
+    if not quote and (" " in href or "'" in href or '"' in href):
+        quote = '"'
+    tag = "A" if rng.random() < 0.05 else "a"
+    attrs = [f"href={quote}{href}{quote}"]
+    if rng.random() < 0.3:
+        attrs.insert(0, f'class="nav {_word(rng)}"')
+    if rng.random() < 0.2:
+        attrs.append(f'title="{_word(rng)} &gt; {_word(rng)}"')
+    sep = "\n   " if rng.random() < 0.1 else " "
+    return f"<{tag}{sep}{sep.join(attrs)}>{_word(rng).title()} {_word(rng)}</{tag}>"
+
+
+def make_pages(count: int, seed: int = 20240607) -> list[tuple[str, bytes]]:
+    """``count`` (url, body) pairs of deterministic synthetic HTML."""
+    rng = random.Random(seed)
+    pages = []
+    for n in range(count):
+        host = rng.choice(HOSTS)
+        url = f"http://{host}/{_word(rng)}/{_word(rng)}-{n}.html"
+        parts = [
+            "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>",
+            f"<title>{_word(rng).title()} &amp; {_word(rng)} page {n}</title>",
+            f'<meta name="description" content="About {_word(rng)} and {_word(rng)}.">',
+            '<link rel="stylesheet" href="/static/site.css">',
+            "<script>var x = '<a href=\"/not-a-link\">';</script>",
+            "</head><body><div id=main>",
+        ]
+        for i in range(rng.randint(30, 60)):
+            if i % 7 == 0:
+                parts.append(f"<p>{' '.join(_word(rng) for _ in range(rng.randint(5, 30)))}.</p>")
+            if rng.random() < 0.03:
+                parts.append(f'<!-- old: <a href="/old-{i}.html">old</a> -->')
+            parts.append(_anchor(rng, _href(rng, host)))
+            if rng.random() < 0.05:
+                parts.append(f'<img src="/img/{_word(rng)}-{i}.png" alt="{_word(rng)}">')
+        parts.append("</div></body></html>\n")
+        pages.append((url, "\n".join(parts).encode()))
+    return pages
+
+
+def _median_seconds(func: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _without_fragment(url: str) -> str:
+    return url.partition("#")[0]
+
+
+def compare(pages: list[tuple[str, bytes]]) -> list[str]:
+    """Differences between our links and LinkExtractor's (same tags, fragments dropped)."""
+    extractor = LinkExtractor(
+        deny_extensions=[], unique=True, canonicalize=False, tags=("a", "area", "link")
+    )
+    problems = []
+    for url, body in pages:
+        response = HtmlResponse(url, body=body, encoding="utf-8")
+        theirs = [_without_fragment(link.url) for link in extractor.extract_links(response)]
+        theirs = [u for u in dict.fromkeys(theirs) if u.startswith(("http://", "https://"))]
+        ours = links.extract(body, url).links
+        if ours != theirs:
+            only_ours = [u for u in ours if u not in theirs]
+            only_theirs = [u for u in theirs if u not in ours]
+            problems.append(f"{url}: only ours {only_ours[:3]}, only Scrapy {only_theirs[:3]}")
+    return problems
+
+
+def bench_extraction(pages: list[tuple[str, bytes]], runs: int) -> dict[str, float]:
+    n_links = sum(len(links.extract(body, url).links) for url, body in pages)
+    ours = _median_seconds(lambda: [links.extract(b, u) for u, b in pages], runs)
+    extractor = LinkExtractor()
+    times = []
+    for _ in range(runs):
+        responses = [HtmlResponse(u, body=b, encoding="utf-8") for u, b in pages]
+        start = time.perf_counter()
+        for response in responses:
+            extractor.extract_links(response)
+        times.append(time.perf_counter() - start)
+    scrapy = statistics.median(times)
+    return {
+        "pages": len(pages),
+        "links": n_links,
+        "ours_pages_per_s": len(pages) / ours,
+        "ours_us_per_link": ours / n_links * 1e6,
+        "scrapy_pages_per_s": len(pages) / scrapy,
+        "scrapy_us_per_link": scrapy / n_links * 1e6,
+    }
+
+
+def bench_urls(pages: list[tuple[str, bytes]], runs: int) -> dict[str, float]:
+    found = [u for url, body in pages for u in links.extract(body, url).links]
+    sample = found[:5000]
+    n = len(sample)
+    fingerprinter = RequestFingerprinter()
+
+    def per_url(func: Callable[[], object]) -> float:
+        return _median_seconds(func, runs) / n * 1e6
+
+    canonicalize = urls.canonicalize
+    fingerprint_url = urls.fingerprint_url
+    return {
+        "urls": n,
+        "canonicalize_us": per_url(lambda: [canonicalize(u) for u in sample]),
+        "scrapy_canonicalize_url_us": per_url(lambda: [canonicalize_url(u) for u in sample]),
+        "fingerprint_url_us": per_url(lambda: [fingerprint_url(u) for u in sample]),
+        "scrapy_request_fingerprint_us": per_url(
+            lambda: [fingerprinter.fingerprint(Request(u)) for u in sample]
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=200, help="synthetic pages (default 200)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median)")
+    parser.add_argument("--json", type=Path, help="also write the numbers to this file")
+    args = parser.parse_args(argv)
+
+    pages = make_pages(args.pages)
+    problems = compare(pages)
+    ext = bench_extraction(pages, args.runs)
+    url = bench_urls(pages, args.runs)
+
+    print(f"{ext['pages']} pages, {ext['links']} links; median of {args.runs} runs\n")
+    print("| what | larbinscrapy | Scrapy | speed-up |")
+    print("|---|---|---|---|")
+    print(
+        f"| extraction, pages/s | {ext['ours_pages_per_s']:,.0f} | "
+        f"{ext['scrapy_pages_per_s']:,.0f} | "
+        f"{ext['ours_pages_per_s'] / ext['scrapy_pages_per_s']:.1f}x |"
+    )
+    print(
+        f"| extraction, µs/link | {ext['ours_us_per_link']:.2f} | "
+        f"{ext['scrapy_us_per_link']:.2f} | |"
+    )
+    print(
+        f"| canonicalize, µs/URL | {url['canonicalize_us']:.2f} | "
+        f"{url['scrapy_canonicalize_url_us']:.2f} (canonicalize_url) | "
+        f"{url['scrapy_canonicalize_url_us'] / url['canonicalize_us']:.1f}x |"
+    )
+    print(
+        f"| fingerprint, µs/URL | {url['fingerprint_url_us']:.2f} (fingerprint_url) | "
+        f"{url['scrapy_request_fingerprint_us']:.2f} (Request + fingerprint) | "
+        f"{url['scrapy_request_fingerprint_us'] / url['fingerprint_url_us']:.1f}x |"
+    )
+    print(f"\nsame links as LinkExtractor (a/area/link): {not problems}")
+    for problem in problems[:10]:
+        print(f"  {problem}")
+    if args.json:
+        result = {**ext, **url, "link_differences": len(problems)}
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,719 @@
+"""The benchmark runner: plain Scrapy and larbinscrapy, side by side, on one synthetic web.
+
+    python -m benchmarks.run [--quick] [--reps N] [--json PATH] [--md PATH]
+                             [--scenario all|cpu|polite] [--profile] [--no-micro]
+
+Scenarios (see benchmarks/README.md for what each number means):
+
+- ``cpu``: ``DOWNLOAD_DELAY=0``, 100 requests in flight, the same per-host concurrency for both;
+  both crawlers are CPU-bound, so CPU ms per page and pages/s compare their per-page cost.
+- ``polite``: a delay long enough that neither is CPU-bound; from nginx's log, per server IP:
+  intervals between requests, the count shorter than the delay, and efficiency.
+
+Each crawl is a subprocess measured from outside: wall time, CPU user+sys and peak RSS from
+``os.wait4``'s rusage, what was fetched and when from nginx's access log, nginx's own CPU.
+Repetitions alternate the order of the two crawlers. A crawler that fails is reported (exit
+code, stderr tail) and the other is still measured. Then the micro-benchmarks
+(``benchmarks/bench_*.py``) run if present. ``--profile`` instead profiles one crawl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import logging
+import os
+import platform
+import pstats
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchmarks.synthweb import SynthWeb
+
+if TYPE_CHECKING:
+    from benchmarks.synthweb import LogEntry
+
+logger = logging.getLogger("benchmarks.run")
+
+REPO = Path(__file__).resolve().parent.parent
+PLAIN_SPIDER = Path(__file__).resolve().parent / "plain_spider.py"
+CRAWLERS = ("plain", "larbin")
+LABELS = {"plain": "plain Scrapy", "larbin": "larbinscrapy"}
+MICRO = ("bench_links", "bench_dupefilter", "bench_frontier_fifo")
+MICRO_QUICK_SIZES = {"--urls": "100000", "--records": "100000", "--pages": "100"}
+STALL_SECONDS = 30.0  # no new request in nginx's log for this long: the crawl is stuck
+TAIL_LINES = 30
+MSEC_TOLERANCE = 0.001  # nginx's $msec has millisecond resolution
+
+
+@dataclass
+class Scenario:
+    """One crawl configuration, run on its own synthetic web."""
+
+    name: str
+    hosts: int
+    pages_per_host: int
+    delay: float
+    reps: int
+    per_domain: int | None  # CONCURRENT_REQUESTS_PER_DOMAIN for both; None: each its default
+    concurrent: int | None  # CONCURRENT_REQUESTS for larbin; None: its default
+
+
+# --- running one crawl -----------------------------------------------------------------------
+def crawler_command(crawler: str, sc: Scenario, web: SynthWeb, work: Path,
+                    items: Path) -> tuple[list[str], Path, dict[str, str]]:
+    """The command line, working directory and environment of one crawl."""
+    seeds = work / "seeds.txt"
+    if not seeds.exists():
+        seeds.write_text("\n".join(web.seeds) + "\n")
+    resolve = json.dumps(web.resolve)
+    env = dict(os.environ)
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
+    if crawler == "plain":
+        cmd = [sys.executable, str(PLAIN_SPIDER), "--seeds-file", str(seeds),
+               "--resolve", resolve, "--out", str(items), "--delay", str(sc.delay)]
+        if sc.per_domain is not None:
+            cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={sc.per_domain}"]
+        if sc.delay:
+            # jitter is Scrapy's default; off so violations measure enforcement, not chance
+            cmd += ["-s", "RANDOMIZE_DOWNLOAD_DELAY=False"]
+        return cmd, work, env
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    if not (REPO / "scrapy.cfg").exists():
+        env["SCRAPY_SETTINGS_MODULE"] = "settings.base"
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}",
+           "-s", f"LARBIN_RESOLVE={resolve}", "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+           "-s", f"DOWNLOAD_DELAY={sc.delay:g}"]
+    if sc.concurrent is not None:
+        cmd += ["-s", f"CONCURRENT_REQUESTS={sc.concurrent}"]
+    if sc.per_domain is not None:
+        cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={sc.per_domain}"]
+    cmd += ["-s", "LARBIN_DEPTH=1000", "-s", "LOG_LEVEL=INFO", "-O", str(items)]
+    return cmd, REPO, env
+
+
+def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path,
+                timeout: float, web: SynthWeb | None = None) -> dict[str, Any]:
+    """Run ``cmd`` to the end; its wall time, rusage and status.
+
+    Stopped (SIGINT, then SIGKILL after 10 s) after ``timeout`` seconds, or when ``web``'s
+    access log has not grown for ``STALL_SECONDS``.
+    """
+    stdout_path, stderr_path = Path(f"{log_prefix}.stdout"), Path(f"{log_prefix}.stderr")
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, start_new_session=True)
+        stopped, stop_at = "", 0.0
+        log_size, log_moved = -1, start
+        while True:
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            now = time.perf_counter()
+            if web is not None:
+                size = web.log_offset()
+                if size != log_size:
+                    log_size, log_moved = size, now
+            if not stopped and (now - start > timeout or now - log_moved > STALL_SECONDS):
+                stopped = "timeout" if now - start > timeout else "stalled"
+                stop_at = now
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGINT)
+            elif stopped and now - stop_at > 10:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            time.sleep(0.02)
+        wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "exit_code": proc.returncode,
+        "stopped": stopped,
+        "wall_s": wall,
+        "cpu_user_s": rusage.ru_utime,
+        "cpu_sys_s": rusage.ru_stime,
+        "cpu_s": rusage.ru_utime + rusage.ru_stime,
+        "maxrss_mb": rusage.ru_maxrss / 1024,  # KiB on Linux
+        "stderr_tail": _tail(stderr_path, TAIL_LINES),
+        "stderr_path": str(stderr_path),
+    }
+
+
+def _tail(path: Path, n: int) -> list[str]:
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - 64 * 1024))
+        return f.read().decode("utf-8", "replace").splitlines()[-n:]
+
+
+def crawl_once(crawler: str, sc: Scenario, web: SynthWeb, work: Path, rep: int,
+               timeout: float) -> dict[str, Any]:
+    """One measured crawl: process figures plus what nginx saw during it."""
+    items = work / f"{sc.name}-{crawler}-{rep}.jsonl"
+    cmd, cwd, env = crawler_command(crawler, sc, web, work, items)
+    log_start, cpu_start = web.log_offset(), web.cpu_seconds()
+    logger.info("%s rep %d: %s", sc.name, rep + 1, LABELS[crawler])
+    result: dict[str, Any] = {"crawler": crawler, "scenario": sc.name, "rep": rep,
+                              "cmd": cmd}
+    result |= run_process(cmd, cwd, env, work / f"{sc.name}-{crawler}-{rep}", timeout, web)
+    time.sleep(0.2)  # nginx logs a request after its last byte is sent
+    entries = web.access_log_entries(log_start)
+    result["nginx_cpu_s"] = web.cpu_seconds() - cpu_start
+    result["items"] = _count_lines(items)
+    result |= analyze_fetches(web, entries)
+    if sc.delay:
+        result["politeness"] = analyze_politeness(entries, sc.delay, len(web.resolve))
+    pages = result["pages_fetched"]
+    result["pages_per_s"] = pages / result["wall_s"] if result["wall_s"] else 0.0
+    result["cpu_ms_per_page"] = 1000 * result["cpu_s"] / pages if pages else None
+    result["status"] = _status(result)
+    logger.info("  %s: %d pages in %.1f s, %.1f pages/s, %s ms CPU/page, coverage %.3f",
+                result["status"], pages, result["wall_s"], result["pages_per_s"],
+                _fmt(result["cpu_ms_per_page"]), result["coverage"])
+    return result
+
+
+def _status(result: dict[str, Any]) -> str:
+    if result["stopped"]:
+        return result["stopped"]
+    if result["exit_code"] != 0:
+        return "failed"
+    return "ok" if result["pages_fetched"] else "no pages"
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+# --- what nginx saw --------------------------------------------------------------------------
+def analyze_fetches(web: SynthWeb, entries: list[LogEntry]) -> dict[str, Any]:
+    """Pages fetched, coverage and duplicates of one crawl, from its access-log entries."""
+    fetched: Counter[str] = Counter()
+    robots = other = non_200 = 0
+    for e in entries:
+        url = web.entry_url(e)
+        if e.uri == "/robots.txt":
+            robots += 1
+        elif url in web.pages and e.status == 200:
+            fetched[url] += 1
+        else:
+            other += 1
+        if e.status != 200:
+            non_200 += 1
+    times = [e.msec for e in entries]
+    return {
+        "requests": len(entries),
+        "pages_fetched": sum(fetched.values()),
+        "unique_pages": len(fetched),
+        "coverage": len(fetched) / len(web.pages),
+        "duplicates": sum(fetched.values()) - len(fetched),
+        "duplicate_urls": sum(1 for n in fetched.values() if n > 1),
+        "robots_requests": robots,
+        "other_requests": other,
+        "non_200": non_200,
+        "active_s": max(times) - min(times) if times else 0.0,
+    }
+
+
+def analyze_politeness(entries: list[LogEntry], delay: float, n_ips: int) -> dict[str, Any]:
+    """Per server IP: intervals between consecutive requests (robots.txt included).
+
+    ``violations`` counts intervals shorter than ``delay`` by more than 1 ms ($msec's
+    resolution: a logged 499 ms may be 499.9 ms).
+    ``efficiency`` = intervals completed per second over the crawl's active period (first to
+    last request) divided by the ideal ``n_ips / delay``: 1.0 means every IP was kept busy at
+    exactly the delay from the first request to the last.
+    """
+    by_ip: dict[str, list[float]] = defaultdict(list)
+    for e in entries:
+        by_ip[e.ip].append(e.msec)
+    per_ip = {}
+    intervals_total = violations = 0
+    min_interval = None
+    for ip, times in sorted(by_ip.items()):
+        times.sort()
+        gaps = [round(b - a, 3) for a, b in itertools.pairwise(times)]  # $msec: whole ms
+        bad = sum(1 for g in gaps if g < delay - MSEC_TOLERANCE - 1e-9)
+        per_ip[ip] = {"requests": len(times), "violations": bad,
+                      "min_interval_s": min(gaps) if gaps else None}
+        intervals_total += len(gaps)
+        violations += bad
+        if gaps and (min_interval is None or min(gaps) < min_interval):
+            min_interval = min(gaps)
+    all_times = [e.msec for e in entries]
+    span = max(all_times) - min(all_times) if len(all_times) > 1 else 0.0
+    efficiency = (intervals_total / span) / (n_ips / delay) if span else None
+    return {"delay_s": delay, "ips": n_ips, "ips_seen": len(by_ip), "span_s": span,
+            "intervals": intervals_total, "violations": violations,
+            "min_interval_s": min_interval, "efficiency": efficiency, "per_ip": per_ip}
+
+
+# --- a scenario: alternating repetitions -----------------------------------------------------
+def run_scenario(sc: Scenario, crawlers: list[str], work: Path,
+                 timeout: float | None) -> dict[str, Any]:
+    """All repetitions of one scenario on one synthetic web, crawlers in alternating order."""
+    sc_work = work / sc.name
+    sc_work.mkdir(parents=True, exist_ok=True)
+    if timeout is None:
+        per_host = (sc.pages_per_host + 1) * sc.delay * 2
+        timeout = 120 + max(sc.hosts * sc.pages_per_host / 10, per_host)
+    runs: list[dict[str, Any]] = []
+    with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web")) as web:
+        logger.info("%s: %d hosts x %d pages = %d pages (%.1f KiB/page), nginx pid %d",
+                    sc.name, sc.hosts, sc.pages_per_host, len(web.pages),
+                    web.page_bytes / len(web.pages) / 1024, web.pid)
+        for rep in range(sc.reps):
+            order = crawlers if rep % 2 == 0 else crawlers[::-1]
+            for crawler in order:
+                runs.append(crawl_once(crawler, sc, web, sc_work, rep, timeout))
+        web_info = {"hosts": sc.hosts, "pages_per_host": sc.pages_per_host,
+                    "pages": len(web.pages), "bytes_per_page": web.page_bytes / len(web.pages)}
+    return {"config": vars(sc) | {"timeout_s": timeout}, "web": web_info, "runs": runs,
+            "summary": summarize(runs, crawlers, sc.reps)}
+
+
+SUMMARY_KEYS = ("wall_s", "pages_fetched", "unique_pages", "coverage", "duplicates",
+                "pages_per_s", "cpu_s", "cpu_ms_per_page", "maxrss_mb", "nginx_cpu_s",
+                "robots_requests", "items")
+POLITE_KEYS = ("efficiency", "violations", "min_interval_s", "span_s")
+
+
+def summarize(runs: list[dict[str, Any]], crawlers: list[str], reps: int) -> dict[str, Any]:
+    """Medians over the ok runs of each crawler; per-pair (same rep) ratios."""
+    summary: dict[str, Any] = {}
+    for crawler in crawlers:
+        ok = [r for r in runs if r["crawler"] == crawler and r["status"] == "ok"]
+        med = {k: _median([r[k] for r in ok]) for k in SUMMARY_KEYS}
+        med |= {k: _median([r["politeness"][k] for r in ok if "politeness" in r])
+                for k in POLITE_KEYS}
+        nginx, cpu = med["nginx_cpu_s"], med["cpu_s"]
+        med["nginx_cpu_share"] = nginx / cpu if nginx is not None and cpu else None
+        summary[crawler] = {"ok_runs": len(ok), "runs": reps, "median": med}
+    pairs = []
+    for rep in range(reps):
+        by = {r["crawler"]: r for r in runs if r["rep"] == rep and r["status"] == "ok"}
+        if "plain" in by and "larbin" in by and by["larbin"]["cpu_ms_per_page"]:
+            p, lb = by["plain"], by["larbin"]
+            pairs.append({
+                "rep": rep,
+                "cpu_ms_per_page_plain_over_larbin": p["cpu_ms_per_page"] / lb["cpu_ms_per_page"],
+                "pages_per_s_larbin_over_plain": lb["pages_per_s"] / p["pages_per_s"],
+                "rss_larbin_over_plain": lb["maxrss_mb"] / p["maxrss_mb"],
+            })
+    summary["pairs"] = pairs
+    summary["ratios"] = {k: _median([p[k] for p in pairs]) for k in
+                         ("cpu_ms_per_page_plain_over_larbin", "pages_per_s_larbin_over_plain",
+                          "rss_larbin_over_plain")}
+    return summary
+
+
+def _median(values: list[Any]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+# --- micro-benchmarks ------------------------------------------------------------------------
+def run_micro(quick: bool, work: Path) -> list[dict[str, Any]]:
+    """Run each ``benchmarks/bench_*.py`` present with ``--json``; collect their tables."""
+    results = []
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    for name in MICRO:
+        script = REPO / "benchmarks" / f"{name}.py"
+        if not script.exists():
+            results.append({"name": name, "status": "absent"})
+            continue
+        cmd = [sys.executable, str(script), "--json", str(work / f"{name}.json")]
+        if quick:
+            cmd += _quick_sizes(script, env)
+        logger.info("micro-benchmark: %s", " ".join(cmd[1:]))
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                                  timeout=120 if quick else 480, check=False)
+            code, out, err = proc.returncode, proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            code, out, err = None, _text(exc.stdout), _text(exc.stderr) + "\n(timed out)"
+        data = None
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads((work / f"{name}.json").read_text())
+        results.append({"name": name, "cmd": cmd, "exit_code": code,
+                        "status": "ok" if code == 0 else "failed",
+                        "seconds": time.perf_counter() - start, "stdout": out,
+                        "stderr_tail": err.splitlines()[-TAIL_LINES:], "json": data})
+    return results
+
+
+def _text(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "replace")
+    return data or ""
+
+
+def _quick_sizes(script: Path, env: dict[str, str]) -> list[str]:
+    """Small sizes for ``--quick``, for the size options the script's ``--help`` lists."""
+    try:
+        help_text = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, env=env,
+                                   capture_output=True, text=True, timeout=60).stdout
+    except subprocess.TimeoutExpired:
+        return []
+    args = []
+    for flag, value in MICRO_QUICK_SIZES.items():
+        if re.search(rf"{re.escape(flag)}\b", help_text):
+            args += [flag, value]
+    return args
+
+
+# --- profile ---------------------------------------------------------------------------------
+def run_profile(sc: Scenario, target: str, profiler: str, work: Path,
+                top: int = 25) -> dict[str, Any]:
+    """One crawl of ``target`` under py-spy (sampling) or cProfile; the top functions."""
+    sc_work = work / "profile"
+    sc_work.mkdir(parents=True, exist_ok=True)
+    with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web")) as web:
+        cmd, cwd, env = crawler_command(target, sc, web, sc_work, sc_work / "items.jsonl")
+        timeout = 120 + sc.hosts * sc.pages_per_host / 5
+        result: dict[str, Any] = {"target": target}
+        log_start = web.log_offset()
+        if profiler in ("auto", "py-spy"):
+            raw = sc_work / "pyspy.txt"
+            pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+            prof_cmd = [pyspy, "record", "--format", "raw", "--rate", "250", "--nonblocking",
+                        "-o", str(raw), "--", *cmd]
+            proc = run_process(prof_cmd, cwd, env, sc_work / "pyspy", timeout, web)
+            if raw.exists() and raw.stat().st_size:
+                result |= {"profiler": "py-spy", "cmd": prof_cmd, "process": proc,
+                           "rows": _pyspy_rows(raw, top)}
+            elif profiler == "py-spy":
+                result |= {"profiler": "py-spy", "cmd": prof_cmd, "process": proc, "rows": []}
+            else:
+                logger.warning("py-spy failed (exit %s), falling back to cProfile",
+                               proc["exit_code"])
+                log_start = web.log_offset()
+        if "profiler" not in result:
+            out = sc_work / "cprofile.out"
+            head = [sys.executable, "-m", "cProfile", "-o", str(out)]
+            prof_cmd = head + cmd[1:]  # "plain_spider.py ..." or "-m scrapy crawl ..."
+            proc = run_process(prof_cmd, cwd, env, sc_work / "cprofile", timeout, web)
+            rows = _cprofile_rows(out, top) if out.exists() else []
+            result |= {"profiler": "cProfile", "cmd": prof_cmd, "process": proc, "rows": rows}
+        time.sleep(0.2)
+        result["fetches"] = analyze_fetches(web, web.access_log_entries(log_start))
+    return result
+
+
+_FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>.*?)(?::\d+)?\)$")
+
+
+def _frame_name(frame: str) -> str:
+    m = _FRAME.match(frame.strip())
+    return f"{m['func']} ({m['file']})" if m else frame.strip()
+
+
+def _pyspy_rows(raw: Path, top: int) -> list[dict[str, Any]]:
+    """Self and inclusive sample shares per function from py-spy's raw (collapsed) output."""
+    self_n: Counter[str] = Counter()
+    incl_n: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = [_frame_name(f) for f in stack.split(";")]
+        frames = [f for f in frames if not f.startswith(("process ", "thread "))] or frames
+        total += n
+        self_n[frames[-1]] += n
+        for name in set(frames):
+            incl_n[name] += n
+    return [{"function": name, "self_pct": 100 * n / total, "self_samples": n,
+             "incl_pct": 100 * incl_n[name] / total} for name, n in self_n.most_common(top)]
+
+
+def _cprofile_rows(out: Path, top: int) -> list[dict[str, Any]]:
+    """Top functions by self time (tottime) from a cProfile dump."""
+    stats = pstats.Stats(str(out))
+    total = stats.total_tt or 1.0
+    entries = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
+    rows = []
+    for (file, line, func), (_cc, ncalls, tottime, cumtime, _callers) in entries:
+        rows.append({"function": f"{func} ({_short_path(file)}:{line})",
+                     "self_pct": 100 * tottime / total, "self_s": tottime, "calls": ncalls,
+                     "incl_pct": 100 * cumtime / total})
+    return rows
+
+
+def _short_path(file: str) -> str:
+    for marker in ("site-packages/", "lib/python3"):
+        if marker in file:
+            return file.split(marker, 1)[1]
+    return file.replace(str(REPO) + "/", "")
+
+
+# --- the report ------------------------------------------------------------------------------
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
+                            "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    with contextlib.suppress(OSError):
+        mem = Path("/proc/meminfo").read_text().split("\n", 1)[0].split()[1]
+        info["mem_gib"] = round(int(mem) / 1024 / 1024, 1)
+    with contextlib.suppress(ImportError):
+        import scrapy
+        import twisted
+
+        info["scrapy"], info["twisted"] = scrapy.__version__, twisted.__version__
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        nginx = subprocess.run(["/usr/sbin/nginx", "-v"], capture_output=True, text=True)
+        info["nginx"] = nginx.stderr.strip().split("/")[-1]
+    return info
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    lines = ["# larbinscrapy benchmark", "",
+             f"`{report['command']}` on {m.get('cpu', '?')}, {m['cpus']} CPUs, "
+             f"{m.get('mem_gib', '?')} GiB; Python {m['python']}, Scrapy {m.get('scrapy', '?')}, "
+             f"Twisted {m.get('twisted', '?')}, nginx {m.get('nginx', '?')}; "
+             f"load average at start {m['loadavg_start'][0]:.2f}; total {report['seconds']:.0f} s.",
+             ""]
+    if "cpu" in report["scenarios"]:
+        lines += _render_cpu(report["scenarios"]["cpu"])
+    if "polite" in report["scenarios"]:
+        lines += _render_polite(report["scenarios"]["polite"])
+    if report.get("profile"):
+        lines += render_profile(report["profile"])
+    if report.get("micro"):
+        lines += _render_micro(report["micro"])
+    return "\n".join(lines) + "\n"
+
+
+def _render_cpu(res: dict[str, Any]) -> list[str]:
+    c, w, s = res["config"], res["web"], res["summary"]
+    crawlers = [k for k in CRAWLERS if k in s]
+    lines = [f"## CPU-bound crawl: {w['hosts']} hosts x {w['pages_per_host']} pages = "
+             f"{w['pages']} pages ({w['bytes_per_page'] / 1024:.1f} KiB/page)", "",
+             f"DOWNLOAD_DELAY 0, CONCURRENT_REQUESTS 100, CONCURRENT_REQUESTS_PER_DOMAIN "
+             f"{c['per_domain']} for both; medians of the ok runs out of {c['reps']}; "
+             "ratios are medians of the per-repetition ratios.", "",
+             "| | " + " | ".join(LABELS[k] for k in crawlers) + " | ratio |",
+             "|---|" + "---:|" * (len(crawlers) + 1)]
+    ratios = s["ratios"]
+    rows = [
+        ("runs ok", lambda k: f"{s[k]['ok_runs']}/{s[k]['runs']}", ""),
+        ("pages fetched (200)", lambda k: _fmt(s[k]["median"]["pages_fetched"], 0), ""),
+        ("coverage", lambda k: _pct(s[k]["median"]["coverage"]), ""),
+        ("duplicate fetches", lambda k: _fmt(s[k]["median"]["duplicates"], 0), ""),
+        ("wall time, s", lambda k: _fmt(s[k]["median"]["wall_s"]), ""),
+        ("**pages/s**", lambda k: _fmt(s[k]["median"]["pages_per_s"]),
+         f"{_fmt(ratios['pages_per_s_larbin_over_plain'], 2)} (larbin / plain)"),
+        ("CPU user+sys, s", lambda k: _fmt(s[k]["median"]["cpu_s"]), ""),
+        ("**CPU ms/page**", lambda k: _fmt(s[k]["median"]["cpu_ms_per_page"], 2),
+         f"{_fmt(ratios['cpu_ms_per_page_plain_over_larbin'], 2)} (plain / larbin)"),
+        ("peak RSS, MB", lambda k: _fmt(s[k]["median"]["maxrss_mb"]),
+         f"{_fmt(ratios['rss_larbin_over_plain'], 2)} (larbin / plain)"),
+        ("nginx CPU, s (share of crawler's)",
+         lambda k: f"{_fmt(s[k]['median']['nginx_cpu_s'], 3)} "
+                   f"({_pct(s[k]['median']['nginx_cpu_share'])})", ""),
+    ]
+    for label, cell, ratio in rows:
+        lines.append(f"| {label} | " + " | ".join(cell(k) for k in crawlers) + f" | {ratio} |")
+    lines += ["", *_render_runs(res["runs"], polite=False), *_render_failures(res["runs"])]
+    return lines
+
+
+def _render_runs(runs: list[dict[str, Any]], polite: bool) -> list[str]:
+    head = ("| rep | crawler | status | wall s | pages | coverage | dup | pages/s | CPU s "
+            "| CPU ms/page | RSS MB | nginx CPU s |")
+    if polite:
+        head += " efficiency | violations | min interval ms |"
+    lines = ["### Runs", "", head, "|" + "---|" * (head.count("|") - 1)]
+    for r in runs:
+        row = (f"| {r['rep'] + 1} | {LABELS[r['crawler']]} | {r['status']} | {r['wall_s']:.1f} "
+               f"| {r['pages_fetched']} | {_pct(r['coverage'])} | {r['duplicates']} "
+               f"| {r['pages_per_s']:.1f} | {r['cpu_s']:.2f} | {_fmt(r['cpu_ms_per_page'], 2)} "
+               f"| {r['maxrss_mb']:.0f} | {r['nginx_cpu_s']:.3f} |")
+        if polite:
+            p = r["politeness"]
+            mi = None if p["min_interval_s"] is None else 1000 * p["min_interval_s"]
+            row += f" {_fmt(p['efficiency'], 3)} | {p['violations']} | {_fmt(mi, 0)} |"
+        lines.append(row)
+    return [*lines, ""]
+
+
+def _render_failures(runs: list[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    for r in runs:
+        if r["status"] == "ok":
+            continue
+        lines += [f"**{LABELS[r['crawler']]}, rep {r['rep'] + 1}: {r['status']}** "
+                  f"(exit code {r['exit_code']}); last lines of stderr:", "", "```",
+                  *r["stderr_tail"], "```", ""]
+    return lines
+
+
+def _render_polite(res: dict[str, Any]) -> list[str]:
+    c, w, s = res["config"], res["web"], res["summary"]
+    crawlers = [k for k in CRAWLERS if k in s]
+    lines = [f"## Politeness-bound crawl: {w['hosts']} hosts (one IP each) x "
+             f"{w['pages_per_host']} pages, DOWNLOAD_DELAY {c['delay']} s", "",
+             "Intervals per server IP from nginx's log, robots.txt included. Efficiency = "
+             "intervals per second over the active period / (IPs / delay). Plain Scrapy runs "
+             "with RANDOMIZE_DOWNLOAD_DELAY=False.", "",
+             "| | " + " | ".join(LABELS[k] for k in crawlers) + " |",
+             "|---|" + "---:|" * len(crawlers)]
+    for label, key, digits in (("runs ok", None, 0), ("efficiency", "efficiency", 3),
+                               ("violations (intervals < delay)", "violations", 0),
+                               ("min interval, ms", "min_interval_s", 0),
+                               ("active period, s", "span_s", 1),
+                               ("coverage", "coverage", 0), ("wall time, s", "wall_s", 1),
+                               ("CPU ms/page", "cpu_ms_per_page", 2)):
+        cells = []
+        for k in crawlers:
+            if key is None:
+                cells.append(f"{s[k]['ok_runs']}/{s[k]['runs']}")
+                continue
+            v = s[k]["median"][key]
+            if key == "min_interval_s" and v is not None:
+                v *= 1000
+            cells.append(_pct(v) if key == "coverage" else _fmt(v, digits))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", *_render_runs(res["runs"], polite=True), *_render_failures(res["runs"])]
+    return lines
+
+
+def render_profile(prof: dict[str, Any]) -> list[str]:
+    f = prof["fetches"]
+    proc = prof["process"]
+    lines = [f"## Profile: {LABELS[prof['target']]} under {prof['profiler']}", "",
+             f"{f['pages_fetched']} pages in {proc['wall_s']:.1f} s (profiler overhead "
+             f"included); top {len(prof['rows'])} functions by self time.", "",
+             "| # | self % | incl % | function |", "|---:|---:|---:|---|"]
+    for i, row in enumerate(prof["rows"], 1):
+        lines.append(f"| {i} | {row['self_pct']:.1f} | {row['incl_pct']:.1f} "
+                     f"| `{row['function']}` |")
+    if not prof["rows"] or proc["exit_code"] != 0 or not f["pages_fetched"]:
+        how = proc["stopped"] or f"exit code {proc['exit_code']}"
+        lines += ["", f"**The crawl failed** ({how}, {f['pages_fetched']} pages): the profile "
+                  "is not of a crawl. Last lines of stderr:", "", "```",
+                  *proc["stderr_tail"], "```"]
+    return [*lines, ""]
+
+
+def _render_micro(micro: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Micro-benchmarks", ""]
+    for m in micro:
+        if m["status"] == "absent":
+            lines += [f"### {m['name']}: not present", ""]
+            continue
+        lines += [f"### {m['name']} ({m['status']}, {m['seconds']:.0f} s)", "",
+                  m["stdout"].rstrip(), ""]
+        if m["status"] != "ok":
+            lines += [f"exit code {m['exit_code']}; last lines of stderr:", "", "```",
+                      *m["stderr_tail"], "```", ""]
+    return lines
+
+
+# --- main ------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="small web, 1 repetition (~2 min)")
+    p.add_argument("--reps", type=int, help="repetitions per crawler (default 3; quick 1)")
+    p.add_argument("--json", type=Path, help="write the full results as JSON here")
+    p.add_argument("--md", type=Path, help="write the markdown report here")
+    p.add_argument("--scenario", choices=("all", "cpu", "polite"), default="all")
+    p.add_argument("--crawlers", default="plain,larbin", help="comma list of plain,larbin")
+    p.add_argument("--hosts", type=int, help="CPU scenario hosts (default 20; quick 10)")
+    p.add_argument("--pages", type=int, help="CPU scenario pages per host (default 100; quick 40)")
+    p.add_argument("--per-domain", type=int, default=8,
+                   help="CONCURRENT_REQUESTS_PER_DOMAIN for both crawlers (CPU scenario)")
+    p.add_argument("--polite-hosts", type=int, help="polite scenario hosts (default 10; quick 5)")
+    p.add_argument("--polite-pages", type=int, help="polite pages per host (default 15; quick 8)")
+    p.add_argument("--delay", type=float, default=0.5, help="polite scenario DOWNLOAD_DELAY")
+    p.add_argument("--timeout", type=float, help="seconds before a crawl is stopped")
+    p.add_argument("--no-micro", action="store_true", help="skip the micro-benchmarks")
+    p.add_argument("--profile", action="store_true",
+                   help="only profile one crawl (CPU scenario web), print the top 25 functions")
+    p.add_argument("--profile-target", choices=CRAWLERS, default="larbin")
+    p.add_argument("--profiler", choices=("auto", "py-spy", "cprofile"), default="auto")
+    p.add_argument("--keep", action="store_true", help="keep the work dir (webs, crawl logs)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    crawlers = [c for c in args.crawlers.split(",") if c]
+    if not crawlers or set(crawlers) - set(CRAWLERS):
+        raise SystemExit(f"--crawlers: choose from {', '.join(CRAWLERS)}")
+    q = args.quick
+    reps = args.reps or (1 if q else 3)
+    cpu = Scenario("cpu", args.hosts or (10 if q else 20), args.pages or (40 if q else 100),
+                   0.0, reps, args.per_domain, 100)
+    polite = Scenario("polite", args.polite_hosts or (5 if q else 10),
+                      args.polite_pages or (8 if q else 15), args.delay, reps, None, None)
+    work = Path(tempfile.mkdtemp(prefix="larbin-bench-"))
+    started = time.perf_counter()
+    report: dict[str, Any] = {"command": "python -m benchmarks.run " + " ".join(argv or
+                              sys.argv[1:]), "machine": machine_info(), "scenarios": {}}
+    try:
+        if args.profile:
+            report["profile"] = run_profile(cpu, args.profile_target, args.profiler, work)
+        else:
+            if args.scenario in ("all", "cpu"):
+                report["scenarios"]["cpu"] = run_scenario(cpu, crawlers, work, args.timeout)
+            if args.scenario in ("all", "polite"):
+                report["scenarios"]["polite"] = run_scenario(polite, crawlers, work,
+                                                             args.timeout)
+            if not args.no_micro:
+                report["micro"] = run_micro(q, work)
+    finally:
+        report["seconds"] = time.perf_counter() - started
+        report["workdir"] = str(work) if args.keep else None
+        markdown = render_markdown(report)
+        print(markdown)
+        if args.md:
+            args.md.write_text(markdown)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=1, default=str) + "\n")
+        if args.keep:
+            logger.info("work dir kept: %s", work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""larbin's ``fetchDns``: each hostname resolved once, asynchronously, and pinned.
+
+``DnsCache`` keeps ``host -> IP`` (and failures: larbin's noDNS) for ``LARBIN_DNS_TTL`` seconds.
+Lookups run in the reactor's thread pool (``getaddrinfo``), so the reactor never blocks, and
+concurrent lookups of one host share one query.
+
+``PinnedResolver`` is installed as Twisted's resolver (``TWISTED_DNS_RESOLVER``) and answers
+from the same cache, so a connection goes to exactly the IP that the scheduler grouped the site
+under and the SSRF guard checked: a second, different answer from DNS cannot sneak in.
+``LARBIN_RESOLVE`` overrides names like curl's ``--resolve``; the test web uses it so tests
+never touch ``/etc/hosts``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.internet.error import DNSLookupError
+from twisted.internet.interfaces import IResolverSimple
+from twisted.internet.threads import deferToThreadPool
+from zope.interface import implementer
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from scrapy.settings import BaseSettings
+    from twisted.internet.defer import Deferred
+
+logger = logging.getLogger(__name__)
+
+
+def parse_resolve(value: Any) -> dict[str, str]:
+    """``LARBIN_RESOLVE`` as a dict: a dict, a JSON object, or ``"host:ip,host:ip"``."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        value = value.strip()
+        if value.startswith("{"):
+            value = json.loads(value)
+        else:
+            value = dict(item.strip().rsplit(":", 1) for item in value.split(",") if item.strip())
+    if not isinstance(value, Mapping):
+        raise ValueError(f"LARBIN_RESOLVE must be a mapping of host to IP, got {value!r}")
+    resolved = {}
+    for host, ip in value.items():
+        ipaddress.ip_address(ip)  # ValueError names the bad address
+        resolved[str(host).lower()] = str(ip)
+    return resolved
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _getaddrinfo_ipv4(host: str) -> str:
+    infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+    if not infos:
+        raise DNSLookupError(host)
+    return str(infos[0][4][0])
+
+
+class DnsCache:
+    """``host -> IP`` with TTL, negative entries and shared in-flight lookups."""
+
+    def __init__(
+        self,
+        reactor: Any,
+        *,
+        ttl: float = 3600,
+        timeout: float = 10,
+        overrides: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._reactor = reactor
+        self._ttl = ttl
+        self._timeout = timeout
+        self._overrides = dict(overrides or {})
+        self._clock = clock
+        self._entries: dict[str, tuple[float, str | None]] = {}  # host -> (expiry, ip or None)
+        self._inflight: dict[str, list[Deferred[str]]] = {}
+        self.lookups = 0  # queries actually made (overrides included), for stats and tests
+        self.failures = 0
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, reactor: Any) -> DnsCache:
+        return cls(
+            reactor,
+            ttl=settings.getfloat("LARBIN_DNS_TTL", 3600),
+            timeout=settings.getfloat("LARBIN_DNS_TIMEOUT", 10),
+            overrides=parse_resolve(settings.get("LARBIN_RESOLVE")),
+        )
+
+    def cached(self, host: str) -> str | bool | None:
+        """The cached answer without waiting: an IP, None (known failure), False (unknown)."""
+        if _is_ip(host):
+            return host.strip("[]")
+        entry = self._entries.get(host)
+        if entry is None or entry[0] < self._clock():
+            return False
+        return entry[1]
+
+    def resolve(self, host: str) -> Deferred[str]:
+        """The IP of ``host``; fails with ``DNSLookupError`` (also when a failure is cached)."""
+        host = host.lower()
+        answer = self.cached(host)
+        if isinstance(answer, str):
+            return defer.succeed(answer)
+        if answer is None:
+            return defer.fail(DNSLookupError(f"{host}: lookup failed (cached)"))
+        d: Deferred[str] = defer.Deferred()
+        waiters = self._inflight.get(host)
+        if waiters is not None:
+            waiters.append(d)
+            return d
+        self._inflight[host] = [d]
+        self.lookups += 1
+        if host in self._overrides:
+            self._reactor.callLater(0, self._done, host, self._overrides[host])
+            return d
+        query = deferToThreadPool(
+            self._reactor, self._reactor.getThreadPool(), _getaddrinfo_ipv4, host
+        )
+        query.addTimeout(self._timeout, self._reactor)
+        query.addCallbacks(lambda ip: self._done(host, ip), lambda f: self._done(host, None, f))
+        return d
+
+    def _done(self, host: str, ip: str | None, failure: Any = None) -> None:
+        self._entries[host] = (self._clock() + self._ttl, ip)
+        if ip is None:
+            self.failures += 1
+            logger.debug(
+                "DNS lookup of %s failed: %s",
+                host,
+                failure.getErrorMessage() if failure else "no address",
+            )
+        for waiter in self._inflight.pop(host, ()):
+            if ip is None:
+                waiter.errback(DNSLookupError(f"{host}: lookup failed"))
+            else:
+                waiter.callback(ip)
+
+
+@implementer(IResolverSimple)
+class PinnedResolver:
+    """Twisted's resolver for the process (``TWISTED_DNS_RESOLVER``), answering from a DnsCache.
+
+    Scrapy builds it once per process with the process settings; crawler components reach the
+    same cache through ``dns_cache(crawler)``.
+    """
+
+    def __init__(self, reactor: Any, cache: DnsCache) -> None:
+        self.reactor = reactor
+        self.cache = cache
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, reactor: Any) -> PinnedResolver:
+        return cls(reactor, DnsCache.from_settings(crawler.settings, reactor))
+
+    def install_on_reactor(self) -> None:
+        self.reactor.installResolver(self)
+
+    def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:
+        return self.cache.resolve(name)
+
+
+def dns_cache(crawler: Any) -> DnsCache:
+    """The process's DnsCache: the installed PinnedResolver's, installing one if needed.
+
+    ``scrapy crawl`` installs the resolver from ``TWISTED_DNS_RESOLVER``; a script that runs
+    crawls with ``CrawlerRunner`` does not, so the first component that asks installs it.
+    """
+    from twisted.internet import reactor
+
+    resolver = getattr(reactor, "resolver", None)
+    if not isinstance(resolver, PinnedResolver):
+        logger.info("Installing larbinscrapy's PinnedResolver on the reactor")
+        resolver = PinnedResolver.from_crawler(crawler, reactor)
+        resolver.install_on_reactor()
+    return resolver.cache

@@ -1,0 +1,83 @@
+"""Compact request records for the disk frontier: what larbin stored per URL, not a pickle.
+
+A record is a JSON array: ``[url, priority, meta, callback, errback, method, body, headers]``
+with trailing defaults omitted. Only the meta keys the crawl needs are kept (``PERSIST_META``);
+callbacks are stored by spider-method name, as Scrapy's own ``request_to_dict`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from scrapy import Request
+
+PERSIST_META = (
+    "depth",
+    "larbin_site_depth",
+    "larbin_referer",
+    "larbin_priority",
+    "dont_obey_robotstxt",
+    "redirect_times",
+    "redirect_ttl",
+    "redirect_urls",
+    "retry_times",
+    "download_timeout",
+)
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+class UnserializableRequest(ValueError):
+    """The request has a callback that is not a method of the spider."""
+
+
+def _method_name(func: Any, spider: Any) -> str | None:
+    if func is None:
+        return None
+    name = getattr(func, "__name__", None)
+    if getattr(func, "__self__", None) is spider and name:
+        return name
+    raise UnserializableRequest(f"callback {func!r} is not a method of the spider")
+
+
+def encode(request: Request, spider: Any) -> bytes:
+    meta = request.meta
+    kept = {k: meta[k] for k in PERSIST_META if k in meta}
+    if meta.get("larbin_admitted") == request.url:
+        kept["larbin_admitted"] = 1
+    rec: list[Any] = [
+        request.url,
+        request.priority,
+        kept,
+        _method_name(request.callback, spider),
+        _method_name(request.errback, spider),
+    ]
+    if request.method != "GET" or request.body or request.headers:
+        headers = {
+            k.decode("latin-1"): [v.decode("latin-1") for v in vs]
+            for k, vs in request.headers.items()
+        }
+        rec += [request.method, request.body.decode("latin-1"), headers]
+    while rec[-1] is None or (rec[-1] == {} and len(rec) > 3):
+        rec.pop()
+    return _dumps(rec).encode()
+
+
+def decode(data: bytes, spider: Any) -> Request:
+    rec = json.loads(data)
+    url, priority = rec[0], rec[1]
+    meta = rec[2] if len(rec) > 2 else {}
+    if meta.pop("larbin_admitted", None):
+        meta["larbin_admitted"] = url
+    callback = getattr(spider, rec[3]) if len(rec) > 3 and rec[3] else None
+    errback = getattr(spider, rec[4]) if len(rec) > 4 and rec[4] else None
+    kwargs: dict[str, Any] = {}
+    if len(rec) > 5:
+        kwargs = {"method": rec[5], "body": rec[6].encode("latin-1"), "headers": rec[7]}
+    return Request(url, priority=priority, meta=meta, callback=callback, errback=errback, **kwargs)
+
+
+def url_of(data: bytes) -> str:
+    """The URL of a record without decoding the rest (the sequencer only needs the site)."""
+    return _raw_decode(data.decode(), 1)[0]

@@ -1,0 +1,377 @@
+"""``LarbinScheduler``: larbin's frontier as a Scrapy scheduler (``SCHEDULER``).
+
+Where a request goes::
+
+    enqueue_request --dupefilter--> tier FIFO on disk (priority or normal)
+    sequencer (_refill) -> per-site queue in memory (<= LARBIN_MAX_URLS_PER_SITE)
+                        -> else the tier's "wait" FIFO on disk, read back later
+    next_request      -> round robin over IPs whose politeness delay has passed
+
+The two tiers are larbin's URLsPriority/URLsPriorityWait and URLsDisk/URLsDiskWait. A site's
+URLs are served only once its host has resolved (one DNS lookup per host, through the
+politeness middleware, which also applies the SSRF guard). The IP is put in
+``meta["download_slot"]``, and the IP is *leased* until the request leaves the downloader.
+
+Crash safety (``JOBDIR``): the FIFOs are append-only segment files (``segments.py``); a record
+popped into memory or handed out stays unacknowledged until its page has been parsed and every
+request it produced is on disk (``request_done`` signal), so ``kill -9`` at any moment re-queues
+at most what was in flight. Without ``JOBDIR`` the FIFOs live in a temporary directory removed
+at close. Files: ``JOBDIR/frontier/{priority,priority-wait,normal,normal-wait}/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.misc import build_from_crawler, load_object
+from twisted.internet import task
+
+from larbinscrapy import signals as larbin_signals
+from larbinscrapy.frontier import codec
+from larbinscrapy.frontier.segments import SegmentFifo
+from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Site
+from larbinscrapy.middlewares.politeness import IpTable, PolitenessMiddleware
+from larbinscrapy.urlfilter import parse_extensions
+from larbinscrapy.urls import extension_of, host_of, site_of
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.dupefilters import BaseDupeFilter
+    from twisted.internet.defer import Deferred
+
+    from larbinscrapy.middlewares.politeness import IpState
+
+logger = logging.getLogger(__name__)
+
+# FIFO indexes: a tier's main FIFO and its wait FIFO.
+PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT = range(4)
+FIFO_NAMES = ("priority", "priority-wait", "normal", "normal-wait")
+_WAIT_OF = {
+    PRIORITY: PRIORITY_WAIT,
+    PRIORITY_WAIT: PRIORITY_WAIT,
+    NORMAL: NORMAL_WAIT,
+    NORMAL_WAIT: NORMAL_WAIT,
+}
+# Meta keys that belong to one trip through the downloader, never to a re-queued request.
+_TRIP_META = (
+    "larbin_lease",
+    "larbin_rid",
+    "larbin_ip",
+    "larbin_sent",
+    "larbin_own",
+    "larbin_borrow",
+    "download_slot",
+)
+
+
+class LarbinScheduler:
+    """Two-tier disk frontier with per-site queues and per-IP round robin (see module doc)."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        dupefilter: BaseDupeFilter,
+        *,
+        jobdir: str | None,
+        max_per_site: int,
+        segment_records: int,
+        priority_extensions: frozenset[str],
+        flush_interval: float,
+        loaded_sites: int,
+    ) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.df = dupefilter
+        self.jobdir = jobdir
+        self.max_per_site = max_per_site
+        self.segment_records = segment_records
+        self.priority_extensions = priority_extensions
+        self.flush_interval = flush_interval
+        self.mem_limit = max(1, loaded_sites) * max_per_site
+        self.spider: Spider | None = None
+        self.fifos: list[SegmentFifo] = []
+        self.sites: dict[str, Site] = {}
+        self.dead_hosts: dict[str, str] = {}  # host -> reason, so later URLs drop at once
+        self.in_memory = 0  # records held in site queues
+        self.leased: dict[int, tuple[int, int]] = {}  # id(request) -> (fifo, rid) in flight
+        self.memory_only: list[Request] = []  # requests that cannot be serialised
+        self._dir: Path | None = None
+        self._tempdir = False
+        self._loop: task.LoopingCall | None = None
+        self._wakeup: Any = None
+        self._refill_turn = 0
+        self.politeness: PolitenessMiddleware | None = None
+        self.table: IpTable
+        self.ring: IpRing
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> LarbinScheduler:
+        s = crawler.settings
+        dupefilter = build_from_crawler(load_object(s["DUPEFILTER_CLASS"]), crawler)
+        return cls(
+            crawler,
+            dupefilter,
+            jobdir=s.get("JOBDIR") or None,
+            max_per_site=s.getint("LARBIN_MAX_URLS_PER_SITE"),
+            segment_records=s.getint("LARBIN_SEGMENT_URLS"),
+            priority_extensions=parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or ""),
+            flush_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"),
+            loaded_sites=s.getint("LARBIN_LOADED_SITES"),
+        )
+
+    # -- Scrapy's scheduler contract ------------------------------------------------------
+    def open(self, spider: Spider) -> Deferred[None] | None:
+        self.spider = spider
+        politeness = self.crawler.get_downloader_middleware(PolitenessMiddleware)
+        if politeness is None:
+            s = self.crawler.settings
+            self.politeness = None
+            self.table = IpTable(
+                s.getfloat("DOWNLOAD_DELAY"), s.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
+            )
+        else:
+            self.politeness = politeness
+            self.table = politeness.table
+        self.ring = IpRing(self.table)
+        self.table.listeners.append(self._ip_changed)
+        if self.jobdir:
+            self._dir = Path(self.jobdir, "frontier")
+        else:
+            self._dir = Path(tempfile.mkdtemp(prefix="larbin-frontier-"))
+            self._tempdir = True
+        self.fifos = [SegmentFifo(self._dir / name, self.segment_records) for name in FIFO_NAMES]
+        for name, fifo in zip(FIFO_NAMES, self.fifos, strict=True):
+            if fifo.corrupt_records:
+                self.stats.inc_value("larbin/frontier/corrupt_records", fifo.corrupt_records)
+            if len(fifo):
+                logger.info("Resuming %d queued URLs from %s", len(fifo), name)
+        sig = self.crawler.signals
+        sig.connect(self._request_done, signal=larbin_signals.request_done)
+        if self.politeness is None:  # otherwise the middleware gives leases back
+            sig.connect(self._left_downloader, signal=signals.request_left_downloader)
+        if self.jobdir:
+            self._loop = task.LoopingCall(self.flush)
+            self._loop.start(self.flush_interval, now=False)
+        return self.df.open()
+
+    def close(self, reason: str) -> Deferred[None] | None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self._wakeup is not None and self._wakeup.active():
+            self._wakeup.cancel()
+        self.df_flush()
+        for fifo in self.fifos:
+            fifo.close()
+        if self._tempdir and self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self.stats.set_value("larbin/frontier/left_queued", len(self))
+        return self.df.close(reason)
+
+    def has_pending_requests(self) -> bool:
+        return len(self) > 0
+
+    def __len__(self) -> int:
+        return sum(len(f) for f in self.fifos) + self.in_memory + len(self.memory_only)
+
+    def enqueue_request(self, request: Request) -> bool:
+        previous = request.meta.get("larbin_rid")
+        if previous is not None:  # a redirect or retry of a request we handed out
+            for key in _TRIP_META:
+                request.meta.pop(key, None)
+        if not request.dont_filter and self.df.request_seen(request):
+            self.df.log(request, self.spider)
+            self._ack(previous)
+            return False
+        try:
+            record = codec.encode(request, self.spider)
+        except codec.UnserializableRequest:
+            self.stats.inc_value("larbin/frontier/unserializable")
+            self.memory_only.append(request)
+        else:
+            self.fifos[self._tier(request)].push(record)
+            self.stats.inc_value("larbin/frontier/enqueued")
+        self._ack(previous)
+        return True
+
+    def next_request(self) -> Request | None:
+        if self.memory_only:
+            return self.memory_only.pop(0)
+        now = self.table.clock()
+        picked = self.ring.next_ready(now)
+        if picked is None and self.in_memory < self.mem_limit:
+            self._refill(now)
+            picked = self.ring.next_ready(now)
+        if picked is None:
+            self._schedule_wakeup()
+            return None
+        st, site = picked
+        fifo_index, rid, record = site.queue.popleft()
+        self.in_memory -= 1
+        if not site.queue:
+            self.ring.site_emptied(site)
+            del self.sites[site.key]
+        self.table.acquire(st)
+        self.ring.place(st.ip)
+        request = codec.decode(record, self.spider)
+        meta = request.meta
+        meta["larbin_lease"] = meta["larbin_ip"] = meta["download_slot"] = st.ip
+        meta["larbin_rid"] = (fifo_index, rid)
+        self.leased[id(request)] = (fifo_index, rid)
+        self.stats.inc_value("larbin/frontier/dequeued")
+        return request
+
+    # -- the sequencer: disk tiers -> site queues ------------------------------------------
+    def _tier(self, request: Request) -> int:
+        if request.priority > 0 or request.meta.get("larbin_priority"):
+            return PRIORITY
+        if self.priority_extensions and extension_of(request.url) in self.priority_extensions:
+            return PRIORITY
+        return NORMAL
+
+    def _refill(self, now: float, budget: int = 256) -> None:
+        """Move up to ``budget`` records from disk into site queues, priority tier first.
+
+        Every fourth call starts with the wait FIFOs, so URLs of crowded sites are read back
+        while new sites keep being discovered.
+        """
+        self._refill_turn += 1
+        order = (
+            (PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT)
+            if self._refill_turn % 4
+            else (PRIORITY_WAIT, PRIORITY, NORMAL_WAIT, NORMAL)
+        )
+        for index in order:
+            fifo = self.fifos[index]
+            while budget > 0 and self.in_memory < self.mem_limit:
+                popped = fifo.pop()
+                if popped is None:
+                    break
+                budget -= 1
+                self._place_record(index, *popped)
+
+    def _place_record(self, index: int, rid: int, record: bytes) -> None:
+        url = codec.url_of(record)
+        host = host_of(url)
+        dead = self.dead_hosts.get(host)
+        if dead is not None:
+            self._drop(index, rid, dead)
+            return
+        key = site_of(url)
+        site = self.sites.get(key)
+        if site is None:
+            site = self.sites[key] = Site(key, host)
+            self._resolve(site)
+        if len(site.queue) >= self.max_per_site:
+            wait = _WAIT_OF[index]
+            self.fifos[wait].push(record)
+            self.fifos[index].ack(rid)
+            self.stats.inc_value("larbin/frontier/to_wait")
+            return
+        site.queue.append((index, rid, record))
+        self.in_memory += 1
+        if site.state == READY and len(site.queue) == 1:
+            self.ring.add_site(site)
+
+    def _resolve(self, site: Site) -> None:
+        if self.politeness is None:
+            self._resolved(host_of(site.key) or site.host, site)
+            return
+        d = self.politeness.resolve(site.host)
+        d.addCallbacks(self._resolved, self._unresolved, callbackArgs=(site,), errbackArgs=(site,))
+
+    def _resolved(self, ip: str, site: Site) -> None:
+        site.ip = ip
+        site.state = READY
+        if site.queue:
+            self.ring.add_site(site)
+            self._wake_engine()
+
+    def _unresolved(self, failure: Any, site: Site) -> None:
+        failure.trap(IgnoreRequest)
+        reason = str(failure.value).split(":", 1)[0]
+        self.dead_hosts[site.host] = reason
+        self._drop_site(site, reason)
+
+    def _drop_site(self, site: Site, reason: str) -> None:
+        site.state = DEAD
+        self.sites.pop(site.key, None)
+        for index, rid, _ in site.queue:
+            self._drop(index, rid, reason)
+        self.in_memory -= len(site.queue)
+        site.queue.clear()
+
+    def _drop(self, index: int, rid: int, reason: str) -> None:
+        self.fifos[index].ack(rid)
+        self.stats.inc_value(f"larbin/dropped/{reason}")
+
+    # -- leases and acknowledgements -------------------------------------------------------
+    def _left_downloader(self, request: Request) -> None:
+        """Without the politeness middleware: give the lease back when the download ends."""
+        ip = request.meta.pop("larbin_lease", None)
+        if ip is not None:
+            self.table.release(self.table.get(ip))
+
+    def _request_done(self, request: Request) -> None:
+        self._ack(self.leased.pop(id(request), None) or request.meta.get("larbin_rid"))
+
+    def _ack(self, rid: tuple[int, int] | None) -> None:
+        """Record that a handed-out request is finished, after what it produced is on disk."""
+        if rid is None:
+            return
+        if self.jobdir:
+            self.df_flush()
+            for fifo in self.fifos:
+                fifo.flush()
+        index, record_id = rid
+        self.fifos[index].ack(record_id)
+        if self.jobdir:
+            self.fifos[index].flush()
+
+    def df_flush(self) -> None:
+        flush = getattr(self.df, "flush", None)
+        if flush is not None:
+            flush()
+
+    def flush(self) -> None:
+        """Periodic: hand buffered frontier and dupefilter writes to the OS; checkpoint."""
+        self.df_flush()
+        for fifo in self.fifos:
+            fifo.checkpoint()
+
+    # -- IP readiness and waking the engine ------------------------------------------------
+    def _ip_changed(self, st: IpState) -> None:
+        if st.dead:
+            for site in self.ring.dead_ip_sites(st.ip):
+                self.dead_hosts[site.host] = "noconnection"
+                self._drop_site(site, "noconnection")
+            return
+        self.ring.place(st.ip)
+        self._schedule_wakeup()
+
+    def _schedule_wakeup(self) -> None:
+        """Wake the engine when the next IP cools down (its heartbeat is 5 s, too coarse)."""
+        when = self.ring.next_wakeup()
+        if when is None:
+            return
+        from twisted.internet import reactor
+
+        delay = max(0.0, when - self.table.clock())
+        if self._wakeup is not None and self._wakeup.active():
+            if self._wakeup.getTime() - reactor.seconds() <= delay:
+                return
+            self._wakeup.cancel()
+        self._wakeup = reactor.callLater(delay, self._wake_engine)
+
+    def _wake_engine(self) -> None:
+        # Scrapy has no public "scheduler has work again" call; the engine's own crawl() uses
+        # this same CallLaterOnce after an enqueue.
+        slot = getattr(self.crawler.engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()

@@ -1,0 +1,28 @@
+"""The one item larbinscrapy yields: a fetched page and what larbin's parser found in it."""
+
+from __future__ import annotations
+
+import scrapy
+
+
+class PageItem(scrapy.Item):
+    """A fetched page.
+
+    ``body`` is the raw response body (bytes); pipelines that store pages use it and the
+    feed exporters leave it out (see ``FEED_EXPORT_FIELDS`` in ``settings/base.py``), so a
+    page is not kept twice in memory and ``items.jsonl`` stays small.
+    """
+
+    url = scrapy.Field()  # final URL (after redirects)
+    status = scrapy.Field()  # HTTP status
+    depth = scrapy.Field()  # link depth from the seed (Scrapy's meta["depth"])
+    referer = scrapy.Field()  # URL of the page that linked here, None for seeds
+    fetched_at = scrapy.Field()  # UTC ISO-8601 time the response arrived
+    content_type = scrapy.Field()  # Content-Type header, lower-cased, without parameters
+    length = scrapy.Field()  # body length in bytes
+    title = scrapy.Field()  # <title> text, whitespace collapsed
+    keywords = scrapy.Field()  # <meta name="keywords"> content
+    description = scrapy.Field()  # <meta name="description"> content
+    links = scrapy.Field()  # absolute outlinks found in the page, fragments dropped, in page order
+    ip = scrapy.Field()  # server IP the page was fetched from (larbin IPSite)
+    body = scrapy.Field()  # raw body bytes, for storage pipelines; not exported to feeds

@@ -1,0 +1,323 @@
+"""Link, title and meta extraction: larbin's ``html.cc`` tag scanner, as compiled regexes.
+
+larbin never builds a document tree: it scans the bytes for the few tags that carry links.
+So do we, with one ``finditer`` of a compiled regular expression over the page and a small
+``match`` per tag found, instead of lxml + ``LinkExtractor`` (a tree, then ``urljoin`` and
+``safe_url_string`` per link). Common links are resolved with string concatenation; only the
+hard cases (dot segments, odd schemes, characters that need percent-encoding) go through
+``urljoin`` and ``safe_url_string``, which give the same answers as Scrapy's ``LinkExtractor``.
+
+Decoding: bytes are scanned as latin-1. Every tag, attribute and URL delimiter is ASCII, and
+latin-1 maps each byte to one character, so decoding never fails, costs a copy, and keeps
+ASCII-compatible pages (UTF-8, cp1252, ...) byte for byte. The rare value that contains non-ASCII
+characters is re-decoded with the page's encoding before it is used, so it is percent-encoded
+exactly as ``LinkExtractor`` would. UTF-16/32 pages are not ASCII-compatible and are decoded.
+
+Every scanning pattern is possessive and stops at the next ``<`` (or the end of a comment or a
+script), so the scan stays linear on malformed or hostile input.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from collections.abc import Callable
+from html.entities import html5 as _HTML5_ENTITIES
+from typing import NamedTuple
+from urllib.parse import urljoin, urlsplit
+
+from w3lib.url import safe_url_string
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Page", "extract"]
+
+
+class Page(NamedTuple):
+    """What the parser found in one page."""
+
+    links: list[str]  # absolute http(s) URLs, no fragment, first-seen order, no duplicates
+    title: str | None  # <title> text, entities decoded, whitespace collapsed; None if absent/blank
+    keywords: str | None  # <meta name="keywords" content>
+    description: str | None  # <meta name="description" content>
+
+
+# The attributes of a tag: quote-aware (a ">" inside a quoted value does not end the tag), but
+# an unquoted part stops at a "<" and a quoted value at its ninth "<", so an unclosed tag or
+# quote costs at most the text up to the next few tags.
+_ATTRS = r"""(?:[^<>"']++|"[^"<]*+(?:<[^"<]*+){0,8}+"|'[^'<]*+(?:<[^'<]*+){0,8}+')*+"""
+_END = r"(?=[\s/>])"
+
+
+def _scanner(link_tags: str) -> re.Pattern[str]:
+    # lastindex tells the alternatives apart: None comment, 1 script/style, 3 link tag,
+    # 4 title, 5 meta.
+    return re.compile(
+        r"<(?:"
+        r"!--(?:.*?-->|.*)"  # comment; unclosed, it runs to the end, as in browsers
+        rf"|(script|style){_END}{_ATTRS}>?(?:.*?</\1|.*)"  # raw text: no tags inside
+        rf"|({link_tags}){_END}({_ATTRS})"
+        rf"|title{_END}{_ATTRS}>?([^<]*+)"
+        rf"|meta{_END}({_ATTRS})"
+        r")",
+        re.I | re.S | re.A,
+    )
+
+
+_SCAN = _scanner("a|area|link|frame|iframe|base")
+_SCAN_IMAGES = _scanner("a|area|link|frame|iframe|base|img")
+
+
+def _attr_matcher(name: str) -> Callable[[str], re.Match[str] | None]:
+    # Skips whole attributes (names possessively, so no backtracking) until `name=`; the first
+    # one wins, as in browsers. The value is group 1, 2 or 3 (double, single, unquoted); a quote
+    # that never closes (the tag was cut at a "<") gives no value rather than a wrong one.
+    value = r"""\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+)"""
+    return re.compile(
+        rf"(?:[\s/]*+(?!{name}(?![^\s/>=]))[^\s/>=][^\s/>=]*+(?:{value})?)*+"
+        rf"""[\s/]*+{name}\s*+=\s*+(?:"([^"]*)"|'([^']*)'|([^\s>"'][^\s>]*))""",
+        re.I | re.A,
+    ).match
+
+
+_HREF = _attr_matcher("href")
+_SRC = _attr_matcher("src")
+_ATTR_OF_TAG = {
+    "a": _HREF,
+    "area": _HREF,
+    "link": _HREF,
+    "base": _HREF,
+    "frame": _SRC,
+    "iframe": _SRC,
+    "img": _SRC,
+}
+_ANY_ATTR = re.compile(
+    r"""([^\s/>=][^\s/>=]*+)(?:\s*+=\s*+(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""", re.A
+).finditer
+
+_HTML_WS = " \t\n\r\f"
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):").match
+# An http(s) URL safe_url_string() would return unchanged: lower-case host, a path before any
+# query, no empty query, no character it percent-encodes (a quote is fine in the path only).
+_SAFE_URL = re.compile(
+    r"https?://[a-z0-9.\-]+(?::[1-9][0-9]*)?"
+    r"(?:/[!$%'()*+,\-./0-9:;=@A-Z_a-z~]*(?:\?[!$%&()*+,\-./0-9:;=?@A-Z_a-z~]+)?)?"
+).fullmatch
+# Character references in attribute values (HTML5: numeric ones may omit ";"; a legacy named
+# one without ";" is decoded unless "=" follows, so "?a=1&reg=2" keeps its "&reg").
+_CHAR_REF = re.compile(r"&(?:#[0-9]+;?|#[xX][0-9a-fA-F]+;?|([A-Za-z][A-Za-z0-9]*)(;?))")
+
+
+def _char_ref(m: re.Match[str]) -> str:
+    name = m.group(1)
+    if name is None:
+        return html.unescape(m.group(0))
+    if m.group(2):
+        return _HTML5_ENTITIES.get(name + ";", m.group(0))
+    string, end = m.string, m.end()
+    if end < len(string) and string[end] == "=":
+        return m.group(0)
+    return _HTML5_ENTITIES.get(name, m.group(0))
+
+
+def _text(value: str) -> str:
+    """Entities decoded and whitespace collapsed, for title and meta content."""
+    if "&" in value:
+        value = html.unescape(value)
+    return " ".join(value.split())
+
+
+class _Base:
+    """A base URL cut into the prefixes that resolve common relative links by concatenation."""
+
+    __slots__ = ("directory", "ok", "origin", "scheme", "segments", "url", "without_query")
+
+    def __init__(self, url: str) -> None:
+        url = url.partition("#")[0]
+        self.url = url
+        parts = urlsplit(url)
+        self.scheme = parts.scheme
+        self.ok = parts.scheme in ("http", "https") and bool(parts.netloc)
+        self.origin = parts.scheme + "://" + parts.netloc
+        path = parts.path or "/"
+        self.without_query = self.origin + path
+        # urljoin's view of the base path: its directory segments, empty ones dropped.
+        self.segments = ["", *filter(None, path.split("/")[1:-1])]
+        # A base path with dot segments or "//" is normalised by urljoin: no concatenation.
+        clean = "/." not in path and "//" not in path
+        self.directory = self.origin + path[: path.rfind("/") + 1] if clean else None
+
+
+def _join_path(base: _Base, value: str) -> str:
+    """urljoin() of a relative or root-relative reference with dot segments, without parsing.
+
+    The same algorithm as urllib's (RFC 3986 remove_dot_segments, excess ``..`` clamped at the
+    root, and urllib's dropping of empty segments of relative paths), so results agree.
+    """
+    path, _, query = value.partition("?")
+    if path[:1] == "/":
+        segments = path.split("/")
+    else:
+        segments = base.segments + path.split("/")
+        segments[1:-1] = filter(None, segments[1:-1])
+    resolved: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            if resolved:
+                resolved.pop()
+        elif segment != ".":
+            resolved.append(segment)
+    if segments[-1] in (".", ".."):
+        resolved.append("")
+    path = "/".join(resolved)
+    if path[:1] != "/":
+        path = "/" + path
+    return base.origin + path + ("?" + query if query else "")
+
+
+def _resolve(value: str, base: _Base) -> str | None:
+    """Absolute URL of a stripped, unescaped, fragment-free link value, or None to skip it.
+
+    Common shapes are concatenated; the rest goes to urljoin (which LinkExtractor uses), and a
+    trailing "?" or ";" too, since urljoin drops an empty query or parameter list.
+    """
+    if value.startswith(("http://", "https://")):
+        return value if value[-1] not in "?;" else urljoin(base.url, value)
+    first = value[:1]
+    if not base.ok:
+        m = _SCHEME(value)
+        if m is not None and m.group(1).lower() in ("http", "https"):
+            return urljoin(base.url, value)
+        return None
+    if not value:
+        return base.url
+    if value[-1] in "?;":
+        return urljoin(base.url, value)
+    if first == "/":
+        if value[1:2] == "/":  # protocol-relative
+            return base.scheme + ":" + value
+        if "/." not in value:
+            return base.origin + value
+        return _join_path(base, value) if ";" not in value else urljoin(base.url, value)
+    if first == "?":
+        return base.without_query + value
+    if ":" in value:
+        m = _SCHEME(value)
+        if m is not None:
+            if m.group(1).lower() not in ("http", "https"):
+                return None  # mailto:, javascript:, data:, tel:, ftp: ...
+            return urljoin(base.url, value)
+    if first != "." and "/." not in value and "//" not in value and base.directory is not None:
+        return base.directory + value
+    return _join_path(base, value) if ";" not in value else urljoin(base.url, value)
+
+
+def _to_text(value: str, encoding: str) -> str:
+    """Re-decode a latin-1-scanned value with the page's encoding (only non-ASCII ones need it)."""
+    try:
+        return value.encode("latin-1").decode(encoding, "replace")
+    except LookupError:  # an unknown encoding name: UTF-8 is the likeliest
+        return value.encode("latin-1").decode("utf-8", "replace")
+
+
+def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
+    """The absolute http(s) URL of one attribute value, as LinkExtractor would make it."""
+    if raw and not value.isascii():
+        value = _to_text(value, encoding)
+    if "&" in value:
+        value = _CHAR_REF.sub(_char_ref, value)
+    value = value.strip(_HTML_WS)
+    hash_at = value.find("#")
+    if hash_at >= 0:
+        value = value[:hash_at]
+    try:
+        url = _resolve(value, base)
+    except ValueError:  # urljoin on a malformed authority ("http://[x/")
+        return None
+    if url is None or _SAFE_URL(url) is not None:
+        return url
+    try:  # percent-encode like LinkExtractor, only when a character needs it
+        url = safe_url_string(url, encoding)
+    except (ValueError, LookupError):  # bad port, unencodable query: LinkExtractor skips too
+        return None
+    return url if url.startswith(("http://", "https://")) else None
+
+
+def extract(
+    body: bytes | str, base_url: str, *, images: bool = False, encoding: str = "utf-8"
+) -> Page:
+    """Scan an HTML page once for its links, title, keywords and description.
+
+    ``base_url`` is the page's URL; ``<base href>`` replaces it for the links after it (only the
+    first ``<base>`` counts, as in browsers). ``encoding`` is the page's encoding
+    (``response.encoding``): it decodes non-ASCII URL characters and encodes the query, as in
+    ``LinkExtractor``. Links in comments, scripts and styles are ignored; ``<img src>`` only
+    with ``images=True``. Never raises on malformed markup.
+    """
+    if isinstance(body, bytes):
+        if encoding.lower().replace("_", "-").startswith(("utf-16", "utf-32")):
+            text = body.decode(encoding, "replace")
+            raw = False
+            encoding = "utf-8"  # URL queries of UTF-16 documents are UTF-8 (WHATWG URL)
+        else:
+            text = body.decode("latin-1")
+            raw = True
+    else:
+        text, raw = body, False
+
+    base = _Base(base_url)
+    base_seen = False
+    links: list[str] = []
+    append = links.append
+    title = keywords = description = None
+    attr_of_tag = _ATTR_OF_TAG
+    for m in (_SCAN_IMAGES if images else _SCAN).finditer(text):
+        kind = m.lastindex
+        if kind == 3:
+            tag = m.group(2)
+            if tag not in attr_of_tag:
+                tag = tag.lower()
+            a = attr_of_tag[tag](m.group(3))
+            if a is None:
+                continue
+            url = _link(a.group(a.lastindex), base, encoding, raw)
+            if url is None:
+                continue
+            if tag == "base":
+                if not base_seen:
+                    base_seen = True
+                    base = _Base(url)
+                continue
+            append(url)
+        elif kind == 4:
+            if title is None:
+                value = m.group(4)
+                if raw and not value.isascii():
+                    value = _to_text(value, encoding)
+                title = _text(value) or None
+        elif kind == 5 and (keywords is None or description is None):
+            keywords, description = _meta(m.group(5), keywords, description, encoding, raw)
+    return Page(list(dict.fromkeys(links)), title, keywords, description)
+
+
+def _meta(
+    attrs: str, keywords: str | None, description: str | None, encoding: str, raw: bool
+) -> tuple[str | None, str | None]:
+    """Fold one <meta> tag into (keywords, description); the first of each wins."""
+    name = content = None
+    for a in _ANY_ATTR(attrs):
+        key = a.group(1).lower()
+        if key == "name" and name is None:
+            name = (a.group(2) or a.group(3) or a.group(4) or "").strip(_HTML_WS).lower()
+        elif key == "content" and content is None:
+            content = a.group(2) or a.group(3) or a.group(4) or ""
+    if content is None:
+        return keywords, description
+    if raw and not content.isascii():
+        content = _to_text(content, encoding)
+    if name == "keywords" and keywords is None:
+        keywords = _text(content)
+    elif name == "description" and description is None:
+        description = _text(content)
+    return keywords, description

@@ -1,0 +1,189 @@
+"""larbin's ``check()``: the link gate between a parsed page and the frontier.
+
+A spider middleware. For each item that carries ``links`` (our ``PageItem``), every link is
+tested in the cheapest order: the URL filters (string tests, ``larbin/filtered/<reason>``), then
+the seen test (fingerprint of the URL string + a bit test in the dupefilter), and only a link
+that passes both becomes a ``Request``. Most links of a broad crawl were seen before, so most
+cost a hash and a bit test, not a Request, middlewares and signals (FACTS.md: that per-link
+work is where plain Scrapy's 25 ms per page go).
+
+Requests that other code yields (seeds, a user's callbacks) go through the same filters. When
+a response's output is exhausted, ``request_done`` tells the scheduler its record can be
+acknowledged: everything the page produced is queued by then.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.http import Response
+
+from larbinscrapy import signals as larbin_signals
+from larbinscrapy.items import PageItem
+from larbinscrapy.urlfilter import DEPTH, UrlFilter, parse_domains, parse_extensions
+from larbinscrapy.urls import host_of
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+def url_filter_from_settings(settings: Any, **overrides: Any) -> UrlFilter:
+    """The crawl's ``UrlFilter`` from ``LARBIN_*`` settings; spider arguments override."""
+    values: dict[str, Any] = {
+        "forbidden_extensions": parse_extensions(settings.get("LARBIN_FORBIDDEN_EXTENSIONS") or ""),
+        "domains": parse_domains(settings.get("LARBIN_DOMAINS") or ""),
+        "external": settings.getbool("LARBIN_EXTERNAL"),
+        "max_depth": settings.getint("LARBIN_DEPTH"),
+        "max_length": settings.getint("LARBIN_MAX_URL_LENGTH"),
+        "cgi_level": settings.getint("LARBIN_CGI_LEVEL"),
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if values["max_depth"] is not None and values["max_depth"] < 0:
+        values["max_depth"] = None
+    return UrlFilter(**values)
+
+
+class LinkGateMiddleware:
+    """Filters, cheap seen test, then Requests: see the module docstring."""
+
+    def __init__(self, crawler: Crawler, depth_limit: int) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.depth_limit = depth_limit
+        self.url_filter = url_filter_from_settings(crawler.settings)
+        self._fingerprint_url = getattr(crawler.request_fingerprinter, "fingerprint_url", None)
+        self._seen: Any = None
+        self._count_seen: Any = None
+        crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> LinkGateMiddleware:
+        return cls(crawler, crawler.settings.getint("DEPTH_LIMIT"))
+
+    def _spider_opened(self, spider: Spider) -> None:
+        self.url_filter = getattr(spider, "url_filter", None) or self.url_filter
+        df = getattr(self.crawler.engine.scheduler, "df", None)
+        seen = getattr(df, "seen_fingerprint", None)
+        if seen is not None and self._fingerprint_url is not None:
+            self._seen = seen
+            self._count_seen = getattr(df, "count_filtered", None)
+        else:
+            logger.info(
+                "Dupefilter or fingerprinter without a URL fast path: every link "
+                "becomes a Request and is checked by the scheduler"
+            )
+
+    # -- spider middleware ----------------------------------------------------------------
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for obj in start:
+            if not isinstance(obj, Request) or self._allowed(obj, None):
+                yield obj
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterator[Any]:
+        try:
+            for obj in result:
+                yield from self._process(response, obj)
+        finally:
+            self._done(response)
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
+    ) -> AsyncIterator[Any]:
+        try:
+            async for obj in result:
+                for out in self._process(response, obj):
+                    yield out
+        finally:
+            self._done(response)
+
+    def process_spider_exception(
+        self, response: Response, exception: Exception, spider: Spider | None = None
+    ) -> None:
+        self._done(response)
+
+    def _done(self, response: Response) -> None:
+        self.crawler.signals.send_catch_log(larbin_signals.request_done, request=response.request)
+
+    # -- the gate ---------------------------------------------------------------------------
+    def _process(self, response: Response, obj: Any) -> Iterator[Any]:
+        if isinstance(obj, Request):
+            if self._allowed(obj, response):
+                yield obj
+            return
+        if isinstance(obj, PageItem) and obj.get("links"):
+            yield from self.admit(response, obj["links"])
+        yield obj
+
+    def _allowed(self, request: Request, response: Response | None) -> bool:
+        meta = request.meta
+        source = host_of(response.url) if response is not None else None
+        host = host_of(request.url)
+        site_depth = meta.get("larbin_site_depth")
+        if site_depth is None:
+            parent = response.meta.get("larbin_site_depth", 0) if response is not None else -1
+            site_depth = parent + 1 if host == source else 0
+            meta["larbin_site_depth"] = site_depth
+        reason = self.url_filter.reason(request.url, host, site_depth, source)
+        if reason is None and self.depth_limit and meta.get("depth", 0) > self.depth_limit:
+            reason = DEPTH
+        if reason is None:
+            return True
+        self.stats.inc_value(f"larbin/filtered/{reason}")
+        return False
+
+    def admit(self, response: Response, links: Iterable[str]) -> list[Request]:
+        """Requests for the links of ``response`` that pass the filters and were not seen."""
+        meta = response.meta
+        depth = meta.get("depth", 0) + 1
+        if self.depth_limit and depth > self.depth_limit:
+            self.stats.inc_value(f"larbin/filtered/{DEPTH}", len(list(links)))
+            return []
+        parent_depth = meta.get("larbin_site_depth", 0)
+        source = host_of(response.url)
+        referer = response.url
+        errback = getattr(self.crawler.spider, "on_error", None)
+        reason_of = self.url_filter.reason
+        fingerprint_url, seen = self._fingerprint_url, self._seen
+        filtered: Counter[str] = Counter()
+        requests = []
+        n_seen = 0
+        for url in links:
+            host = host_of(url)
+            site_depth = parent_depth + 1 if host == source else 0
+            reason = reason_of(url, host, site_depth, source)
+            if reason is not None:
+                filtered[reason] += 1
+                continue
+            if seen is not None:
+                if seen(fingerprint_url(url)):
+                    n_seen += 1
+                    continue
+                admitted = {"larbin_admitted": url}
+            else:
+                admitted = {}
+            requests.append(
+                Request(
+                    url,
+                    errback=errback,
+                    meta={
+                        **admitted,
+                        "depth": depth,
+                        "larbin_site_depth": site_depth,
+                        "larbin_referer": referer,
+                    },
+                )
+            )
+        for reason, n in filtered.items():
+            self.stats.inc_value(f"larbin/filtered/{reason}", n)
+        if n_seen and self._count_seen is not None:
+            self._count_seen(n_seen)
+        return requests

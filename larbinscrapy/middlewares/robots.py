@@ -1,0 +1,118 @@
+"""larbin's NamedSite robots.txt step: fetched once per site, before any page of the site.
+
+Scrapy's ``RobotsTxtMiddleware`` shares one Deferred among every request that arrives while a
+site's robots.txt is downloading; under the asyncio reactor only the first waiter gets the parser
+and the others get ``None`` and go through unchecked (FACTS.md: 1-4 disallowed pages per
+4,600-page crawl). Here each waiter has its own Deferred, so every request is checked.
+
+Also:
+* the robots.txt request borrows the IP lease of the page request that needs it, so it is
+  scheduled under the same per-IP politeness instead of jumping the queue;
+* ``Crawl-delay`` for our user agent (Scrapy ignores it) raises the IP's delay, capped at
+  ``LARBIN_MAX_CRAWL_DELAY``;
+* a robots.txt that is missing, an error page or unreachable means "everything allowed" (larbin's
+  behaviour), and a body that is not robots.txt at all parses to no rules (protego is tolerant).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Request
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import build_from_crawler
+from twisted.internet.defer import Deferred
+
+from larbinscrapy.middlewares.politeness import PolitenessMiddleware
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.robotstxt import RobotParser
+
+logger = logging.getLogger(__name__)
+
+
+class RobotsMiddleware(RobotsTxtMiddleware):
+    """``RobotsTxtMiddleware`` with per-waiter Deferreds, lease borrowing and Crawl-delay."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self._waiters: dict[str, list[Deferred[RobotParser | None]]] = {}
+        self._politeness: PolitenessMiddleware | None = None
+        crawler.signals.connect(self._find_politeness, signal=signals.spider_opened)
+
+    def _find_politeness(self) -> None:
+        self._politeness = self.crawler.get_downloader_middleware(PolitenessMiddleware)
+
+    def known(self, netloc: str) -> bool:
+        """True once the robots.txt of ``netloc`` is parsed (or known to be absent)."""
+        parser = self._parsers.get(netloc, 0)
+        return parser != 0 and not isinstance(parser, Deferred)
+
+    async def robot_parser(self, request: Request) -> RobotParser | None:
+        url = urlparse_cached(request)
+        netloc = url.netloc
+        if netloc in self._parsers:
+            parser = self._parsers[netloc]
+            if not isinstance(parser, Deferred):
+                return parser
+            waiter: Deferred[RobotParser | None] = Deferred()
+            self._waiters[netloc].append(waiter)
+            return await maybe_deferred_to_future(waiter)
+
+        self._parsers[netloc] = Deferred()  # marks "in progress" for known() and the parent
+        self._waiters[netloc] = []
+        meta = {"dont_obey_robotstxt": True}
+        if "larbin_lease" in request.meta:
+            meta["larbin_borrow"] = request.meta["larbin_lease"]
+            meta["larbin_ip"] = request.meta.get("larbin_ip")
+        robotsreq = Request(
+            f"{url.scheme}://{netloc}/robots.txt",
+            priority=self.DOWNLOAD_PRIORITY,
+            meta=meta,
+            callback=NO_CALLBACK,
+        )
+        parser: RobotParser | None = None
+        try:
+            response = await self.crawler.engine.download_async(robotsreq)
+            parser = await self._parse(response, request)
+        except Exception as exc:
+            if not isinstance(exc, IgnoreRequest):
+                self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
+                logger.debug("robots.txt of %s unavailable (%s): everything allowed", netloc, exc)
+        self._stats.inc_value("robotstxt/request_count")
+        self._parsers[netloc] = parser
+        for waiter in self._waiters.pop(netloc):
+            waiter.callback(parser)
+        return parser
+
+    async def _parse(self, response: Response, request: Request) -> RobotParser | None:
+        self._stats.inc_value("robotstxt/response_count")
+        self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+        if response.status != 200:
+            return None
+        parser = build_from_crawler(self._parserimpl, self.crawler, response.body)
+        await self.crawler.signals.send_catch_log_async(
+            signal=signals.robots_parsed, robotparser=parser, request=request
+        )
+        self._apply_crawl_delay(parser, request)
+        return parser
+
+    def _apply_crawl_delay(self, parser: RobotParser, request: Request) -> None:
+        protego = getattr(parser, "rp", None)  # ProtegoRobotParser keeps the Protego object
+        ip = request.meta.get("larbin_ip")
+        if protego is None or ip is None or self._politeness is None:
+            return
+        agent = self._robotstxt_useragent or self._default_useragent
+        delay = protego.crawl_delay(agent)
+        if delay:
+            table = self._politeness.table
+            table.set_crawl_delay(table.get(ip), float(delay))
+            self._stats.inc_value("larbin/robots/crawl_delay")

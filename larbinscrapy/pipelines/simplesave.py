@@ -1,0 +1,131 @@
+"""Save each page's body under a numbered name (larbin ``SIMPLE_SAVE``).
+
+Files: ``<LARBIN_SIMPLE_SAVE_DIR>/dNNNNN/fNNNNN``; the file number counts every saved page and
+the directory number is ``file number // LARBIN_SIMPLE_SAVE_FILES_PER_DIR`` (2,000, as larbin),
+so no directory grows past that. ``index.jsonl`` holds one JSON line per saved page:
+``{"file", "url", "status", "content_type", "length", "fetched_at"}``.
+
+Crash safety: the body file is written and closed before its index line, and the index line is
+handed to the OS at once, so every indexed file is complete. On open the index is read back: a
+torn last line is cut and numbering continues after the last indexed file (a file written but
+not indexed before a crash is overwritten). Writes are synchronous: one page to the page cache
+costs far less than the fetch that produced it, and a thread pool would reorder the index.
+Settings: ``LARBIN_SIMPLE_SAVE``, ``LARBIN_SIMPLE_SAVE_DIR``, ``LARBIN_SIMPLE_SAVE_FILES_PER_DIR``.
+Stats: ``larbin/simplesave/{saved,nobody}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from scrapy.exceptions import NotConfigured
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+INDEX_NAME = "index.jsonl"
+
+
+def relative_name(number: int, files_per_dir: int) -> str:
+    """``dNNNNN/fNNNNN`` for the page numbered ``number`` (both counted from 0)."""
+    return f"d{number // files_per_dir:05d}/f{number:05d}"
+
+
+def read_index(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Return the index entries and the byte length of its complete lines."""
+    entries: list[dict[str, Any]] = []
+    good = 0
+    with open(path, "rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                break
+            good += len(line)
+    return entries, good
+
+
+class SimpleSavePipeline:
+    """Writes each page body to a numbered file and indexes it (larbin SIMPLE_SAVE)."""
+
+    def __init__(
+        self, directory: str, files_per_dir: int = 2000, stats: StatsCollector | None = None
+    ) -> None:
+        if files_per_dir < 1:
+            raise ValueError("LARBIN_SIMPLE_SAVE_FILES_PER_DIR must be at least 1")
+        self.root = Path(directory)
+        self.files_per_dir = files_per_dir
+        self.stats = stats
+        self.next_number = 0
+        self._index: IO[bytes] | None = None
+        self._current_dir: Path | None = None  # the dNNNNN known to exist
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SimpleSavePipeline:
+        settings = crawler.settings
+        if not settings.getbool("LARBIN_SIMPLE_SAVE"):
+            raise NotConfigured("LARBIN_SIMPLE_SAVE is off")
+        return cls(
+            directory=settings.get("LARBIN_SIMPLE_SAVE_DIR") or "save",
+            files_per_dir=settings.getint("LARBIN_SIMPLE_SAVE_FILES_PER_DIR", 2000),
+            stats=crawler.stats,
+        )
+
+    def open_spider(self, spider: Any = None) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        index = self.root / INDEX_NAME
+        if index.exists():
+            entries, good = read_index(index)
+            if good < index.stat().st_size:
+                logger.warning("simplesave: cut a torn last line of %s", index)
+                os.truncate(index, good)
+            if entries:
+                last = entries[-1]["file"]
+                self.next_number = int(last.rsplit("/f", 1)[1]) + 1
+            logger.info("simplesave: %d pages already in %s", len(entries), self.root)
+        self._index = open(index, "ab")  # noqa: SIM115
+
+    def close_spider(self, spider: Any = None) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        body = item.get("body")
+        if body is None:
+            self._inc("nobody")
+            return item
+        if self._index is None:
+            raise RuntimeError("SimpleSavePipeline used before open_spider()")
+        name = relative_name(self.next_number, self.files_per_dir)
+        path = self.root / name
+        if path.parent != self._current_dir:
+            path.parent.mkdir(exist_ok=True)
+            self._current_dir = path.parent
+        path.write_bytes(body)
+        entry = {
+            "file": name,
+            "url": item.get("url"),
+            "status": item.get("status"),
+            "content_type": item.get("content_type"),
+            "length": len(body),
+            "fetched_at": item.get("fetched_at"),
+        }
+        self._index.write(json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n")
+        self._index.flush()
+        self.next_number += 1
+        self._inc("saved")
+        return item
+
+    def _inc(self, event: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(f"larbin/simplesave/{event}")

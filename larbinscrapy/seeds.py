@@ -1,0 +1,77 @@
+"""Seed lists (larbin's input): a file of URLs or a comma-separated string.
+
+Pure: no Scrapy, no I/O beyond reading the one file. A bad line is reported with its file
+and line number and skipped; only a missing file or a list with no valid URL is fatal.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+_SCHEMES = frozenset(("http", "https"))
+
+
+class SeedsError(Exception):
+    """The seeds cannot be used at all (missing file, no valid URL)."""
+
+
+@dataclass
+class Seeds:
+    """Valid seed URLs in input order (duplicates removed) and one message per bad line."""
+
+    urls: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def check_url(url: str) -> str | None:
+    """Why ``url`` cannot be a seed, or None when it can."""
+    if any(c.isspace() for c in url):
+        return "contains whitespace"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError on a bad port
+    except ValueError as exc:
+        return f"malformed URL ({exc})"
+    if parts.scheme.lower() not in _SCHEMES:
+        return f"scheme must be http or https, got {parts.scheme or 'none'!r}"
+    if not parts.hostname:
+        return "no host"
+    if port == 0:
+        return "port 0"
+    return None
+
+
+def parse_lines(lines: list[str], source: str) -> Seeds:
+    """Parse seed lines; ``source`` names the input in messages (``seeds.txt:3: ...``)."""
+    seeds = Seeds()
+    seen: set[str] = set()
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip().lstrip("\ufeff").strip()
+        if not line or line.startswith("#"):
+            continue
+        reason = check_url(line)
+        if reason:
+            seeds.errors.append(f"{source}:{lineno}: {reason}: {line[:200]!r}")
+        elif line not in seen:
+            seen.add(line)
+            seeds.urls.append(line)
+    return seeds
+
+
+def read_seeds_file(path: str | os.PathLike[str]) -> Seeds:
+    """Read a seeds file: one URL per line, ``#`` comments, blank lines, BOM and CRLF allowed."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace", newline=None) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError as exc:
+        raise SeedsError(f"seeds file not found: {os.fspath(path)}") from exc
+    except (OSError, UnicodeError) as exc:
+        raise SeedsError(f"cannot read seeds file {os.fspath(path)}: {exc}") from exc
+    return parse_lines(lines, os.path.basename(os.fspath(path)))
+
+
+def parse_url_list(value: str) -> Seeds:
+    """Parse ``-a urls=u1,u2``: positions are reported as ``urls:N``."""
+    return parse_lines(value.split(","), "urls")

@@ -1,0 +1,86 @@
+"""larbin's ``check()`` / ``filter1()``: the URL tests done before a URL is ever queued.
+
+Pure and cheap: string tests only, so the link gate can run them on every link of every page.
+Each test returns a reason, the stats key suffix under ``larbin/filtered/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from larbinscrapy.urls import extension_of, host_of
+
+# Reasons, in the order the tests run (cheapest and most common first).
+SCHEME = "scheme"
+LENGTH = "length"
+EXTENSION = "extension"
+CGI = "cgi"
+DOMAIN = "domain"
+EXTERNAL = "external"
+DEPTH = "depth"
+
+
+def parse_extensions(value: str | Iterable[str]) -> frozenset[str]:
+    """``".pdf .ZIP"`` or ``[".pdf", "zip"]`` -> ``{".pdf", ".zip"}``."""
+    items = value.replace(",", " ").split() if isinstance(value, str) else value
+    return frozenset("." + e.lower().lstrip(".") for e in items if e.strip("."))
+
+
+def parse_domains(value: str | Iterable[str]) -> tuple[str, ...]:
+    """``"example.com, .org"`` -> ``("example.com", "org")``: host suffixes, lower-case."""
+    items = value.split(",") if isinstance(value, str) else value
+    return tuple(d.strip().lower().strip(".") for d in items if d.strip().strip("."))
+
+
+@dataclass(frozen=True)
+class UrlFilter:
+    """The filters of one crawl; ``reason()`` answers for one URL.
+
+    ``max_depth`` is larbin's depthInSite: the depth counted inside one site, restarting at 0
+    when a link leads to another host. ``cgi_level`` is larbin's CGILEVEL.
+    """
+
+    forbidden_extensions: frozenset[str] = frozenset()
+    domains: tuple[str, ...] = ()
+    external: bool = True
+    max_depth: int | None = None
+    max_length: int = 512
+    cgi_level: int = 0
+
+    def __post_init__(self) -> None:
+        if self.cgi_level not in (0, 1, 2):
+            raise ValueError(f"LARBIN_CGI_LEVEL must be 0, 1 or 2, got {self.cgi_level!r}")
+
+    def reason(
+        self, url: str, host: str, site_depth: int = 0, source_host: str | None = None
+    ) -> str | None:
+        """Why ``url`` (on ``host``) must not be queued, or None to queue it.
+
+        ``site_depth`` is the URL's depth inside its site; ``source_host`` the host of the page
+        that links to it (None for seeds, which are never "external").
+        """
+        if not url.startswith(("http://", "https://")):
+            return SCHEME
+        if len(url) > self.max_length:
+            return LENGTH
+        if self.forbidden_extensions and extension_of(url) in self.forbidden_extensions:
+            return EXTENSION
+        if self.cgi_level and (
+            "?" in url or "=" in url or (self.cgi_level == 2 and "cgi" in url.lower())
+        ):
+            return CGI
+        if self.domains and not self._in_domains(host):
+            return DOMAIN
+        if source_host is not None and not self.external and host != source_host:
+            return EXTERNAL
+        if self.max_depth is not None and site_depth > self.max_depth:
+            return DEPTH
+        return None
+
+    def check(self, url: str, site_depth: int = 0, source_host: str | None = None) -> str | None:
+        """``reason()`` for callers that have not split out the host yet."""
+        return self.reason(url, host_of(url), site_depth, source_host)
+
+    def _in_domains(self, host: str) -> bool:
+        return any(host == d or host.endswith("." + d) for d in self.domains)

@@ -1,0 +1,127 @@
+"""The base profile: every larbinscrapy setting with its default, one line each.
+
+Other profiles (``settings.distributed``) start with ``from settings.base import *``.
+Where Scrapy already has a setting with the meaning we need (``DOWNLOAD_DELAY``,
+``DEPTH_LIMIT``, ``JOBDIR``, ``ROBOTSTXT_OBEY``...), we use Scrapy's name.
+"""
+
+from __future__ import annotations
+
+BOT_NAME = "larbinscrapy"
+SPIDER_MODULES = ["larbinscrapy.spiders"]
+NEWSPIDER_MODULE = "larbinscrapy.spiders"
+USER_AGENT = "larbinscrapy/0.1 (+https://github.com/larbinscrapy/larbinscrapy)"
+
+# --- Scrapy settings we set on purpose -----------------------------------------------------
+ROBOTSTXT_OBEY = True  # robots.txt through our fixed subclass of Scrapy's middleware (protego)
+ROBOTSTXT_PARSER = "scrapy.robotstxt.ProtegoRobotParser"
+DOWNLOAD_DELAY = 1.0  # larbin waitDuration: seconds between the end of one fetch and the next to one IP
+DOWNLOAD_DELAY_JITTER = 0  # politeness is exact per IP; jitter only lowers throughput
+CONCURRENT_REQUESTS = 128  # connections in flight over all IPs (larbin nb_conn)
+CONCURRENT_REQUESTS_PER_DOMAIN = 1  # per download slot, and our slot is the IP: one connection per IP
+DOWNLOAD_TIMEOUT = 30  # larbin timeout_page base, seconds (LARBIN_TIMEOUT_BYTES_PER_SECOND adds to it)
+DOWNLOAD_MAXSIZE = 5 * 1024 * 1024  # larbin maxPageSize-like cap: bigger bodies are dropped and counted
+DOWNLOAD_WARNSIZE = 0
+RETRY_TIMES = 1  # a broad crawl does not insist; dead IPs are dropped by the politeness middleware
+REDIRECT_MAX_TIMES = 5
+DEPTH_PRIORITY = 0
+COOKIES_ENABLED = False  # broad crawls do not keep sessions
+REACTOR_THREADPOOL_MAXSIZE = 20  # DNS lookups run in the reactor thread pool
+LOG_LEVEL = "INFO"
+TELNETCONSOLE_ENABLED = False  # never open a code-running port by default
+REMOTE_CONTROL_ENABLED = False
+AJAXCRAWL_ENABLED = False
+FEED_EXPORT_ENCODING = "utf-8"
+
+SCHEDULER = "larbinscrapy.frontier.scheduler.LarbinScheduler"
+DUPEFILTER_CLASS = "larbinscrapy.dupefilter.BitmapDupeFilter"
+REQUEST_FINGERPRINTER_CLASS = "larbinscrapy.urls.CanonicalUrlFingerprinter"
+TWISTED_DNS_RESOLVER = "larbinscrapy.dns.PinnedResolver"
+
+SPIDER_MIDDLEWARES = {
+    # larbin check(): filters + cheap seen test, turning page links into requests
+    "larbinscrapy.middlewares.filters.LinkGateMiddleware": 10,
+}
+DOWNLOADER_MIDDLEWARES = {
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "larbinscrapy.middlewares.robots.RobotsMiddleware": 100,
+    "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
+    # per-IP politeness, DNS pinning and the SSRF guard, right before the download
+    "larbinscrapy.middlewares.politeness.PolitenessMiddleware": 950,
+}
+ITEM_PIPELINES = {
+    # Each raises NotConfigured unless its LARBIN_* setting turns it on (docs/pipelines.md).
+    "larbinscrapy.pipelines.contentdup.ContentDupPipeline": 100,  # larbin NO_DUP, on
+    "larbinscrapy.pipelines.simplesave.SimpleSavePipeline": 300,  # LARBIN_SIMPLE_SAVE
+    "larbinscrapy.pipelines.mirrorsave.MirrorSavePipeline": 310,  # LARBIN_MIRROR_SAVE
+    "larbinscrapy.pipelines.warc.WarcPipeline": 320,  # LARBIN_WARC
+}
+EXTENSIONS = {
+    "scrapy.extensions.telnet.TelnetConsole": None,
+}
+
+# --- Seeds and link following (spider arguments override these) ---------------------------
+LARBIN_SEEDS = ""  # path of the seeds file (one URL per line); -a seeds=... overrides
+LARBIN_URLS = ""  # comma-separated seed URLs; -a urls=... overrides
+LARBIN_DEPTH = 5  # larbin depthInSite: link depth followed inside one site (-a depth=)
+LARBIN_DOMAINS = ""  # larbin limitToDomain: comma-separated host suffixes, empty = all (-a domains=)
+LARBIN_EXTERNAL = True  # follow links to other hosts (larbin noExternalLinks = not this) (-a external=)
+LARBIN_IMAGES = False  # also follow <img src> (-a images=)
+
+# --- Filters before the frontier (larbin check()/filter1()) ----------------------------------
+LARBIN_FORBIDDEN_EXTENSIONS = (
+    ".tar .gz .tgz .zip .Z .rpm .deb .ps .dvi .pdf .png .jpg .jpeg .bmp .smi .tiff .gif"
+    " .mov .avi .mpeg .mpg .mp3 .qt .wav .ram .rm .jar .java .class .diff .doc .xls .ppt"
+    " .mdb .rtf .exe .pps .so .psd"
+)  # larbin.conf forbiddenExtensions: never queued (case-insensitive)
+LARBIN_MAX_URL_LENGTH = 512  # larbin maxUrlSize: longer URLs are dropped
+LARBIN_CGI_LEVEL = 0  # larbin CGILEVEL: 0 all URLs, 1 none with ? or =, 2 also none with "cgi"
+
+# --- Frontier (the scheduler) --------------------------------------------------------------
+LARBIN_MAX_URLS_PER_SITE = 40  # larbin maxUrlsBySite: in-memory queue per site; overflow waits on disk
+LARBIN_SEGMENT_URLS = 10_000  # URLs per on-disk FIFO segment file (larbin PersistentFifo: 10,000)
+LARBIN_PRIORITY_EXTENSIONS = ""  # larbin specificSearch: extensions queued in the priority tier
+LARBIN_CHECKPOINT_INTERVAL = 1.0  # seconds between flushes of queue files and checkpoint
+LARBIN_LOADED_SITES = 2000  # sites with URLs in memory at once (larbin: namedSiteListSize cap)
+
+# --- Dupefilter (larbin hashTable) ---------------------------------------------------------
+LARBIN_DUPEFILTER_MODE = "bloom"  # "bloom" (k hashes: 1.8 bytes/URL at 0.1%) or "bitmap" (larbin: one hash, fast, FP grows)
+LARBIN_DUPEFILTER_BITS = 64_000_000  # bitmap size in bits (larbin hashSize: 64,000,000 = 8 MB)
+LARBIN_DUPEFILTER_CAPACITY = 10_000_000  # bloom: URLs it is sized for
+LARBIN_DUPEFILTER_ERROR_RATE = 0.001  # bloom: target false-positive rate; bitmap: warning threshold
+LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL = 300  # seconds between snapshots (journal in between)
+LARBIN_DUPEFILTER_RESET_CORRUPT = False  # start clean if the snapshot is corrupt, instead of failing
+
+# --- Politeness, DNS, SSRF (larbin NamedSite / IPSite) -------------------------------------
+LARBIN_RESOLVE = {}  # resolver override, like curl --resolve: {"host.test": "127.0.1.1"} (JSON)
+LARBIN_DNS_TTL = 3600  # seconds a resolved address (or a failure) is kept
+LARBIN_DNS_TIMEOUT = 10  # seconds before a lookup counts as failed
+LARBIN_MAX_CRAWL_DELAY = 30  # cap on robots.txt Crawl-delay, seconds
+LARBIN_TIMEOUT_BYTES_PER_SECOND = 2000  # larbin: page timeout grows 1 s per this many bytes
+LARBIN_IP_MAX_FAILURES = 3  # consecutive timeouts/refusals before an IP is dropped (noConnection)
+LARBIN_IP_BACKOFF = 10.0  # extra delay after each consecutive failure, seconds
+LARBIN_SSRF_GUARD = True  # refuse private, loopback, link-local, multicast and reserved IPs
+LARBIN_ALLOWED_NETWORKS = ""  # comma-separated CIDRs the guard lets through (tests: 127.0.0.0/8)
+
+# --- Pipelines (larbin NO_DUP, SIMPLE_SAVE, MIRROR_SAVE) ------------------------------------
+LARBIN_CONTENT_DUP = True  # drop pages whose body was already stored under another URL
+LARBIN_NEAR_DUP_DISTANCE = 0  # simhash Hamming distance for near duplicates; 0 = off
+
+# --- Feeds ---------------------------------------------------------------------------------
+# Items carry the raw body for the storage pipelines; feeds (-O items.jsonl) leave it out.
+FEED_EXPORT_FIELDS = [
+    "url", "status", "depth", "referer", "fetched_at", "content_type", "length",
+    "title", "keywords", "description", "links", "ip",
+]
+LARBIN_CONTENT_DUP_FLUSH_INTERVAL = 1.0  # seconds between flushes of JOBDIR/contentdup/journal
+LARBIN_SIMPLE_SAVE = False  # larbin SIMPLE_SAVE: bodies to save/dNNNNN/fNNNNN plus index.jsonl
+LARBIN_SIMPLE_SAVE_DIR = "save"  # simple-save output directory
+LARBIN_SIMPLE_SAVE_FILES_PER_DIR = 2000  # files per dNNNNN directory (larbin: 2,000)
+LARBIN_MIRROR_SAVE = False  # larbin MIRROR_SAVE: bodies to mirror/<host>[_<port>]/<path>
+LARBIN_MIRROR_DIR = "mirror"  # mirror-save output directory
+LARBIN_WARC = False  # write WARC/1.1 request/response records (gzip per record)
+LARBIN_WARC_DIR = "warc"  # WARC output directory
+LARBIN_WARC_MAX_SIZE = 1_000_000_000  # bytes after which a WARC file is closed and the next opened
+LARBIN_WARC_PREFIX = "larbin"  # WARC file names: <prefix>-<UTC timestamp>-<serial>.warc.gz
+LARBIN_SQLITE_PATH = ""  # the docs/pipelines.md SQLite example: database file; empty = off
+LARBIN_SQLITE_BATCH = 100  # SQLite example: rows per commit (also committed after 1 s)

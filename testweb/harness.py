@@ -1,0 +1,122 @@
+"""Start ``python -m testweb`` in a subprocess for a test or a benchmark, and read its log.
+
+with start_web(tmp_path) as running:
+    crawl(running.seeds, LARBIN_RESOLVE=running.resolve)
+    assert {r["path"] for r in running.read_log()} ...
+    assert fetched == running.web.ground_truth(running.seeds)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from testweb.web import Web, build_web
+
+logger = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT = 15.0
+_PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+class WebStartError(RuntimeError):
+    """The server did not start; the message holds its stderr."""
+
+
+class RunningWeb:
+    """A running test-web server: where it listens, its model, its request log."""
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], info: dict[str, Any], web_name: str, stderr_path: Path
+    ) -> None:
+        self.proc = proc
+        self.port: int = info["port"]
+        self.hosts: dict[str, str] = info["hosts"]
+        self.seeds: list[str] = info["seeds"]
+        self.log_path = Path(info["log"])
+        self.web: Web = build_web(web_name, self.port)
+        self.stderr_path = stderr_path
+
+    @property
+    def resolve(self) -> dict[str, str]:
+        """Hostname -> IP, for ``LARBIN_RESOLVE``."""
+        return dict(self.hosts)
+
+    def url(self, host: str, path: str = "/") -> str:
+        return self.web.url(host, path)
+
+    def read_log(self) -> list[dict[str, Any]]:
+        """Every logged request so far (a line still being written is left out)."""
+        if not self.log_path.exists():
+            return []
+        records = []
+        for line in self.log_path.read_text(encoding="utf-8").splitlines(keepends=True):
+            if line.endswith("\n"):
+                records.append(json.loads(line))
+        return records
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not exit within 5 s."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> RunningWeb:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def start_web(
+    tmp_path: str | os.PathLike[str], web: str = "default", slow_delay: float = 1.5, port: int = 0
+) -> RunningWeb:
+    """Start the server with its log and info files in ``tmp_path``; wait until it listens."""
+    tmp = Path(tmp_path)
+    tmp.mkdir(parents=True, exist_ok=True)
+    info_path, log_path, stderr_path = (
+        tmp / "testweb-info.json",
+        tmp / "testweb-log.jsonl",
+        tmp / "testweb.err",
+    )
+    info_path.unlink(missing_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
+    cmd = [
+        sys.executable,
+        "-m",
+        "testweb",
+        "--web",
+        web,
+        "--port",
+        str(port),
+        "--log",
+        str(log_path),
+        "--slow-delay",
+        str(slow_delay),
+        "--info",
+        str(info_path),
+    ]
+    with open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while not info_path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            stderr = stderr_path.read_text(errors="replace")
+            raise WebStartError(f"testweb did not start (exit {proc.returncode}):\n{stderr}")
+        time.sleep(0.02)
+    info = json.loads(info_path.read_text(encoding="utf-8"))
+    return RunningWeb(proc, info, web, stderr_path)
