@@ -58,6 +58,7 @@ ITEM_PIPELINES = {
 }
 EXTENSIONS = {
     "scrapy.extensions.telnet.TelnetConsole": None,
+    "larbinscrapy.statsfile.StatsFile": 500,  # on when LARBIN_STATS_FILE is set
 }
 
 # --- Seeds and link following (spider arguments override these) ---------------------------
@@ -102,6 +103,10 @@ LARBIN_IP_MAX_FAILURES = 3  # consecutive timeouts/refusals before an IP is drop
 LARBIN_IP_BACKOFF = 10.0  # extra delay after each consecutive failure, seconds
 LARBIN_SSRF_GUARD = True  # refuse private, loopback, link-local, multicast and reserved IPs
 LARBIN_ALLOWED_NETWORKS = ""  # comma-separated CIDRs the guard lets through (tests: 127.0.0.0/8)
+
+# --- Status -------------------------------------------------------------------------------
+LARBIN_STATS_FILE = ""  # write the crawl's stats as JSON here (larbin's status page); empty = off
+LARBIN_STATS_INTERVAL = 10.0  # seconds between rewrites of LARBIN_STATS_FILE while crawling
 
 # --- Pipelines (larbin NO_DUP, SIMPLE_SAVE, MIRROR_SAVE) ------------------------------------
 LARBIN_CONTENT_DUP = True  # drop pages whose body was already stored under another URL

@@ -1,0 +1,55 @@
+"""The crawl's stats as a JSON file: larbin's status page, for scripts, tests and benchmarks.
+
+An extension (``LARBIN_STATS_FILE``): the file is rewritten atomically every
+``LARBIN_STATS_INTERVAL`` seconds and at close, so ``watch cat stats.json`` shows a running
+crawl and a finished one leaves its final numbers (with ``finish_reason``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from twisted.internet import task
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+
+class StatsFile:
+    """Writes ``crawler.stats`` to ``LARBIN_STATS_FILE`` as JSON."""
+
+    def __init__(self, crawler: Crawler, path: str, interval: float) -> None:
+        self.crawler = crawler
+        self.path = path
+        self.interval = interval
+        self._loop: task.LoopingCall | None = None
+        crawler.signals.connect(self._opened, signal=signals.spider_opened)
+        crawler.signals.connect(self._closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> StatsFile:
+        path = crawler.settings.get("LARBIN_STATS_FILE")
+        if not path:
+            raise NotConfigured("LARBIN_STATS_FILE is not set")
+        return cls(crawler, path, crawler.settings.getfloat("LARBIN_STATS_INTERVAL"))
+
+    def _opened(self) -> None:
+        if self.interval > 0:
+            self._loop = task.LoopingCall(self.write)
+            self._loop.start(self.interval, now=False)
+
+    def _closed(self, reason: str) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self.write(finish_reason=reason)
+
+    def write(self, **extra: Any) -> None:
+        stats = {**self.crawler.stats.get_stats(), **extra}
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(stats, f, default=str, indent=1, sort_keys=True)
+        os.replace(tmp, self.path)

@@ -1,0 +1,27 @@
+"""The project's settings are the ones Scrapy reads, and a crawl of the test web works."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT, run_crawl
+
+
+def test_scrapy_reads_our_settings_package(tmp_path):
+    # A top-level package named "settings" can be shadowed by any other module of that name:
+    # run from the repo root as users do and check Scrapy sees ours.
+    result = subprocess.run([sys.executable, "-m", "scrapy", "settings", "--get", "BOT_NAME"],
+                            cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "larbinscrapy"
+    result = subprocess.run([sys.executable, "-m", "scrapy", "settings", "--get", "SCHEDULER"],
+                            cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "larbinscrapy.frontier.scheduler.LarbinScheduler"
+
+
+def test_crawl_of_test_web_equals_ground_truth(web, tmp_path):
+    crawl = run_crawl(web, tmp_path / "out", "-a", "urls=" + ",".join(web.seeds))
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    truth = web.web.ground_truth(web.seeds, depth=5)
+    assert crawl.fetched(web.port) == truth
+    assert crawl.stats["finish_reason"] == "finished"
