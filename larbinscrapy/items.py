@@ -8,9 +8,9 @@ import scrapy
 class PageItem(scrapy.Item):
     """A fetched page.
 
-    ``body`` is the raw response body (bytes); pipelines that store pages use it and the
-    feed exporters leave it out (see ``FEED_EXPORT_FIELDS`` in ``settings/base.py``), so a
-    page is not kept twice in memory and ``items.jsonl`` stays small.
+    ``body`` (the raw response body) and ``headers`` are for the pipelines that store pages (the
+    WARC pipeline archives the headers); the feed exporters leave both out (see
+    ``FEED_EXPORT_FIELDS`` in ``settings/base.py``), so ``items.jsonl`` stays small.
     """
 
     url = scrapy.Field()  # final URL (after redirects)
@@ -26,3 +26,4 @@ class PageItem(scrapy.Item):
     links = scrapy.Field()  # absolute outlinks found in the page, fragments dropped, in page order
     ip = scrapy.Field()  # server IP the page was fetched from (larbin IPSite)
     body = scrapy.Field()  # raw body bytes, for storage pipelines; not exported to feeds
+    headers = scrapy.Field()  # response headers {name: value}, repeats joined by ", "; not exported

@@ -7,6 +7,7 @@ and line number and skipped; only a missing file or a list with no valid URL is 
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -66,10 +67,21 @@ def read_seeds_file(path: str | os.PathLike[str]) -> Seeds:
         with open(path, encoding="utf-8-sig", errors="replace", newline=None) as f:
             lines = f.read().splitlines()
     except FileNotFoundError as exc:
-        raise SeedsError(f"seeds file not found: {os.fspath(path)}") from exc
+        raise SeedsError(_missing_file_message(os.fspath(path))) from exc
     except (OSError, UnicodeError) as exc:
         raise SeedsError(f"cannot read seeds file {os.fspath(path)}: {exc}") from exc
     return parse_lines(lines, os.path.basename(os.fspath(path)))
+
+
+def _missing_file_message(path: str) -> str:
+    # Under scrapyd the spider runs on the server: a path from the client's disk means nothing
+    # there, and "file not found" alone sends users looking for a typo.
+    return (
+        f"seeds file {path!r} does not exist on this host ({socket.gethostname()}). A crawl "
+        "run by scrapyd reads files on the scrapyd host, not on the machine it was scheduled "
+        "from: pass the seeds in the schedule call (-d urls=URL,URL), or ship the seeds file "
+        "inside the deployed package (-d seeds=package:larbinscrapy/seedlists/FILE)"
+    )
 
 
 def parse_url_list(value: str) -> Seeds:

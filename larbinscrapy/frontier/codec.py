@@ -61,7 +61,10 @@ def encode(request: Request, spider: Any) -> bytes:
         rec += [request.method, request.body.decode("latin-1"), headers]
     while rec[-1] is None or (rec[-1] == {} and len(rec) > 3):
         rec.pop()
-    return _dumps(rec).encode()
+    try:
+        return _dumps(rec).encode()
+    except (TypeError, ValueError) as exc:  # a kept meta value JSON cannot hold
+        raise UnserializableRequest(f"{request!r}: {exc}") from exc
 
 
 def decode(data: bytes, spider: Any) -> Request:
@@ -73,8 +76,12 @@ def decode(data: bytes, spider: Any) -> Request:
     callback = getattr(spider, rec[3]) if len(rec) > 3 and rec[3] else None
     errback = getattr(spider, rec[4]) if len(rec) > 4 and rec[4] else None
     kwargs: dict[str, Any] = {}
-    if len(rec) > 5:
-        kwargs = {"method": rec[5], "body": rec[6].encode("latin-1"), "headers": rec[7]}
+    if len(rec) > 5:  # trailing defaults were left out: a POST may have no body or headers
+        kwargs["method"] = rec[5]
+        if len(rec) > 6:
+            kwargs["body"] = rec[6].encode("latin-1")
+        if len(rec) > 7:
+            kwargs["headers"] = rec[7]
     return Request(url, priority=priority, meta=meta, callback=callback, errback=errback, **kwargs)
 
 

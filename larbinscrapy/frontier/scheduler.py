@@ -21,6 +21,7 @@ at close. Files: ``JOBDIR/frontier/{priority,priority-wait,normal,normal-wait}/`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -59,6 +60,9 @@ _WAIT_OF = {
     NORMAL: NORMAL_WAIT,
     NORMAL_WAIT: NORMAL_WAIT,
 }
+# Records only move from a main FIFO to its wait FIFO (push there, ack here): flushing the
+# wait FIFOs first means an ack never reaches the disk before the record it moved.
+_FLUSH_ORDER = (PRIORITY_WAIT, NORMAL_WAIT, PRIORITY, NORMAL)
 # Meta keys that belong to one trip through the downloader, never to a re-queued request.
 _TRIP_META = (
     "larbin_lease",
@@ -100,7 +104,13 @@ class LarbinScheduler:
         self.sites: dict[str, Site] = {}
         self.dead_hosts: dict[str, str] = {}  # host -> reason, so later URLs drop at once
         self.in_memory = 0  # records held in site queues
-        self.leased: dict[int, tuple[int, int]] = {}  # id(request) -> (fifo, rid) in flight
+        # Pages handed out whose outlinks are still on their way to the FIFOs: record -> count
+        # of children not yet enqueued; a record is acknowledged when its page is done and the
+        # count is back to 0 (the scraper queues a page's output in parallel tasks).
+        self.children: dict[tuple[int, int], int] = {}
+        self.done: dict[tuple[int, int], Request | None] = {}
+        # Pages complete on both counts, acked once the scraper lets go (``_ack_finished``).
+        self._finished: list[tuple[Request | None, tuple[int, int]]] = []
         self.memory_only: list[Request] = []  # requests that cannot be serialised
         self._dir: Path | None = None
         self._tempdir = False
@@ -129,7 +139,12 @@ class LarbinScheduler:
     # -- Scrapy's scheduler contract ------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None] | None:
         self.spider = spider
-        politeness = self.crawler.get_downloader_middleware(PolitenessMiddleware)
+        # No engine (a scheduler built on its own, as in unit tests): host-as-IP politeness.
+        politeness = (
+            self.crawler.get_downloader_middleware(PolitenessMiddleware)
+            if self.crawler.engine is not None
+            else None
+        )
         if politeness is None:
             s = self.crawler.settings
             self.politeness = None
@@ -166,11 +181,15 @@ class LarbinScheduler:
             self._loop.stop()
         if self._wakeup is not None and self._wakeup.active():
             self._wakeup.cancel()
+        self._ack_finished()
+        for index in _FLUSH_ORDER:  # records before acks, then the dupefilter's bits
+            self.fifos[index].close()
         self.df_flush()
-        for fifo in self.fifos:
-            fifo.close()
         if self._tempdir and self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
+        elif self._dir is not None:
+            with contextlib.suppress(OSError):  # only when every FIFO removed its files
+                self._dir.rmdir()
         self.stats.set_value("larbin/frontier/left_queued", len(self))
         return self.df.close(reason)
 
@@ -181,6 +200,14 @@ class LarbinScheduler:
         return sum(len(f) for f in self.fifos) + self.in_memory + len(self.memory_only)
 
     def enqueue_request(self, request: Request) -> bool:
+        parent = request.meta.pop("larbin_parent", None)
+        try:
+            return self._enqueue(request)
+        finally:
+            if parent is not None:
+                self._settle(parent, -1)
+
+    def _enqueue(self, request: Request) -> bool:
         previous = request.meta.get("larbin_rid")
         if previous is not None:  # a redirect or retry of a request we handed out
             for key in _TRIP_META:
@@ -201,6 +228,8 @@ class LarbinScheduler:
         return True
 
     def next_request(self) -> Request | None:
+        if self._finished:
+            self._ack_finished()
         if self.memory_only:
             return self.memory_only.pop(0)
         now = self.table.clock()
@@ -223,7 +252,6 @@ class LarbinScheduler:
         meta = request.meta
         meta["larbin_lease"] = meta["larbin_ip"] = meta["download_slot"] = st.ip
         meta["larbin_rid"] = (fifo_index, rid)
-        self.leased[id(request)] = (fifo_index, rid)
         self.stats.inc_value("larbin/frontier/dequeued")
         return request
 
@@ -294,8 +322,11 @@ class LarbinScheduler:
             self._wake_engine()
 
     def _unresolved(self, failure: Any, site: Site) -> None:
-        failure.trap(IgnoreRequest)
-        reason = str(failure.value).split(":", 1)[0]
+        if failure.check(IgnoreRequest):
+            reason = str(failure.value).split(":", 1)[0]
+        else:  # never leave a site RESOLVING: its URLs would keep the crawl open forever
+            logger.error("Resolving %s failed: %s", site.host, failure.getErrorMessage())
+            reason = "dns"
         self.dead_hosts[site.host] = reason
         self._drop_site(site, reason)
 
@@ -313,26 +344,69 @@ class LarbinScheduler:
 
     # -- leases and acknowledgements -------------------------------------------------------
     def _left_downloader(self, request: Request) -> None:
-        """Without the politeness middleware: give the lease back when the download ends."""
+        """Without the politeness middleware: the download ended, start the IP's delay."""
         ip = request.meta.pop("larbin_lease", None)
         if ip is not None:
-            self.table.release(self.table.get(ip))
+            self.table.finish(self.table.get(ip), release=True, failed=None)
 
-    def _request_done(self, request: Request) -> None:
-        self._ack(self.leased.pop(id(request), None) or request.meta.get("larbin_rid"))
+    def _request_done(self, request: Request, children: int = 0) -> None:
+        rid = request.meta.get("larbin_rid")
+        if rid is not None:
+            self._settle(rid, children, done=True, request=request)
 
-    def _ack(self, rid: tuple[int, int] | None) -> None:
-        """Record that a handed-out request is finished, after what it produced is on disk."""
-        if rid is None:
+    def _settle(
+        self, rid: tuple[int, int], delta: int, done: bool = False, request: Request | None = None
+    ) -> None:
+        """Count a page's children in (done) and out (enqueued); ack when both are complete."""
+        left = self.children.pop(rid, 0) + delta
+        if done:
+            self.done[rid] = request
+        if left == 0 and rid in self.done:
+            self._finished.append((self.done.pop(rid), rid))
+            self._ack_finished()
+        else:
+            self.children[rid] = left
+
+    def _ack_finished(self) -> None:
+        """Ack the finished pages the scraper has let go of.
+
+        The gate sends ``request_done`` when the page's output iterator is exhausted, but
+        Scrapy's scraper hands that output to ``engine.crawl`` from parallel tasks
+        (``_parallel_asyncio``), a loop turn later: only once the request has left the
+        scraper's active set are its outlinks certainly in ``enqueue_request``.
+        """
+        if not self._finished:
+            return
+        scraper_slot = getattr(getattr(self.crawler.engine, "scraper", None), "slot", None)
+        active = scraper_slot.active if scraper_slot is not None else ()
+        ready = [rid for request, rid in self._finished if request not in active]
+        if ready:
+            self._finished = [(r, rid) for r, rid in self._finished if r not in active]
+            self._ack(*ready)
+
+    def _ack(self, *rids: tuple[int, int] | None) -> None:
+        """Record that handed-out requests are finished, after what they produced is on disk."""
+        acked = [rid for rid in rids if rid is not None]
+        if not acked:
             return
         if self.jobdir:
-            self.df_flush()
-            for fifo in self.fifos:
-                fifo.flush()
-        index, record_id = rid
-        self.fifos[index].ack(record_id)
+            self._flush_all()
+        for index, record_id in acked:
+            self.fifos[index].ack(record_id)
         if self.jobdir:
+            for index in {index for index, _ in acked}:
+                self.fifos[index].flush()
+
+    def _flush_all(self) -> None:
+        """Hand buffered writes to the OS in the order a ``kill -9`` needs.
+
+        Records pushed to a wait FIFO before the acks of the records they were moved from
+        (``_FLUSH_ORDER``), and every record before the dupefilter bits of its URL: a bit on
+        disk without its record would lose the URL for good, the reverse only fetches it twice.
+        """
+        for index in _FLUSH_ORDER:
             self.fifos[index].flush()
+        self.df_flush()
 
     def df_flush(self) -> None:
         flush = getattr(self.df, "flush", None)
@@ -341,9 +415,10 @@ class LarbinScheduler:
 
     def flush(self) -> None:
         """Periodic: hand buffered frontier and dupefilter writes to the OS; checkpoint."""
-        self.df_flush()
-        for fifo in self.fifos:
-            fifo.checkpoint()
+        self._ack_finished()
+        self._flush_all()
+        for index in _FLUSH_ORDER:
+            self.fifos[index].checkpoint()
 
     # -- IP readiness and waking the engine ------------------------------------------------
     def _ip_changed(self, st: IpState) -> None:

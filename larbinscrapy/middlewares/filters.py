@@ -8,8 +8,8 @@ cost a hash and a bit test, not a Request, middlewares and signals (FACTS.md: th
 work is where plain Scrapy's 25 ms per page go).
 
 Requests that other code yields (seeds, a user's callbacks) go through the same filters. When
-a response's output is exhausted, ``request_done`` tells the scheduler its record can be
-acknowledged: everything the page produced is queued by then.
+a response's output is exhausted, ``request_done`` tells the scheduler how many requests the page
+produced; it acknowledges the page's record once that many reached ``enqueue_request``.
 """
 
 from __future__ import annotations

@@ -13,6 +13,15 @@ A downloader middleware placed right before the download handler. For every requ
 * backs an IP off after each timeout/refusal and drops it after ``LARBIN_IP_MAX_FAILURES``
   (larbin noConnection), so slow or dead hosts stop hogging connections.
 
+``PageDeadlineHandler`` (the http/https download handler) gives each page larbin's timeout:
+``DOWNLOAD_TIMEOUT`` seconds plus one second per ``LARBIN_TIMEOUT_BYTES_PER_SECOND`` bytes
+received, which Scrapy's fixed ``download_timeout`` cannot express.
+
+Stats: ``larbin/dns/lookups`` (queries made), ``larbin/dns/failures`` (hostnames that did not
+resolve), ``larbin/dropped/<reason>`` (dns, ssrf, noconnection), ``larbin/ip/dropped`` and the
+gauges ``larbin/ip/{seen,active,cooling}`` (sampled every ``LARBIN_STATS_INTERVAL`` seconds,
+when the crawl goes idle and at close).
+
 The per-IP state lives in ``IpTable``, shared with ``LarbinScheduler``, which only hands out
 requests for IPs that are ready (round robin, larbin's okSites): requests it leased carry
 ``meta["larbin_lease"]``; any other request (robots.txt, a user's ``engine.download``) waits here
@@ -21,6 +30,7 @@ for its turn.
 
 from __future__ import annotations
 
+import inspect
 import ipaddress
 import logging
 import time
@@ -30,10 +40,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.exceptions import (
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    ResponseDataLossError,
+)
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet import defer
+from scrapy.utils.misc import build_from_crawler, load_object
+from twisted.internet import defer, task
 from twisted.internet.error import (
     ConnectError,
     ConnectionLost,
@@ -53,8 +70,19 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Exceptions that say "this IP does not answer well" (larbin noConnection / timeout).
-_IP_FAILURES = (TimeoutError, TCPTimedOutError, ConnectError, ConnectionLost, ResponseFailed)
+# Exceptions that say "this IP does not answer well" (larbin noConnection / timeout). Scrapy
+# 2.13+ wraps Twisted's errors in its own (DownloadTimeoutError...): both kinds are listed.
+_IP_FAILURES = (
+    TimeoutError,
+    TCPTimedOutError,
+    ConnectError,
+    ConnectionLost,
+    ResponseFailed,
+    DownloadTimeoutError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    ResponseDataLossError,
+)
 
 
 def parse_networks(
@@ -154,7 +182,29 @@ class IpTable:
         self._notify(st)
 
     def set_crawl_delay(self, st: IpState, seconds: float) -> None:
-        st.crawl_delay = min(max(0.0, seconds), self.max_crawl_delay)
+        """Raise the IP's delay to a robots.txt Crawl-delay; a pause already started grows too.
+
+        Hostnames sharing the IP share its budget, so the largest Crawl-delay among them holds.
+        robots.txt is parsed after its own fetch has started the IP's pause with the old
+        delay, so without the shift the next page would follow it at the old delay.
+        """
+        before = self.delay(st)
+        st.crawl_delay = max(st.crawl_delay, min(max(0.0, seconds), self.max_crawl_delay))
+        if st.ready_at > 0:
+            st.ready_at = max(st.ready_at + self.delay(st) - before, 0.0)
+        self._notify(st)
+
+    def gauges(self, now: float) -> tuple[int, int]:
+        """(IPs with a fetch in flight, IPs waiting out their delay), dropped IPs excluded."""
+        active = cooling = 0
+        for st in self.ips.values():
+            if st.dead:
+                continue
+            if st.busy:
+                active += 1
+            elif st.ready_at > now:
+                cooling += 1
+        return active, cooling
 
     def _notify(self, st: IpState) -> None:
         for listener in self.listeners:
@@ -170,20 +220,21 @@ class PolitenessMiddleware:
         dns: DnsCache,
         table: IpTable,
         guard: SsrfGuard,
-        page_timeout: float,
-        bytes_per_second: float,
+        gauge_interval: float = 10.0,
     ) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
         self.dns = dns
         self.table = table
         self.guard = guard
-        self.page_timeout = page_timeout
-        self.bytes_per_second = bytes_per_second
+        self.gauge_interval = gauge_interval
         from twisted.internet import reactor
 
         self._reactor = reactor
+        self._gauge_loop: task.LoopingCall | None = None
         table.listeners.append(self._wake)
+        crawler.signals.connect(self._open, signal=signals.spider_opened)
+        crawler.signals.connect(self.sample_gauges, signal=signals.spider_idle)
         crawler.signals.connect(self._close, signal=signals.spider_closed)
 
     @classmethod
@@ -204,8 +255,7 @@ class PolitenessMiddleware:
             dns_cache(crawler),
             table,
             guard,
-            s.getfloat("DOWNLOAD_TIMEOUT"),
-            s.getfloat("LARBIN_TIMEOUT_BYTES_PER_SECOND"),
+            s.getfloat("LARBIN_STATS_INTERVAL", 10.0),
         )
 
     # -- the seam used by the scheduler and the robots middleware -------------------------
@@ -213,10 +263,16 @@ class PolitenessMiddleware:
         """The IP to crawl ``host`` at; fails with IgnoreRequest (counted) if it must not be."""
         before = self.dns.lookups
         d = self.dns.resolve(host)
-        if self.dns.lookups != before:
+        if self.dns.lookups != before:  # this call started a query: count it and its failure
             self.stats.inc_value("larbin/dns/lookups")
+            d.addErrback(self._count_dns_failure)
         d.addCallbacks(self._check_ip, self._dns_failed)
         return d
+
+    def _count_dns_failure(self, failure: Any) -> Any:
+        if failure.check(DNSLookupError):
+            self.stats.inc_value("larbin/dns/failures")
+        return failure
 
     def _check_ip(self, ip: str) -> str:
         if self.guard.refuses(ip):
@@ -233,8 +289,6 @@ class PolitenessMiddleware:
         """Count a drop under ``larbin/dropped/<reason>`` (the text before the colon)."""
         reason = str(exc).split(":", 1)[0]
         self.stats.inc_value(f"larbin/dropped/{reason}")
-        if reason == "dns":
-            self.stats.inc_value("larbin/dns/failures")
 
     # -- downloader middleware -------------------------------------------------------------
     async def process_request(self, request: Request, spider: Spider | None = None) -> None:
@@ -254,7 +308,6 @@ class PolitenessMiddleware:
             self.count_drop(exc)
             raise exc
         meta["download_slot"] = ip
-        meta.setdefault("download_timeout", self.page_timeout)
         st = self.table.get(ip)
         if ip in (meta.get("larbin_lease"), meta.get("larbin_borrow")):
             # The scheduler leased this IP for the request (or for the request whose robots.txt
@@ -324,7 +377,128 @@ class PolitenessMiddleware:
         if lease is not None:
             self.table.release(self.table.get(lease))
 
+    # -- gauges --------------------------------------------------------------------------------
+    def sample_gauges(self) -> None:
+        """IPs seen, fetching now and cooling down; O(IPs), so sampled, not kept per request."""
+        active, cooling = self.table.gauges(self.table.clock())
+        self.stats.set_value("larbin/ip/seen", len(self.table.ips))
+        self.stats.set_value("larbin/ip/active", active)
+        self.stats.set_value("larbin/ip/cooling", cooling)
+
+    def _open(self) -> None:
+        if self.gauge_interval > 0:
+            self._gauge_loop = task.LoopingCall(self.sample_gauges)
+            self._gauge_loop.start(self.gauge_interval, now=False)
+
     def _close(self) -> None:
-        table = self.table
-        self.stats.set_value("larbin/ip/seen", len(table.ips))
-        self.stats.set_value("larbin/dns/hosts_failed", self.dns.failures)
+        if self._gauge_loop is not None and self._gauge_loop.running:
+            self._gauge_loop.stop()
+        self.sample_gauges()
+
+
+
+@dataclass(slots=True)
+class _PageClock:
+    """One download in flight: when it started, its base timeout, the bytes received so far."""
+
+    start: float
+    base: float
+    received: int = 0
+    expired: bool = False
+    timer: Any = None
+
+
+class PageDeadlineHandler:
+    """larbin's page timeout as a download handler wrapping Scrapy's (``DOWNLOAD_HANDLERS``).
+
+    A page may take ``download_timeout`` (``DOWNLOAD_TIMEOUT``) seconds plus one second per
+    ``LARBIN_TIMEOUT_BYTES_PER_SECOND`` bytes received. Scrapy fixes a download's timeout when
+    it starts, so the inner handler (``LARBIN_HTTP_HANDLER``, Scrapy's HTTP/1.1 one by default)
+    gets the longest deadline any page can reach (``DOWNLOAD_MAXSIZE`` bytes at that rate) as a
+    backstop, and one timer per download enforces the real one: when it falls due it compares
+    the deadline with the bytes counted from ``bytes_received`` and re-arms itself at the new
+    deadline, or cancels the download (the connection is closed) and raises
+    ``DownloadTimeoutError``. The cost is one timer per page and one addition per chunk; a page
+    that arrives before its base timeout never wakes the timer.
+    """
+
+    lazy = False
+
+    def __init__(
+        self, crawler: Crawler, inner: Any, base: float, bytes_per_second: float, maxsize: int
+    ) -> None:
+        if bytes_per_second <= 0:
+            raise ValueError("LARBIN_TIMEOUT_BYTES_PER_SECOND must be positive")
+        self.inner = inner
+        self.base = base
+        self.bytes_per_second = bytes_per_second
+        self.maxsize = maxsize
+        self.stats = crawler.stats
+        self._pages: dict[Request, _PageClock] = {}
+        from twisted.internet import reactor
+
+        self._reactor = reactor
+        crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PageDeadlineHandler:
+        s = crawler.settings
+        inner_cls = load_object(
+            s.get("LARBIN_HTTP_HANDLER")
+            or "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
+        )
+        return cls(
+            crawler,
+            build_from_crawler(inner_cls, crawler),
+            s.getfloat("DOWNLOAD_TIMEOUT"),
+            s.getfloat("LARBIN_TIMEOUT_BYTES_PER_SECOND"),
+            s.getint("DOWNLOAD_MAXSIZE") or 1024**3,
+        )
+
+    async def download_request(self, request: Request) -> Response:
+        meta = request.meta
+        base = float(meta.get("download_timeout") or self.base)
+        maxsize = max(int(meta.get("download_maxsize") or 0), self.maxsize)
+        meta["download_timeout"] = base + maxsize / self.bytes_per_second + 1
+        page = self._pages[request] = _PageClock(self._reactor.seconds(), base)
+        d = deferred_from_coro(self.inner.download_request(request))
+        page.timer = self._reactor.callLater(base, self._check, request, page, d)
+        try:
+            return await maybe_deferred_to_future(d)
+        except defer.CancelledError:
+            if not page.expired:
+                raise
+            self.stats.inc_value("larbin/timeout/pages")
+            raise DownloadTimeoutError(
+                f"Getting {request.url} took longer than {self._deadline(page) - page.start:.1f} s "
+                f"(larbin page timeout: {base:g} s + {page.received} bytes "
+                f"at {self.bytes_per_second:g} B/s)"
+            ) from None
+        finally:
+            if page.timer.active():
+                page.timer.cancel()
+            self._pages.pop(request, None)
+            meta["download_timeout"] = base
+
+    def _deadline(self, page: _PageClock) -> float:
+        return page.start + page.base + page.received / self.bytes_per_second
+
+    def _check(self, request: Request, page: _PageClock, d: Deferred[Response]) -> None:
+        if d.called or self._pages.get(request) is not page:
+            return
+        left = self._deadline(page) - self._reactor.seconds()
+        if left > 0.001:  # bytes came in since the timer was set: the page earned more time
+            page.timer = self._reactor.callLater(left, self._check, request, page, d)
+            return
+        page.expired = True
+        d.cancel()
+
+    def _bytes_received(self, data: bytes, request: Request) -> None:
+        page = self._pages.get(request)
+        if page is not None:
+            page.received += len(data)
+
+    async def close(self) -> None:
+        closing = self.inner.close()
+        if inspect.isawaitable(closing):
+            await closing

@@ -102,12 +102,14 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         await self.crawler.signals.send_catch_log_async(
             signal=signals.robots_parsed, robotparser=parser, request=request
         )
-        self._apply_crawl_delay(parser, request)
+        self._apply_crawl_delay(parser, response)
         return parser
 
-    def _apply_crawl_delay(self, parser: RobotParser, request: Request) -> None:
+    def _apply_crawl_delay(self, parser: RobotParser, response: Response) -> None:
         protego = getattr(parser, "rp", None)  # ProtegoRobotParser keeps the Protego object
-        ip = request.meta.get("larbin_ip")
+        # the IP the robots.txt came from: set by the politeness middleware on every request,
+        # also on a robots.txt fetched for a request the scheduler did not lease
+        ip = response.meta.get("larbin_ip")
         if protego is None or ip is None or self._politeness is None:
             return
         agent = self._robotstxt_useragent or self._default_useragent

@@ -10,8 +10,10 @@ of its bytes (``links.extract``) plus a hash and a bit test per link.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, Spider
@@ -21,7 +23,7 @@ from larbinscrapy import signals as larbin_signals
 from larbinscrapy.items import PageItem
 from larbinscrapy.links import extract
 from larbinscrapy.middlewares.filters import url_filter_from_settings
-from larbinscrapy.seeds import Seeds, SeedsError, parse_url_list, read_seeds_file
+from larbinscrapy.seeds import Seeds, SeedsError, parse_lines, parse_url_list, read_seeds_file
 from larbinscrapy.urlfilter import parse_domains
 
 if TYPE_CHECKING:
@@ -36,6 +38,11 @@ logger = logging.getLogger(__name__)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml", b"")
+_PACKAGE_PREFIX = "package:"  # -a seeds=package:larbinscrapy/seedlists/FILE
+
+
+class SpiderArgumentError(ValueError):
+    """A ``-a`` argument the spider cannot use (``-a depth=x``, ``-a external=maybe``)."""
 
 
 def parse_bool(name: str, value: Any) -> bool | None:
@@ -46,7 +53,16 @@ def parse_bool(name: str, value: Any) -> bool | None:
         return True
     if text in _FALSE:
         return False
-    raise ValueError(f"-a {name}= takes true or false, got {value!r}")
+    raise SpiderArgumentError(f"-a {name}= takes true or false, got {value!r}")
+
+
+def parse_depth(value: Any) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise SpiderArgumentError(f"-a depth= takes an integer, got {value!r}") from None
 
 
 class LarbinSpider(Spider):
@@ -68,7 +84,7 @@ class LarbinSpider(Spider):
         super().__init__(*args, **kwargs)
         self.seeds_arg = seeds
         self.urls_arg = urls
-        self.depth_arg = None if depth is None else int(depth)
+        self.depth_arg = parse_depth(depth)
         self.domains_arg = domains
         self.external_arg = parse_bool("external", external)
         self.images_arg = parse_bool("images", images)
@@ -77,6 +93,17 @@ class LarbinSpider(Spider):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
+        try:
+            return cls._from_crawler(crawler, *args, **kwargs)
+        except (SeedsError, SpiderArgumentError) as exc:
+            # A user's mistake, not a bug: one line, no traceback, and the crawl still fails
+            # (Scrapy exits 1 when the spider cannot be created).
+            logger.error("larbin: %s", exc)
+            _retrieve_task_exception()
+            raise
+
+    @classmethod
+    def _from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         s = crawler.settings
         spider.images = (
@@ -98,7 +125,7 @@ class LarbinSpider(Spider):
         """Seeds from the file and/or the list; bad lines logged and skipped; none is fatal."""
         found = Seeds()
         if path:
-            found = read_seeds_file(path)  # SeedsError: missing or unreadable
+            found = _read_seeds(path)  # SeedsError: missing or unreadable
         if urls:
             more = parse_url_list(urls)
             found.urls += [u for u in more.urls if u not in found.urls]
@@ -107,12 +134,10 @@ class LarbinSpider(Spider):
             logger.warning("Skipping bad seed: %s", error)
         self.seed_errors = len(found.errors)
         if not found.urls and not self.crawler.settings.getbool("LARBIN_ALLOW_NO_SEEDS"):
-            where = path or "urls" if (path or urls) else None
-            raise SeedsError(
-                f"no valid seed URL in {where}"
-                if where
-                else "no seeds: pass -a seeds=FILE or -a urls=URL,URL"
-            )
+            if not (path or urls):
+                raise SeedsError("no seeds: pass -a seeds=FILE or -a urls=URL,URL")
+            where = " or ".join(w for w in (path, urls and "-a urls") if w)
+            raise SeedsError(f"no valid seed URL in {where}")
         return found.urls
 
     async def start(self) -> AsyncIterator[Any]:
@@ -137,6 +162,7 @@ class LarbinSpider(Spider):
             length=len(body),
             ip=response.meta.get("larbin_ip"),
             body=body,
+            headers=_headers(headers),
             title=None,
             keywords=None,
             description=None,
@@ -160,6 +186,46 @@ class LarbinSpider(Spider):
             logger.debug("Fetch of %s failed: %s", request.url, failure.getErrorMessage())
             self.crawler.stats.inc_value(f"larbin/failed/{failure.type.__name__}")
         self.crawler.signals.send_catch_log(larbin_signals.request_done, request=request)
+
+
+def _headers(headers: Any) -> dict[str, str]:
+    """Response headers as ``{name: value}``; repeated headers joined with ", " (RFC 9110)."""
+    return {
+        name.decode("latin-1"): ", ".join(v.decode("latin-1") for v in values)
+        for name, values in headers.items()
+    }
+
+
+def _retrieve_task_exception() -> None:
+    """Keep asyncio from printing a traceback for an error already logged in one line.
+
+    Scrapy creates the spider inside the crawl's asyncio task and, when that fails, only notes
+    it (exit code 1) and re-raises "so asyncio still logs it": as "Task exception was never
+    retrieved" with a full traceback. Retrieving the exception when the task ends leaves our line.
+    Outside a task (a caller building the spider itself) the exception simply propagates.
+    """
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running event loop
+        return
+    if task is not None:
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+def _read_seeds(path: str) -> Seeds:
+    """A seeds file on this host, or ``package:PACKAGE/FILE`` inside the deployed code.
+
+    The second is for scrapyd, whose host cannot read the client's files: a seeds file placed
+    in ``larbinscrapy/seedlists/`` ships in the egg (docs/scrapyd.md).
+    """
+    if not path.startswith(_PACKAGE_PREFIX):
+        return read_seeds_file(path)
+    package, _, name = path.removeprefix(_PACKAGE_PREFIX).partition("/")
+    try:
+        text = resources.files(package).joinpath(name).read_text(encoding="utf-8-sig")
+    except (ImportError, OSError, ValueError) as exc:
+        raise SeedsError(f"no seeds file {name!r} in package {package!r} ({exc})") from exc
+    return parse_lines(text.splitlines(), path)
 
 
 def _charset(content_type: bytes | None) -> str:

@@ -1,0 +1,441 @@
+"""``RedisScheduler``: the local scheduler's frontier shared by many workers through Redis.
+
+    SCRAPY_SETTINGS_MODULE=settings.distributed scrapy crawl larbin -s REDIS_URL=redis://...
+
+The frontier (tiers, wait lists, per-site caps, per-IP readiness, leases) is ``RedisFrontier``;
+this class is its Scrapy side:
+
+* ``enqueue_request`` encodes the request (``frontier.codec``), computes its site, host and bit
+  positions, and buffers it; the buffer goes to Redis in one ``admit`` script (test-and-set of
+  the bits, queueing of the new ones, acknowledgement of the page that produced them) when the
+  page is done (``request_done``), on a redirect/retry, or at the next ``next_request``;
+* ``next_request`` pops a few leased requests at once (``pop``): an IP is handed to one worker
+  at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time when there is no delay), and is ready
+  again ``delay`` after that worker reports the end of the fetch (``release``), so no two
+  workers hit one IP closer than the delay. robots.txt fetches borrow the page's lease
+  (``RobotsMiddleware``), so they are under the same rule;
+* DNS: new hosts come back from ``pop`` as "unresolved"; the worker resolves them through its
+  ``PolitenessMiddleware`` (its own ``DnsCache`` and SSRF guard) and stores the answer in Redis
+  (``resolved``); a worker handed a host it never resolved resolves it before sending;
+* a heartbeat every ``LARBIN_LEASE_TIMEOUT / 4`` s keeps this worker's leases; any worker reaps
+  the leases of workers silent for ``LARBIN_LEASE_TIMEOUT`` (``kill -9``): nothing is lost;
+* seeds are read from ``REDIS_START_URLS_KEY`` (scrapy-redis's list, ``lpush larbin:start_urls
+  URL``) besides ``-a seeds=``/``-a urls=``; the shared bits drop the ones already queued;
+* ending: on ``spider_idle`` the worker closes once the frontier has no queued and no leased
+  record and no seed waiting, for ``LARBIN_IDLE_BEFORE_CLOSE`` s; ``LARBIN_KEEP_ALIVE`` keeps it
+  waiting for seeds instead. A graceful stop (SIGINT) hands unacknowledged records back.
+
+Redis is called synchronously in the reactor thread (as scrapy-redis does): each call is one
+sub-millisecond round trip, and there are about three per page (admit, pop, release).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import uuid
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy_redis import defaults as redis_defaults
+from scrapy_redis.connection import get_redis_from_settings
+from twisted.internet import task
+
+from larbinscrapy import signals as larbin_signals
+from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
+from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, RedisFrontier
+from larbinscrapy.frontier import codec
+from larbinscrapy.frontier.scheduler import _TRIP_META
+from larbinscrapy.middlewares.politeness import PolitenessMiddleware
+from larbinscrapy.urlfilter import parse_extensions
+from larbinscrapy.urls import extension_of, host_of, site_of
+
+if TYPE_CHECKING:
+    from redis import Redis
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+    from larbinscrapy.middlewares.politeness import IpState, IpTable
+
+logger = logging.getLogger(__name__)
+
+POP_BATCH = 8  # leased requests fetched from Redis per pop
+FLUSH_RECORDS = 500  # buffered requests that force an admit before the page is done
+POLL = 0.25  # seconds: the longest a worker waits before asking Redis again when idle
+
+
+class RedisScheduler:
+    """Scrapy scheduler over ``RedisFrontier`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        dupefilter: RedisBitmapDupeFilter,
+        server: Redis,
+        *,
+        frontier_key: str,
+        start_urls_key: str,
+        start_urls_batch: int,
+        lease_timeout: float,
+        idle_before_close: float,
+        keep_alive: bool,
+        persist: bool,
+        max_per_site: int,
+        loaded_sites: int,
+        priority_extensions: frozenset[str],
+    ) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.df = dupefilter
+        self.server = server
+        self.frontier_key = frontier_key
+        self.start_urls_key = start_urls_key
+        self.start_urls_batch = start_urls_batch
+        self.lease_timeout = lease_timeout
+        self.idle_before_close = idle_before_close
+        self.keep_alive = keep_alive
+        self.persist = persist
+        self.max_per_site = max_per_site
+        self.loaded_sites = loaded_sites
+        self.priority_extensions = priority_extensions
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.spider: Spider | None = None
+        self.frontier: RedisFrontier
+        self.politeness: PolitenessMiddleware
+        self.table: IpTable
+        self.buffer: list[tuple[int, list[int], bytes]] = []
+        self.acks: list[str] = []
+        self.seeds_pending = False
+        self.ready: deque[Request] = deque()  # leased, resolved, not yet handed to the engine
+        self.memory_only: deque[Request] = deque()
+        self.resolving: set[str] = set()
+        self.shared_queued = 0
+        self._lease_seq = 0
+        self._quiet_until = 0.0
+        self._done_since: float | None = None
+        self._loop: task.LoopingCall | None = None
+        self._wakeup: Any = None
+        self._ticks = 0
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
+        s = crawler.settings
+        dupefilter = build_from_crawler(load_object(s["DUPEFILTER_CLASS"]), crawler)
+        if not isinstance(dupefilter, RedisBitmapDupeFilter):
+            raise NotConfigured("RedisScheduler needs DUPEFILTER_CLASS = RedisBitmapDupeFilter")
+        name = crawler.spidercls.name
+        names = {"spider": name, "name": name}
+        return cls(
+            crawler,
+            dupefilter,
+            get_redis_from_settings(s),
+            frontier_key=(s.get("LARBIN_REDIS_FRONTIER_KEY") or "%(spider)s:frontier") % names,
+            start_urls_key=(s.get("REDIS_START_URLS_KEY") or redis_defaults.START_URLS_KEY)
+            % names,
+            start_urls_batch=s.getint("REDIS_START_URLS_BATCH_SIZE", 100),
+            lease_timeout=s.getfloat("LARBIN_LEASE_TIMEOUT", 60.0),
+            idle_before_close=s.getfloat("LARBIN_IDLE_BEFORE_CLOSE", 5.0),
+            keep_alive=s.getbool("LARBIN_KEEP_ALIVE"),
+            persist=s.getbool("SCHEDULER_PERSIST", True),
+            max_per_site=s.getint("LARBIN_MAX_URLS_PER_SITE"),
+            loaded_sites=s.getint("LARBIN_LOADED_SITES"),
+            priority_extensions=parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or ""),
+        )
+
+    # -- Scrapy's scheduler contract ------------------------------------------------------
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        politeness = self.crawler.get_downloader_middleware(PolitenessMiddleware)
+        if politeness is None:
+            raise NotConfigured("RedisScheduler needs larbinscrapy's PolitenessMiddleware")
+        self.politeness = politeness
+        self.table = politeness.table
+        delay = self.table.default_delay
+        self.frontier = RedisFrontier(
+            self.server,
+            self.frontier_key,
+            max_per_site=self.max_per_site,
+            loaded_sites=self.loaded_sites,
+            connections=1 if delay > 0 else self.table.max_connections,
+        )
+        # IpTable has no "lease given back" event: wrap this table's release (the middleware
+        # calls it exactly when a request the scheduler leased ends) to tell Redis.
+        release = self.table.release
+
+        def release_and_report(st: IpState) -> None:
+            release(st)
+            self._released(st)
+
+        self.table.release = release_and_report  # type: ignore[method-assign]
+        self.crawler.signals.connect(self._request_done, signal=larbin_signals.request_done)
+        self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
+        self._heartbeat()
+        status = self.frontier.status(self.start_urls_key)
+        self.shared_queued = status["queued"]
+        logger.info("Worker %s joined frontier %s: %d queued, %d leased, %d seeds waiting",
+                    self.worker, self.frontier_key, status["queued"], status["leased"],
+                    status["seeds"])
+        self._loop = task.LoopingCall(self._tick)
+        self._loop.start(min(POLL, self.lease_timeout / 4), now=False)
+
+    def close(self, reason: str) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self._wakeup is not None and self._wakeup.active():
+            self._wakeup.cancel()
+        self.flush()
+        requeued = self.frontier.retire(self.worker, self.start_urls_key)
+        if requeued:
+            logger.info("Handed %d unacknowledged requests back to the frontier", requeued)
+        status = self.frontier.status(self.start_urls_key)
+        self.stats.set_value("larbin/frontier/left_queued", status["queued"])
+        self.df.close(reason)
+        if reason == "finished" and not self.persist and not status["workers"]:
+            self.frontier.delete()
+            self.server.delete(self.df.key)
+
+    def has_pending_requests(self) -> bool:
+        return bool(self.ready or self.memory_only or self.buffer or self.shared_queued > 0)
+
+    def __len__(self) -> int:
+        return len(self.ready) + len(self.memory_only) + len(self.buffer) + self.shared_queued
+
+    def enqueue_request(self, request: Request) -> bool:
+        meta = request.meta
+        previous = meta.get("larbin_rid")
+        if previous is not None:  # a redirect or retry of a request we handed out
+            for key in _TRIP_META:
+                meta.pop(key, None)
+        try:
+            record = codec.encode(request, self.spider)
+        except codec.UnserializableRequest:
+            self.stats.inc_value("larbin/frontier/unserializable")
+            self.memory_only.append(request)
+            return True
+        positions = [] if request.dont_filter else self.df.request_positions(request)
+        url = request.url
+        entry = self.frontier.entry(site_of(url), host_of(url), record)
+        self.buffer.append((self._tier(request), positions, entry))
+        if previous is not None:
+            self.acks.append(previous)
+            self.flush()
+        elif len(self.buffer) >= FLUSH_RECORDS:
+            self.flush()
+        return True
+
+    def next_request(self) -> Request | None:
+        if self.memory_only:
+            return self.memory_only.popleft()
+        if not self.ready:
+            self.flush()
+            now = self.table.clock()
+            if now >= self._quiet_until:
+                self._pop(now)
+        if self.ready:
+            self.stats.inc_value("larbin/frontier/dequeued")
+            return self.ready.popleft()
+        return None
+
+    # -- to and from Redis -----------------------------------------------------------------
+    def flush(self) -> None:
+        """Admit the buffered requests and send the pending acknowledgements: one script."""
+        if not (self.buffer or self.acks or self.seeds_pending):
+            return
+        buffer, acks, seeds = self.buffer, self.acks, self.seeds_pending
+        self.buffer, self.acks, self.seeds_pending = [], [], False
+        new, filtered = self.frontier.admit(
+            self.worker, self.df.key, self.df.shard_bits, buffer, acks, seeds
+        )
+        if new:
+            self.stats.inc_value("larbin/frontier/enqueued", new)
+            self.shared_queued += new
+            self._quiet_until = 0.0
+        self.df.count_filtered(filtered)
+
+    def _pop(self, now: float) -> None:
+        popped = self.frontier.pop(self.worker, POP_BATCH, self._lease_seq)
+        self._lease_seq += len(popped.leases)
+        self.shared_queued = popped.queued
+        if popped.dropped:
+            self.stats.inc_value("larbin/dropped/noconnection", popped.dropped)
+        if popped.to_wait:
+            self.stats.inc_value("larbin/frontier/to_wait", popped.to_wait)
+        for host in popped.unresolved:
+            self._resolve(host)
+        for lease, ip, record in popped.leases:
+            self._hand_out(lease, ip, record)
+        if not popped.leases:
+            wait = POLL if popped.wait is None else min(POLL, popped.wait)
+            self._quiet_until = now + wait
+            self._schedule_wakeup(wait)
+
+    def _hand_out(self, lease: str, ip: str, record: bytes) -> None:
+        request = codec.decode(record, self.spider)
+        meta = request.meta
+        meta["larbin_lease"] = meta["larbin_ip"] = meta["download_slot"] = ip
+        meta["larbin_rid"] = lease
+        self.table.acquire(self.table.get(ip))
+        host = host_of(request.url)
+        if isinstance(self.politeness.dns.cached(host), str):
+            self.ready.append(request)
+            return
+        # Resolved by another worker: resolve here too, so this worker's DnsCache (which the
+        # connection uses) and SSRF guard have seen the host before anything is sent.
+        d = self.politeness.resolve(host)
+        d.addCallbacks(self._resolved_here, self._unresolved_here,
+                       callbackArgs=(request,), errbackArgs=(request,))
+
+    def _resolved_here(self, ip: str, request: Request) -> None:
+        if ip != request.meta["larbin_ip"]:
+            self.stats.inc_value("larbin/distributed/dns_mismatch")
+        self.ready.append(request)
+        self._wake_engine()
+
+    def _unresolved_here(self, failure: Any, request: Request) -> None:
+        failure.trap(IgnoreRequest)
+        self.politeness.count_drop(failure.value)
+        ip = request.meta.pop("larbin_lease")
+        self.table.release(self.table.get(ip))
+        self.acks.append(request.meta["larbin_rid"])
+        self.flush()
+
+    def _resolve(self, host: str) -> None:
+        if host in self.resolving:
+            return
+        self.resolving.add(host)
+        d = self.politeness.resolve(host)
+        d.addCallbacks(self._host_resolved, self._host_failed,
+                       callbackArgs=(host,), errbackArgs=(host,))
+
+    def _host_resolved(self, ip: str, host: str) -> None:
+        self.resolving.discard(host)
+        self.frontier.resolved(host, ip)
+        self._quiet_until = 0.0
+        self._wake_engine()
+
+    def _host_failed(self, failure: Any, host: str) -> None:
+        failure.trap(IgnoreRequest)
+        self.resolving.discard(host)
+        reason = str(failure.value).split(":", 1)[0]
+        _, dropped = self.frontier.resolved(host, None, reason)
+        if dropped:
+            self.stats.inc_value(f"larbin/dropped/{reason}", dropped)
+
+    def _released(self, st: IpState) -> None:
+        """A leased fetch on ``st`` ended: the IP is ready again after its delay, for everyone."""
+        delay = max(0.0, st.ready_at - self.table.clock())
+        dropped = self.frontier.release(self.worker, st.ip, delay, st.dead)
+        if dropped > 0:
+            self.stats.inc_value("larbin/dropped/noconnection", dropped)
+        self._quiet_until = min(self._quiet_until, self.table.clock() + delay)
+
+    def _request_done(self, request: Request) -> None:
+        lease = request.meta.get("larbin_rid")
+        if isinstance(lease, str):
+            self.acks.append(lease)
+        self.flush()
+
+    def _tier(self, request: Request) -> int:
+        if request.priority > 0 or request.meta.get("larbin_priority"):
+            return PRIORITY
+        if self.priority_extensions and extension_of(request.url) in self.priority_extensions:
+            return PRIORITY
+        return NORMAL
+
+    # -- seeds, heartbeat, ending ----------------------------------------------------------
+    def _tick(self) -> None:
+        self._ticks += 1
+        self._heartbeat()
+        self._read_seeds()
+        self.flush()
+        if self._ticks % 8 == 0:
+            for host in self.frontier.unresolved():
+                self._resolve(host)  # left by a worker that died while resolving
+        if not self.ready and self.table.clock() >= self._quiet_until:
+            self._wake_engine()
+
+    def _heartbeat(self) -> None:
+        requeued, gone = self.frontier.heartbeat(self.worker, self.lease_timeout,
+                                                 self.start_urls_key)
+        if gone:
+            logger.warning("Reaped %d silent worker(s): %d leased requests back in the queue",
+                           gone, requeued)
+            self.stats.inc_value("larbin/distributed/reaped_workers", gone)
+            self.stats.inc_value("larbin/distributed/requeued", requeued)
+            self._quiet_until = 0.0
+
+    def _read_seeds(self) -> None:
+        if self.crawler.engine is None or self.spider is None:
+            return
+        raw = self.frontier.take_seeds(self.worker, self.start_urls_key, self.start_urls_batch)
+        if not raw:
+            return
+        self.seeds_pending = True
+        url_filter = getattr(self.spider, "url_filter", None)
+        errback = getattr(self.spider, "on_error", None)
+        for data in raw:
+            request = self._seed_request(data.decode("utf-8", "replace"), errback)
+            if request is None:
+                continue
+            if url_filter is not None:
+                reason = url_filter.reason(request.url, host_of(request.url), 0, None)
+                if reason is not None:
+                    self.stats.inc_value(f"larbin/filtered/{reason}")
+                    continue
+            self.stats.inc_value("larbin/seeds/redis")
+            self.crawler.engine.crawl(request)
+        self.flush()
+
+    def _seed_request(self, data: str, errback: Any) -> Request | None:
+        """A plain URL, or scrapy-redis's JSON form ``{"url": ..., "meta": {...}}``."""
+        meta: dict[str, Any] = {}
+        url = data.strip()
+        if url.startswith("{"):
+            try:
+                obj = json.loads(url)
+                url, meta = obj["url"], dict(obj.get("meta") or {})
+            except (ValueError, KeyError, TypeError):
+                url = ""
+        try:
+            return Request(url, errback=errback,
+                           meta={"depth": 0, "larbin_site_depth": 0, **meta})
+        except (ValueError, TypeError):
+            logger.warning("Skipping bad seed from %s: %r", self.start_urls_key, data[:200])
+            self.stats.inc_value("larbin/seeds/invalid")
+            return None
+
+    def _spider_idle(self) -> None:
+        self.flush()
+        if self.keep_alive:
+            raise DontCloseSpider
+        status = self.frontier.status(self.start_urls_key)
+        self.shared_queued = status["queued"]
+        now = self.table.clock()
+        if status["queued"] or status["leased"] or status["seeds"] or self.resolving:
+            self._done_since = None
+            raise DontCloseSpider
+        if self._done_since is None:
+            self._done_since = now
+        if now - self._done_since < self.idle_before_close:
+            self._schedule_wakeup(POLL)
+            raise DontCloseSpider
+
+    # -- waking the engine -----------------------------------------------------------------
+    def _schedule_wakeup(self, delay: float) -> None:
+        from twisted.internet import reactor
+
+        if self._wakeup is not None and self._wakeup.active():
+            if self._wakeup.getTime() - reactor.seconds() <= delay:
+                return
+            self._wakeup.cancel()
+        self._wakeup = reactor.callLater(max(0.0, delay), self._wake_engine)
+
+    def _wake_engine(self) -> None:
+        slot = getattr(self.crawler.engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()

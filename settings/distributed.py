@@ -1,0 +1,34 @@
+"""Distributed profile: many workers, one Redis (``SCRAPY_SETTINGS_MODULE=settings.distributed``).
+
+    redis-cli lpush larbin:start_urls http://example.com/
+    SCRAPY_SETTINGS_MODULE=settings.distributed scrapy crawl larbin -s REDIS_URL=redis://host:6379/0
+
+Connection and seed settings use scrapy-redis's names (``REDIS_URL``, ``REDIS_PARAMS``,
+``REDIS_START_URLS_KEY``, ``SCHEDULER_PERSIST``); keys are templates in its ``%(spider)s:...``
+style. docs/distributed.md explains the keys and the lease flow.
+"""
+
+from __future__ import annotations
+
+from settings.base import *  # noqa: F403
+from settings.base import ITEM_PIPELINES as _BASE_PIPELINES
+
+SCHEDULER = "larbinscrapy.distributed.scheduler.RedisScheduler"  # shared two-tier frontier with per-IP leases
+DUPEFILTER_CLASS = "larbinscrapy.distributed.dupefilter.RedisBitmapDupeFilter"  # seen bits in one Redis string (SETBIT)
+ITEM_PIPELINES = {
+    **_BASE_PIPELINES,
+    "larbinscrapy.pipelines.contentdup.ContentDupPipeline": None,  # per-process: replaced below
+    "larbinscrapy.distributed.contentdup.RedisContentDupPipeline": 100,  # content hashes shared by all workers
+}
+
+REDIS_URL = "redis://127.0.0.1:6379/0"  # scrapy-redis's connection setting (REDIS_PARAMS adds client options)
+REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list workers read seeds from: redis-cli lpush larbin:start_urls URL
+REDIS_START_URLS_BATCH_SIZE = 100  # seeds taken from that list per read (every 0.25 s)
+SCHEDULER_PERSIST = True  # keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)
+LARBIN_REDIS_FRONTIER_KEY = "%(spider)s:frontier"  # prefix of every frontier key; "{%(spider)s}:frontier" for a Redis Cluster slot
+LARBIN_REDIS_DUPEFILTER_KEY = "%(spider)s:seen"  # the seen-URL bit string (split in 2^32-bit strings past 512 MiB)
+LARBIN_REDIS_CONTENTDUP_KEY = "%(spider)s:contentdup"  # hash: content hash -> first URL
+LARBIN_LEASE_TIMEOUT = 60.0  # seconds without a heartbeat before a worker's leased requests go back to the queue
+LARBIN_IDLE_BEFORE_CLOSE = 5.0  # seconds the shared frontier must stay empty with nothing leased before a worker closes
+LARBIN_KEEP_ALIVE = False  # True: never close on an empty frontier, wait for new seeds (scrapy-redis's habit)
+LARBIN_ALLOW_NO_SEEDS = True  # a worker may start without -a seeds/urls: seeds come from Redis

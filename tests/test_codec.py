@@ -1,0 +1,143 @@
+"""The frontier's compact request records (``larbinscrapy.frontier.codec``): tables of cases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from scrapy import Request, Spider
+
+from larbinscrapy.frontier import codec
+
+
+class RecordSpider(Spider):
+    name = "record"
+
+    def parse_page(self, response):  # pragma: no cover - only referenced by name
+        return []
+
+    def on_error(self, failure):  # pragma: no cover - only referenced by name
+        return None
+
+
+SPIDER = RecordSpider()
+URL = "http://h01.test:8080/a/b.html?x=1&y=2"
+
+
+def _round_trip(request: Request) -> Request:
+    return codec.decode(codec.encode(request, SPIDER), SPIDER)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({}, {"url": URL, "priority": 0, "method": "GET", "body": b""}),
+        ({"priority": 7}, {"priority": 7}),
+        ({"priority": -3}, {"priority": -3}),
+        ({"url": "http://h02.test/caf%C3%A9?q=%20"}, {"url": "http://h02.test/caf%C3%A9?q=%20"}),
+        (
+            {"method": "POST", "body": b"k=v&\xff\x00"},
+            {"method": "POST", "body": b"k=v&\xff\x00"},
+        ),
+        ({"method": "POST"}, {"method": "POST", "body": b""}),
+        ({"method": "PUT", "body": b"{}"}, {"method": "PUT", "body": b"{}"}),
+    ],
+)
+def test_round_trip_fields(kwargs, expected):
+    kwargs = {"url": URL, **kwargs}
+    back = _round_trip(Request(**kwargs))
+    for name, value in expected.items():
+        assert getattr(back, name) == value, name
+
+
+def test_round_trip_headers():
+    request = Request(URL, method="POST", body=b"a=1",
+                      headers={"Content-Type": "application/x-www-form-urlencoded",
+                               "X-Multi": ["one", "two"]})
+    back = _round_trip(request)
+    assert back.headers.getlist("X-Multi") == [b"one", b"two"]
+    assert back.headers[b"Content-Type"] == b"application/x-www-form-urlencoded"
+    assert back.body == b"a=1"
+
+
+@pytest.mark.parametrize(
+    ("meta", "kept"),
+    [
+        ({"depth": 3, "larbin_site_depth": 1}, {"depth": 3, "larbin_site_depth": 1}),
+        ({"larbin_referer": "http://h00.test/"}, {"larbin_referer": "http://h00.test/"}),
+        ({"retry_times": 1, "redirect_times": 2, "redirect_ttl": 18},
+         {"retry_times": 1, "redirect_times": 2, "redirect_ttl": 18}),
+        ({"redirect_urls": ["http://a.test/", "http://b.test/"]},
+         {"redirect_urls": ["http://a.test/", "http://b.test/"]}),
+        ({"download_timeout": 12.5, "dont_obey_robotstxt": True},
+         {"download_timeout": 12.5, "dont_obey_robotstxt": True}),
+        ({"larbin_priority": 1}, {"larbin_priority": 1}),
+        # one trip through the downloader: never stored
+        ({"larbin_lease": "127.0.0.1", "larbin_rid": (2, 5), "download_slot": "127.0.0.1",
+          "larbin_ip": "127.0.0.1", "proxy": "http://p.test", "cookiejar": object()}, {}),
+    ],
+)
+def test_meta_kept_and_dropped(meta, kept):
+    back = _round_trip(Request(URL, meta=meta))
+    assert dict(back.meta) == kept
+
+
+def test_admitted_mark_survives_as_the_url_itself():
+    # The gate's mark must equal request.url again, or the dupefilter would test the URL twice.
+    record = codec.encode(Request(URL, meta={"larbin_admitted": URL}), SPIDER)
+    assert URL.encode() not in record.replace(URL.encode(), b"", 1)  # stored once, not twice
+    assert _round_trip(Request(URL, meta={"larbin_admitted": URL})).meta["larbin_admitted"] == URL
+    other = _round_trip(Request(URL, meta={"larbin_admitted": "http://else.test/"}))
+    assert "larbin_admitted" not in other.meta
+
+
+@pytest.mark.parametrize(
+    ("callback", "errback"),
+    [("parse_page", None), (None, "on_error"), ("parse_page", "on_error"), (None, None)],
+)
+def test_callbacks_by_name(callback, errback):
+    request = Request(
+        URL,
+        callback=getattr(SPIDER, callback) if callback else None,
+        errback=getattr(SPIDER, errback) if errback else None,
+    )
+    record = json.loads(codec.encode(request, SPIDER))
+    assert callback in record or callback is None
+    back = codec.decode(codec.encode(request, SPIDER), SPIDER)
+    assert (back.callback.__name__ if back.callback else None) == callback
+    assert (back.errback.__name__ if back.errback else None) == errback
+    if callback:
+        assert back.callback.__self__ is SPIDER
+
+
+def test_record_is_compact():
+    record = codec.encode(Request(URL, meta={"depth": 2, "larbin_site_depth": 1}), SPIDER)
+    assert record == json.dumps([URL, 0, {"depth": 2, "larbin_site_depth": 1}],
+                                separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        Request(URL),
+        Request("http://h03.test/é?q=ü"),
+        Request(URL, method="POST", body=b"x", callback=SPIDER.parse_page),
+        Request(URL, meta={"depth": 4, "larbin_referer": "http://a.test/\"quoted\""}),
+    ],
+)
+def test_url_of(request_):
+    assert codec.url_of(codec.encode(request_, SPIDER)) == request_.url
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        Request(URL, callback=lambda response: None),
+        Request(URL, callback=RecordSpider().parse_page),  # a method of another spider
+        Request(URL, errback=print),
+        Request(URL, meta={"larbin_referer": object()}),  # a kept key JSON cannot hold
+    ],
+)
+def test_unserializable_raises(request_):
+    with pytest.raises(codec.UnserializableRequest):
+        codec.encode(request_, SPIDER)

@@ -1,0 +1,212 @@
+"""Distributed mode: several ``scrapy crawl larbin`` workers over one real ``redis-server``.
+
+The Redis server is started per test on a free loopback port, without persistence, in the
+test's temp dir; these tests are never skipped (``make test`` installs redis-server).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+import redis
+
+from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
+from larbinscrapy.distributed.frontier import RedisFrontier
+from larbinscrapy.frontier import codec
+from larbinscrapy.urls import fingerprint_url
+from tests.conftest import ROOT, crawl_command
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+DELAY = 0.3
+TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path):
+    port = _free_port()
+    workdir = tmp_path / "redis"
+    workdir.mkdir()
+    proc = subprocess.Popen(
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.02)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _start_worker(web, out: Path, redis_url: str, *args: str, **settings):
+    out.mkdir(parents=True, exist_ok=True)
+    merged = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": DELAY, "LARBIN_LEASE_TIMEOUT": 3,
+              "LARBIN_IDLE_BEFORE_CLOSE": 1, **settings}
+    cmd = crawl_command(web, out, *args, settings=merged)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SCRAPY_SETTINGS_MODULE": "settings.distributed"}
+    err = open(out / "stderr.log", "w")  # noqa: SIM115 - closed by _wait
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT, env=env)
+    proc.err = err  # type: ignore[attr-defined]
+    proc.out = out  # type: ignore[attr-defined]
+    return proc
+
+
+def _wait(procs, timeout: float = 150) -> None:
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            tail = (proc.out / "stderr.log").read_text()[-3000:]
+            raise AssertionError(f"worker did not finish in {timeout}s:\n{tail}") from None
+        finally:
+            proc.err.close()
+
+
+def _pages(records, port: int) -> Counter[str]:
+    return Counter(f"http://{e['host']}:{port}{e['path']}" for e in records
+                   if e["path"] != "/robots.txt")
+
+
+def _min_interval_per_ip(records) -> dict[str, float]:
+    """Per server IP, the shortest time between two requests (robots.txt included)."""
+    by_ip: dict[str, list[float]] = defaultdict(list)
+    for e in records:
+        by_ip[e["ip"]].append(e["t"])
+    return {ip: min((b - a for a, b in itertools.pairwise(sorted(ts))), default=99.0)
+            for ip, ts in by_ip.items()}
+
+
+def _assert_clean_logs(procs) -> None:
+    for proc in procs:
+        log = (proc.out / "stderr.log").read_text()
+        assert "Traceback" not in log, log[-3000:]
+        assert "ScrapyDeprecationWarning" not in log, log[-3000:]
+
+
+def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url):
+    truth = web.web.ground_truth(web.seeds, depth=5)
+    client = redis.Redis.from_url(redis_url)
+    client.lpush("larbin:start_urls", *web.seeds)  # the scrapy-redis way...
+    urls = "urls=" + ",".join(web.seeds)  # ...and on the command line of every worker
+    procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, "-a", urls) for i in range(3)]
+    _wait(procs)
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    _assert_clean_logs(procs)
+    records = web.read_log()
+    fetched = _pages(records, web.port)
+    assert set(fetched) == truth
+    assert max(fetched.values()) == 1, [u for u, n in fetched.items() if n > 1]
+    intervals = _min_interval_per_ip(records)
+    assert min(intervals.values()) >= DELAY - TOLERANCE, intervals
+    # every worker did a share of the work, and the frontier is empty at the end
+    items = [sum(1 for _ in open(p.out / "items.jsonl")) for p in procs]
+    assert sum(1 for n in items if n) >= 2, items
+    counts = client.hgetall("larbin:frontier:count")
+    assert int(counts[b"queued"]) == 0 and int(counts[b"leased"]) == 0
+
+
+def test_kill_one_worker_its_leases_come_back(web, tmp_path, redis_url):
+    truth = web.web.ground_truth(web.seeds, depth=5)
+    urls = "urls=" + ",".join(web.seeds)
+    procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, "-a", urls) for i in range(3)]
+    deadline = time.monotonic() + 60
+    while len(_pages(web.read_log(), web.port)) < 40 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    procs[0].send_signal(signal.SIGKILL)
+    _wait(procs)
+    assert [p.returncode for p in procs[1:]] == [0, 0]
+    _assert_clean_logs(procs[1:])
+    records = web.read_log()
+    assert set(_pages(records, web.port)) == truth
+    assert min(_min_interval_per_ip(records).values()) >= DELAY - TOLERANCE
+    reaped = sum("Reaped 1 silent worker" in (p.out / "stderr.log").read_text() for p in procs)
+    assert reaped >= 1
+
+
+def test_stop_all_workers_and_resume_from_redis(web, tmp_path, redis_url):
+    truth = web.web.ground_truth(web.seeds, depth=5)
+    urls = "urls=" + ",".join(web.seeds)
+    first = [_start_worker(web, tmp_path / f"a{i}", redis_url, "-a", urls) for i in range(3)]
+    deadline = time.monotonic() + 60
+    while len(_pages(web.read_log(), web.port)) < 50 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for proc in first:
+        proc.send_signal(signal.SIGINT)
+    _wait(first)
+    stopped_at = len(_pages(web.read_log(), web.port))
+    assert stopped_at < len(truth)
+    status = redis.Redis.from_url(redis_url).hgetall("larbin:frontier:count")
+    assert int(status[b"queued"]) > 0 and int(status[b"leased"]) == 0
+    second = [_start_worker(web, tmp_path / f"b{i}", redis_url, "-a", urls) for i in range(3)]
+    _wait(second)
+    assert [p.returncode for p in second] == [0, 0, 0]
+    _assert_clean_logs(first + second)
+    fetched = _pages(web.read_log(), web.port)
+    assert set(fetched) == truth
+    assert max(fetched.values()) == 1, [u for u, n in fetched.items() if n > 1]
+
+
+# --- the Redis frontier and dupefilter without Scrapy -------------------------------------
+def _entry(frontier: RedisFrontier, url: str) -> bytes:
+    host = url.split("/")[2].split(":")[0]
+    site = "/".join(url.split("/")[:3])
+    return frontier.entry(site, host, f'["{url}",0]'.encode())
+
+
+def test_frontier_leases_ip_until_release_and_reaps_dead_workers(redis_url):
+    server = redis.Redis.from_url(redis_url)
+    df = RedisBitmapDupeFilter(server, "t:seen", mode="bloom", capacity=1000)
+    f = RedisFrontier(server, "t:frontier", max_per_site=2)
+    urls = [f"http://a.test/{i}" for i in range(4)] + ["http://b.test/"]
+    entries = [(2, df.positions(fingerprint_url(u)), _entry(f, u)) for u in urls]
+    assert f.admit("w1", df.key, 0, entries) == (5, 0)
+    assert f.admit("w1", df.key, 0, entries[:1]) == (0, 1)  # seen: not queued twice
+    popped = f.pop("w1", 8, 0)
+    assert sorted(popped.unresolved) == ["a.test", "b.test"] and not popped.leases
+    f.resolved("a.test", "10.0.0.1")
+    f.resolved("b.test", "10.0.0.2")
+    popped = f.pop("w1", 8, 0)
+    assert sorted(ip for _, ip, _ in popped.leases) == ["10.0.0.1", "10.0.0.2"]  # one per IP
+    assert not f.pop("w2", 8, 10).leases  # both IPs leased by w1
+    f.release("w1", "10.0.0.1", 0.2)
+    assert not f.pop("w2", 8, 10).leases  # ready only 0.2 s after the release
+    time.sleep(0.25)
+    second = f.pop("w2", 8, 10)
+    assert [ip for _, ip, _ in second.leases] == ["10.0.0.1"]
+    # w2 dies: after the timeout its lease goes back, and its IP is free again
+    time.sleep(0.3)
+    requeued, gone = f.heartbeat("w1", 0.2, "t:start")
+    assert (requeued, gone) == (1, 1)
+    again = f.pop("w1", 8, 20)
+    assert [codec.url_of(r) for _, _, r in again.leases] == [
+        codec.url_of(r) for _, _, r in second.leases]
+    # acknowledging the leases empties the frontier's lease count
+    f.admit("w1", df.key, 0, [], [lid for lid, _, _ in popped.leases + again.leases])
+    assert f.status("t:start")["leased"] == 0
