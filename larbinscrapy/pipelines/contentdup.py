@@ -139,7 +139,7 @@ class ContentDupPipeline:
     def from_crawler(cls, crawler: Crawler) -> ContentDupPipeline:
         settings = crawler.settings
         if not settings.getbool("LARBIN_CONTENT_DUP", True):
-            raise NotConfigured("LARBIN_CONTENT_DUP is off")
+            raise NotConfigured  # bare: Scrapy logs a warning for one with a message
         jobdir = job_dir(settings)
         return cls(
             directory=str(Path(jobdir, "contentdup")) if jobdir else None,
