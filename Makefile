@@ -46,8 +46,11 @@ bench: install install-system
 bench-quick: install install-system
 	$(BIN)/python -m benchmarks.run --quick
 
+# Deploy to scrapyd: URL and credentials from SCRAPYD_URL/USERNAME/PASSWORD, or
+# DEPLOY_TARGET=netrc for ~/.netrc (docs/scrapyd.md).
+DEPLOY_TARGET ?=
 deploy: install
-	$(BIN)/scrapyd-deploy
+	$(BIN)/scrapyd-deploy $(DEPLOY_TARGET)
 
 clean:
 	rm -rf $(VENV) output build *.egg-info .pytest_cache

@@ -63,6 +63,37 @@ def _is_ip(host: str) -> bool:
     return True
 
 
+def parse_networks(
+    value: str | list[str],
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """``LARBIN_ALLOWED_NETWORKS``: comma-separated CIDRs (or a list)."""
+    items = value.split(",") if isinstance(value, str) else value
+    return tuple(ipaddress.ip_network(v.strip(), strict=False) for v in items if v.strip())
+
+
+class SsrfGuard:
+    """Which resolved IPs a crawl may connect to: public unicast ones, plus ``allowed``."""
+
+    def __init__(self, enabled: bool = True, allowed: tuple[Any, ...] = ()) -> None:
+        self.enabled = enabled
+        self.allowed = allowed
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> SsrfGuard:
+        return cls(
+            settings.getbool("LARBIN_SSRF_GUARD", True),
+            parse_networks(settings.get("LARBIN_ALLOWED_NETWORKS") or ""),
+        )
+
+    def refuses(self, ip: str) -> bool:
+        if not self.enabled:
+            return False
+        addr = ipaddress.ip_address(ip)
+        if any(addr in net for net in self.allowed):
+            return False
+        return not addr.is_global or addr.is_multicast or addr.is_reserved
+
+
 def _getaddrinfo_ipv4(host: str) -> str:
     infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
     if not infos:
@@ -81,8 +112,11 @@ class DnsCache:
         timeout: float = 10,
         overrides: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        lookup: Callable[[str], Deferred[str]] | None = None,
     ) -> None:
         self._reactor = reactor
+        # how a name is asked for: getaddrinfo in the reactor's thread pool unless given
+        self._lookup = lookup or self._getaddrinfo
         self._ttl = ttl
         self._timeout = timeout
         self._overrides = dict(overrides or {})
@@ -105,7 +139,7 @@ class DnsCache:
         """The cached answer without waiting: an IP, None (known failure), False (unknown)."""
         if _is_ip(host):
             return host.strip("[]")
-        entry = self._entries.get(host)
+        entry = self._entries.get(host.lower())
         if entry is None or entry[0] < self._clock():
             return False
         return entry[1]
@@ -128,12 +162,15 @@ class DnsCache:
         if host in self._overrides:
             self._reactor.callLater(0, self._done, host, self._overrides[host])
             return d
-        query = deferToThreadPool(
-            self._reactor, self._reactor.getThreadPool(), _getaddrinfo_ipv4, host
-        )
+        query = self._lookup(host)
         query.addTimeout(self._timeout, self._reactor)
         query.addCallbacks(lambda ip: self._done(host, ip), lambda f: self._done(host, None, f))
         return d
+
+    def _getaddrinfo(self, host: str) -> Deferred[str]:
+        return deferToThreadPool(
+            self._reactor, self._reactor.getThreadPool(), _getaddrinfo_ipv4, host
+        )
 
     def _done(self, host: str, ip: str | None, failure: Any = None) -> None:
         self._entries[host] = (self._clock() + self._ttl, ip)
@@ -156,22 +193,33 @@ class PinnedResolver:
     """Twisted's resolver for the process (``TWISTED_DNS_RESOLVER``), answering from a DnsCache.
 
     Scrapy builds it once per process with the process settings; crawler components reach the
-    same cache through ``dns_cache(crawler)``.
+    same cache through ``dns_cache(crawler)``. It also applies the SSRF guard, as a last line:
+    whatever path a request took (a redirect, a request no scheduler saw, a cache entry that
+    expired and was looked up again), no connection is made to a refused address.
     """
 
-    def __init__(self, reactor: Any, cache: DnsCache) -> None:
+    def __init__(self, reactor: Any, cache: DnsCache, guard: SsrfGuard | None = None) -> None:
         self.reactor = reactor
         self.cache = cache
+        self.guard = guard or SsrfGuard(enabled=False)
 
     @classmethod
     def from_crawler(cls, crawler: Any, reactor: Any) -> PinnedResolver:
-        return cls(reactor, DnsCache.from_settings(crawler.settings, reactor))
+        settings = crawler.settings
+        return cls(
+            reactor, DnsCache.from_settings(settings, reactor), SsrfGuard.from_settings(settings)
+        )
 
     def install_on_reactor(self) -> None:
         self.reactor.installResolver(self)
 
     def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:
-        return self.cache.resolve(name)
+        return self.cache.resolve(name).addCallback(self._check, name)
+
+    def _check(self, ip: str, name: str) -> str:
+        if self.guard.refuses(ip):
+            raise DNSLookupError(f"{name}: {ip} refused by the SSRF guard")
+        return ip
 
 
 def dns_cache(crawler: Any) -> DnsCache:

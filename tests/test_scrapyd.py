@@ -135,12 +135,24 @@ def scrapyd(tmp_path_factory: pytest.TempPathFactory) -> Scrapyd:
             raise AssertionError("scrapyd did not start:\n" + console.read_text()[-3000:])
         time.sleep(0.2)
     yield running
-    proc.terminate()
+    _stop(running)
+
+
+def _stop(scrapyd: Scrapyd) -> None:
+    """Kill the jobs still there (scrapyd leaves its crawl processes running), then scrapyd."""
     try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        jobs = scrapyd.api("listjobs.json")
+        for job in jobs["pending"] + jobs["running"]:
+            scrapyd.api(
+                "cancel.json", {"project": job["project"], "job": job["id"], "signal": "KILL"}
+            )
+    finally:
+        scrapyd.proc.terminate()
+        try:
+            scrapyd.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            scrapyd.proc.kill()
+            scrapyd.proc.wait()
 
 
 def _clean_copy(dest: Path) -> Path:
@@ -219,7 +231,7 @@ def schedule(
     return scrapyd.api("schedule.json", data)["jobid"]
 
 
-def wait_finished(scrapyd: Scrapyd, job: str, timeout: float = 180) -> dict[str, Any]:
+def wait_finished(scrapyd: Scrapyd, job: str, timeout: float = 120) -> dict[str, Any]:
     """Poll listjobs.json until ``job`` is finished; return its entry."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -228,9 +240,10 @@ def wait_finished(scrapyd: Scrapyd, job: str, timeout: float = 180) -> dict[str,
             if entry["id"] == job:
                 return entry
         time.sleep(0.3)
-    raise AssertionError(
-        f"job {job} did not finish in {timeout}s:\n" + scrapyd.console.read_text()[-3000:]
-    )
+    scrapyd.api("cancel.json", {"project": PROJECT, "job": job, "signal": "KILL"})
+    logs = list((scrapyd.workdir / "logs").rglob(f"{job}.log"))
+    log = logs[0].read_text() if logs else scrapyd.console.read_text()
+    raise AssertionError(f"job {job} did not finish in {timeout}s (killed):\n{log[-3000:]}")
 
 
 def job_log(scrapyd: Scrapyd, entry: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""Seeds: the pure parser as tables, then what ``scrapy crawl larbin`` does with good and bad seeds."""
+"""Seeds: the pure parser as tables, then what `scrapy crawl larbin` does with good and bad."""
 
 from __future__ import annotations
 

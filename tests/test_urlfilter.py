@@ -71,11 +71,47 @@ def test_length_limit_is_configurable():
 
 # -- forbidden extensions ------------------------------------------------------------------------
 # larbin.conf's forbiddenExtensions list, as shipped.
-LARBIN_CONF_LIST = (
-    ".tar .gz .tgz .zip .Z .rpm .deb .ps .dvi .pdf .png .jpg .jpeg .bmp .smi .tiff .gif .mov .avi"
-    " .mpeg .mpg .mp3 .qt .wav .ram .rm .jar .java .class .diff .doc .xls .ppt .mdb .rtf .exe"
-    " .pps .so .psd"
-).split()
+LARBIN_CONF_LIST = [
+    ".tar",
+    ".gz",
+    ".tgz",
+    ".zip",
+    ".Z",
+    ".rpm",
+    ".deb",
+    ".ps",
+    ".dvi",
+    ".pdf",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".bmp",
+    ".smi",
+    ".tiff",
+    ".gif",
+    ".mov",
+    ".avi",
+    ".mpeg",
+    ".mpg",
+    ".mp3",
+    ".qt",
+    ".wav",
+    ".ram",
+    ".rm",
+    ".jar",
+    ".java",
+    ".class",
+    ".diff",
+    ".doc",
+    ".xls",
+    ".ppt",
+    ".mdb",
+    ".rtf",
+    ".exe",
+    ".pps",
+    ".so",
+    ".psd",
+]
 
 
 def test_default_list_is_larbins():
@@ -241,7 +277,7 @@ def test_depth_in_site(max_depth, site_depth, expected):
     assert reason(flt, "http://a.com/x", site_depth, "a.com") == expected
 
 
-# -- order: the cheapest test decides, so stats count each URL once ---------------------------------
+# -- order: the cheapest test decides, so stats count each URL once ----------------------
 @pytest.mark.parametrize(
     ("url", "expected"),
     [

@@ -30,7 +30,7 @@ HTML = "text/html; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
 ROBOTS_AGENT = BOT_NAME  # the product token robots.txt groups are matched against
 DEFAULT_FORBIDDEN_EXTENSIONS = frozenset(e.lower() for e in LARBIN_FORBIDDEN_EXTENSIONS.split())
-WEB_NAMES = ("default", "demo", "skewed")
+WEB_NAMES = ("default", "demo", "skewed", "politeness")
 
 _FILLER = (  # the vocabulary of filler paragraphs
     "crawler frontier politeness robots queue site host page link anchor depth seed "
@@ -436,6 +436,8 @@ def build_web(name: str, port: int) -> Web:
         web = _build_default(port)
     elif name == "skewed":
         web = _build_skewed(port)
+    elif name == "politeness":
+        web = _build_politeness(port)
     else:
         raise ValueError(f"unknown web {name!r}; choose one of {', '.join(WEB_NAMES)}")
     web.name = name
@@ -800,4 +802,34 @@ def _build_skewed(port: int) -> Web:
         b.html(host, "/", f"{host} home", pages)
         b.leaves(host, pages, ["/"])
     web.seeds = [web.url("big.test")]
+    return web
+
+
+POLITENESS_FAST_HOSTS = [f"fast{i:02d}.test" for i in range(18)]
+POLITENESS_SLOW_HOSTS = ["slow0.test", "slow1.test"]
+
+
+def _build_politeness(port: int) -> Web:
+    """18 fast hosts of 15 pages and 2 slow ones (10% of hosts), plus ``robots.test``.
+
+    For the politeness tests: the slow IPs answer after ``--slow-delay``; ``robots.test`` has
+    30 allowed and 30 ``/private/`` (disallowed) pages, all leaves, meant to be seeded at once
+    so that many requests wait on one robots.txt.
+    """
+    web = Web("politeness", port, {}, {}, {}, [])
+    b = _Builder(web, seed=6)
+    for i, host in enumerate(POLITENESS_FAST_HOSTS):
+        b.host(host, f"127.0.3.{i + 1}", "User-agent: *\nDisallow: /private/\n")
+        pages = [f"/p{k}.html" for k in range(1, 15)]
+        b.html(host, "/", f"{host} home", pages)
+        b.leaves(host, pages, ["/"])
+    for i, host in enumerate(POLITENESS_SLOW_HOSTS):
+        ip = f"127.0.3.{len(POLITENESS_FAST_HOSTS) + i + 1}"
+        b.host(host, ip, "User-agent: *\nDisallow:\n")
+        b.html(host, "/", f"{host} home")
+        web.slow_ips.add(ip)
+    b.host("robots.test", "127.0.3.30", "User-agent: *\nDisallow: /private/\n")
+    b.leaves("robots.test", [f"/pub/{k}.html" for k in range(30)])
+    b.leaves("robots.test", [f"/private/{k}.html" for k in range(30)])
+    web.seeds = [web.url(h) for h in POLITENESS_FAST_HOSTS + POLITENESS_SLOW_HOSTS]
     return web

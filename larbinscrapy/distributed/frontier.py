@@ -49,7 +49,9 @@ local P = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local CK = P .. ':count'
-local function count(field, n) redis.call('HINCRBY', CK, field, n) end
+local function count(field, n)  -- n ~= 0: Lua's -0 is not an integer to Redis
+  if n ~= 0 then redis.call('HINCRBY', CK, field, n) end
+end
 local function place(ip, conn)
   local ready = P .. ':ready'
   if redis.call('LLEN', P .. ':ipsites:' .. ip) == 0
@@ -90,7 +92,9 @@ local function free_ips(worker, conn)
   local held = redis.call('HGETALL', hkey)
   for i = 1, #held, 2 do
     local ip, n = held[i], tonumber(held[i + 1])
-    if redis.call('HINCRBY', P .. ':busy', ip, -n) <= 0 then redis.call('HDEL', P .. ':busy', ip) end
+    if redis.call('HINCRBY', P .. ':busy', ip, -n) <= 0 then
+      redis.call('HDEL', P .. ':busy', ip)
+    end
     place(ip, conn)
   end
   redis.call('DEL', hkey)

@@ -108,9 +108,7 @@ class LarbinScheduler:
         # of children not yet enqueued; a record is acknowledged when its page is done and the
         # count is back to 0 (the scraper queues a page's output in parallel tasks).
         self.children: dict[tuple[int, int], int] = {}
-        self.done: dict[tuple[int, int], Request | None] = {}
-        # Pages complete on both counts, acked once the scraper lets go (``_ack_finished``).
-        self._finished: list[tuple[Request | None, tuple[int, int]]] = []
+        self.done: set[tuple[int, int]] = set()
         self.memory_only: list[Request] = []  # requests that cannot be serialised
         self._dir: Path | None = None
         self._tempdir = False
@@ -142,7 +140,7 @@ class LarbinScheduler:
         # No engine (a scheduler built on its own, as in unit tests): host-as-IP politeness.
         politeness = (
             self.crawler.get_downloader_middleware(PolitenessMiddleware)
-            if self.crawler.engine is not None
+            if self._engine() is not None
             else None
         )
         if politeness is None:
@@ -181,7 +179,6 @@ class LarbinScheduler:
             self._loop.stop()
         if self._wakeup is not None and self._wakeup.active():
             self._wakeup.cancel()
-        self._ack_finished()
         for index in _FLUSH_ORDER:  # records before acks, then the dupefilter's bits
             self.fifos[index].close()
         self.df_flush()
@@ -228,8 +225,6 @@ class LarbinScheduler:
         return True
 
     def next_request(self) -> Request | None:
-        if self._finished:
-            self._ack_finished()
         if self.memory_only:
             return self.memory_only.pop(0)
         now = self.table.clock()
@@ -277,7 +272,11 @@ class LarbinScheduler:
         )
         for index in order:
             fifo = self.fifos[index]
-            while budget > 0 and self.in_memory < self.mem_limit:
+            # A wait FIFO is read at most once around per call: records of a still full site
+            # go back to its end, and must not be read (and re-pushed) again in this pass.
+            left = len(fifo) if _WAIT_OF[index] == index else budget
+            while budget > 0 and left > 0 and self.in_memory < self.mem_limit:
+                left -= 1
                 popped = fifo.pop()
                 if popped is None:
                     break
@@ -352,37 +351,24 @@ class LarbinScheduler:
     def _request_done(self, request: Request, children: int = 0) -> None:
         rid = request.meta.get("larbin_rid")
         if rid is not None:
-            self._settle(rid, children, done=True, request=request)
+            self._settle(rid, children, done=True)
 
-    def _settle(
-        self, rid: tuple[int, int], delta: int, done: bool = False, request: Request | None = None
-    ) -> None:
-        """Count a page's children in (done) and out (enqueued); ack when both are complete."""
-        left = self.children.pop(rid, 0) + delta
-        if done:
-            self.done[rid] = request
-        if left == 0 and rid in self.done:
-            self._finished.append((self.done.pop(rid), rid))
-            self._ack_finished()
-        else:
-            self.children[rid] = left
-
-    def _ack_finished(self) -> None:
-        """Ack the finished pages the scraper has let go of.
+    def _settle(self, rid: tuple[int, int], delta: int, done: bool = False) -> None:
+        """Count a page's children in (``request_done``) and out (enqueued); ack at zero.
 
         The gate sends ``request_done`` when the page's output iterator is exhausted, but
-        Scrapy's scraper hands that output to ``engine.crawl`` from parallel tasks
-        (``_parallel_asyncio``), a loop turn later: only once the request has left the
-        scraper's active set are its outlinks certainly in ``enqueue_request``.
+        Scrapy's scraper hands that output to ``engine.crawl`` from parallel tasks, later: only
+        when every child the gate counted has reached ``enqueue_request`` is the page's work on
+        disk.
         """
-        if not self._finished:
-            return
-        scraper_slot = getattr(getattr(self.crawler.engine, "scraper", None), "slot", None)
-        active = scraper_slot.active if scraper_slot is not None else ()
-        ready = [rid for request, rid in self._finished if request not in active]
-        if ready:
-            self._finished = [(r, rid) for r, rid in self._finished if r not in active]
-            self._ack(*ready)
+        left = self.children.pop(rid, 0) + delta
+        if done:
+            self.done.add(rid)
+        if left == 0 and rid in self.done:
+            self.done.discard(rid)
+            self._ack(rid)
+        else:
+            self.children[rid] = left
 
     def _ack(self, *rids: tuple[int, int] | None) -> None:
         """Record that handed-out requests are finished, after what they produced is on disk."""
@@ -415,12 +401,18 @@ class LarbinScheduler:
 
     def flush(self) -> None:
         """Periodic: hand buffered frontier and dupefilter writes to the OS; checkpoint."""
-        self._ack_finished()
         self._flush_all()
         for index in _FLUSH_ORDER:
             self.fifos[index].checkpoint()
 
     # -- IP readiness and waking the engine ------------------------------------------------
+    def _engine(self) -> Any:
+        """The crawl's engine, or None for a scheduler used without one (Scrapy raises)."""
+        try:
+            return self.crawler.engine
+        except RuntimeError:
+            return None
+
     def _ip_changed(self, st: IpState) -> None:
         if st.dead:
             for site in self.ring.dead_ip_sites(st.ip):
@@ -447,6 +439,6 @@ class LarbinScheduler:
     def _wake_engine(self) -> None:
         # Scrapy has no public "scheduler has work again" call; the engine's own crawl() uses
         # this same CallLaterOnce after an enqueue.
-        slot = getattr(self.crawler.engine, "_slot", None)
+        slot = getattr(self._engine(), "_slot", None)
         if slot is not None:
             slot.nextcall.schedule()

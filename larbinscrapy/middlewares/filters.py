@@ -7,7 +7,7 @@ that passes both becomes a ``Request``. Most links of a broad crawl were seen be
 cost a hash and a bit test, not a Request, middlewares and signals (FACTS.md: that per-link
 work is where plain Scrapy's 25 ms per page go).
 
-Requests that other code yields (seeds, a user's callbacks) go through the same filters. When
+Requests that a user's callbacks yield go through the same filters; seeds do not. When
 a response's output is exhausted, ``request_done`` tells the scheduler how many requests the page
 produced; it acknowledges the page's record once that many reached ``enqueue_request``.
 """
@@ -82,36 +82,56 @@ class LinkGateMiddleware:
 
     # -- spider middleware ----------------------------------------------------------------
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        # Seeds are the user's explicit choice: as in larbin's input.cc, they only get the seen
+        # test (in the scheduler), not the link filters (domains, extensions...).
         async for obj in start:
-            if not isinstance(obj, Request) or self._allowed(obj, None):
-                yield obj
+            if isinstance(obj, Request):
+                obj.meta.setdefault("larbin_site_depth", 0)
+            yield obj
 
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterator[Any]:
+        children = 0
         try:
             for obj in result:
-                yield from self._process(response, obj)
+                for out in self._process(response, obj):
+                    children += isinstance(out, Request)
+                    yield out
         finally:
-            self._done(response)
+            self._done(response, children)
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
+        children = 0
         try:
             async for obj in result:
                 for out in self._process(response, obj):
+                    children += isinstance(out, Request)
                     yield out
         finally:
-            self._done(response)
+            self._done(response, children)
 
     def process_spider_exception(
         self, response: Response, exception: Exception, spider: Spider | None = None
     ) -> None:
-        self._done(response)
+        self._done(response, 0)
 
-    def _done(self, response: Response) -> None:
-        self.crawler.signals.send_catch_log(larbin_signals.request_done, request=response.request)
+    def _done(self, response: Response, children: int) -> None:
+        """The page's output is over: ``children`` requests (marked ``larbin_parent``) follow.
+
+        Once per response (a failing callback reaches both the output's ``finally`` and
+        ``process_spider_exception``): the scheduler acks the page's record when that many
+        children reached ``enqueue_request``.
+        """
+        meta = response.meta
+        if meta.get("larbin_output_done"):
+            return
+        meta["larbin_output_done"] = True
+        self.crawler.signals.send_catch_log(
+            larbin_signals.request_done, request=response.request, children=children
+        )
 
     # -- the gate ---------------------------------------------------------------------------
     def _process(self, response: Response, obj: Any) -> Iterator[Any]:
@@ -136,6 +156,9 @@ class LinkGateMiddleware:
         if reason is None and self.depth_limit and meta.get("depth", 0) > self.depth_limit:
             reason = DEPTH
         if reason is None:
+            parent = response.meta.get("larbin_rid") if response is not None else None
+            if parent is not None:
+                meta["larbin_parent"] = parent
             return True
         self.stats.inc_value(f"larbin/filtered/{reason}")
         return False
@@ -151,6 +174,7 @@ class LinkGateMiddleware:
         source = host_of(response.url)
         referer = response.url
         errback = getattr(self.crawler.spider, "on_error", None)
+        parent = {"larbin_parent": meta["larbin_rid"]} if "larbin_rid" in meta else {}
         reason_of = self.url_filter.reason
         fingerprint_url, seen = self._fingerprint_url, self._seen
         filtered: Counter[str] = Counter()
@@ -176,6 +200,7 @@ class LinkGateMiddleware:
                     errback=errback,
                     meta={
                         **admitted,
+                        **parent,
                         "depth": depth,
                         "larbin_site_depth": site_depth,
                         "larbin_referer": referer,

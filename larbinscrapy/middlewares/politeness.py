@@ -30,8 +30,8 @@ for its turn.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-import ipaddress
 import logging
 import time
 from collections import deque
@@ -60,7 +60,7 @@ from twisted.internet.error import (
 )
 from twisted.web._newclient import ResponseFailed
 
-from larbinscrapy.dns import DnsCache, dns_cache
+from larbinscrapy.dns import DnsCache, SsrfGuard, dns_cache
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -83,29 +83,6 @@ _IP_FAILURES = (
     DownloadFailedError,
     ResponseDataLossError,
 )
-
-
-def parse_networks(
-    value: str | list[str],
-) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    items = value.split(",") if isinstance(value, str) else value
-    return tuple(ipaddress.ip_network(v.strip(), strict=False) for v in items if v.strip())
-
-
-class SsrfGuard:
-    """Which resolved IPs a crawl may connect to."""
-
-    def __init__(self, enabled: bool = True, allowed: tuple[Any, ...] = ()) -> None:
-        self.enabled = enabled
-        self.allowed = allowed
-
-    def refuses(self, ip: str) -> bool:
-        if not self.enabled:
-            return False
-        addr = ipaddress.ip_address(ip)
-        if any(addr in net for net in self.allowed):
-            return False
-        return not addr.is_global or addr.is_multicast or addr.is_reserved
 
 
 @dataclass(slots=True)
@@ -247,9 +224,7 @@ class PolitenessMiddleware:
             backoff=s.getfloat("LARBIN_IP_BACKOFF"),
             max_crawl_delay=s.getfloat("LARBIN_MAX_CRAWL_DELAY"),
         )
-        guard = SsrfGuard(
-            s.getbool("LARBIN_SSRF_GUARD"), parse_networks(s.get("LARBIN_ALLOWED_NETWORKS") or "")
-        )
+        guard = SsrfGuard.from_settings(s)
         return cls(
             crawler,
             dns_cache(crawler),
@@ -371,8 +346,11 @@ class PolitenessMiddleware:
             was_dead = st.dead
             self.table.finish(st, release=meta.pop("larbin_own", False), failed=failed)
             if st.dead and not was_dead:
-                logger.warning("Dropping IP %s after %d consecutive failures "
-                               "(larbin noConnection)", st.ip, st.failures)
+                logger.warning(
+                    "Dropping IP %s after %d consecutive failures (larbin noConnection)",
+                    st.ip,
+                    st.failures,
+                )
                 self.stats.inc_value("larbin/ip/dropped")
         if lease is not None:
             self.table.release(self.table.get(lease))
@@ -394,7 +372,6 @@ class PolitenessMiddleware:
         if self._gauge_loop is not None and self._gauge_loop.running:
             self._gauge_loop.stop()
         self.sample_gauges()
-
 
 
 @dataclass(slots=True)
@@ -465,7 +442,8 @@ class PageDeadlineHandler:
         page.timer = self._reactor.callLater(base, self._check, request, page, d)
         try:
             return await maybe_deferred_to_future(d)
-        except defer.CancelledError:
+        except (defer.CancelledError, asyncio.CancelledError):
+            # asyncio's when the inner handler is a coroutine (a cancelled Task), else Twisted's
             if not page.expired:
                 raise
             self.stats.inc_value("larbin/timeout/pages")

@@ -185,7 +185,13 @@ class LarbinSpider(Spider):
         if not failure.check(IgnoreRequest):
             logger.debug("Fetch of %s failed: %s", request.url, failure.getErrorMessage())
             self.crawler.stats.inc_value(f"larbin/failed/{failure.type.__name__}")
-        self.crawler.signals.send_catch_log(larbin_signals.request_done, request=request)
+        # Once per request: an error status (HttpError) already went through the link gate's
+        # process_spider_exception, which sent it.
+        if not request.meta.get("larbin_output_done"):
+            request.meta["larbin_output_done"] = True
+            self.crawler.signals.send_catch_log(
+                larbin_signals.request_done, request=request, children=0
+            )
 
 
 def _headers(headers: Any) -> dict[str, str]:

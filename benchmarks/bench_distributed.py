@@ -1,0 +1,206 @@
+"""Distributed mode: one worker against two on a CPU-bound crawl, and Redis memory per URL.
+
+    python benchmarks/bench_distributed.py [--hosts 10] [--pages 40] [--urls 100000]
+                                           [--reps 1] [--json PATH]
+
+* Crawl: the CPU scenario of ``benchmarks.run`` (``SynthWeb``, ``DOWNLOAD_DELAY=0``,
+  ``CONCURRENT_REQUESTS=100``, ``CONCURRENT_REQUESTS_PER_DOMAIN=8``), run with
+  ``settings.distributed`` against a fresh ``redis-server``: first one worker, then two at once.
+  pages/s is taken over the active period in nginx's log (first to last request), so start-up
+  and the ``LARBIN_IDLE_BEFORE_CLOSE`` wait do not count; wall time is reported too.
+* Memory: ``INFO memory`` ``used_memory`` deltas for ``--urls`` URLs of the synthetic web's
+  shape: our frontier entries (``RedisFrontier.admit``: site, host, codec record), our Bloom
+  filter sized for that many URLs at 0.1% (``MEMORY USAGE`` of the string), and, in the same
+  Redis, plain scrapy-redis: ``RFPDupeFilter`` (a SET of 40-char SHA1 hex) and its default
+  ``PriorityQueue`` (a sorted set of pickled request dicts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from scrapy import Request, Spider
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.run import Scenario, analyze_fetches, crawler_command, run_process  # noqa: E402
+from benchmarks.synthweb import SynthWeb  # noqa: E402
+from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter  # noqa: E402
+from larbinscrapy.distributed.frontier import NORMAL, RedisFrontier  # noqa: E402
+from larbinscrapy.frontier import codec  # noqa: E402
+from larbinscrapy.urls import fingerprint_url, host_of, site_of  # noqa: E402
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+class RedisProcess:
+    """A throwaway redis-server on a free loopback port, no persistence."""
+
+    def __init__(self, workdir: Path) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.client = redis.Redis.from_url(self.url)
+        for _ in range(500):
+            try:
+                self.client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def used_memory(self) -> int:
+        return int(self.client.info("memory")["used_memory"])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+# --- crawls ----------------------------------------------------------------------------------
+def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: RedisProcess, work: Path,
+          tag: str) -> dict[str, Any]:
+    rds.client.flushall()
+    log_start = web.log_offset()
+    results: list[dict[str, Any]] = [{} for _ in range(workers)]
+
+    def one(i: int) -> None:
+        cmd, cwd, env = crawler_command("larbin", sc, web, work, work / f"{tag}-{i}.jsonl")
+        env["SCRAPY_SETTINGS_MODULE"] = "settings.distributed"
+        cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_IDLE_BEFORE_CLOSE=1"]
+        results[i] = run_process(cmd, cwd, env, work / f"{tag}-{i}", 600, web)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    time.sleep(0.2)
+    fetches = analyze_fetches(web, web.access_log_entries(log_start))
+    active = fetches["active_s"] or 1e-9
+    return {"workers": workers, "exit_codes": [r["exit_code"] for r in results],
+            "wall_s": max(r["wall_s"] for r in results),
+            "cpu_s": sum(r["cpu_s"] for r in results),
+            "pages": fetches["pages_fetched"], "coverage": fetches["coverage"],
+            "duplicates": fetches["duplicates"], "active_s": active,
+            "pages_per_s": fetches["pages_fetched"] / active}
+
+
+# --- memory ----------------------------------------------------------------------------------
+def synthetic_urls(n: int) -> list[str]:
+    hosts = max(1, n // 1000)
+    return [f"http://h{i % hosts:04d}.bench:8080/s{i % 8}/page{i}.html" for i in range(n)]
+
+
+def memory(rds: RedisProcess, n: int) -> dict[str, Any]:
+    server = rds.client
+    server.flushall()
+    urls = synthetic_urls(n)
+    spider = Spider(name="bench")
+    requests = [Request(u, meta={"depth": 3, "larbin_site_depth": 2}) for u in urls]
+    out: dict[str, Any] = {"urls": n}
+
+    before = rds.used_memory()
+    df = RedisBitmapDupeFilter(server, "bench:seen", mode="bloom", capacity=n, error_rate=0.001)
+    frontier = RedisFrontier(server, "bench:frontier")
+    for i in range(0, n, 1000):
+        batch = [(NORMAL, df.positions(fingerprint_url(r.url)),
+                  frontier.entry(site_of(r.url), host_of(r.url), codec.encode(r, spider)))
+                 for r in requests[i : i + 1000]]
+        frontier.admit("bench", df.key, 0, batch)
+    total = rds.used_memory() - before
+    seen = int(server.memory_usage("bench:seen"))
+    out["larbin_seen_bytes_per_url"] = seen / n
+    out["larbin_queued_bytes_per_url"] = (total - seen) / n
+    out["larbin_record_bytes"] = sum(len(codec.encode(r, spider)) for r in requests[:1000]) / 1000
+
+    from scrapy_redis.dupefilter import RFPDupeFilter
+    from scrapy_redis.queue import PriorityQueue
+
+    before = rds.used_memory()
+    rfp = RFPDupeFilter(server, "bench:rfp")
+    pipe = server.pipeline(transaction=False)
+    for r in requests:
+        pipe.sadd(rfp.key, rfp.request_fingerprint(r))
+    pipe.execute()
+    out["scrapy_redis_seen_bytes_per_url"] = (rds.used_memory() - before) / n
+    before = rds.used_memory()
+    queue = PriorityQueue(server, spider, "bench:requests")
+    for r in requests:
+        queue.push(r)
+    out["scrapy_redis_queued_bytes_per_url"] = (rds.used_memory() - before) / n
+    server.flushall()
+    return out
+
+
+def render(report: dict[str, Any]) -> str:
+    c1, c2 = report["crawls"]
+    speedup = c2["pages_per_s"] / c1["pages_per_s"] if c1["pages_per_s"] else 0
+    m = report["memory"]
+    lines = [
+        f"## Distributed: {report['web']['pages']} pages ({report['web']['hosts']} hosts), "
+        f"CPU-bound, one Redis; {os.cpu_count()} CPUs", "",
+        "| workers | pages | coverage | dup | active s | wall s | CPU s | pages/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in report["crawls"]:
+        lines.append(f"| {c['workers']} | {c['pages']} | {100 * c['coverage']:.1f}% "
+                     f"| {c['duplicates']} | {c['active_s']:.1f} | {c['wall_s']:.1f} "
+                     f"| {c['cpu_s']:.1f} | {c['pages_per_s']:.1f} |")
+    lines += ["", f"Two workers / one: **{speedup:.2f}x** pages/s.", "",
+              f"### Redis memory per URL ({m['urls']} URLs, INFO used_memory deltas)", "",
+              "| | larbinscrapy | plain scrapy-redis |", "|---|---:|---:|",
+              f"| seen URL, bytes | {m['larbin_seen_bytes_per_url']:.1f} (Bloom, 0.1%) "
+              f"| {m['scrapy_redis_seen_bytes_per_url']:.1f} (SET of SHA1 hex) |",
+              f"| queued URL, bytes | {m['larbin_queued_bytes_per_url']:.1f} (tier list: "
+              f"site, host, {m['larbin_record_bytes']:.0f}-byte JSON record) "
+              f"| {m['scrapy_redis_queued_bytes_per_url']:.1f} (ZSET of pickled dicts) |"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--hosts", type=int, default=10)
+    p.add_argument("--pages", type=int, default=40)
+    p.add_argument("--urls", type=int, default=100_000)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="larbin-bench-dist-"))
+    sc = Scenario("cpu", args.hosts, args.pages, 0.0, 1, 8, 100)
+    rds = RedisProcess(work)
+    try:
+        report: dict[str, Any] = {"memory": memory(rds, args.urls)}
+        with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(work / "web")) as web:
+            report["web"] = {"hosts": sc.hosts, "pages": len(web.pages)}
+            report["crawls"] = [crawl(1, sc, web, rds, work, "one"),
+                                crawl(2, sc, web, rds, work, "two")]
+    finally:
+        rds.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    text = render(report)
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
