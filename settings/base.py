@@ -117,6 +117,15 @@ LARBIN_IP_BACKOFF = 10.0  # extra delay after each consecutive failure, seconds
 LARBIN_SSRF_GUARD = True  # refuse private, loopback, link-local, multicast and reserved IPs
 LARBIN_ALLOWED_NETWORKS = ""  # comma-separated CIDRs the guard lets through (tests: 127.0.0.0/8)
 
+# --- Distributed mode (settings/distributed.py turns it on; docs/distributed.md) -------------
+LARBIN_REDIS_FRONTIER_KEY = "%(spider)s:frontier"  # prefix of every frontier key; "{%(spider)s}:frontier" for a Redis Cluster slot
+LARBIN_REDIS_DUPEFILTER_KEY = "%(spider)s:seen"  # the seen-URL bit string (split in 2^32-bit strings past 512 MiB)
+LARBIN_REDIS_CONTENTDUP_KEY = "%(spider)s:contentdup"  # hash: content hash -> first URL
+LARBIN_LEASE_TIMEOUT = 60.0  # seconds without a heartbeat before a worker's leased requests go back to the queue
+LARBIN_IDLE_BEFORE_CLOSE = 5.0  # seconds the shared frontier must stay empty with nothing leased before a worker closes
+LARBIN_KEEP_ALIVE = False  # True: never close on an empty frontier, wait for new seeds (scrapy-redis's habit)
+LARBIN_ALLOW_NO_SEEDS = False  # start without seeds (distributed workers take them from Redis)
+
 # --- Status -------------------------------------------------------------------------------
 LARBIN_STATS_FILE = ""  # write the crawl's stats as JSON here (larbin's status page); empty = off
 LARBIN_STATS_INTERVAL = 10.0  # seconds between rewrites of LARBIN_STATS_FILE while crawling

@@ -11,13 +11,15 @@ import json
 import subprocess
 import sys
 from collections import defaultdict
+from itertools import pairwise
 from typing import Any
 
 import pytest
 
+from larbinscrapy.middlewares.politeness import IpTable
+from tests.conftest import ROOT, run_crawl
 from testweb.harness import start_web
 from testweb.web import POLITENESS_FAST_HOSTS, POLITENESS_SLOW_HOSTS
-from tests.conftest import ROOT, run_crawl
 
 DELAY = 0.3  # DOWNLOAD_DELAY of the polite runs; h03's robots.txt asks for 1 s
 SLACK = 0.001
@@ -28,7 +30,11 @@ def gaps_by_ip(requests: list[dict[str, Any]]) -> dict[str, list[float]]:
     times: dict[str, list[float]] = defaultdict(list)
     for entry in requests:
         times[entry["ip"]].append(entry["t"])
-    return {ip: [b - a for a, b in zip(sorted(ts), sorted(ts)[1:])] for ip, ts in times.items()}
+    gaps = {}
+    for ip, ts in times.items():
+        ts.sort()
+        gaps[ip] = [b - a for a, b in pairwise(ts)]
+    return gaps
 
 
 def too_close(requests: list[dict[str, Any]], delay: float) -> dict[str, float]:
@@ -88,6 +94,21 @@ def test_crawl_delay_from_robots_txt_is_applied(polite_and_control):
     assert too_close([e for e in control.requests if e["host"] == "h03.test"], 1.0)
 
 
+def test_crawl_delay_learnt_after_a_fetch_lengthens_the_pause_already_started():
+    now = [100.0]
+    table = IpTable(0.3, clock=lambda: now[0])
+    st = table.get("127.0.1.4")
+    table.acquire(st)
+    table.finish(st, release=True, failed=False)  # robots.txt fetched: 0.3 s pause starts
+    assert st.ready_at == 100.3
+    table.set_crawl_delay(st, 1.0)  # ...then parsed: Crawl-delay 1
+    assert st.ready_at == 101.0
+    table.set_crawl_delay(st, 0.5)  # another hostname on the IP asks less: the larger holds
+    assert st.ready_at == 101.0 and table.delay(st) == 1.0
+    table.set_crawl_delay(st, 3600)  # capped at LARBIN_MAX_CRAWL_DELAY
+    assert table.delay(st) == 30.0
+
+
 def test_one_dns_lookup_per_hostname(polite_and_control):
     web, polite, _, _ = polite_and_control
     hosts = {e["host"] for e in polite.requests}
@@ -116,8 +137,13 @@ def test_slow_hosts_do_not_slow_the_rest(tmp_path):
         settings = {"DOWNLOAD_DELAY": delay}
 
         def crawl(name: str, seeds: list[str], **extra: Any):
-            result = run_crawl(web, tmp_path / name, "-a", "urls=" + ",".join(seeds),
-                               settings={**settings, **extra})
+            result = run_crawl(
+                web,
+                tmp_path / name,
+                "-a",
+                "urls=" + ",".join(seeds),
+                settings={**settings, **extra},
+            )
             assert result.returncode == 0, result.stderr[-3000:]
             return result
 
@@ -132,8 +158,10 @@ def test_slow_hosts_do_not_slow_the_rest(tmp_path):
     assert {e["host"] for e in mixed.requests} >= set(POLITENESS_SLOW_HOSTS)
     ratio = (n_mixed / span_mixed) / (n_alone / span_alone)
     ratio_hogged = (n_hogged / span_hogged) / (n_alone / span_alone)
-    print(f"fast-host rate with slow hosts / without: {ratio:.3f} "
-          f"({span_alone:.2f} s vs {span_mixed:.2f} s); with 2 connections: {ratio_hogged:.3f}")
+    print(
+        f"fast-host rate with slow hosts / without: {ratio:.3f} "
+        f"({span_alone:.2f} s vs {span_mixed:.2f} s); with 2 connections: {ratio_hogged:.3f}"
+    )
     assert ratio >= 0.9
     assert ratio_hogged < 0.9
 
@@ -145,8 +173,12 @@ def test_ip_that_keeps_timing_out_or_refusing_is_dropped(tmp_path):
         slow = [web.url("slow.test", p) for p in ("/", "/a.html", "/b.html", "/c.html", "/d.html")]
         dead = [f"http://dead.test:{web.port}/{p}.html" for p in range(5)]
         crawl = run_crawl(
-            web, tmp_path / "out", "-a", "depth=0",
-            "-a", "urls=" + ",".join([web.url("h00.test"), *slow, *dead]),
+            web,
+            tmp_path / "out",
+            "-a",
+            "depth=0",
+            "-a",
+            "urls=" + ",".join([web.url("h00.test"), *slow, *dead]),
             settings={
                 "LARBIN_RESOLVE": json.dumps({**web.resolve, "dead.test": "127.0.9.9"}),
                 "DOWNLOAD_TIMEOUT": 0.5,
@@ -169,14 +201,23 @@ def test_page_timeout_grows_with_the_bytes_received(web, tmp_path):
     # larbin's page timeout: DOWNLOAD_TIMEOUT (1 s here) + 1 s per 2,000 bytes received.
     # 8,000 bytes at 4,000 B/s take 2 s but earn 4 s more: fetched. At 500 B/s the deadline
     # (1 + t/4 s) is passed at 1.33 s: cancelled. A fixed 1 s timeout would cancel both.
-    server = subprocess.Popen([sys.executable, "-m", "testweb.trickle", "--ip", "127.0.4.1"],
-                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "testweb.trickle", "--ip", "127.0.4.1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = json.loads(server.stdout.readline())["port"]
         fast = f"http://trickle.test:{port}/trickle/4000/8000.html"
         slow = f"http://trickle.test:{port}/trickle/500/8000.html"
         crawl = run_crawl(
-            web, tmp_path / "out", "-a", "depth=0", "-a", f"urls={fast},{slow}",
+            web,
+            tmp_path / "out",
+            "-a",
+            "depth=0",
+            "-a",
+            f"urls={fast},{slow}",
             settings={
                 "LARBIN_RESOLVE": json.dumps({**web.resolve, "trickle.test": "127.0.4.1"}),
                 "DOWNLOAD_TIMEOUT": 1,
@@ -212,8 +253,12 @@ def test_ssrf_guard_refuses_private_and_metadata_addresses(web, tmp_path):
     ]
     resolve = {**web.resolve, "metadata.test": "169.254.169.254", "intranet.test": "10.0.0.1"}
     crawl = run_crawl(
-        web, tmp_path / "out", "-a", "depth=0",
-        "-a", "urls=" + ",".join([web.url("h00.test"), *private]),
+        web,
+        tmp_path / "out",
+        "-a",
+        "depth=0",
+        "-a",
+        "urls=" + ",".join([web.url("h00.test"), *private]),
         settings={"LARBIN_RESOLVE": json.dumps(resolve)},  # 127.0.0.0/8 allowed (conftest)
     )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
@@ -224,8 +269,13 @@ def test_ssrf_guard_refuses_private_and_metadata_addresses(web, tmp_path):
 
 
 def test_ssrf_guard_without_allowed_networks_refuses_the_loopback_web(web, tmp_path):
-    crawl = run_crawl(web, tmp_path / "out", "-a", "urls=" + ",".join(web.seeds),
-                      settings={"LARBIN_ALLOWED_NETWORKS": ""})
+    crawl = run_crawl(
+        web,
+        tmp_path / "out",
+        "-a",
+        "urls=" + ",".join(web.seeds),
+        settings={"LARBIN_ALLOWED_NETWORKS": ""},
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert crawl.requests == []
     assert crawl.stats["larbin/dropped/ssrf"] == len(web.seeds)
@@ -234,8 +284,14 @@ def test_ssrf_guard_without_allowed_networks_refuses_the_loopback_web(web, tmp_p
 
 def test_unresolvable_host_is_dropped_once_looked_up(web, tmp_path):
     nowhere = [f"http://nowhere.invalid:{web.port}/{p}.html" for p in range(4)]
-    crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0",
-                      "-a", "urls=" + ",".join([web.url("h00.test"), *nowhere]))
+    crawl = run_crawl(
+        web,
+        tmp_path / "out",
+        "-a",
+        "depth=0",
+        "-a",
+        "urls=" + ",".join([web.url("h00.test"), *nowhere]),
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert crawl.stats["finish_reason"] == "finished"
     assert crawl.stats["larbin/dropped/dns"] == 4
@@ -248,7 +304,9 @@ def test_unresolvable_host_is_dropped_once_looked_up(web, tmp_path):
 def test_settings_install_the_page_deadline_handler():
     result = subprocess.run(
         [sys.executable, "-m", "scrapy", "settings", "--get", "DOWNLOAD_HANDLERS"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "PageDeadlineHandler" in result.stdout
-

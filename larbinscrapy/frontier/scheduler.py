@@ -295,6 +295,8 @@ class LarbinScheduler:
         if site is None:
             site = self.sites[key] = Site(key, host)
             self._resolve(site)
+        if site.state == DEAD:  # refused synchronously (an IP literal the SSRF guard refuses)
+            return self._drop(index, rid, self.dead_hosts.get(host, "dns"))
         if len(site.queue) >= self.max_per_site:
             wait = _WAIT_OF[index]
             self.fifos[wait].push(record)

@@ -209,6 +209,7 @@ class PolitenessMiddleware:
 
         self._reactor = reactor
         self._gauge_loop: task.LoopingCall | None = None
+        self._refused: dict[str, bool] = {}  # IP -> the SSRF guard's verdict
         table.listeners.append(self._wake)
         crawler.signals.connect(self._open, signal=signals.spider_opened)
         crawler.signals.connect(self.sample_gauges, signal=signals.spider_idle)
@@ -250,7 +251,10 @@ class PolitenessMiddleware:
         return failure
 
     def _check_ip(self, ip: str) -> str:
-        if self.guard.refuses(ip):
+        refused = self._refused.get(ip)
+        if refused is None:
+            refused = self._refused[ip] = self.guard.refuses(ip)
+        if refused:
             raise IgnoreRequest(f"ssrf: {ip} is not a public address")
         if self.table.get(ip).dead:
             raise IgnoreRequest(f"noconnection: {ip} failed too often")
@@ -278,10 +282,12 @@ class PolitenessMiddleware:
                 self.count_drop(exc)
                 raise
             meta["larbin_ip"] = ip
-        elif self.table.get(ip).dead:
-            exc = IgnoreRequest(f"noconnection: {ip} failed too often")
-            self.count_drop(exc)
-            raise exc
+        else:  # a scheduler resolved it: check again, whatever path it took (cheap, memoised)
+            try:
+                self._check_ip(ip)
+            except IgnoreRequest as exc:
+                self.count_drop(exc)
+                raise
         meta["download_slot"] = ip
         st = self.table.get(ip)
         if ip in (meta.get("larbin_lease"), meta.get("larbin_borrow")):
