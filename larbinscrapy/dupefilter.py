@@ -107,7 +107,42 @@ class SnapshotMismatchError(SnapshotError):
     """The snapshot was written with another mode, m or k than the settings give now."""
 
 
-class BitmapDupeFilter(BaseDupeFilter):
+class CountingDupeFilter(BaseDupeFilter):
+    """What every larbinscrapy seen-set shares: the ``larbin/dupefilter/filtered`` count and
+    Scrapy's "log the first duplicate" habit. Subclasses set ``stats``, ``debug``,
+    ``filtered = 0`` and ``_logdupes = True``."""
+
+    stats: StatsCollector | None
+    debug: bool
+    filtered: int
+    _logdupes: bool
+
+    def count_filtered(self, n: int) -> None:
+        """Count ``n`` links the gate dropped as seen (once per page, not per link)."""
+        if n:
+            self.filtered += n
+            if self.stats is not None:
+                self.stats.inc_value("larbin/dupefilter/filtered", n)
+
+    def log(self, request: Request, spider: Spider | None = None) -> None:
+        if self.debug:
+            logger.debug(
+                "Filtered duplicate request: %(request)s (referer: %(referer)s)",
+                {"request": request, "referer": referer_str(request)},
+                extra={"spider": spider},
+            )
+        elif self._logdupes:
+            logger.debug(
+                "Filtered duplicate request: %(request)s - no more duplicates will be shown"
+                " (see DUPEFILTER_DEBUG to show all duplicates)",
+                {"request": request},
+                extra={"spider": spider},
+            )
+            self._logdupes = False
+        self.count_filtered(1)
+
+
+class BitmapDupeFilter(CountingDupeFilter):
     """Seen-URL bit array (bitmap or Bloom) with a crash-safe snapshot + journal in JOBDIR.
 
     Settings: ``LARBIN_DUPEFILTER_MODE``, ``_BITS``, ``_CAPACITY``, ``_ERROR_RATE``,
@@ -184,29 +219,6 @@ class BitmapDupeFilter(BaseDupeFilter):
             return False  # the link gate already tested and set this URL's bits
         return self.seen_fingerprint(self.fingerprinter.fingerprint(request))
 
-    def count_filtered(self, n: int) -> None:
-        """Count ``n`` links the gate dropped as seen (once per page, not per link)."""
-        if n:
-            self.filtered += n
-            if self.stats is not None:
-                self.stats.inc_value("larbin/dupefilter/filtered", n)
-
-    def log(self, request: Request, spider: Spider | None = None) -> None:
-        if self.debug:
-            logger.debug(
-                "Filtered duplicate request: %(request)s (referer: %(referer)s)",
-                {"request": request, "referer": referer_str(request)},
-                extra={"spider": spider},
-            )
-        elif self._logdupes:
-            logger.debug(
-                "Filtered duplicate request: %(request)s - no more duplicates will be shown"
-                " (see DUPEFILTER_DEBUG to show all duplicates)",
-                {"request": request},
-                extra={"spider": spider},
-            )
-            self._logdupes = False
-        self.count_filtered(1)
 
     # --- false-positive reporting -----------------------------------------------------------
 

@@ -296,28 +296,48 @@ def extract(
                 if raw and not value.isascii():
                     value = _to_text(value, encoding)
                 title = _text(value) or None
-        elif kind == 5 and (keywords is None or description is None):
-            keywords, description = _meta(m.group(5), keywords, description, encoding, raw)
+        elif kind == 5:
+            keywords, description, refresh = _meta(m.group(5), keywords, description, encoding,
+                                                   raw)
+            if refresh is not None:
+                url = _link(refresh, base, encoding, False)
+                if url is not None:
+                    append(url)
     return Page(list(dict.fromkeys(links)), title, keywords, description)
 
 
 def _meta(
     attrs: str, keywords: str | None, description: str | None, encoding: str, raw: bool
-) -> tuple[str | None, str | None]:
-    """Fold one <meta> tag into (keywords, description); the first of each wins."""
+) -> tuple[str | None, str | None, str | None]:
+    """Fold one <meta> tag into (keywords, description); the first of each wins.
+
+    The third value is the target of a ``<meta http-equiv="refresh" content="N; url=...">``:
+    larbinscrapy follows it as a link of the page, so Scrapy's MetaRefreshMiddleware (which
+    decodes every HTML body to look for it) is not needed.
+    """
     name = content = None
     for a in _ANY_ATTR(attrs):
         key = a.group(1).lower()
-        if key == "name" and name is None:
+        if key in ("name", "http-equiv") and name is None:
             name = (a.group(2) or a.group(3) or a.group(4) or "").strip(_HTML_WS).lower()
+            if key == "http-equiv":
+                name = "http-equiv:" + name
         elif key == "content" and content is None:
             content = a.group(2) or a.group(3) or a.group(4) or ""
     if content is None:
-        return keywords, description
+        return keywords, description, None
     if raw and not content.isascii():
         content = _to_text(content, encoding)
     if name == "keywords" and keywords is None:
         keywords = _text(content)
     elif name == "description" and description is None:
         description = _text(content)
-    return keywords, description
+    elif name == "http-equiv:refresh":
+        target = _REFRESH_URL(html.unescape(content) if "&" in content else content)
+        if target is not None and target.group(1).strip():
+            return keywords, description, target.group(1)
+    return keywords, description, None
+
+
+# content="5; url=/next" (the delay, a ; or , then url=, the URL possibly quoted)
+_REFRESH_URL = re.compile(r"\s*[0-9.]*\s*[;,]\s*url\s*=\s*['\"]?([^'\"]*)", re.I).match

@@ -39,8 +39,8 @@ DUPEFILTER_CLASS = "larbinscrapy.dupefilter.BitmapDupeFilter"
 REQUEST_FINGERPRINTER_CLASS = "larbinscrapy.urls.CanonicalUrlFingerprinter"
 TWISTED_DNS_RESOLVER = "larbinscrapy.dns.PinnedResolver"
 DOWNLOAD_HANDLERS = {  # larbin's page timeout (DOWNLOAD_TIMEOUT + 1 s per LARBIN_TIMEOUT_BYTES_PER_SECOND bytes)
-    "http": "larbinscrapy.middlewares.politeness.PageDeadlineHandler",
-    "https": "larbinscrapy.middlewares.politeness.PageDeadlineHandler",
+    "http": "larbinscrapy.deadline.PageDeadlineHandler",
+    "https": "larbinscrapy.deadline.PageDeadlineHandler",
 }
 
 SPIDER_MIDDLEWARES = {
@@ -56,8 +56,9 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "larbinscrapy.middlewares.robots.RobotsMiddleware": 100,
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,  # the gate's domain filter
-    "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,  # politeness sets it
+    "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,  # PageDeadlineHandler times pages
     "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,  # no credentials in broad crawls
+    "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,  # links.extract follows the target
     # per-IP politeness, DNS pinning and the SSRF guard, right before the download
     "larbinscrapy.middlewares.politeness.PolitenessMiddleware": 950,
 }

@@ -470,3 +470,20 @@ def test_same_links_as_link_extractor(url: str, encoding: str, html: str) -> Non
     ours = extract(body, url, encoding=encoding).links
     assert ours == theirs
     assert len(ours) >= 4
+
+
+@pytest.mark.parametrize(
+    ("html_text", "expected"),
+    [
+        ('<meta http-equiv="refresh" content="0; url=/next.html">', ["http://h.test/next.html"]),
+        ("<META HTTP-EQUIV=Refresh CONTENT=\"5;URL='http://o.test/a'\">", ["http://o.test/a"]),
+        ('<meta http-equiv="refresh" content="5, url=page2.html">', ["http://h.test/d/page2.html"]),
+        ('<meta http-equiv="refresh" content="5; url=&quot;q.html&quot;">', ["http://h.test/d/q.html"]),
+        ('<meta http-equiv="refresh" content="5">', []),  # a reload, no target
+        ('<meta http-equiv="refresh" content="0; url=javascript:go()">', []),
+        ('<meta name="refresh" content="0; url=/x">', []),  # only http-equiv means refresh
+    ],
+)
+def test_meta_refresh_target_is_a_link(html_text, expected):
+    # Followed as a link, so Scrapy's MetaRefreshMiddleware (it decodes every body) is off.
+    assert extract(html_text.encode(), "http://h.test/d/p.html").links == expected

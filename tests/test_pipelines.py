@@ -145,7 +145,8 @@ def test_contentdup_off_lets_every_copy_through(tmp_path):
         (b"  <p>x</p>", b"<p>x</p>\t\n", True),
         (b"<p>Hello world</p>", b"<p>hello world</p>", False),  # case is content
         (b"<p>page 1</p>", b"<p>page 2</p>", False),  # digits are content (larbin merged these)
-        (b"<p>ab</p>", b"<p>a b</p>", False),  # whitespace is collapsed, not removed
+        (b"<p>ab</p>", b"<p>a b</p>", True),  # whitespace is removed (larbin: letters only)
+        (b"<p>a\x00b</p>", b"<p>ab</p>", False),  # only whitespace
     ],
 )
 def test_content_hash_normalises_whitespace_only(a, b, duplicate):

@@ -26,12 +26,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from scrapy.dupefilters import BaseDupeFilter
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.request import RequestFingerprinter, referer_str
+from scrapy.utils.request import RequestFingerprinter
 from scrapy_redis.connection import get_redis_from_settings
 
 from larbinscrapy.bitset import KHashBitSet, bloom_size
+from larbinscrapy.dupefilter import CountingDupeFilter
 
 if TYPE_CHECKING:
     from typing import Self
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from redis import Redis
     from scrapy.crawler import Crawler
     from scrapy.http import Request
-    from scrapy.spiders import Spider
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.request import RequestFingerprinterProtocol
 
@@ -75,7 +74,7 @@ return out
 """
 
 
-class RedisBitmapDupeFilter(BaseDupeFilter):
+class RedisBitmapDupeFilter(CountingDupeFilter):
     """Shared seen-URL bits in Redis, with a local cache for the link gate (module docstring).
 
     Settings: ``REDIS_URL`` (scrapy-redis), ``LARBIN_REDIS_DUPEFILTER_KEY``,
@@ -155,18 +154,6 @@ class RedisBitmapDupeFilter(BaseDupeFilter):
     def request_seen(self, request: Request) -> bool:
         return self.test_and_set_many([self.fingerprinter.fingerprint(request)])[0]
 
-    def count_filtered(self, n: int) -> None:
-        if n:
-            self.filtered += n
-            if self.stats is not None:
-                self.stats.inc_value("larbin/dupefilter/filtered", n)
-
-    def log(self, request: Request, spider: Spider | None = None) -> None:
-        if self.debug or self._logdupes:
-            logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
-                         {"request": request, "referer": referer_str(request)})
-            self._logdupes = self.debug
-        self.count_filtered(1)
 
     # --- lifecycle -----------------------------------------------------------------------
     def bits_set(self) -> int:

@@ -30,8 +30,6 @@ for its turn.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import time
 from collections import deque
@@ -47,9 +45,8 @@ from scrapy.exceptions import (
     IgnoreRequest,
     ResponseDataLossError,
 )
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet import defer, task
 from twisted.internet.error import (
     ConnectError,
@@ -378,111 +375,3 @@ class PolitenessMiddleware:
         if self._gauge_loop is not None and self._gauge_loop.running:
             self._gauge_loop.stop()
         self.sample_gauges()
-
-
-@dataclass(slots=True)
-class _PageClock:
-    """One download in flight: when it started, its base timeout, the bytes received so far."""
-
-    start: float
-    base: float
-    received: int = 0
-    expired: bool = False
-    timer: Any = None
-
-
-class PageDeadlineHandler:
-    """larbin's page timeout as a download handler wrapping Scrapy's (``DOWNLOAD_HANDLERS``).
-
-    A page may take ``download_timeout`` (``DOWNLOAD_TIMEOUT``) seconds plus one second per
-    ``LARBIN_TIMEOUT_BYTES_PER_SECOND`` bytes received. Scrapy fixes a download's timeout when
-    it starts, so the inner handler (``LARBIN_HTTP_HANDLER``, Scrapy's HTTP/1.1 one by default)
-    gets the longest deadline any page can reach (``DOWNLOAD_MAXSIZE`` bytes at that rate) as a
-    backstop, and one timer per download enforces the real one: when it falls due it compares
-    the deadline with the bytes counted from ``bytes_received`` and re-arms itself at the new
-    deadline, or cancels the download (the connection is closed) and raises
-    ``DownloadTimeoutError``. The cost is one timer per page and one addition per chunk; a page
-    that arrives before its base timeout never wakes the timer.
-    """
-
-    lazy = False
-
-    def __init__(
-        self, crawler: Crawler, inner: Any, base: float, bytes_per_second: float, maxsize: int
-    ) -> None:
-        if bytes_per_second <= 0:
-            raise ValueError("LARBIN_TIMEOUT_BYTES_PER_SECOND must be positive")
-        self.inner = inner
-        self.base = base
-        self.bytes_per_second = bytes_per_second
-        self.maxsize = maxsize
-        self.stats = crawler.stats
-        self._pages: dict[Request, _PageClock] = {}
-        from twisted.internet import reactor
-
-        self._reactor = reactor
-        crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> PageDeadlineHandler:
-        s = crawler.settings
-        inner_cls = load_object(
-            s.get("LARBIN_HTTP_HANDLER")
-            or "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
-        )
-        return cls(
-            crawler,
-            build_from_crawler(inner_cls, crawler),
-            s.getfloat("DOWNLOAD_TIMEOUT"),
-            s.getfloat("LARBIN_TIMEOUT_BYTES_PER_SECOND"),
-            s.getint("DOWNLOAD_MAXSIZE") or 1024**3,
-        )
-
-    async def download_request(self, request: Request) -> Response:
-        meta = request.meta
-        base = float(meta.get("download_timeout") or self.base)
-        maxsize = max(int(meta.get("download_maxsize") or 0), self.maxsize)
-        meta["download_timeout"] = base + maxsize / self.bytes_per_second + 1
-        page = self._pages[request] = _PageClock(self._reactor.seconds(), base)
-        d = deferred_from_coro(self.inner.download_request(request))
-        page.timer = self._reactor.callLater(base, self._check, request, page, d)
-        try:
-            return await maybe_deferred_to_future(d)
-        except (defer.CancelledError, asyncio.CancelledError):
-            # asyncio's when the inner handler is a coroutine (a cancelled Task), else Twisted's
-            if not page.expired:
-                raise
-            self.stats.inc_value("larbin/timeout/pages")
-            raise DownloadTimeoutError(
-                f"Getting {request.url} took longer than {self._deadline(page) - page.start:.1f} s "
-                f"(larbin page timeout: {base:g} s + {page.received} bytes "
-                f"at {self.bytes_per_second:g} B/s)"
-            ) from None
-        finally:
-            if page.timer.active():
-                page.timer.cancel()
-            self._pages.pop(request, None)
-            meta["download_timeout"] = base
-
-    def _deadline(self, page: _PageClock) -> float:
-        return page.start + page.base + page.received / self.bytes_per_second
-
-    def _check(self, request: Request, page: _PageClock, d: Deferred[Response]) -> None:
-        if d.called or self._pages.get(request) is not page:
-            return
-        left = self._deadline(page) - self._reactor.seconds()
-        if left > 0.001:  # bytes came in since the timer was set: the page earned more time
-            page.timer = self._reactor.callLater(left, self._check, request, page, d)
-            return
-        page.expired = True
-        d.cancel()
-
-    def _bytes_received(self, data: bytes, request: Request) -> None:
-        page = self._pages.get(request)
-        if page is not None:
-            page.received += len(data)
-
-    async def close(self) -> None:
-        closing = self.inner.close()
-        if inspect.isawaitable(closing):
-            await closing
