@@ -51,8 +51,9 @@ REPO = Path(__file__).resolve().parent.parent
 PLAIN_SPIDER = Path(__file__).resolve().parent / "plain_spider.py"
 CRAWLERS = ("plain", "larbin")
 LABELS = {"plain": "plain Scrapy", "larbin": "larbinscrapy"}
-MICRO = ("bench_links", "bench_dupefilter", "bench_frontier_fifo")
-MICRO_QUICK_SIZES = {"--urls": "100000", "--records": "100000", "--pages": "100"}
+MICRO = ("bench_links", "bench_dupefilter", "bench_frontier_fifo", "bench_scheduler")
+MICRO_QUICK_SIZES = {"--urls": "100000", "--records": "100000", "--pages": "100",
+                     "--requests": "20000", "--queued": "100000"}
 STALL_SECONDS = 30.0  # no new request in nginx's log for this long: the crawl is stuck
 TAIL_LINES = 30
 MSEC_TOLERANCE = 0.001  # nginx's $msec has millisecond resolution

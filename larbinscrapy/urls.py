@@ -172,6 +172,9 @@ def host_of(url: str) -> str:
     return host
 
 
+_HTTP = ("http://", "https://")
+
+
 def extension_of(url: str) -> str:
     """Return the lower-case extension of the last path segment, dot included, or ''.
 
@@ -179,6 +182,14 @@ def extension_of(url: str) -> str:
     directories or the host (``/a.b/c`` and ``http://a.com`` have none): larbin's
     forbiddenExtensions test needs exactly the file's extension.
     """
+    if url.startswith(_HTTP) and "?" not in url and "#" not in url and ";" not in url:
+        # The common link: a plain http(s) URL; its path starts at the first "/" after "//".
+        if url.find("/", 8) < 0:
+            return ""
+        dot = url.rfind(".", url.rfind("/") + 1)
+        if dot < 0 or dot == len(url) - 1:
+            return ""
+        return url[dot:].lower()
     m = _AUTHORITY(url)
     start = m.end() if m is not None else 0
     end = len(url)
