@@ -1,6 +1,7 @@
 """Benchmark LarbinScheduler against Scrapy's default scheduler: rates, RSS, resume time.
 
-    python benchmarks/bench_scheduler.py [--requests 200000] [--queued 1000000 10000000] [--json PATH]
+    python benchmarks/bench_scheduler.py [--requests 200000] [--queued 1000000 10000000]
+                                         [--json PATH]
 
 1. ``enqueue_request`` / ``next_request`` rates for ``--requests`` requests over 5,000 hosts,
    ours (JOBDIR on, dupefilter included) and Scrapy's ``Scheduler`` with a JOBDIR (disk queues,
