@@ -74,8 +74,13 @@ class Scenario:
 
 # --- running one crawl -----------------------------------------------------------------------
 def crawler_command(crawler: str, sc: Scenario, web: SynthWeb, work: Path,
-                    items: Path) -> tuple[list[str], Path, dict[str, str]]:
-    """The command line, working directory and environment of one crawl."""
+                    items: Path, extra: tuple[str, ...] = ()) -> tuple[list[str], Path,
+                                                                      dict[str, str]]:
+    """The command line, working directory and environment of one crawl.
+
+    ``extra`` are ``KEY=VALUE`` settings given to either crawler (``-s``).
+    """
+    extra_args = [a for kv in extra for a in ("-s", kv)]
     seeds = work / "seeds.txt"
     if not seeds.exists():
         seeds.write_text("\n".join(web.seeds) + "\n")
@@ -90,7 +95,7 @@ def crawler_command(crawler: str, sc: Scenario, web: SynthWeb, work: Path,
         if sc.delay:
             # jitter is Scrapy's default; off so violations measure enforcement, not chance
             cmd += ["-s", "RANDOMIZE_DOWNLOAD_DELAY=False"]
-        return cmd, work, env
+        return cmd + extra_args, work, env
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     if not (REPO / "scrapy.cfg").exists():
         env["SCRAPY_SETTINGS_MODULE"] = "settings.base"
@@ -102,7 +107,7 @@ def crawler_command(crawler: str, sc: Scenario, web: SynthWeb, work: Path,
     if sc.per_domain is not None:
         cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={sc.per_domain}"]
     cmd += ["-s", "LARBIN_DEPTH=1000", "-s", "LOG_LEVEL=INFO", "-O", str(items)]
-    return cmd, REPO, env
+    return cmd + extra_args, REPO, env
 
 
 def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path,
@@ -159,10 +164,10 @@ def _tail(path: Path, n: int) -> list[str]:
 
 
 def crawl_once(crawler: str, sc: Scenario, web: SynthWeb, work: Path, rep: int,
-               timeout: float) -> dict[str, Any]:
+               timeout: float, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """One measured crawl: process figures plus what nginx saw during it."""
     items = work / f"{sc.name}-{crawler}-{rep}.jsonl"
-    cmd, cwd, env = crawler_command(crawler, sc, web, work, items)
+    cmd, cwd, env = crawler_command(crawler, sc, web, work, items, extra)
     log_start, cpu_start = web.log_offset(), web.cpu_seconds()
     logger.info("%s rep %d: %s", sc.name, rep + 1, LABELS[crawler])
     result: dict[str, Any] = {"crawler": crawler, "scenario": sc.name, "rep": rep,
@@ -278,19 +283,33 @@ def run_scenario(sc: Scenario, crawlers: list[str], work: Path,
         logger.info("%s: %d hosts x %d pages = %d pages (%.1f KiB/page), nginx pid %d",
                     sc.name, sc.hosts, sc.pages_per_host, len(web.pages),
                     web.page_bytes / len(web.pages) / 1024, web.pid)
+        startup: dict[str, dict[str, Any]] = {}
+        if not sc.delay:
+            # Start-up and shut-down cost (imports, reactor, first connections): a crawl of the
+            # same web closed after its first page. Subtracted, it leaves the marginal CPU per
+            # page, what a crawl of millions of pages pays.
+            for crawler in crawlers:
+                startup[crawler] = crawl_once(crawler, sc, web, sc_work, -1, timeout,
+                                              ("CLOSESPIDER_PAGECOUNT=1",))
         for rep in range(sc.reps):
             order = crawlers if rep % 2 == 0 else crawlers[::-1]
             for crawler in order:
-                runs.append(crawl_once(crawler, sc, web, sc_work, rep, timeout))
+                run = crawl_once(crawler, sc, web, sc_work, rep, timeout)
+                base = startup.get(crawler)
+                if base is not None and run["pages_fetched"] > base["pages_fetched"]:
+                    run["marginal_cpu_ms_per_page"] = (
+                        1000 * (run["cpu_s"] - base["cpu_s"])
+                        / (run["pages_fetched"] - base["pages_fetched"]))
+                runs.append(run)
         web_info = {"hosts": sc.hosts, "pages_per_host": sc.pages_per_host,
                     "pages": len(web.pages), "bytes_per_page": web.page_bytes / len(web.pages)}
     return {"config": vars(sc) | {"timeout_s": timeout}, "web": web_info, "runs": runs,
-            "summary": summarize(runs, crawlers, sc.reps)}
+            "startup": startup, "summary": summarize(runs, crawlers, sc.reps)}
 
 
 SUMMARY_KEYS = ("wall_s", "pages_fetched", "unique_pages", "coverage", "duplicates",
-                "pages_per_s", "cpu_s", "cpu_ms_per_page", "maxrss_mb", "nginx_cpu_s",
-                "robots_requests", "items")
+                "pages_per_s", "cpu_s", "cpu_ms_per_page", "marginal_cpu_ms_per_page",
+                "maxrss_mb", "nginx_cpu_s", "robots_requests", "items")
 POLITE_KEYS = ("efficiency", "violations", "min_interval_s", "span_s")
 
 
@@ -299,7 +318,7 @@ def summarize(runs: list[dict[str, Any]], crawlers: list[str], reps: int) -> dic
     summary: dict[str, Any] = {}
     for crawler in crawlers:
         ok = [r for r in runs if r["crawler"] == crawler and r["status"] == "ok"]
-        med = {k: _median([r[k] for r in ok]) for k in SUMMARY_KEYS}
+        med = {k: _median([r.get(k) for r in ok]) for k in SUMMARY_KEYS}
         med |= {k: _median([r["politeness"][k] for r in ok if "politeness" in r])
                 for k in POLITE_KEYS}
         nginx, cpu = med["nginx_cpu_s"], med["cpu_s"]
@@ -315,11 +334,15 @@ def summarize(runs: list[dict[str, Any]], crawlers: list[str], reps: int) -> dic
                 "cpu_ms_per_page_plain_over_larbin": p["cpu_ms_per_page"] / lb["cpu_ms_per_page"],
                 "pages_per_s_larbin_over_plain": lb["pages_per_s"] / p["pages_per_s"],
                 "rss_larbin_over_plain": lb["maxrss_mb"] / p["maxrss_mb"],
+                "marginal_cpu_plain_over_larbin": (
+                    p["marginal_cpu_ms_per_page"] / lb["marginal_cpu_ms_per_page"]
+                    if p.get("marginal_cpu_ms_per_page") and lb.get("marginal_cpu_ms_per_page")
+                    else None),
             })
     summary["pairs"] = pairs
     summary["ratios"] = {k: _median([p[k] for p in pairs]) for k in
                          ("cpu_ms_per_page_plain_over_larbin", "pages_per_s_larbin_over_plain",
-                          "rss_larbin_over_plain")}
+                          "rss_larbin_over_plain", "marginal_cpu_plain_over_larbin")}
     return summary
 
 
@@ -543,6 +566,11 @@ def _render_cpu(res: dict[str, Any]) -> list[str]:
         ("CPU user+sys, s", lambda k: _fmt(s[k]["median"]["cpu_s"]), ""),
         ("**CPU ms/page**", lambda k: _fmt(s[k]["median"]["cpu_ms_per_page"], 2),
          f"{_fmt(ratios['cpu_ms_per_page_plain_over_larbin'], 2)} (plain / larbin)"),
+        ("**CPU ms/page above start-up**",
+         lambda k: _fmt(s[k]["median"]["marginal_cpu_ms_per_page"], 2),
+         f"{_fmt(ratios.get('marginal_cpu_plain_over_larbin'), 2)} (plain / larbin)"),
+        ("start-up CPU, s (a crawl closed after 1 page)",
+         lambda k: _fmt(res.get("startup", {}).get(k, {}).get("cpu_s"), 2), ""),
         ("peak RSS, MB", lambda k: _fmt(s[k]["median"]["maxrss_mb"]),
          f"{_fmt(ratios['rss_larbin_over_plain'], 2)} (larbin / plain)"),
         ("nginx CPU, s (share of crawler's)",
