@@ -216,3 +216,36 @@ def test_frontier_leases_ip_until_release_and_reaps_dead_workers(redis_url):
     # acknowledging the leases empties the frontier's lease count
     f.admit("w1", df.key, 0, [], [lid for lid, _, _ in popped.leases + again.leases])
     assert f.status("t:start")["leased"] == 0
+
+
+def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
+    """LARBIN_KEEP_ALIVE: an empty frontier does not end the worker; a seed pushed later is
+    crawled. Without it the same worker closes by itself (the control)."""
+    client = redis.Redis.from_url(redis_url)
+    first, later = web.url("h03.test"), web.url("h04.test")
+    control = _start_worker(web, tmp_path / "control", redis_url, "-a", f"urls={first}",
+                            DOWNLOAD_DELAY=0, LARBIN_DEPTH=0)
+    _wait([control], timeout=60)
+    assert control.returncode == 0  # closed by itself once the frontier stayed empty
+    client.flushdb()
+    start = len(web.read_log())
+    worker = _start_worker(web, tmp_path / "alive", redis_url, "-a", f"urls={first}",
+                           DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_KEEP_ALIVE=True)
+    try:
+        deadline = time.monotonic() + 30
+        while first not in _pages(web.read_log()[start:], web.port):
+            assert time.monotonic() < deadline, "the first seed was never fetched"
+            time.sleep(0.2)
+        time.sleep(4)  # well past LARBIN_IDLE_BEFORE_CLOSE (1 s) with an empty frontier
+        assert worker.poll() is None, "a keep-alive worker closed on an empty frontier"
+        client.lpush("larbin:start_urls", later)
+        deadline = time.monotonic() + 30
+        while later not in _pages(web.read_log()[start:], web.port):
+            assert time.monotonic() < deadline, "a seed pushed to Redis later was not crawled"
+            time.sleep(0.2)
+        assert worker.poll() is None
+    finally:
+        worker.send_signal(signal.SIGINT)
+        _wait([worker], timeout=60)
+    assert worker.returncode == 0
+    _assert_clean_logs([worker])
