@@ -68,6 +68,7 @@ ITEM_PIPELINES = {
     "larbinscrapy.pipelines.simplesave.SimpleSavePipeline": 300,  # LARBIN_SIMPLE_SAVE
     "larbinscrapy.pipelines.mirrorsave.MirrorSavePipeline": 310,  # LARBIN_MIRROR_SAVE
     "larbinscrapy.pipelines.warc.WarcPipeline": 320,  # LARBIN_WARC
+    "larbinscrapy.pipelines.sqlite_example.SQLitePipeline": 500,  # LARBIN_SQLITE_PATH (docs/pipelines.md)
 }
 EXTENSIONS = {
     "scrapy.extensions.telnet.TelnetConsole": None,
