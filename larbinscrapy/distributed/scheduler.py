@@ -8,7 +8,8 @@ this class is its Scrapy side:
 * ``enqueue_request`` encodes the request (``frontier.codec``), computes its site, host and bit
   positions, and buffers it; the buffer goes to Redis in one ``admit`` script (test-and-set of
   the bits, queueing of the new ones, acknowledgement of the page that produced them) when the
-  page is done (``request_done``), on a redirect/retry, or at the next ``next_request``;
+  page is done (``request_done`` and every child it announced enqueued: ``PendingPages``), on a
+  redirect/retry, or at the next ``next_request``;
 * ``next_request`` pops a few leased requests at once (``pop``): an IP is handed to one worker
   at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time when there is no delay), and is ready
   again ``delay`` after that worker reports the end of the fetch (``release``), so no two
@@ -50,6 +51,7 @@ from larbinscrapy import signals as larbin_signals
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, RedisFrontier
 from larbinscrapy.frontier import codec
+from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.frontier.scheduler import _TRIP_META
 from larbinscrapy.middlewares.politeness import PolitenessMiddleware
 from larbinscrapy.urlfilter import parse_extensions
@@ -110,6 +112,8 @@ class RedisScheduler:
         self.table: IpTable
         self.buffer: list[tuple[int, list[int], bytes]] = []
         self.acks: list[str] = []
+        # Pages whose children are still on their way here (frontier/pending.py).
+        self.pending = PendingPages(self._page_complete)
         self.seeds_pending = False
         self.ready: deque[Request] = deque()  # leased, resolved, not yet handed to the engine
         self.memory_only: deque[Request] = deque()
@@ -206,6 +210,14 @@ class RedisScheduler:
         return len(self.ready) + len(self.memory_only) + len(self.buffer) + self.shared_queued
 
     def enqueue_request(self, request: Request) -> bool:
+        parent = request.meta.pop("larbin_parent", None)
+        try:
+            return self._enqueue(request)
+        finally:
+            if parent is not None:
+                self.pending.child_enqueued(parent)
+
+    def _enqueue(self, request: Request) -> bool:
         meta = request.meta
         previous = meta.get("larbin_rid")
         if previous is not None:  # a redirect or retry of a request we handed out
@@ -334,10 +346,14 @@ class RedisScheduler:
             self.stats.inc_value("larbin/dropped/noconnection", dropped)
         self._quiet_until = min(self._quiet_until, self.table.clock() + delay)
 
-    def _request_done(self, request: Request) -> None:
+    def _request_done(self, request: Request, children: int = 0) -> None:
         lease = request.meta.get("larbin_rid")
         if isinstance(lease, str):
-            self.acks.append(lease)
+            self.pending.page_done(lease, children)
+
+    def _page_complete(self, lease: Any) -> None:
+        """Every child of the page is in the buffer: admit them and ack the page in one script."""
+        self.acks.append(lease)
         self.flush()
 
     def _tier(self, request: Request) -> int:

@@ -35,6 +35,7 @@ from twisted.internet import task
 
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier import codec
+from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Site
 from larbinscrapy.middlewares.politeness import IpTable, PolitenessMiddleware
@@ -104,11 +105,8 @@ class LarbinScheduler:
         self.sites: dict[str, Site] = {}
         self.dead_hosts: dict[str, str] = {}  # host -> reason, so later URLs drop at once
         self.in_memory = 0  # records held in site queues
-        # Pages handed out whose outlinks are still on their way to the FIFOs: record -> count
-        # of children not yet enqueued; a record is acknowledged when its page is done and the
-        # count is back to 0 (the scraper queues a page's output in parallel tasks).
-        self.children: dict[tuple[int, int], int] = {}
-        self.done: set[tuple[int, int]] = set()
+        # Pages whose outlinks are still on their way to the FIFOs (pending.py).
+        self.pending = PendingPages(self._ack)
         self.memory_only: list[Request] = []  # requests that cannot be serialised
         self._dir: Path | None = None
         self._tempdir = False
@@ -202,7 +200,7 @@ class LarbinScheduler:
             return self._enqueue(request)
         finally:
             if parent is not None:
-                self._settle(parent, -1)
+                self.pending.child_enqueued(parent)
 
     def _enqueue(self, request: Request) -> bool:
         previous = request.meta.get("larbin_rid")
@@ -353,24 +351,7 @@ class LarbinScheduler:
     def _request_done(self, request: Request, children: int = 0) -> None:
         rid = request.meta.get("larbin_rid")
         if rid is not None:
-            self._settle(rid, children, done=True)
-
-    def _settle(self, rid: tuple[int, int], delta: int, done: bool = False) -> None:
-        """Count a page's children in (``request_done``) and out (enqueued); ack at zero.
-
-        The gate sends ``request_done`` when the page's output iterator is exhausted, but
-        Scrapy's scraper hands that output to ``engine.crawl`` from parallel tasks, later: only
-        when every child the gate counted has reached ``enqueue_request`` is the page's work on
-        disk.
-        """
-        left = self.children.pop(rid, 0) + delta
-        if done:
-            self.done.add(rid)
-        if left == 0 and rid in self.done:
-            self.done.discard(rid)
-            self._ack(rid)
-        else:
-            self.children[rid] = left
+            self.pending.page_done(rid, children)
 
     def _ack(self, *rids: tuple[int, int] | None) -> None:
         """Record that handed-out requests are finished, after what they produced is on disk."""
