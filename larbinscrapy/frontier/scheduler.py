@@ -107,6 +107,7 @@ class LarbinScheduler:
         self.in_memory = 0  # records held in site queues
         # Pages whose outlinks are still on their way to the FIFOs (pending.py).
         self.pending = PendingPages(self._ack)
+        self._logged_drops: set[str] = set()
         self.memory_only: list[Request] = []  # requests that cannot be serialised
         self._dir: Path | None = None
         self._tempdir = False
@@ -326,6 +327,10 @@ class LarbinScheduler:
         else:  # never leave a site RESOLVING: its URLs would keep the crawl open forever
             logger.error("Resolving %s failed: %s", site.host, failure.getErrorMessage())
             reason = "dns"
+        if reason not in self._logged_drops:  # log the first one, count them all
+            self._logged_drops.add(reason)
+            logger.warning("Dropping the URLs of %s: %s (further hosts dropped for this reason "
+                           "are counted in larbin/dropped/%s)", site.host, failure.value, reason)
         self.dead_hosts[site.host] = reason
         self._drop_site(site, reason)
 
