@@ -122,6 +122,7 @@ class DnsCache:
         self._overrides = dict(overrides or {})
         self._clock = clock
         self._entries: dict[str, tuple[float, str | None]] = {}  # host -> (expiry, ip or None)
+        self._purge_at = _PURGE_MIN
         self._inflight: dict[str, list[Deferred[str]]] = {}
         self.lookups = 0  # queries actually made (overrides included), for stats and tests
         self.failures = 0
@@ -173,7 +174,10 @@ class DnsCache:
         )
 
     def _done(self, host: str, ip: str | None, failure: Any = None) -> None:
-        self._entries[host] = (self._clock() + self._ttl, ip)
+        now = self._clock()
+        self._entries[host] = (now + self._ttl, ip)
+        if len(self._entries) >= self._purge_at:
+            self._purge(now)
         if ip is None:
             self.failures += 1
             logger.debug(
@@ -186,6 +190,22 @@ class DnsCache:
                 waiter.errback(DNSLookupError(f"{host}: lookup failed"))
             else:
                 waiter.callback(ip)
+
+
+    def _purge(self, now: float) -> None:
+        """Forget expired answers: a broad crawl meets millions of hosts, most of them once.
+
+        Runs when the table doubled since the last purge, so its cost is amortised O(1) per
+        lookup and memory is bounded by the hosts seen within one TTL.
+        """
+        self._entries = {h: e for h, e in self._entries.items() if e[0] >= now}
+        self._purge_at = max(_PURGE_MIN, 2 * len(self._entries))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_PURGE_MIN = 10_000  # entries before the first purge of expired answers
 
 
 @implementer(IResolverSimple)

@@ -141,3 +141,20 @@ def test_url_of(request_):
 def test_unserializable_raises(request_):
     with pytest.raises(codec.UnserializableRequest):
         codec.encode(request_, SPIDER)
+
+
+def test_dont_filter_cb_kwargs_and_flags_survive_the_disk():
+    request = Request("http://h.test/a", callback=SPIDER.parse_page, dont_filter=True,
+                      cb_kwargs={"page": 2, "tags": ["x"]}, flags=["seed"])
+    back = _round_trip(request)
+    assert back.dont_filter is True
+    assert back.cb_kwargs == {"page": 2, "tags": ["x"]}
+    assert back.flags == ["seed"]
+    assert not any(k.startswith("larbin_") and k != "larbin_admitted" for k in back.meta)
+    plain = _round_trip(Request("http://h.test/b"))
+    assert plain.dont_filter is False and plain.cb_kwargs == {} and plain.flags == []
+
+
+def test_unserializable_cb_kwargs_raise():
+    with pytest.raises(codec.UnserializableRequest):
+        codec.encode(Request("http://h.test/a", cb_kwargs={"obj": object()}), SPIDER)

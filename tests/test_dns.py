@@ -157,3 +157,24 @@ def test_pinned_resolver_refuses_what_the_guard_refuses(clock, answers):
     clock.advance(0)
     assert isinstance(refused[0], DNSLookupError) and "SSRF" in str(refused[0])
     assert allowed == ["127.0.0.7"]
+
+
+def test_expired_answers_are_forgotten_so_memory_follows_the_ttl(clock, answers, monkeypatch):
+    # A broad crawl meets millions of hosts once each: the table must not keep them all.
+    # (The first purge comes at 10,000 entries; 100 here keeps twisted's test Clock quick.)
+    monkeypatch.setattr("larbinscrapy.dns._PURGE_MIN", 100)
+    cache = make_cache(clock, answers, ttl=60, overrides={})
+    for i in range(120):
+        cache.resolve(f"h{i}.test")
+    for _, d in answers.queries:
+        d.callback("93.184.216.34")
+    assert len(cache) == 120  # all within one TTL: all kept
+    answers.queries.clear()
+    clock.advance(61)
+    for i in range(120, 360):  # the table doubles again: expired answers are purged
+        cache.resolve(f"h{i}.test")
+    for _, d in answers.queries:
+        d.callback("93.184.216.34")
+    assert len(cache) <= 240
+    assert isinstance(cache.cached("h300.test"), str)
+    assert cache.cached("h1.test") is False  # expired and forgotten: looked up again if met

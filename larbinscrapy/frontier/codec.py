@@ -2,7 +2,8 @@
 
 A record is a JSON array: ``[url, priority, meta, callback, errback, method, body, headers]``
 with trailing defaults omitted. Only the meta keys the crawl needs are kept (``PERSIST_META``);
-callbacks are stored by spider-method name, as Scrapy's own ``request_to_dict`` does.
+callbacks are stored by spider-method name, as Scrapy's own ``request_to_dict`` does;
+``dont_filter``, ``cb_kwargs`` and ``flags`` travel in the meta object under ``larbin_*`` keys.
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def encode(request: Request, spider: Any) -> bytes:
     kept = {k: meta[k] for k in PERSIST_META if k in meta}
     if meta.get("larbin_admitted") == request.url:
         kept["larbin_admitted"] = 1
+    # Request attributes that are not meta ride in the meta object under reserved keys.
+    if request.dont_filter:
+        kept["larbin_dont_filter"] = 1
+    if request.cb_kwargs:
+        kept["larbin_cb_kwargs"] = request.cb_kwargs
+    if request.flags:
+        kept["larbin_flags"] = request.flags
     rec: list[Any] = [
         request.url,
         request.priority,
@@ -73,9 +81,13 @@ def decode(data: bytes, spider: Any) -> Request:
     meta = rec[2] if len(rec) > 2 else {}
     if meta.pop("larbin_admitted", None):
         meta["larbin_admitted"] = url
+    kwargs: dict[str, Any] = {
+        "dont_filter": bool(meta.pop("larbin_dont_filter", False)),
+        "cb_kwargs": meta.pop("larbin_cb_kwargs", None),
+        "flags": meta.pop("larbin_flags", None),
+    }
     callback = getattr(spider, rec[3]) if len(rec) > 3 and rec[3] else None
     errback = getattr(spider, rec[4]) if len(rec) > 4 and rec[4] else None
-    kwargs: dict[str, Any] = {}
     if len(rec) > 5:  # trailing defaults were left out: a POST may have no body or headers
         kwargs["method"] = rec[5]
         if len(rec) > 6:
