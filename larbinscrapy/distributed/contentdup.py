@@ -6,6 +6,9 @@ first URL) with ``HSETNX``: one atomic round trip per page decides which worker'
 first. A page fetched again after a crash (its lease was reaped) finds its own URL there and is
 kept. Near duplicates (``LARBIN_NEAR_DUP_DISTANCE``) are not shared: a warning says so.
 Memory: ~16 bytes of hash + the URL + ~60 bytes of Redis overhead a page.
+
+``process_item`` is a coroutine: the round trip runs in the pipeline's own small thread pool
+(started in ``open_spider``, stopped in ``close_spider``), never in the reactor thread.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy_redis.connection import get_redis_from_settings
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadpool import ThreadPool
 
 from larbinscrapy.pipelines.contentdup import content_hash
 
@@ -34,6 +40,7 @@ class RedisContentDupPipeline:
         self.key = key
         self.stats = stats
         self._logged_drop = False
+        self._pool = ThreadPool(1, 4, name="larbin-contentdup")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisContentDupPipeline:
@@ -48,19 +55,38 @@ class RedisContentDupPipeline:
         return cls(get_redis_from_settings(s), template % {"spider": name, "name": name},
                    crawler.stats)
 
-    def process_item(self, item: Any, spider: Any = None) -> Any:
+    def open_spider(self, spider: Any = None) -> None:
+        from twisted.internet import reactor
+
+        self._pool.start()
+        reactor.addSystemEventTrigger("during", "shutdown", self._stop)
+
+    def close_spider(self, spider: Any = None) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._pool.started:
+            self._pool.stop()
+
+    def first_url(self, digest: Any, url: str) -> str | None:
+        """Redis thread: None if ``url`` is the first page with ``digest``, else that page."""
+        if self.server.hsetnx(self.key, digest, url):
+            return None
+        return (self.server.hget(self.key, digest) or b"").decode("utf-8", "replace")
+
+    async def process_item(self, item: Any, spider: Any = None) -> Any:
+        from twisted.internet import reactor
+
         body = item.get("body")
         digest = content_hash(body) if body else None
         if digest is None:
             self._inc("empty")
             return item
         url = item.get("url") or ""
-        if self.server.hsetnx(self.key, digest, url):
-            self._inc("unique")
-            return item
-        first = (self.server.hget(self.key, digest) or b"").decode("utf-8", "replace")
-        if first == url:  # the same page fetched again (a re-leased request): keep it
-            self._inc("unique")
+        first = await maybe_deferred_to_future(
+            deferToThreadPool(reactor, self._pool, self.first_url, digest, url))
+        if first is None or first == url:  # first == url: the same page fetched again (a
+            self._inc("unique")  # re-leased request): keep it
             return item
         self._inc("dropped")
         if not self._logged_drop:

@@ -12,8 +12,12 @@ a per-worker copy of the bits this worker has already tested, which is a subset 
 ones, so True is always right and False means "ask Redis". ``RedisScheduler`` asks Redis in
 batches: the test-and-set of every link of a page runs inside the same script that queues the
 new ones and acknowledges the page (``RedisFrontier.admit``), so a ``kill -9`` can never leave
-bits set for URLs that were not queued. Used with another scheduler, ``request_seen`` makes one
-round trip per request, and ``test_and_set_many`` one per batch.
+bits set for URLs that were not queued, and it runs in the scheduler's Redis thread, as does
+the ``BITCOUNT`` of ``close`` (``bits_set`` there, ``report_bits`` back in the reactor).
+Used with another scheduler, ``request_seen`` makes one round trip per request, and
+``test_and_set_many`` one per batch; these stay synchronous (Scrapy's ``request_seen`` contract
+is synchronous), so they block the reactor thread for that round trip: ``RedisScheduler`` never
+calls them.
 
 Keys: ``LARBIN_REDIS_DUPEFILTER_KEY`` (default ``%(spider)s:seen``); a filter of more than
 2^32 bits (Redis strings stop at 512 MiB) is split into ``<key>:<n>`` strings of 2^32 bits.
@@ -165,7 +169,12 @@ class RedisBitmapDupeFilter(CountingDupeFilter):
     def close(self, reason: str = "") -> None:
         if self.stats is None:
             return
-        count = self.bits_set()
+        self.report_bits(self.bits_set())
+
+    def report_bits(self, count: int) -> None:
+        """Fill stats from ``bits_set()`` (which ``RedisScheduler`` runs in its Redis thread)."""
+        if self.stats is None:
+            return
         fill = count / self.m
         self.stats.set_value("larbin/dupefilter/bits_set", count)
         self.stats.set_value("larbin/dupefilter/fill_ratio", fill)

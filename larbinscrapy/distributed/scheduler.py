@@ -26,8 +26,22 @@ this class is its Scrapy side:
   record and no seed waiting, for ``LARBIN_IDLE_BEFORE_CLOSE`` s; ``LARBIN_KEEP_ALIVE`` keeps it
   waiting for seeds instead. A graceful stop (SIGINT) hands unacknowledged records back.
 
-Redis is called synchronously in the reactor thread (as scrapy-redis does): each call is one
-sub-millisecond round trip, and there are about three per page (admit, pop, release).
+Redis is never called in the reactor thread. Every round trip goes through one dedicated
+thread (a ``ThreadPool(1, 1)``), so they reach Redis in the order they were made (an admit
+before the pop after it, a release before the next pop...); their results come back to the
+reactor thread through Deferred callbacks. Scrapy's synchronous calls are served locally:
+
+* ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
+  one asynchronous ``pop`` (never two at once), whose result fills ``ready`` and wakes the
+  engine. ``has_pending_requests`` stays true while a pop or an admit is in flight;
+* ``flush`` (the admit script), ``release``, ``resolved`` are fire-and-forget; their results
+  (counters, stats) are applied when they arrive. A failed job is logged and never wedges the
+  worker (a failed pop is retried ``POLL`` later);
+* the tick (every ``POLL`` s) sends the heartbeat, reads seeds and refreshes a cached frontier
+  status in one job; ``spider_idle`` decides on that status, and only if it was read after the
+  last admit and the last pop that leased something and nothing is in flight;
+* ``open`` and ``close`` return Deferreds (Scrapy awaits them): ``close`` queues the last admit
+  and then the retirement behind whatever is in flight, and stops the thread when they are done.
 """
 
 from __future__ import annotations
@@ -42,14 +56,17 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
+from scrapy.utils.log import failure_to_exc_info
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy_redis import defaults as redis_defaults
 from scrapy_redis.connection import get_redis_from_settings
-from twisted.internet import task
+from twisted.internet import defer, task
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadpool import ThreadPool
 
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
-from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, RedisFrontier
+from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, Popped, RedisFrontier
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.frontier.scheduler import _TRIP_META
@@ -58,6 +75,8 @@ from larbinscrapy.urlfilter import parse_extensions
 from larbinscrapy.urls import extension_of, host_of, site_of
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from redis import Redis
     from scrapy import Spider
     from scrapy.crawler import Crawler
@@ -125,6 +144,20 @@ class RedisScheduler:
         self._loop: task.LoopingCall | None = None
         self._wakeup: Any = None
         self._ticks = 0
+        self._pop_seq = 0
+        self._tick_seq = 0
+        # The Redis thread (module docstring) and the bookkeeping of its jobs.
+        self._pool = ThreadPool(1, 1, name="larbin-redis")
+        self._pool_stopped = False
+        self._jobs = 0  # submitted, result not yet applied
+        self._seq = 0  # jobs submitted so far: Redis runs them in this order
+        self._popping = False
+        self._admitting = 0
+        self._ticking = False
+        self._closing = False
+        self._status: dict[str, int] | None = None  # the last status read by a tick
+        self._status_seq = 0  # the job that read it
+        self._changed_seq = 0  # the last job that may have queued or leased records
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -152,8 +185,12 @@ class RedisScheduler:
         )
 
     # -- Scrapy's scheduler contract ------------------------------------------------------
-    def open(self, spider: Spider) -> None:
+    def open(self, spider: Spider) -> defer.Deferred[None]:
+        from twisted.internet import reactor
+
         self.spider = spider
+        self._pool.start()
+        reactor.addSystemEventTrigger("during", "shutdown", self._stop_pool)
         politeness = self.crawler.get_downloader_middleware(PolitenessMiddleware)
         if politeness is None:
             raise NotConfigured("RedisScheduler needs larbinscrapy's PolitenessMiddleware")
@@ -178,8 +215,18 @@ class RedisScheduler:
         self.table.release = release_and_report  # type: ignore[method-assign]
         self.crawler.signals.connect(self._request_done, signal=larbin_signals.request_done)
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
-        self._heartbeat()
-        status = self.frontier.status(self.start_urls_key)
+
+        def join() -> tuple[tuple[int, int], dict[str, int]]:
+            return self._heartbeat_job(), self.frontier.status(self.start_urls_key)
+
+        # Not _submit: a failure here must fail the start (Scrapy awaits this Deferred).
+        d = deferToThreadPool(reactor, self._pool, join)
+        d.addCallback(self._joined)
+        return d
+
+    def _joined(self, result: tuple[tuple[int, int], dict[str, int]]) -> None:
+        reaped, status = result
+        self._heartbeat_done(reaped)
         self.shared_queued = status["queued"]
         logger.info("Worker %s joined frontier %s: %d queued, %d leased, %d seeds waiting",
                     self.worker, self.frontier_key, status["queued"], status["leased"],
@@ -187,24 +234,39 @@ class RedisScheduler:
         self._loop = task.LoopingCall(self._tick)
         self._loop.start(min(POLL, self.lease_timeout / 4), now=False)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str) -> defer.Deferred[None]:
+        """Queue the last admit and the retirement behind the jobs in flight; Scrapy awaits."""
+        self._closing = True
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         if self._wakeup is not None and self._wakeup.active():
             self._wakeup.cancel()
         self.flush()
-        requeued = self.frontier.retire(self.worker, self.start_urls_key)
+
+        def retire() -> tuple[int, dict[str, int], int | None]:
+            requeued = self.frontier.retire(self.worker, self.start_urls_key)
+            status = self.frontier.status(self.start_urls_key)
+            bits = self.df.bits_set() if self.df.stats is not None else None
+            if reason == "finished" and not self.persist and not status["workers"]:
+                self.frontier.delete()
+                self.server.delete(self.df.key)
+            return requeued, status, bits
+
+        d = self._submit("close", retire, then=self._retired)
+        d.addBoth(lambda _: self._stop_pool())
+        return d
+
+    def _retired(self, result: tuple[int, dict[str, int], int | None]) -> None:
+        requeued, status, bits = result
         if requeued:
             logger.info("Handed %d unacknowledged requests back to the frontier", requeued)
-        status = self.frontier.status(self.start_urls_key)
         self.stats.set_value("larbin/frontier/left_queued", status["queued"])
-        self.df.close(reason)
-        if reason == "finished" and not self.persist and not status["workers"]:
-            self.frontier.delete()
-            self.server.delete(self.df.key)
+        if bits is not None:
+            self.df.report_bits(bits)
 
     def has_pending_requests(self) -> bool:
-        return bool(self.ready or self.memory_only or self.buffer or self.shared_queued > 0)
+        return bool(self.ready or self.memory_only or self.buffer or self.shared_queued > 0
+                    or self._popping or self._admitting)
 
     def __len__(self) -> int:
         return len(self.ready) + len(self.memory_only) + len(self.buffer) + self.shared_queued
@@ -245,32 +307,102 @@ class RedisScheduler:
             return self.memory_only.popleft()
         if not self.ready:
             self.flush()
-            now = self.table.clock()
-            if now >= self._quiet_until:
-                self._pop(now)
+            if not self._popping and self.table.clock() >= self._quiet_until:
+                self._pop()
         if self.ready:
             self.stats.inc_value("larbin/frontier/dequeued")
             return self.ready.popleft()
         return None
 
     # -- to and from Redis -----------------------------------------------------------------
+    def _submit(
+        self,
+        what: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        then: Callable[[Any], Any] | None = None,
+        always: Callable[[], Any] | None = None,
+        failed: Callable[[], Any] | None = None,
+    ) -> defer.Deferred[Any]:
+        """Run ``fn(*args)`` (Redis round trips) in the Redis thread, after every job submitted
+        before it; then, in the reactor thread, ``always()``, ``then(result)`` on success, or
+        ``failed()`` after logging the error. The returned Deferred never fails."""
+        from twisted.internet import reactor
+
+        if self._pool_stopped:
+            logger.warning("Redis %s after the scheduler closed: not sent", what)
+            return defer.succeed(None)
+        self._jobs += 1
+        self._seq += 1
+        d = deferToThreadPool(reactor, self._pool, fn, *args)
+
+        def finish(result: Any) -> Any:
+            self._jobs -= 1
+            if always is not None:
+                always()
+            return result
+
+        def log(failure: Any) -> None:
+            logger.error("Redis %s failed: %s", what, failure.getErrorMessage(),
+                         exc_info=failure_to_exc_info(failure))
+            if failed is not None:
+                failed()
+
+        d.addBoth(finish)
+        if then is not None:
+            d.addCallback(then)
+        d.addErrback(log)
+        d.addErrback(lambda f: logger.error("Handling a failed Redis %s failed", what,
+                                            exc_info=failure_to_exc_info(f)))
+        return d
+
+    def _stop_pool(self) -> None:
+        if not self._pool_stopped:
+            self._pool_stopped = True
+            if self._pool.started:
+                self._pool.stop()
+
     def flush(self) -> None:
         """Admit the buffered requests and send the pending acknowledgements: one script."""
         if not (self.buffer or self.acks or self.seeds_pending):
             return
         buffer, acks, seeds = self.buffer, self.acks, self.seeds_pending
         self.buffer, self.acks, self.seeds_pending = [], [], False
-        new, filtered = self.frontier.admit(
-            self.worker, self.df.key, self.df.shard_bits, buffer, acks, seeds
-        )
+        self._admitting += 1
+        self._submit("admit", self.frontier.admit, self.worker, self.df.key,
+                     self.df.shard_bits, buffer, acks, seeds,
+                     then=self._admitted, always=self._admit_ended)
+        self._changed_seq = self._seq
+
+    def _admit_ended(self) -> None:
+        self._admitting -= 1
+
+    def _admitted(self, result: tuple[int, int]) -> None:
+        new, filtered = result
         if new:
             self.stats.inc_value("larbin/frontier/enqueued", new)
             self.shared_queued += new
             self._quiet_until = 0.0
+            self._wake_engine()
         self.df.count_filtered(filtered)
 
-    def _pop(self, now: float) -> None:
-        popped = self.frontier.pop(self.worker, POP_BATCH, self._lease_seq)
+    def _pop(self) -> None:
+        """Start one pop (the caller checked that none is in flight)."""
+        self._popping = True
+        self._submit("pop", self.frontier.pop, self.worker, POP_BATCH, self._lease_seq,
+                     then=self._popped, always=self._pop_ended, failed=self._pop_failed)
+        self._pop_seq = self._seq
+
+    def _pop_ended(self) -> None:
+        self._popping = False
+
+    def _pop_failed(self) -> None:
+        self._quiet_until = self.table.clock() + POLL
+        self._schedule_wakeup(POLL)
+
+    def _popped(self, popped: Popped) -> None:
+        if self._closing:  # the retirement (queued after this pop) hands these back
+            return
         self._lease_seq += len(popped.leases)
         self.shared_queued = popped.queued
         if popped.dropped:
@@ -281,10 +413,13 @@ class RedisScheduler:
             self._resolve(host)
         for lease, ip, record in popped.leases:
             self._hand_out(lease, ip, record)
-        if not popped.leases:
+        if popped.leases:
+            self._changed_seq = max(self._changed_seq, self._pop_seq)
+        else:
             wait = POLL if popped.wait is None else min(POLL, popped.wait)
-            self._quiet_until = now + wait
+            self._quiet_until = self.table.clock() + wait
             self._schedule_wakeup(wait)
+        self._wake_engine()  # to hand the requests out, or to let it see it is idle
 
     def _hand_out(self, lease: str, ip: str, record: bytes) -> None:
         request = codec.decode(record, self.spider)
@@ -326,7 +461,9 @@ class RedisScheduler:
 
     def _host_resolved(self, ip: str, host: str) -> None:
         self.resolving.discard(host)
-        self.frontier.resolved(host, ip)
+        self._submit("resolved", self.frontier.resolved, host, ip, then=self._host_stored)
+
+    def _host_stored(self, _: Any) -> None:
         self._quiet_until = 0.0
         self._wake_engine()
 
@@ -334,17 +471,26 @@ class RedisScheduler:
         failure.trap(IgnoreRequest)
         self.resolving.discard(host)
         reason = str(failure.value).split(":", 1)[0]
-        _, dropped = self.frontier.resolved(host, None, reason)
-        if dropped:
-            self.stats.inc_value(f"larbin/dropped/{reason}", dropped)
+
+        def count(result: tuple[str, int]) -> None:
+            if result[1]:
+                self.stats.inc_value(f"larbin/dropped/{reason}", result[1])
+
+        self._submit("resolved", self.frontier.resolved, host, None, reason, then=count)
 
     def _released(self, st: IpState) -> None:
-        """A leased fetch on ``st`` ended: the IP is ready again after its delay, for everyone."""
+        """A leased fetch on ``st`` ended: the IP is ready again after its delay, for everyone.
+
+        Queued in the Redis thread before any later pop (this worker's) can run; the delay
+        counts from when Redis runs it, so the IP is never ready earlier than here."""
         delay = max(0.0, st.ready_at - self.table.clock())
-        dropped = self.frontier.release(self.worker, st.ip, delay, st.dead)
+        self._submit("release", self.frontier.release, self.worker, st.ip, delay, st.dead,
+                     then=self._release_done)
+        self._quiet_until = min(self._quiet_until, self.table.clock() + delay)
+
+    def _release_done(self, dropped: int) -> None:
         if dropped > 0:
             self.stats.inc_value("larbin/dropped/noconnection", dropped)
-        self._quiet_until = min(self._quiet_until, self.table.clock() + delay)
 
     def _request_done(self, request: Request, children: int = 0) -> None:
         lease = request.meta.get("larbin_rid")
@@ -366,18 +512,45 @@ class RedisScheduler:
     # -- seeds, heartbeat, ending ----------------------------------------------------------
     def _tick(self) -> None:
         self._ticks += 1
-        self._heartbeat()
-        self._read_seeds()
         self.flush()
-        if self._ticks % 8 == 0:
-            for host in self.frontier.unresolved():
-                self._resolve(host)  # left by a worker that died while resolving
+        if not self._ticking:  # one tick job at a time: a slow Redis does not pile them up
+            self._ticking = True
+            seeds = self.crawler.engine is not None and self.spider is not None
+            orphans = self._ticks % 8 == 0
+            self._submit("tick", self._tick_job, seeds, orphans, then=self._ticked,
+                         always=self._tick_ended)
+            self._tick_seq = self._seq
         if not self.ready and self.table.clock() >= self._quiet_until:
             self._wake_engine()
 
-    def _heartbeat(self) -> None:
-        requeued, gone = self.frontier.heartbeat(self.worker, self.lease_timeout,
-                                                 self.start_urls_key)
+    def _tick_job(self, seeds: bool, orphans: bool) -> tuple[Any, ...]:
+        """Redis thread: heartbeat, seeds, hosts left unresolved, then the status."""
+        reaped = self._heartbeat_job()
+        raw = (self.frontier.take_seeds(self.worker, self.start_urls_key, self.start_urls_batch)
+               if seeds else [])
+        unresolved = self.frontier.unresolved() if orphans else []
+        return reaped, raw, unresolved, self.frontier.status(self.start_urls_key)
+
+    def _tick_ended(self) -> None:
+        self._ticking = False
+
+    def _ticked(self, result: tuple[Any, ...]) -> None:
+        reaped, raw, unresolved, status = result
+        self._heartbeat_done(reaped)
+        self._status, self._status_seq = status, self._tick_seq
+        if self._status_seq > self._changed_seq:  # nothing of ours changed it since
+            self.shared_queued = status["queued"]
+        if self._closing:
+            return
+        self._read_seeds(raw)
+        for host in unresolved:
+            self._resolve(host)  # left by a worker that died while resolving
+
+    def _heartbeat_job(self) -> tuple[int, int]:
+        return self.frontier.heartbeat(self.worker, self.lease_timeout, self.start_urls_key)
+
+    def _heartbeat_done(self, reaped: tuple[int, int]) -> None:
+        requeued, gone = reaped
         if gone:
             logger.warning("Reaped %d silent worker(s): %d leased requests back in the queue",
                            gone, requeued)
@@ -385,11 +558,9 @@ class RedisScheduler:
             self.stats.inc_value("larbin/distributed/requeued", requeued)
             self._quiet_until = 0.0
 
-    def _read_seeds(self) -> None:
-        if self.crawler.engine is None or self.spider is None:
-            return
-        raw = self.frontier.take_seeds(self.worker, self.start_urls_key, self.start_urls_batch)
-        if not raw:
+    def _read_seeds(self, raw: list[bytes]) -> None:
+        """Seeds taken from Redis by the tick: crawl them, then admit (which acks them)."""
+        if not raw or self.crawler.engine is None:
             return
         self.seeds_pending = True
         url_filter = getattr(self.spider, "url_filter", None)
@@ -426,11 +597,15 @@ class RedisScheduler:
             return None
 
     def _spider_idle(self) -> None:
+        """Decides on the status the tick read, if it is newer than our last change."""
         self.flush()
         if self.keep_alive:
             raise DontCloseSpider
-        status = self.frontier.status(self.start_urls_key)
-        self.shared_queued = status["queued"]
+        status = self._status
+        if (status is None or self._status_seq <= self._changed_seq or self._jobs
+                or self._popping):
+            self._schedule_wakeup(POLL)  # the next tick reads a fresh status
+            raise DontCloseSpider
         now = self.table.clock()
         if status["queued"] or status["leased"] or status["seeds"] or self.resolving:
             self._done_since = None
