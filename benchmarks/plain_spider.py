@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     process.crawl(crawler, start_urls=seeds)
     process.start()
     reason = crawler.stats.get_value("finish_reason") if crawler.stats else None
-    return 0 if reason == "finished" else 1
+    # closespider_*: a limit the caller set (the runner's start-up measurement) was reached
+    return 0 if reason == "finished" or str(reason).startswith("closespider_") else 1
 
 
 if __name__ == "__main__":
