@@ -37,9 +37,10 @@ reactor thread through Deferred callbacks. Scrapy's synchronous calls are served
 * ``flush`` (the admit script), ``release``, ``resolved`` are fire-and-forget; their results
   (counters, stats) are applied when they arrive. A failed job is logged and never wedges the
   worker (a failed pop is retried ``POLL`` later);
-* the tick (every ``POLL`` s) sends the heartbeat, reads seeds and refreshes a cached frontier
-  status in one job; ``spider_idle`` decides on that status, and only if it was read after the
-  last admit and the last pop that leased something and nothing is in flight;
+* the tick (every ``POLL`` s) sends the heartbeat and reads seeds in one job, which also reads
+  the frontier's status when ``spider_idle`` asked for it; ``spider_idle`` decides on that
+  cached status, and only if it was read after the last admit and the last pop that leased
+  something and nothing is in flight (otherwise: ``DontCloseSpider``, and ask again);
 * ``open`` and ``close`` return Deferreds (Scrapy awaits them): ``close`` queues the last admit
   and then the retirement behind whatever is in flight, and stops the thread when they are done.
 """
@@ -156,6 +157,7 @@ class RedisScheduler:
         self._ticking = False
         self._closing = False
         self._status: dict[str, int] | None = None  # the last status read by a tick
+        self._want_status = False  # spider_idle asked the next tick for one
         self._status_seq = 0  # the job that read it
         self._changed_seq = 0  # the last job that may have queued or leased records
 
@@ -460,8 +462,9 @@ class RedisScheduler:
                        callbackArgs=(host,), errbackArgs=(host,))
 
     def _host_resolved(self, ip: str, host: str) -> None:
-        self.resolving.discard(host)
-        self._submit("resolved", self.frontier.resolved, host, ip, then=self._host_stored)
+        # ``host`` stays in ``resolving`` until Redis has the answer (no second lookup).
+        self._submit("resolved", self.frontier.resolved, host, ip, then=self._host_stored,
+                     always=lambda: self.resolving.discard(host))
 
     def _host_stored(self, _: Any) -> None:
         self._quiet_until = 0.0
@@ -469,14 +472,14 @@ class RedisScheduler:
 
     def _host_failed(self, failure: Any, host: str) -> None:
         failure.trap(IgnoreRequest)
-        self.resolving.discard(host)
         reason = str(failure.value).split(":", 1)[0]
 
         def count(result: tuple[str, int]) -> None:
             if result[1]:
                 self.stats.inc_value(f"larbin/dropped/{reason}", result[1])
 
-        self._submit("resolved", self.frontier.resolved, host, None, reason, then=count)
+        self._submit("resolved", self.frontier.resolved, host, None, reason, then=count,
+                     always=lambda: self.resolving.discard(host))
 
     def _released(self, st: IpState) -> None:
         """A leased fetch on ``st`` ended: the IP is ready again after its delay, for everyone.
@@ -517,19 +520,21 @@ class RedisScheduler:
             self._ticking = True
             seeds = self.crawler.engine is not None and self.spider is not None
             orphans = self._ticks % 8 == 0
-            self._submit("tick", self._tick_job, seeds, orphans, then=self._ticked,
+            status, self._want_status = self._want_status, False
+            self._submit("tick", self._tick_job, seeds, orphans, status, then=self._ticked,
                          always=self._tick_ended)
             self._tick_seq = self._seq
         if not self.ready and self.table.clock() >= self._quiet_until:
             self._wake_engine()
 
-    def _tick_job(self, seeds: bool, orphans: bool) -> tuple[Any, ...]:
-        """Redis thread: heartbeat, seeds, hosts left unresolved, then the status."""
+    def _tick_job(self, seeds: bool, orphans: bool, status: bool) -> tuple[Any, ...]:
+        """Redis thread: heartbeat, seeds, hosts left unresolved, then the status if wanted."""
         reaped = self._heartbeat_job()
         raw = (self.frontier.take_seeds(self.worker, self.start_urls_key, self.start_urls_batch)
                if seeds else [])
         unresolved = self.frontier.unresolved() if orphans else []
-        return reaped, raw, unresolved, self.frontier.status(self.start_urls_key)
+        return (reaped, raw, unresolved,
+                self.frontier.status(self.start_urls_key) if status else None)
 
     def _tick_ended(self) -> None:
         self._ticking = False
@@ -537,9 +542,10 @@ class RedisScheduler:
     def _ticked(self, result: tuple[Any, ...]) -> None:
         reaped, raw, unresolved, status = result
         self._heartbeat_done(reaped)
-        self._status, self._status_seq = status, self._tick_seq
-        if self._status_seq > self._changed_seq:  # nothing of ours changed it since
-            self.shared_queued = status["queued"]
+        if status is not None:
+            self._status, self._status_seq = status, self._tick_seq
+            if self._status_seq > self._changed_seq:  # nothing of ours changed it since
+                self.shared_queued = status["queued"]
         if self._closing:
             return
         self._read_seeds(raw)
@@ -601,6 +607,7 @@ class RedisScheduler:
         self.flush()
         if self.keep_alive:
             raise DontCloseSpider
+        self._want_status = True  # for this decision or the next one
         status = self._status
         if (status is None or self._status_seq <= self._changed_seq or self._jobs
                 or self._popping):
