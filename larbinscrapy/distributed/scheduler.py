@@ -69,11 +69,11 @@ from larbinscrapy import signals as larbin_signals
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, Popped, RedisFrontier
 from larbinscrapy.frontier import codec
+from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.frontier.pending import PendingPages
-from larbinscrapy.frontier.scheduler import _TRIP_META
 from larbinscrapy.middlewares.politeness import PolitenessMiddleware
 from larbinscrapy.urlfilter import parse_extensions
-from larbinscrapy.urls import extension_of, host_of, site_of
+from larbinscrapy.urls import host_of, site_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,7 +91,7 @@ FLUSH_RECORDS = 500  # buffered requests that force an admit before the page is 
 POLL = 0.25  # seconds: the longest a worker waits before asking Redis again when idle
 
 
-class RedisScheduler:
+class RedisScheduler(FrontierScheduler):
     """Scrapy scheduler over ``RedisFrontier`` (see the module docstring)."""
 
     def __init__(
@@ -273,20 +273,7 @@ class RedisScheduler:
     def __len__(self) -> int:
         return len(self.ready) + len(self.memory_only) + len(self.buffer) + self.shared_queued
 
-    def enqueue_request(self, request: Request) -> bool:
-        parent = request.meta.pop("larbin_parent", None)
-        try:
-            return self._enqueue(request)
-        finally:
-            if parent is not None:
-                self.pending.child_enqueued(parent)
-
-    def _enqueue(self, request: Request) -> bool:
-        meta = request.meta
-        previous = meta.get("larbin_rid")
-        if previous is not None:  # a redirect or retry of a request we handed out
-            for key in _TRIP_META:
-                meta.pop(key, None)
+    def _enqueue(self, request: Request, previous: Any) -> bool:
         try:
             record = codec.encode(request, self.spider)
         except codec.UnserializableRequest:
@@ -506,11 +493,7 @@ class RedisScheduler:
         self.flush()
 
     def _tier(self, request: Request) -> int:
-        if request.priority > 0 or request.meta.get("larbin_priority"):
-            return PRIORITY
-        if self.priority_extensions and extension_of(request.url) in self.priority_extensions:
-            return PRIORITY
-        return NORMAL
+        return PRIORITY if self.is_priority(request) else NORMAL
 
     # -- seeds, heartbeat, ending ----------------------------------------------------------
     def _tick(self) -> None:
@@ -632,8 +615,3 @@ class RedisScheduler:
                 return
             self._wakeup.cancel()
         self._wakeup = reactor.callLater(max(0.0, delay), self._wake_engine)
-
-    def _wake_engine(self) -> None:
-        slot = getattr(self.crawler.engine, "_slot", None)
-        if slot is not None:
-            slot.nextcall.schedule()

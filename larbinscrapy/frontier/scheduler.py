@@ -35,12 +35,13 @@ from twisted.internet import task
 
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier import codec
+from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Site
 from larbinscrapy.middlewares.politeness import IpTable, PolitenessMiddleware
 from larbinscrapy.urlfilter import parse_extensions
-from larbinscrapy.urls import extension_of, host_of, site_of
+from larbinscrapy.urls import host_of, site_of
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -64,19 +65,9 @@ _WAIT_OF = {
 # Records only move from a main FIFO to its wait FIFO (push there, ack here): flushing the
 # wait FIFOs first means an ack never reaches the disk before the record it moved.
 _FLUSH_ORDER = (PRIORITY_WAIT, NORMAL_WAIT, PRIORITY, NORMAL)
-# Meta keys that belong to one trip through the downloader, never to a re-queued request.
-_TRIP_META = (
-    "larbin_lease",
-    "larbin_rid",
-    "larbin_ip",
-    "larbin_sent",
-    "larbin_own",
-    "larbin_borrow",
-    "download_slot",
-)
 
 
-class LarbinScheduler:
+class LarbinScheduler(FrontierScheduler):
     """Two-tier disk frontier with per-site queues and per-IP round robin (see module doc)."""
 
     def __init__(
@@ -195,19 +186,7 @@ class LarbinScheduler:
     def __len__(self) -> int:
         return sum(len(f) for f in self.fifos) + self.in_memory + len(self.memory_only)
 
-    def enqueue_request(self, request: Request) -> bool:
-        parent = request.meta.pop("larbin_parent", None)
-        try:
-            return self._enqueue(request)
-        finally:
-            if parent is not None:
-                self.pending.child_enqueued(parent)
-
-    def _enqueue(self, request: Request) -> bool:
-        previous = request.meta.get("larbin_rid")
-        if previous is not None:  # a redirect or retry of a request we handed out
-            for key in _TRIP_META:
-                request.meta.pop(key, None)
+    def _enqueue(self, request: Request, previous: Any) -> bool:
         if not request.dont_filter and self.df.request_seen(request):
             self.df.log(request, self.spider)
             self._ack(previous)
@@ -251,11 +230,7 @@ class LarbinScheduler:
 
     # -- the sequencer: disk tiers -> site queues ------------------------------------------
     def _tier(self, request: Request) -> int:
-        if request.priority > 0 or request.meta.get("larbin_priority"):
-            return PRIORITY
-        if self.priority_extensions and extension_of(request.url) in self.priority_extensions:
-            return PRIORITY
-        return NORMAL
+        return PRIORITY if self.is_priority(request) else NORMAL
 
     def _refill(self, now: float, budget: int = 256) -> None:
         """Move up to ``budget`` records from disk into site queues, priority tier first.
@@ -394,13 +369,6 @@ class LarbinScheduler:
             self.fifos[index].checkpoint()
 
     # -- IP readiness and waking the engine ------------------------------------------------
-    def _engine(self) -> Any:
-        """The crawl's engine, or None for a scheduler used without one (Scrapy raises)."""
-        try:
-            return self.crawler.engine
-        except RuntimeError:
-            return None
-
     def _ip_changed(self, st: IpState) -> None:
         if st.dead:
             for site in self.ring.dead_ip_sites(st.ip):
@@ -423,10 +391,3 @@ class LarbinScheduler:
                 return
             self._wakeup.cancel()
         self._wakeup = reactor.callLater(delay, self._wake_engine)
-
-    def _wake_engine(self) -> None:
-        # Scrapy has no public "scheduler has work again" call; the engine's own crawl() uses
-        # this same CallLaterOnce after an enqueue.
-        slot = getattr(self._engine(), "_slot", None)
-        if slot is not None:
-            slot.nextcall.schedule()
