@@ -1,0 +1,48 @@
+"""The request-meta protocol: every ``larbin_*`` key, who sets it, what it means.
+
+One module owns the names so that components never spell each other's keys. Keys of one trip
+through the downloader (``TRIP``) are cleared when a request is queued again (a redirect or a
+retry of a request the scheduler handed out).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# -- set by the link gate / the spider (travel with the queued request) ------------------------
+ADMITTED = "larbin_admitted"  # the URL the gate already marked seen (dupefilter skips the test)
+SITE_DEPTH = "larbin_site_depth"  # larbin depthInSite: links followed inside this site
+REFERER = "larbin_referer"  # the page that linked here (for the item)
+PRIORITY = "larbin_priority"  # queue in the priority tier (injected URLs, specificSearch)
+PARENT = "larbin_parent"  # the scheduler record of the page that produced this request
+OUTPUT_DONE = "larbin_output_done"  # on a response: its page's output was counted once
+
+# -- set by the frontier codec only inside a stored record ------------------------------------
+DONT_FILTER = "larbin_dont_filter"  # Request.dont_filter, kept through the codec
+CB_KWARGS = "larbin_cb_kwargs"  # Request.cb_kwargs, kept through the codec
+FLAGS = "larbin_flags"  # Request.flags, kept through the codec
+
+# -- one trip through the downloader (cleared on re-queue) -------------------------------------
+RID = "larbin_rid"  # the scheduler record this request was popped from (to acknowledge)
+LEASE = "larbin_lease"  # the IP whose connection the scheduler leased for this request
+BORROW = "larbin_borrow"  # robots.txt fetched on the lease of the page that needed it
+IP = "larbin_ip"  # the resolved IP the request is pinned to
+SENT = "larbin_sent"  # passed the politeness gate: its end starts the IP's delay
+OWN = "larbin_own"  # holds a connection the politeness gate acquired itself
+DOWNLOAD_SLOT = "download_slot"  # Scrapy's: our slot is the IP
+
+TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, DOWNLOAD_SLOT)
+
+
+def clear_trip(meta: dict[str, Any]) -> None:
+    """Forget the keys of the last trip through the downloader (the request is queued again)."""
+    for key in TRIP:
+        meta.pop(key, None)
+
+
+def stamp_lease(meta: dict[str, Any], rid: Any, ip: str) -> None:
+    """Mark a request the scheduler hands out: its record and the IP connection it leased."""
+    meta[RID] = rid
+    meta[LEASE] = ip
+    meta[IP] = ip
+    meta[DOWNLOAD_SLOT] = ip
