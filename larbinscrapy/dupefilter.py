@@ -56,6 +56,7 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
 from twisted.internet.task import LoopingCall
 
+from larbinscrapy import meta as M
 from larbinscrapy.bitset import (
     KEY_BYTES,
     KHashBitSet,
@@ -215,7 +216,7 @@ class BitmapDupeFilter(CountingDupeFilter):
         return self.bitset.test_and_set(fp)
 
     def request_seen(self, request: Request) -> bool:
-        if request.meta.get("larbin_admitted") == request.url:
+        if request.meta.get(M.ADMITTED) == request.url:
             return False  # the link gate already tested and set this URL's bits
         return self.seen_fingerprint(self.fingerprinter.fingerprint(request))
 

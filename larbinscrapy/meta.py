@@ -34,6 +34,11 @@ DOWNLOAD_SLOT = "download_slot"  # Scrapy's: our slot is the IP
 TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, DOWNLOAD_SLOT)
 
 
+def seed_meta() -> dict[str, Any]:
+    """The meta of a seed request, wherever it was read from (spider arguments, Redis)."""
+    return {"depth": 0, SITE_DEPTH: 0}
+
+
 def clear_trip(meta: dict[str, Any]) -> None:
     """Forget the keys of the last trip through the downloader (the request is queued again)."""
     for key in TRIP:

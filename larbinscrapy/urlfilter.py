@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from larbinscrapy.urls import extension_of, host_of
 
@@ -47,6 +48,24 @@ class UrlFilter:
     max_depth: int | None = None
     max_length: int = 512
     cgi_level: int = 0
+
+    @classmethod
+    def from_settings(cls, settings: Any, **overrides: Any) -> UrlFilter:
+        """The crawl's filter from ``LARBIN_*`` settings; spider arguments (not None) override."""
+        values: dict[str, Any] = {
+            "forbidden_extensions": parse_extensions(
+                settings.get("LARBIN_FORBIDDEN_EXTENSIONS") or ""
+            ),
+            "domains": parse_domains(settings.get("LARBIN_DOMAINS") or ""),
+            "external": settings.getbool("LARBIN_EXTERNAL"),
+            "max_depth": settings.getint("LARBIN_DEPTH"),
+            "max_length": settings.getint("LARBIN_MAX_URL_LENGTH"),
+            "cgi_level": settings.getint("LARBIN_CGI_LEVEL"),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if values["max_depth"] is not None and values["max_depth"] < 0:
+            values["max_depth"] = None
+        return cls(**values)
 
     def __post_init__(self) -> None:
         if self.cgi_level not in (0, 1, 2):

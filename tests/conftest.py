@@ -15,9 +15,22 @@ from typing import Any
 
 import pytest
 
+from larbinscrapy.politeness import IpTable
+from settings import base
 from testweb.harness import RunningWeb, start_web
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def ip_table(delay: float, connections: int = 1, *, clock: Any, **options: Any) -> IpTable:
+    """An ``IpTable`` with the default settings of ``settings/base.py``, on a test's clock."""
+    kwargs = {
+        "max_failures": base.LARBIN_IP_MAX_FAILURES,
+        "backoff": base.LARBIN_IP_BACKOFF,
+        "max_crawl_delay": base.LARBIN_MAX_CRAWL_DELAY,
+        **options,
+    }
+    return IpTable(delay, connections, clock=clock, **kwargs)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ test's temp dir; these tests are never skipped (``make test`` installs redis-ser
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -249,3 +250,28 @@ def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
         _wait([worker], timeout=60)
     assert worker.returncode == 0
     _assert_clean_logs([worker])
+
+
+def test_redis_seeds_follow_the_rule_of_command_line_seeds(web, tmp_path, redis_url):
+    """A seed is the user's choice wherever it comes from: checked as a URL, never link-filtered.
+
+    h04.test is outside LARBIN_DOMAINS: as ``-a urls=`` seed and as Redis seed it is crawled
+    all the same (test_crawl checks the command-line half); what is not an http(s) URL is
+    skipped and counted, in Redis as in a seeds file.
+    """
+    inside, outside, outside_too = web.url("h03.test"), web.url("h04.test"), web.url("h05.test")
+    client = redis.Redis.from_url(redis_url)
+    client.lpush("larbin:start_urls", outside_too, "ftp://h06.test/file", "not a url",
+                 json.dumps({"url": web.url("h07.test"), "meta": {"larbin_priority": 1}}))
+    worker = _start_worker(web, tmp_path / "w", redis_url, "-a", f"urls={inside},{outside}",
+                           DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_DOMAINS="h03.test")
+    _wait([worker], timeout=60)
+    assert worker.returncode == 0
+    _assert_clean_logs([worker])
+    seeds = [inside, outside, outside_too, web.url("h07.test")]
+    assert set(_pages(web.read_log(), web.port)) == web.web.ground_truth(seeds, depth=0)
+    stats = json.loads((worker.out / "stats.json").read_text())
+    assert stats["larbin/seeds/redis"] == 2
+    assert stats["larbin/seeds/invalid"] == 2
+    log = (worker.out / "stderr.log").read_text()
+    assert "Skipping bad seed from larbin:start_urls: scheme must be http or https" in log

@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from larbinscrapy.middlewares.politeness import IpTable
-from tests.conftest import ROOT, run_crawl
+from tests.conftest import ROOT, ip_table, run_crawl
 from testweb.harness import start_web
 from testweb.web import POLITENESS_FAST_HOSTS, POLITENESS_SLOW_HOSTS
 
@@ -96,7 +95,7 @@ def test_crawl_delay_from_robots_txt_is_applied(polite_and_control):
 
 def test_crawl_delay_learnt_after_a_fetch_lengthens_the_pause_already_started():
     now = [100.0]
-    table = IpTable(0.3, clock=lambda: now[0])
+    table = ip_table(0.3, clock=lambda: now[0])
     st = table.get("127.0.1.4")
     table.acquire(st)
     table.finish(st, release=True, failed=False)  # robots.txt fetched: 0.3 s pause starts

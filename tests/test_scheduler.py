@@ -21,7 +21,7 @@ from scrapy.utils.test import get_crawler
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier.scheduler import LarbinScheduler
 from larbinscrapy.frontier.sites import READY, IpRing, Site
-from larbinscrapy.middlewares.politeness import IpTable
+from tests.conftest import ip_table
 
 ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 if not is_reactor_installed():
@@ -306,7 +306,7 @@ def ready_site(key: str, ip: str, n: int) -> Site:
 
 def test_ring_rotates_sites_sharing_an_ip_and_waits_for_the_delay():
     clock = Clock()
-    table = IpTable(1.0, 1, clock=clock)
+    table = ip_table(1.0, 1, clock=clock)
     ring = IpRing(table)
     x, y = ready_site("x", "10.0.0.1", 3), ready_site("y", "10.0.0.1", 3)
     ring.add_site(x)
@@ -327,7 +327,7 @@ def test_ring_rotates_sites_sharing_an_ip_and_waits_for_the_delay():
 
 def test_ring_round_robin_over_ips_skips_cooling_ones():
     clock = Clock()
-    table = IpTable(2.0, 1, clock=clock)
+    table = ip_table(2.0, 1, clock=clock)
     ring = IpRing(table)
     sites = [ready_site(k, ip, 5) for k, ip in (("a", "1.1.1.1"), ("b", "2.2.2.2"))]
     for site in sites:
@@ -343,7 +343,7 @@ def test_ring_round_robin_over_ips_skips_cooling_ones():
 
 def test_ring_forgets_a_dead_ip():
     clock = Clock()
-    table = IpTable(0.0, 1, max_failures=1, clock=clock)
+    table = ip_table(0.0, 1, max_failures=1, clock=clock)
     ring = IpRing(table)
     site = ready_site("a", "1.1.1.1", 2)
     ring.add_site(site)

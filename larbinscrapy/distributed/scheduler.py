@@ -16,20 +16,20 @@ this class is its Scrapy side:
   workers hit one IP closer than the delay. robots.txt fetches borrow the page's lease
   (``RobotsMiddleware``), so they are under the same rule;
 * DNS: new hosts come back from ``pop`` as "unresolved"; the worker resolves them through its
-  ``PolitenessMiddleware`` (its own ``DnsCache`` and SSRF guard) and stores the answer in Redis
-  (``resolved``); a worker handed a host it never resolved resolves it before sending;
+  host gate (``larbinscrapy.politeness``: its own ``DnsCache`` and SSRF guard) and stores the
+  answer in Redis (``resolved``); a worker handed a host it never resolved resolves it before
+  sending;
 * a heartbeat every ``LARBIN_LEASE_TIMEOUT / 4`` s keeps this worker's leases; any worker reaps
   the leases of workers silent for ``LARBIN_LEASE_TIMEOUT`` (``kill -9``): nothing is lost;
-* seeds are read from ``REDIS_START_URLS_KEY`` (scrapy-redis's list, ``lpush larbin:start_urls
-  URL``) besides ``-a seeds=``/``-a urls=``; the shared bits drop the ones already queued;
+* seeds are read from ``REDIS_START_URLS_KEY`` besides ``-a seeds=``/``-a urls=``, under the
+  same rule (``distributed/seeds.py``); the shared bits drop the ones already queued;
 * ending: on ``spider_idle`` the worker closes once the frontier has no queued and no leased
-  record and no seed waiting, for ``LARBIN_IDLE_BEFORE_CLOSE`` s; ``LARBIN_KEEP_ALIVE`` keeps it
-  waiting for seeds instead. A graceful stop (SIGINT) hands unacknowledged records back.
+  record and no seed waiting, for ``LARBIN_IDLE_BEFORE_CLOSE`` s (``IdleRule``);
+  ``LARBIN_KEEP_ALIVE`` keeps it waiting for seeds instead. A graceful stop (SIGINT) hands
+  unacknowledged records back.
 
-Redis is never called in the reactor thread. Every round trip goes through one dedicated
-thread (a ``ThreadPool(1, 1)``), so they reach Redis in the order they were made (an admit
-before the pop after it, a release before the next pop...); their results come back to the
-reactor thread through Deferred callbacks. Scrapy's synchronous calls are served locally:
+Redis is never called in the reactor thread: every round trip is a job of the worker's ordered
+Redis thread (``distributed/jobs.py``). Scrapy's synchronous calls are served locally:
 
 * ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
   one asynchronous ``pop`` (never two at once), whose result fills ``ready`` and wakes the
@@ -47,7 +47,6 @@ reactor thread through Deferred callbacks. Scrapy's synchronous calls are served
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -55,34 +54,28 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from scrapy import Request, signals
-from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
-from scrapy.utils.log import failure_to_exc_info
-from scrapy.utils.misc import build_from_crawler, load_object
-from scrapy_redis import defaults as redis_defaults
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy_redis.connection import get_redis_from_settings
 from twisted.internet import defer, task
-from twisted.internet.threads import deferToThreadPool
-from twisted.python.threadpool import ThreadPool
 
-from larbinscrapy import signals as larbin_signals
+from larbinscrapy import meta as M
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, Popped, RedisFrontier
-from larbinscrapy.frontier import codec
+from larbinscrapy.distributed.jobs import RedisJobs
+from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
+from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.frontier.base import FrontierScheduler
-from larbinscrapy.frontier.pending import PendingPages
-from larbinscrapy.middlewares.politeness import PolitenessMiddleware
-from larbinscrapy.urlfilter import parse_extensions
+from larbinscrapy.politeness import NOCONNECTION, politeness_of
 from larbinscrapy.urls import host_of, site_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from redis import Redis
-    from scrapy import Spider
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from twisted.python.failure import Failure
 
-    from larbinscrapy.middlewares.politeness import IpState, IpTable
+    from larbinscrapy.politeness import IpState, IpTable, Politeness
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +87,9 @@ POLL = 0.25  # seconds: the longest a worker waits before asking Redis again whe
 class RedisScheduler(FrontierScheduler):
     """Scrapy scheduler over ``RedisFrontier`` (see the module docstring)."""
 
+    PRIORITY_TIER = PRIORITY
+    NORMAL_TIER = NORMAL
+
     def __init__(
         self,
         crawler: Crawler,
@@ -101,8 +97,7 @@ class RedisScheduler(FrontierScheduler):
         server: Redis,
         *,
         frontier_key: str,
-        start_urls_key: str,
-        start_urls_batch: int,
+        seeds: RedisSeeds,
         lease_timeout: float,
         idle_before_close: float,
         keep_alive: bool,
@@ -111,47 +106,32 @@ class RedisScheduler(FrontierScheduler):
         loaded_sites: int,
         priority_extensions: frozenset[str],
     ) -> None:
-        self.crawler = crawler
-        self.stats = crawler.stats
-        self.df = dupefilter
+        super().__init__(crawler, dupefilter, max_per_site=max_per_site,
+                         loaded_sites=loaded_sites, priority_extensions=priority_extensions)
         self.server = server
         self.frontier_key = frontier_key
-        self.start_urls_key = start_urls_key
-        self.start_urls_batch = start_urls_batch
+        self.seeds = seeds
         self.lease_timeout = lease_timeout
-        self.idle_before_close = idle_before_close
+        self.idle = IdleRule(idle_before_close)
         self.keep_alive = keep_alive
         self.persist = persist
-        self.max_per_site = max_per_site
-        self.loaded_sites = loaded_sites
-        self.priority_extensions = priority_extensions
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.spider: Spider | None = None
         self.frontier: RedisFrontier
-        self.politeness: PolitenessMiddleware
+        self.politeness: Politeness
         self.table: IpTable
         self.buffer: list[tuple[int, list[int], bytes]] = []
         self.acks: list[str] = []
-        # Pages whose children are still on their way here (frontier/pending.py).
-        self.pending = PendingPages(self._page_complete)
         self.seeds_pending = False
         self.ready: deque[Request] = deque()  # leased, resolved, not yet handed to the engine
-        self.memory_only: deque[Request] = deque()
         self.resolving: set[str] = set()
         self.shared_queued = 0
         self._lease_seq = 0
         self._quiet_until = 0.0
-        self._done_since: float | None = None
         self._loop: task.LoopingCall | None = None
-        self._wakeup: Any = None
         self._ticks = 0
         self._pop_seq = 0
         self._tick_seq = 0
-        # The Redis thread (module docstring) and the bookkeeping of its jobs.
-        self._pool = ThreadPool(1, 1, name="larbin-redis")
-        self._pool_stopped = False
-        self._jobs = 0  # submitted, result not yet applied
-        self._seq = 0  # jobs submitted so far: Redis runs them in this order
+        self.jobs = RedisJobs()
         self._popping = False
         self._admitting = 0
         self._ticking = False
@@ -164,36 +144,30 @@ class RedisScheduler(FrontierScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
         s = crawler.settings
-        dupefilter = build_from_crawler(load_object(s["DUPEFILTER_CLASS"]), crawler)
-        if not isinstance(dupefilter, RedisBitmapDupeFilter):
+        common = cls.frontier_settings(crawler)
+        if not isinstance(common["dupefilter"], RedisBitmapDupeFilter):
             raise NotConfigured("RedisScheduler needs DUPEFILTER_CLASS = RedisBitmapDupeFilter")
         name = crawler.spidercls.name
         names = {"spider": name, "name": name}
+        seeds = RedisSeeds(s["REDIS_START_URLS_KEY"] % names,
+                           s.getint("REDIS_START_URLS_BATCH_SIZE"), crawler.stats)
         return cls(
             crawler,
-            dupefilter,
-            get_redis_from_settings(s),
-            frontier_key=(s.get("LARBIN_REDIS_FRONTIER_KEY") or "%(spider)s:frontier") % names,
-            start_urls_key=(s.get("REDIS_START_URLS_KEY") or redis_defaults.START_URLS_KEY)
-            % names,
-            start_urls_batch=s.getint("REDIS_START_URLS_BATCH_SIZE", 100),
-            lease_timeout=s.getfloat("LARBIN_LEASE_TIMEOUT", 60.0),
-            idle_before_close=s.getfloat("LARBIN_IDLE_BEFORE_CLOSE", 5.0),
+            server=get_redis_from_settings(s),
+            frontier_key=s["LARBIN_REDIS_FRONTIER_KEY"] % names,
+            seeds=seeds,
+            lease_timeout=s.getfloat("LARBIN_LEASE_TIMEOUT"),
+            idle_before_close=s.getfloat("LARBIN_IDLE_BEFORE_CLOSE"),
             keep_alive=s.getbool("LARBIN_KEEP_ALIVE"),
-            persist=s.getbool("SCHEDULER_PERSIST", True),
-            max_per_site=s.getint("LARBIN_MAX_URLS_PER_SITE"),
-            loaded_sites=s.getint("LARBIN_LOADED_SITES"),
-            priority_extensions=parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or ""),
+            persist=s.getbool("SCHEDULER_PERSIST"),
+            **common,
         )
 
     # -- Scrapy's scheduler contract ------------------------------------------------------
     def open(self, spider: Spider) -> defer.Deferred[None]:
-        from twisted.internet import reactor
-
         self.spider = spider
-        self._pool.start()
-        reactor.addSystemEventTrigger("during", "shutdown", self._stop_pool)
-        politeness = self.crawler.get_downloader_middleware(PolitenessMiddleware)
+        self.jobs.start()
+        politeness = politeness_of(self.crawler)
         if politeness is None:
             raise NotConfigured("RedisScheduler needs larbinscrapy's PolitenessMiddleware")
         self.politeness = politeness
@@ -206,23 +180,16 @@ class RedisScheduler(FrontierScheduler):
             loaded_sites=self.loaded_sites,
             connections=1 if delay > 0 else self.table.max_connections,
         )
-        # IpTable has no "lease given back" event: wrap this table's release (the middleware
-        # calls it exactly when a request the scheduler leased ends) to tell Redis.
-        release = self.table.release
-
-        def release_and_report(st: IpState) -> None:
-            release(st)
-            self._released(st)
-
-        self.table.release = release_and_report  # type: ignore[method-assign]
-        self.crawler.signals.connect(self._request_done, signal=larbin_signals.request_done)
+        # the send-time gate gives a lease back exactly when a request we leased ends
+        self.table.add_release_listener(self._released)
+        self._connect()
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
 
         def join() -> tuple[tuple[int, int], dict[str, int]]:
-            return self._heartbeat_job(), self.frontier.status(self.start_urls_key)
+            return self._heartbeat_job(), self.frontier.status(self.seeds.key)
 
-        # Not _submit: a failure here must fail the start (Scrapy awaits this Deferred).
-        d = deferToThreadPool(reactor, self._pool, join)
+        # Not submit: a failure here must fail the start (Scrapy awaits this Deferred).
+        d = self.jobs.run(join)
         d.addCallback(self._joined)
         return d
 
@@ -241,21 +208,20 @@ class RedisScheduler(FrontierScheduler):
         self._closing = True
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        if self._wakeup is not None and self._wakeup.active():
-            self._wakeup.cancel()
+        self._cancel_wakeup()
         self.flush()
 
         def retire() -> tuple[int, dict[str, int], int | None]:
-            requeued = self.frontier.retire(self.worker, self.start_urls_key)
-            status = self.frontier.status(self.start_urls_key)
+            requeued = self.frontier.retire(self.worker, self.seeds.key)
+            status = self.frontier.status(self.seeds.key)
             bits = self.df.bits_set() if self.df.stats is not None else None
             if reason == "finished" and not self.persist and not status["workers"]:
                 self.frontier.delete()
                 self.server.delete(self.df.key)
             return requeued, status, bits
 
-        d = self._submit("close", retire, then=self._retired)
-        d.addBoth(lambda _: self._stop_pool())
+        d = self.jobs.submit("close", retire, then=self._retired)
+        d.addBoth(lambda _: self.jobs.stop())
         return d
 
     def _retired(self, result: tuple[int, dict[str, int], int | None]) -> None:
@@ -274,16 +240,12 @@ class RedisScheduler(FrontierScheduler):
         return len(self.ready) + len(self.memory_only) + len(self.buffer) + self.shared_queued
 
     def _enqueue(self, request: Request, previous: Any) -> bool:
-        try:
-            record = codec.encode(request, self.spider)
-        except codec.UnserializableRequest:
-            self.stats.inc_value("larbin/frontier/unserializable")
-            self.memory_only.append(request)
-            return True
-        positions = [] if request.dont_filter else self.df.request_positions(request)
-        url = request.url
-        entry = self.frontier.entry(site_of(url), host_of(url), record)
-        self.buffer.append((self._tier(request), positions, entry))
+        record = self._encode(request)
+        if record is not None:
+            positions = [] if request.dont_filter else self.df.request_positions(request)
+            url = request.url
+            entry = self.frontier.entry(site_of(url), host_of(url), record)
+            self.buffer.append((self._tier(request), positions, entry))
         if previous is not None:
             self.acks.append(previous)
             self.flush()
@@ -304,53 +266,6 @@ class RedisScheduler(FrontierScheduler):
         return None
 
     # -- to and from Redis -----------------------------------------------------------------
-    def _submit(
-        self,
-        what: str,
-        fn: Callable[..., Any],
-        *args: Any,
-        then: Callable[[Any], Any] | None = None,
-        always: Callable[[], Any] | None = None,
-        failed: Callable[[], Any] | None = None,
-    ) -> defer.Deferred[Any]:
-        """Run ``fn(*args)`` (Redis round trips) in the Redis thread, after every job submitted
-        before it; then, in the reactor thread, ``always()``, ``then(result)`` on success, or
-        ``failed()`` after logging the error. The returned Deferred never fails."""
-        from twisted.internet import reactor
-
-        if self._pool_stopped:
-            logger.warning("Redis %s after the scheduler closed: not sent", what)
-            return defer.succeed(None)
-        self._jobs += 1
-        self._seq += 1
-        d = deferToThreadPool(reactor, self._pool, fn, *args)
-
-        def finish(result: Any) -> Any:
-            self._jobs -= 1
-            if always is not None:
-                always()
-            return result
-
-        def log(failure: Any) -> None:
-            logger.error("Redis %s failed: %s", what, failure.getErrorMessage(),
-                         exc_info=failure_to_exc_info(failure))
-            if failed is not None:
-                failed()
-
-        d.addBoth(finish)
-        if then is not None:
-            d.addCallback(then)
-        d.addErrback(log)
-        d.addErrback(lambda f: logger.error("Handling a failed Redis %s failed", what,
-                                            exc_info=failure_to_exc_info(f)))
-        return d
-
-    def _stop_pool(self) -> None:
-        if not self._pool_stopped:
-            self._pool_stopped = True
-            if self._pool.started:
-                self._pool.stop()
-
     def flush(self) -> None:
         """Admit the buffered requests and send the pending acknowledgements: one script."""
         if not (self.buffer or self.acks or self.seeds_pending):
@@ -358,10 +273,10 @@ class RedisScheduler(FrontierScheduler):
         buffer, acks, seeds = self.buffer, self.acks, self.seeds_pending
         self.buffer, self.acks, self.seeds_pending = [], [], False
         self._admitting += 1
-        self._submit("admit", self.frontier.admit, self.worker, self.df.key,
-                     self.df.shard_bits, buffer, acks, seeds,
-                     then=self._admitted, always=self._admit_ended)
-        self._changed_seq = self._seq
+        self.jobs.submit("admit", self.frontier.admit, self.worker, self.df.key,
+                         self.df.shard_bits, buffer, acks, seeds,
+                         then=self._admitted, always=self._admit_ended)
+        self._changed_seq = self.jobs.seq
 
     def _admit_ended(self) -> None:
         self._admitting -= 1
@@ -378,46 +293,42 @@ class RedisScheduler(FrontierScheduler):
     def _pop(self) -> None:
         """Start one pop (the caller checked that none is in flight)."""
         self._popping = True
-        self._submit("pop", self.frontier.pop, self.worker, POP_BATCH, self._lease_seq,
-                     then=self._popped, always=self._pop_ended, failed=self._pop_failed)
-        self._pop_seq = self._seq
+        self.jobs.submit("pop", self.frontier.pop, self.worker, POP_BATCH, self._lease_seq,
+                         then=self._popped, always=self._pop_ended, failed=self._pop_failed)
+        self._pop_seq = self.jobs.seq
 
     def _pop_ended(self) -> None:
         self._popping = False
 
     def _pop_failed(self) -> None:
         self._quiet_until = self.table.clock() + POLL
-        self._schedule_wakeup(POLL)
+        self._wake_in(POLL)
 
     def _popped(self, popped: Popped) -> None:
         if self._closing:  # the retirement (queued after this pop) hands these back
             return
         self._lease_seq += len(popped.leases)
         self.shared_queued = popped.queued
-        if popped.dropped:
-            self.stats.inc_value("larbin/dropped/noconnection", popped.dropped)
+        self.politeness.count_drop(NOCONNECTION, popped.dropped)
         if popped.to_wait:
             self.stats.inc_value("larbin/frontier/to_wait", popped.to_wait)
         for host in popped.unresolved:
             self._resolve(host)
         for lease, ip, record in popped.leases:
-            self._hand_out(lease, ip, record)
+            self._leased(lease, ip, record)
         if popped.leases:
             self._changed_seq = max(self._changed_seq, self._pop_seq)
         else:
             wait = POLL if popped.wait is None else min(POLL, popped.wait)
             self._quiet_until = self.table.clock() + wait
-            self._schedule_wakeup(wait)
+            self._wake_in(wait)
         self._wake_engine()  # to hand the requests out, or to let it see it is idle
 
-    def _hand_out(self, lease: str, ip: str, record: bytes) -> None:
-        request = codec.decode(record, self.spider)
-        meta = request.meta
-        meta["larbin_lease"] = meta["larbin_ip"] = meta["download_slot"] = ip
-        meta["larbin_rid"] = lease
+    def _leased(self, lease: str, ip: str, record: bytes) -> None:
+        request = self._hand_out(record, lease, ip)
         self.table.acquire(self.table.get(ip))
         host = host_of(request.url)
-        if isinstance(self.politeness.dns.cached(host), str):
+        if self.politeness.cached_ip(host) is not None:
             self.ready.append(request)
             return
         # Resolved by another worker: resolve here too, so this worker's DnsCache (which the
@@ -427,17 +338,16 @@ class RedisScheduler(FrontierScheduler):
                        callbackArgs=(request,), errbackArgs=(request,))
 
     def _resolved_here(self, ip: str, request: Request) -> None:
-        if ip != request.meta["larbin_ip"]:
+        if ip != request.meta[M.IP]:
             self.stats.inc_value("larbin/distributed/dns_mismatch")
         self.ready.append(request)
         self._wake_engine()
 
-    def _unresolved_here(self, failure: Any, request: Request) -> None:
-        failure.trap(IgnoreRequest)
-        self.politeness.count_drop(failure.value)
-        ip = request.meta.pop("larbin_lease")
-        self.table.release(self.table.get(ip))
-        self.acks.append(request.meta["larbin_rid"])
+    def _unresolved_here(self, failure: Failure, request: Request) -> None:
+        failure.trap(DroppedRequest)
+        self.politeness.count_drop(failure.value.reason)
+        self.politeness.lease_returned(request.meta.pop(M.LEASE))
+        self.acks.append(request.meta[M.RID])
         self.flush()
 
     def _resolve(self, host: str) -> None:
@@ -450,50 +360,40 @@ class RedisScheduler(FrontierScheduler):
 
     def _host_resolved(self, ip: str, host: str) -> None:
         # ``host`` stays in ``resolving`` until Redis has the answer (no second lookup).
-        self._submit("resolved", self.frontier.resolved, host, ip, then=self._host_stored,
-                     always=lambda: self.resolving.discard(host))
+        self.jobs.submit("resolved", self.frontier.resolved, host, ip, then=self._host_stored,
+                         always=lambda: self.resolving.discard(host))
 
     def _host_stored(self, _: Any) -> None:
         self._quiet_until = 0.0
         self._wake_engine()
 
-    def _host_failed(self, failure: Any, host: str) -> None:
-        failure.trap(IgnoreRequest)
-        reason = str(failure.value).split(":", 1)[0]
+    def _host_failed(self, failure: Failure, host: str) -> None:
+        failure.trap(DroppedRequest)
+        reason = self.politeness.host_dropped(host, failure)
 
         def count(result: tuple[str, int]) -> None:
-            if result[1]:
-                self.stats.inc_value(f"larbin/dropped/{reason}", result[1])
+            self.politeness.count_drop(reason, result[1])
 
-        self._submit("resolved", self.frontier.resolved, host, None, reason, then=count,
-                     always=lambda: self.resolving.discard(host))
+        self.jobs.submit("resolved", self.frontier.resolved, host, None, reason, then=count,
+                         always=lambda: self.resolving.discard(host))
 
     def _released(self, st: IpState) -> None:
         """A leased fetch on ``st`` ended: the IP is ready again after its delay, for everyone.
 
         Queued in the Redis thread before any later pop (this worker's) can run; the delay
         counts from when Redis runs it, so the IP is never ready earlier than here."""
-        delay = max(0.0, st.ready_at - self.table.clock())
-        self._submit("release", self.frontier.release, self.worker, st.ip, delay, st.dead,
-                     then=self._release_done)
+        delay = max(0.0, self.table.next_start(st) - self.table.clock())
+        self.jobs.submit("release", self.frontier.release, self.worker, st.ip, delay, st.dead,
+                         then=self._release_done)
         self._quiet_until = min(self._quiet_until, self.table.clock() + delay)
 
     def _release_done(self, dropped: int) -> None:
-        if dropped > 0:
-            self.stats.inc_value("larbin/dropped/noconnection", dropped)
-
-    def _request_done(self, request: Request, children: int = 0) -> None:
-        lease = request.meta.get("larbin_rid")
-        if isinstance(lease, str):
-            self.pending.page_done(lease, children)
+        self.politeness.count_drop(NOCONNECTION, max(0, dropped))
 
     def _page_complete(self, lease: Any) -> None:
         """Every child of the page is in the buffer: admit them and ack the page in one script."""
         self.acks.append(lease)
         self.flush()
-
-    def _tier(self, request: Request) -> int:
-        return PRIORITY if self.is_priority(request) else NORMAL
 
     # -- seeds, heartbeat, ending ----------------------------------------------------------
     def _tick(self) -> None:
@@ -504,20 +404,19 @@ class RedisScheduler(FrontierScheduler):
             seeds = self.crawler.engine is not None and self.spider is not None
             orphans = self._ticks % 8 == 0
             status, self._want_status = self._want_status, False
-            self._submit("tick", self._tick_job, seeds, orphans, status, then=self._ticked,
-                         always=self._tick_ended)
-            self._tick_seq = self._seq
+            self.jobs.submit("tick", self._tick_job, seeds, orphans, status, then=self._ticked,
+                             always=self._tick_ended)
+            self._tick_seq = self.jobs.seq
         if not self.ready and self.table.clock() >= self._quiet_until:
             self._wake_engine()
 
     def _tick_job(self, seeds: bool, orphans: bool, status: bool) -> tuple[Any, ...]:
         """Redis thread: heartbeat, seeds, hosts left unresolved, then the status if wanted."""
         reaped = self._heartbeat_job()
-        raw = (self.frontier.take_seeds(self.worker, self.start_urls_key, self.start_urls_batch)
-               if seeds else [])
+        key = self.seeds.key
+        raw = self.frontier.take_seeds(self.worker, key, self.seeds.batch) if seeds else []
         unresolved = self.frontier.unresolved() if orphans else []
-        return (reaped, raw, unresolved,
-                self.frontier.status(self.start_urls_key) if status else None)
+        return reaped, raw, unresolved, self.frontier.status(key) if status else None
 
     def _tick_ended(self) -> None:
         self._ticking = False
@@ -536,7 +435,7 @@ class RedisScheduler(FrontierScheduler):
             self._resolve(host)  # left by a worker that died while resolving
 
     def _heartbeat_job(self) -> tuple[int, int]:
-        return self.frontier.heartbeat(self.worker, self.lease_timeout, self.start_urls_key)
+        return self.frontier.heartbeat(self.worker, self.lease_timeout, self.seeds.key)
 
     def _heartbeat_done(self, reaped: tuple[int, int]) -> None:
         requeued, gone = reaped
@@ -549,41 +448,12 @@ class RedisScheduler(FrontierScheduler):
 
     def _read_seeds(self, raw: list[bytes]) -> None:
         """Seeds taken from Redis by the tick: crawl them, then admit (which acks them)."""
-        if not raw or self.crawler.engine is None:
+        engine = self._engine()
+        if not raw or engine is None:
             return
         self.seeds_pending = True
-        url_filter = getattr(self.spider, "url_filter", None)
-        errback = getattr(self.spider, "on_error", None)
-        for data in raw:
-            request = self._seed_request(data.decode("utf-8", "replace"), errback)
-            if request is None:
-                continue
-            if url_filter is not None:
-                reason = url_filter.reason(request.url, host_of(request.url), 0, None)
-                if reason is not None:
-                    self.stats.inc_value(f"larbin/filtered/{reason}")
-                    continue
-            self.stats.inc_value("larbin/seeds/redis")
-            self.crawler.engine.crawl(request)
+        self.seeds.crawl(raw, engine.crawl, getattr(self.spider, "on_error", None))
         self.flush()
-
-    def _seed_request(self, data: str, errback: Any) -> Request | None:
-        """A plain URL, or scrapy-redis's JSON form ``{"url": ..., "meta": {...}}``."""
-        meta: dict[str, Any] = {}
-        url = data.strip()
-        if url.startswith("{"):
-            try:
-                obj = json.loads(url)
-                url, meta = obj["url"], dict(obj.get("meta") or {})
-            except (ValueError, KeyError, TypeError):
-                url = ""
-        try:
-            return Request(url, errback=errback,
-                           meta={"depth": 0, "larbin_site_depth": 0, **meta})
-        except (ValueError, TypeError):
-            logger.warning("Skipping bad seed from %s: %r", self.start_urls_key, data[:200])
-            self.stats.inc_value("larbin/seeds/invalid")
-            return None
 
     def _spider_idle(self) -> None:
         """Decides on the status the tick read, if it is newer than our last change."""
@@ -592,26 +462,12 @@ class RedisScheduler(FrontierScheduler):
             raise DontCloseSpider
         self._want_status = True  # for this decision or the next one
         status = self._status
-        if (status is None or self._status_seq <= self._changed_seq or self._jobs
+        if (status is None or self._status_seq <= self._changed_seq or self.jobs.in_flight
                 or self._popping):
-            self._schedule_wakeup(POLL)  # the next tick reads a fresh status
+            self._wake_in(POLL)  # the next tick reads a fresh status
             raise DontCloseSpider
-        now = self.table.clock()
-        if status["queued"] or status["leased"] or status["seeds"] or self.resolving:
-            self._done_since = None
+        verdict = self.idle.may_close(status, bool(self.resolving), self.table.clock())
+        if verdict is None:
+            self._wake_in(POLL)
+        if not verdict:
             raise DontCloseSpider
-        if self._done_since is None:
-            self._done_since = now
-        if now - self._done_since < self.idle_before_close:
-            self._schedule_wakeup(POLL)
-            raise DontCloseSpider
-
-    # -- waking the engine -----------------------------------------------------------------
-    def _schedule_wakeup(self, delay: float) -> None:
-        from twisted.internet import reactor
-
-        if self._wakeup is not None and self._wakeup.active():
-            if self._wakeup.getTime() - reactor.seconds() <= delay:
-                return
-            self._wakeup.cancel()
-        self._wakeup = reactor.callLater(max(0.0, delay), self._wake_engine)

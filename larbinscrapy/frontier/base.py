@@ -1,49 +1,85 @@
-"""What the local and the Redis scheduler share: a request's way into the frontier.
+"""What the local and the Redis scheduler share: a request's way into and out of the frontier.
 
 Both schedulers take a request the same way: the meta of its last trip through the downloader
-is dropped (a redirect or retry of a request they handed out), the page that produced it is told
-its child arrived (``PendingPages``), and its tier is chosen by larbin's rules. Only where the
-record goes differs (``_enqueue``).
+is dropped (a redirect or retry of a request they handed out: ``meta.clear_trip``), the page
+that produced it is told its child arrived (``PendingPages``), its tier is chosen by larbin's
+rules, and a request that cannot be serialised stays in memory (counted in
+``larbin/frontier/unserializable``). Only where the record goes differs (``_enqueue``).
+
+Settings read here for both: ``DUPEFILTER_CLASS``, ``LARBIN_MAX_URLS_PER_SITE``,
+``LARBIN_LOADED_SITES``, ``LARBIN_PRIORITY_EXTENSIONS``.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
+from scrapy.utils.misc import build_from_crawler, load_object
+
+from larbinscrapy import meta as M
+from larbinscrapy import signals as larbin_signals
+from larbinscrapy.frontier import codec
+from larbinscrapy.frontier.pending import PendingPages
+from larbinscrapy.urlfilter import parse_extensions
 from larbinscrapy.urls import extension_of
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
-
-    from larbinscrapy.frontier.pending import PendingPages
-
-# Meta keys that belong to one trip through the downloader, never to a re-queued request.
-TRIP_META = (
-    "larbin_lease",
-    "larbin_rid",
-    "larbin_ip",
-    "larbin_sent",
-    "larbin_own",
-    "larbin_borrow",
-    "download_slot",
-)
+    from twisted.internet.base import DelayedCall
 
 
 class FrontierScheduler:
     """Base of ``LarbinScheduler`` and ``RedisScheduler``; subclasses implement ``_enqueue``."""
 
-    crawler: Crawler
-    pending: PendingPages
-    priority_extensions: frozenset[str]
+    PRIORITY_TIER: int  # the subclass's index of larbin's priority tier...
+    NORMAL_TIER: int  # ...and of the normal one
 
+    def __init__(
+        self,
+        crawler: Crawler,
+        dupefilter: Any,
+        *,
+        max_per_site: int,
+        loaded_sites: int,
+        priority_extensions: frozenset[str],
+    ) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.df = dupefilter
+        self.max_per_site = max_per_site
+        self.loaded_sites = loaded_sites
+        self.priority_extensions = priority_extensions
+        self.spider: Spider | None = None
+        # Pages whose outlinks are still on their way to the frontier (pending.py).
+        self.pending = PendingPages(self._page_complete)
+        self.memory_only: deque[Request] = deque()  # requests that cannot be serialised
+        self._wakeup: DelayedCall | None = None
+
+    @staticmethod
+    def frontier_settings(crawler: Crawler) -> dict[str, Any]:
+        """The keyword arguments of ``__init__`` read from the crawler's settings."""
+        s = crawler.settings
+        return {
+            "dupefilter": build_from_crawler(load_object(s["DUPEFILTER_CLASS"]), crawler),
+            "max_per_site": s.getint("LARBIN_MAX_URLS_PER_SITE"),
+            "loaded_sites": s.getint("LARBIN_LOADED_SITES"),
+            "priority_extensions": parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or ""),
+        }
+
+    def _connect(self) -> None:
+        """Listen for the end of each page (its record is acknowledged once it is done)."""
+        self.crawler.signals.connect(self._request_done, signal=larbin_signals.request_done)
+
+    # -- the way in ------------------------------------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
         meta = request.meta
-        parent = meta.pop("larbin_parent", None)
-        previous = meta.get("larbin_rid")
+        parent = meta.pop(M.PARENT, None)
+        previous = meta.get(M.RID)
         if previous is not None:  # a redirect or retry of a request we handed out
-            for key in TRIP_META:
-                meta.pop(key, None)
+            M.clear_trip(meta)
         try:
             return self._enqueue(request, previous)
         finally:
@@ -54,13 +90,46 @@ class FrontierScheduler:
         """Queue ``request``; ``previous`` is the record it replaces (to acknowledge), if any."""
         raise NotImplementedError
 
+    def _encode(self, request: Request) -> bytes | None:
+        """The request's frontier record, or None: kept in memory, it cannot be serialised."""
+        try:
+            return codec.encode(request, self.spider)
+        except codec.UnserializableRequest:
+            self.stats.inc_value("larbin/frontier/unserializable")
+            self.memory_only.append(request)
+            return None
+
     def is_priority(self, request: Request) -> bool:
         """larbin's priority tier: a positive priority, an injected one, a privileged extension."""
-        if request.priority > 0 or request.meta.get("larbin_priority"):
+        if request.priority > 0 or request.meta.get(M.PRIORITY):
             return True
         return bool(self.priority_extensions
                     and extension_of(request.url) in self.priority_extensions)
 
+    def _tier(self, request: Request) -> int:
+        return self.PRIORITY_TIER if self.is_priority(request) else self.NORMAL_TIER
+
+    # -- the way out -----------------------------------------------------------------------
+    def _hand_out(self, record: bytes, rid: Hashable, ip: str) -> Request:
+        """The request of a popped ``record``, leased on ``ip`` under the record id ``rid``."""
+        request = codec.decode(record, self.spider)
+        M.stamp_lease(request.meta, rid, ip)
+        return request
+
+    def _request_done(self, request: Request, children: int = 0) -> None:
+        """``request_done``: the page of ``request`` produced ``children`` requests.
+
+        Its record is acknowledged once all of them reached ``enqueue_request``.
+        """
+        rid = request.meta.get(M.RID)
+        if rid is not None:
+            self.pending.page_done(rid, children)
+
+    def _page_complete(self, rid: Any) -> None:
+        """Every child of the page ``rid`` is queued: acknowledge its record."""
+        raise NotImplementedError
+
+    # -- waking the engine -----------------------------------------------------------------
     def _engine(self) -> Any:
         """The crawl's engine, or None for a scheduler used without one (Scrapy raises)."""
         try:
@@ -74,3 +143,17 @@ class FrontierScheduler:
         slot = getattr(self._engine(), "_slot", None)
         if slot is not None:
             slot.nextcall.schedule()
+
+    def _wake_in(self, delay: float) -> None:
+        """Wake the engine in ``delay`` seconds (its heartbeat is 5 s, too coarse), or sooner."""
+        from twisted.internet import reactor
+
+        if self._wakeup is not None and self._wakeup.active():
+            if self._wakeup.getTime() - reactor.seconds() <= delay:
+                return
+            self._wakeup.cancel()
+        self._wakeup = reactor.callLater(max(0.0, delay), self._wake_engine)
+
+    def _cancel_wakeup(self) -> None:
+        if self._wakeup is not None and self._wakeup.active():
+            self._wakeup.cancel()

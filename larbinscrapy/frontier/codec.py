@@ -3,7 +3,8 @@
 A record is a JSON array: ``[url, priority, meta, callback, errback, method, body, headers]``
 with trailing defaults omitted. Only the meta keys the crawl needs are kept (``PERSIST_META``);
 callbacks are stored by spider-method name, as Scrapy's own ``request_to_dict`` does;
-``dont_filter``, ``cb_kwargs`` and ``flags`` travel in the meta object under ``larbin_*`` keys.
+``dont_filter``, ``cb_kwargs`` and ``flags`` travel in the meta object under reserved keys
+(``meta.DONT_FILTER``, ``meta.CB_KWARGS``, ``meta.FLAGS``).
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from typing import Any
 
 from scrapy import Request
 
+from larbinscrapy import meta as M
+
 PERSIST_META = (
     "depth",
-    "larbin_site_depth",
-    "larbin_referer",
-    "larbin_priority",
+    M.SITE_DEPTH,
+    M.REFERER,
+    M.PRIORITY,
     "dont_obey_robotstxt",
     "redirect_times",
     "redirect_ttl",
@@ -45,15 +48,15 @@ def _method_name(func: Any, spider: Any) -> str | None:
 def encode(request: Request, spider: Any) -> bytes:
     meta = request.meta
     kept = {k: meta[k] for k in PERSIST_META if k in meta}
-    if meta.get("larbin_admitted") == request.url:
-        kept["larbin_admitted"] = 1
+    if meta.get(M.ADMITTED) == request.url:
+        kept[M.ADMITTED] = 1
     # Request attributes that are not meta ride in the meta object under reserved keys.
     if request.dont_filter:
-        kept["larbin_dont_filter"] = 1
+        kept[M.DONT_FILTER] = 1
     if request.cb_kwargs:
-        kept["larbin_cb_kwargs"] = request.cb_kwargs
+        kept[M.CB_KWARGS] = request.cb_kwargs
     if request.flags:
-        kept["larbin_flags"] = request.flags
+        kept[M.FLAGS] = request.flags
     rec: list[Any] = [
         request.url,
         request.priority,
@@ -79,12 +82,12 @@ def decode(data: bytes, spider: Any) -> Request:
     rec = json.loads(data)
     url, priority = rec[0], rec[1]
     meta = rec[2] if len(rec) > 2 else {}
-    if meta.pop("larbin_admitted", None):
-        meta["larbin_admitted"] = url
+    if meta.pop(M.ADMITTED, None):
+        meta[M.ADMITTED] = url
     kwargs: dict[str, Any] = {
-        "dont_filter": bool(meta.pop("larbin_dont_filter", False)),
-        "cb_kwargs": meta.pop("larbin_cb_kwargs", None),
-        "flags": meta.pop("larbin_flags", None),
+        "dont_filter": bool(meta.pop(M.DONT_FILTER, False)),
+        "cb_kwargs": meta.pop(M.CB_KWARGS, None),
+        "flags": meta.pop(M.FLAGS, None),
     }
     callback = getattr(spider, rec[3]) if len(rec) > 3 and rec[3] else None
     errback = getattr(spider, rec[4]) if len(rec) > 4 and rec[4] else None

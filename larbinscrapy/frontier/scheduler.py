@@ -8,9 +8,9 @@ Where a request goes::
     next_request      -> round robin over IPs whose politeness delay has passed
 
 The two tiers are larbin's URLsPriority/URLsPriorityWait and URLsDisk/URLsDiskWait. A site's
-URLs are served only once its host has resolved (one DNS lookup per host, through the
-politeness middleware, which also applies the SSRF guard). The IP is put in
-``meta["download_slot"]``, and the IP is *leased* until the request leaves the downloader.
+URLs are served only once its host has passed the host gate (one DNS lookup per host, the SSRF
+guard, the dead-IP check: ``larbinscrapy.politeness``). The IP is put in ``meta["download_slot"]``,
+and the IP is *leased* until the request leaves the downloader (``meta.stamp_lease``).
 
 Crash safety (``JOBDIR``): the FIFOs are append-only segment files (``segments.py``); a record
 popped into memory or handed out stays unacknowledged until its page has been parsed and every
@@ -29,18 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet import task
 
-from larbinscrapy import signals as larbin_signals
+from larbinscrapy import meta as M
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.base import FrontierScheduler
-from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Site
-from larbinscrapy.middlewares.politeness import IpTable, PolitenessMiddleware
-from larbinscrapy.urlfilter import parse_extensions
+from larbinscrapy.politeness import NOCONNECTION, IpTable, Politeness, politeness_of
 from larbinscrapy.urls import host_of, site_of
 
 if TYPE_CHECKING:
@@ -48,8 +44,9 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.dupefilters import BaseDupeFilter
     from twisted.internet.defer import Deferred
+    from twisted.python.failure import Failure
 
-    from larbinscrapy.middlewares.politeness import IpState
+    from larbinscrapy.politeness import IpState
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +67,9 @@ _FLUSH_ORDER = (PRIORITY_WAIT, NORMAL_WAIT, PRIORITY, NORMAL)
 class LarbinScheduler(FrontierScheduler):
     """Two-tier disk frontier with per-site queues and per-IP round robin (see module doc)."""
 
+    PRIORITY_TIER = PRIORITY
+    NORMAL_TIER = NORMAL
+
     def __init__(
         self,
         crawler: Crawler,
@@ -81,69 +81,49 @@ class LarbinScheduler(FrontierScheduler):
         priority_extensions: frozenset[str],
         flush_interval: float,
         loaded_sites: int,
+        local_table: IpTable,
     ) -> None:
-        self.crawler = crawler
-        self.stats = crawler.stats
-        self.df = dupefilter
+        super().__init__(crawler, dupefilter, max_per_site=max_per_site,
+                         loaded_sites=loaded_sites, priority_extensions=priority_extensions)
         self.jobdir = jobdir
-        self.max_per_site = max_per_site
         self.segment_records = segment_records
-        self.priority_extensions = priority_extensions
         self.flush_interval = flush_interval
         self.mem_limit = max(1, loaded_sites) * max_per_site
-        self.spider: Spider | None = None
+        self.local_table = local_table  # used when no send-time gate enforces politeness
         self.fifos: list[SegmentFifo] = []
         self.sites: dict[str, Site] = {}
         self.dead_hosts: dict[str, str] = {}  # host -> reason, so later URLs drop at once
         self.in_memory = 0  # records held in site queues
-        # Pages whose outlinks are still on their way to the FIFOs (pending.py).
-        self.pending = PendingPages(self._ack)
-        self._logged_drops: set[str] = set()
-        self.memory_only: list[Request] = []  # requests that cannot be serialised
         self._dir: Path | None = None
         self._tempdir = False
         self._loop: task.LoopingCall | None = None
-        self._wakeup: Any = None
         self._refill_turn = 0
-        self.politeness: PolitenessMiddleware | None = None
+        self.politeness: Politeness
         self.table: IpTable
         self.ring: IpRing
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LarbinScheduler:
         s = crawler.settings
-        dupefilter = build_from_crawler(load_object(s["DUPEFILTER_CLASS"]), crawler)
         return cls(
             crawler,
-            dupefilter,
             jobdir=s.get("JOBDIR") or None,
-            max_per_site=s.getint("LARBIN_MAX_URLS_PER_SITE"),
             segment_records=s.getint("LARBIN_SEGMENT_URLS"),
-            priority_extensions=parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or ""),
             flush_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"),
-            loaded_sites=s.getint("LARBIN_LOADED_SITES"),
+            local_table=IpTable.from_settings(s),
+            **cls.frontier_settings(crawler),
         )
 
     # -- Scrapy's scheduler contract ------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None] | None:
         self.spider = spider
-        # No engine (a scheduler built on its own, as in unit tests): host-as-IP politeness.
-        politeness = (
-            self.crawler.get_downloader_middleware(PolitenessMiddleware)
-            if self._engine() is not None
-            else None
-        )
-        if politeness is None:
-            s = self.crawler.settings
-            self.politeness = None
-            self.table = IpTable(
-                s.getfloat("DOWNLOAD_DELAY"), s.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
-            )
-        else:
-            self.politeness = politeness
-            self.table = politeness.table
+        # Without the send-time gate (no engine: a scheduler built on its own, as in unit
+        # tests) the host is the IP, and this scheduler gives its leases back itself.
+        enforced = politeness_of(self.crawler)
+        self.politeness = enforced or Politeness.local(self.local_table, self.stats)
+        self.table = self.politeness.table
         self.ring = IpRing(self.table)
-        self.table.listeners.append(self._ip_changed)
+        self.table.add_listener(self._ip_changed)
         if self.jobdir:
             self._dir = Path(self.jobdir, "frontier")
         else:
@@ -155,10 +135,10 @@ class LarbinScheduler(FrontierScheduler):
                 self.stats.inc_value("larbin/frontier/corrupt_records", fifo.corrupt_records)
             if len(fifo):
                 logger.info("Resuming %d queued URLs from %s", len(fifo), name)
-        sig = self.crawler.signals
-        sig.connect(self._request_done, signal=larbin_signals.request_done)
-        if self.politeness is None:  # otherwise the middleware gives leases back
-            sig.connect(self._left_downloader, signal=signals.request_left_downloader)
+        self._connect()
+        if enforced is None:  # otherwise the send-time gate gives leases back
+            self.crawler.signals.connect(self._left_downloader,
+                                         signal=signals.request_left_downloader)
         if self.jobdir:
             self._loop = task.LoopingCall(self.flush)
             self._loop.start(self.flush_interval, now=False)
@@ -167,8 +147,7 @@ class LarbinScheduler(FrontierScheduler):
     def close(self, reason: str) -> Deferred[None] | None:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        if self._wakeup is not None and self._wakeup.active():
-            self._wakeup.cancel()
+        self._cancel_wakeup()
         for index in _FLUSH_ORDER:  # records before acks, then the dupefilter's bits
             self.fifos[index].close()
         self.df_flush()
@@ -191,12 +170,8 @@ class LarbinScheduler(FrontierScheduler):
             self.df.log(request, self.spider)
             self._ack(previous)
             return False
-        try:
-            record = codec.encode(request, self.spider)
-        except codec.UnserializableRequest:
-            self.stats.inc_value("larbin/frontier/unserializable")
-            self.memory_only.append(request)
-        else:
+        record = self._encode(request)
+        if record is not None:
             self.fifos[self._tier(request)].push(record)
             self.stats.inc_value("larbin/frontier/enqueued")
         self._ack(previous)
@@ -204,7 +179,7 @@ class LarbinScheduler(FrontierScheduler):
 
     def next_request(self) -> Request | None:
         if self.memory_only:
-            return self.memory_only.pop(0)
+            return self.memory_only.popleft()
         now = self.table.clock()
         picked = self.ring.next_ready(now)
         if picked is None and self.in_memory < self.mem_limit:
@@ -221,17 +196,10 @@ class LarbinScheduler(FrontierScheduler):
             del self.sites[site.key]
         self.table.acquire(st)
         self.ring.place(st.ip)
-        request = codec.decode(record, self.spider)
-        meta = request.meta
-        meta["larbin_lease"] = meta["larbin_ip"] = meta["download_slot"] = st.ip
-        meta["larbin_rid"] = (fifo_index, rid)
         self.stats.inc_value("larbin/frontier/dequeued")
-        return request
+        return self._hand_out(record, (fifo_index, rid), st.ip)
 
     # -- the sequencer: disk tiers -> site queues ------------------------------------------
-    def _tier(self, request: Request) -> int:
-        return PRIORITY if self.is_priority(request) else NORMAL
-
     def _refill(self, now: float, budget: int = 256) -> None:
         """Move up to ``budget`` records from disk into site queues, priority tier first.
 
@@ -270,7 +238,7 @@ class LarbinScheduler(FrontierScheduler):
             site = self.sites[key] = Site(key, host)
             self._resolve(site)
         if site.state == DEAD:  # refused synchronously (an IP literal the SSRF guard refuses)
-            return self._drop(index, rid, self.dead_hosts.get(host, "dns"))
+            return self._drop(index, rid, self.dead_hosts[host])
         if len(site.queue) >= self.max_per_site:
             wait = _WAIT_OF[index]
             self.fifos[wait].push(record)
@@ -283,9 +251,6 @@ class LarbinScheduler(FrontierScheduler):
             self.ring.add_site(site)
 
     def _resolve(self, site: Site) -> None:
-        if self.politeness is None:
-            self._resolved(host_of(site.key) or site.host, site)
-            return
         d = self.politeness.resolve(site.host)
         d.addCallbacks(self._resolved, self._unresolved, callbackArgs=(site,), errbackArgs=(site,))
 
@@ -296,16 +261,9 @@ class LarbinScheduler(FrontierScheduler):
             self.ring.add_site(site)
             self._wake_engine()
 
-    def _unresolved(self, failure: Any, site: Site) -> None:
-        if failure.check(IgnoreRequest):
-            reason = str(failure.value).split(":", 1)[0]
-        else:  # never leave a site RESOLVING: its URLs would keep the crawl open forever
-            logger.error("Resolving %s failed: %s", site.host, failure.getErrorMessage())
-            reason = "dns"
-        if reason not in self._logged_drops:  # log the first one, count them all
-            self._logged_drops.add(reason)
-            logger.warning("Dropping the URLs of %s: %s (further hosts dropped for this reason "
-                           "are counted in larbin/dropped/%s)", site.host, failure.value, reason)
+    def _unresolved(self, failure: Failure, site: Site) -> None:
+        # any failure: a site left RESOLVING would keep the crawl open forever
+        reason = self.politeness.host_dropped(site.host, failure)
         self.dead_hosts[site.host] = reason
         self._drop_site(site, reason)
 
@@ -319,19 +277,17 @@ class LarbinScheduler(FrontierScheduler):
 
     def _drop(self, index: int, rid: int, reason: str) -> None:
         self.fifos[index].ack(rid)
-        self.stats.inc_value(f"larbin/dropped/{reason}")
+        self.politeness.count_drop(reason)
 
     # -- leases and acknowledgements -------------------------------------------------------
     def _left_downloader(self, request: Request) -> None:
-        """Without the politeness middleware: the download ended, start the IP's delay."""
-        ip = request.meta.pop("larbin_lease", None)
+        """Without the send-time gate: the download ended, start the IP's delay."""
+        ip = request.meta.pop(M.LEASE, None)
         if ip is not None:
             self.table.finish(self.table.get(ip), release=True, failed=None)
 
-    def _request_done(self, request: Request, children: int = 0) -> None:
-        rid = request.meta.get("larbin_rid")
-        if rid is not None:
-            self.pending.page_done(rid, children)
+    def _page_complete(self, rid: Any) -> None:
+        self._ack(rid)
 
     def _ack(self, *rids: tuple[int, int] | None) -> None:
         """Record that handed-out requests are finished, after what they produced is on disk."""
@@ -372,22 +328,14 @@ class LarbinScheduler(FrontierScheduler):
     def _ip_changed(self, st: IpState) -> None:
         if st.dead:
             for site in self.ring.dead_ip_sites(st.ip):
-                self.dead_hosts[site.host] = "noconnection"
-                self._drop_site(site, "noconnection")
+                self.dead_hosts[site.host] = NOCONNECTION
+                self._drop_site(site, NOCONNECTION)
             return
         self.ring.place(st.ip)
         self._schedule_wakeup()
 
     def _schedule_wakeup(self) -> None:
-        """Wake the engine when the next IP cools down (its heartbeat is 5 s, too coarse)."""
+        """Wake the engine when the next IP cools down."""
         when = self.ring.next_wakeup()
-        if when is None:
-            return
-        from twisted.internet import reactor
-
-        delay = max(0.0, when - self.table.clock())
-        if self._wakeup is not None and self._wakeup.active():
-            if self._wakeup.getTime() - reactor.seconds() <= delay:
-                return
-            self._wakeup.cancel()
-        self._wakeup = reactor.callLater(delay, self._wake_engine)
+        if when is not None:
+            self._wake_in(when - self.table.clock())

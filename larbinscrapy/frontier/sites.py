@@ -2,7 +2,7 @@
 
 Pure bookkeeping, no I/O: the scheduler feeds sites from the disk tiers and asks ``next_ready``
 for the next (IP, site) whose politeness allows a request now. Only IPs with queued work are
-tracked here; IP timing comes from the shared ``IpTable``.
+tracked here; whether an IP may go, and when, is the shared ``IpTable``'s answer.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from larbinscrapy.middlewares.politeness import IpState, IpTable
+    from larbinscrapy.politeness import IpState, IpTable
 
 # Site states: waiting for DNS, servable, dropped (DNS failure, SSRF guard, dead IP).
 RESOLVING, READY, DEAD = "resolving", "ready", "dead"
@@ -57,15 +57,14 @@ class IpRing:
         if ip in self._placed or not self.sites.get(ip):
             return
         st = self.table.get(ip)
-        if st.dead:
-            return
-        if st.busy >= self.table.connections(st):
-            return  # the release listener places it again
+        wait = self.table.wait(st, self.table.clock())
+        if wait is None:
+            return  # dropped, or busy: the release listener places it again
         self._placed.add(ip)
-        if st.ready_at <= self.table.clock():
+        if wait <= 0:
             self._ready.append(ip)
         else:
-            heapq.heappush(self._cooling, (st.ready_at, ip))
+            heapq.heappush(self._cooling, (self.table.next_start(st), ip))
 
     def next_ready(self, now: float) -> tuple[IpState, Site] | None:
         """The next IP allowed to fetch now and the site whose turn it is on that IP."""

@@ -1,41 +1,31 @@
-"""larbin's IPSite: per-IP politeness, DNS pinning, slow-IP containment and the SSRF guard.
+"""The politeness downloader middleware: Scrapy's side of ``larbinscrapy.politeness``.
 
-A downloader middleware placed right before the download handler. For every request it
+Placed right before the download handler. For every request it
 
-* resolves the host once through the process's ``DnsCache`` (larbin's NamedSite) and drops the
-  request with a counted reason when the name does not resolve (larbin noDNS);
-* refuses IPs that are private, loopback, link-local (cloud metadata), multicast or reserved
-  unless ``LARBIN_ALLOWED_NETWORKS`` lets them through (``LARBIN_SSRF_GUARD``);
+* resolves the host through the host gate (``Politeness.resolve``: DNS, SSRF guard, dead IP)
+  unless a scheduler already did, and drops the request with a counted reason otherwise;
 * sets ``meta["download_slot"]`` to the IP, so virtual hosts sharing an IP share one budget;
 * holds the request until the IP is free and its delay has passed since the end of the previous
   fetch (larbin waitDuration): politeness is enforced at send time, so CPU load cannot squeeze
   two requests closer than ``DOWNLOAD_DELAY`` at the server;
-* backs an IP off after each timeout/refusal and drops it after ``LARBIN_IP_MAX_FAILURES``
-  (larbin noConnection), so slow or dead hosts stop hogging connections.
+* when the request ends, starts the IP's delay, counts a timeout/refusal against the IP (backoff,
+  then larbin noConnection) and gives back the connection the scheduler leased.
 
-``PageDeadlineHandler`` (the http/https download handler) gives each page larbin's timeout:
-``DOWNLOAD_TIMEOUT`` seconds plus one second per ``LARBIN_TIMEOUT_BYTES_PER_SECOND`` bytes
-received, which Scrapy's fixed ``download_timeout`` cannot express.
+Requests a scheduler leased carry ``meta[LEASE]`` (or ``meta[BORROW]``, robots.txt on the lease
+of the page that needs it) and only wait out a delay; any other request (a user's
+``engine.download``) first takes a connection of its IP here (``meta[OWN]``).
 
-Stats: ``larbin/dns/lookups`` (queries made), ``larbin/dns/failures`` (hostnames that did not
-resolve), ``larbin/dropped/<reason>`` (dns, ssrf, noconnection), ``larbin/ip/dropped`` and the
-gauges ``larbin/ip/{seen,active,cooling}`` (sampled every ``LARBIN_STATS_INTERVAL`` seconds,
-when the crawl goes idle and at close).
-
-The per-IP state lives in ``IpTable``, shared with ``LarbinScheduler``, which only hands out
-requests for IPs that are ready (round robin, larbin's okSites): requests it leased carry
-``meta["larbin_lease"]``; any other request (robots.txt, a user's ``engine.download``) waits here
-for its turn.
+Settings: ``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS_PER_DOMAIN``, ``LARBIN_IP_MAX_FAILURES``,
+``LARBIN_IP_BACKOFF``, ``LARBIN_MAX_CRAWL_DELAY``, ``LARBIN_SSRF_GUARD``,
+``LARBIN_ALLOWED_NETWORKS``, ``LARBIN_STATS_INTERVAL``. Stats: those of the core, plus
+``larbin/errors/<exception>`` and the gauges ``larbin/ip/{seen,active,cooling}`` (sampled every
+``LARBIN_STATS_INTERVAL`` seconds, when the crawl goes idle and at close).
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy import signals
 from scrapy.exceptions import (
@@ -48,16 +38,13 @@ from scrapy.exceptions import (
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import defer, task
-from twisted.internet.error import (
-    ConnectError,
-    ConnectionLost,
-    DNSLookupError,
-    TCPTimedOutError,
-    TimeoutError,
-)
+from twisted.internet.error import ConnectError, ConnectionLost, TCPTimedOutError, TimeoutError
 from twisted.web._newclient import ResponseFailed
 
-from larbinscrapy.dns import DnsCache, SsrfGuard, dns_cache
+from larbinscrapy import meta as M
+from larbinscrapy.dns import SsrfGuard, dns_cache
+from larbinscrapy.exceptions import DroppedRequest
+from larbinscrapy.politeness import IpState, IpTable, Politeness, PolitenessProvider
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -82,132 +69,20 @@ _IP_FAILURES = (
 )
 
 
-@dataclass(slots=True)
-class IpState:
-    """One server IP (larbin IPSite): connections in use, when it may be used next."""
+class PolitenessMiddleware(PolitenessProvider):
+    """Downloader middleware: the host gate and per-IP send-time politeness (module doc)."""
 
-    ip: str
-    busy: int = 0
-    ready_at: float = 0.0
-    crawl_delay: float = 0.0
-    failures: int = 0
-    dead: bool = False
-    waiters: deque[Deferred[None]] = field(default_factory=deque)
-
-
-class IpTable:
-    """Per-IP politeness state shared by the scheduler (who may go next) and the middleware."""
-
-    def __init__(
-        self,
-        delay: float,
-        max_connections: int = 1,
-        *,
-        max_failures: int = 3,
-        backoff: float = 10.0,
-        max_crawl_delay: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.default_delay = delay
-        self.max_connections = max(1, max_connections)
-        self.max_failures = max_failures
-        self.backoff = backoff
-        self.max_crawl_delay = max_crawl_delay
-        self.clock = clock
-        self.ips: dict[str, IpState] = {}
-        # Called with the IP whenever an IP frees a connection or its readiness changes.
-        self.listeners: list[Callable[[IpState], None]] = []
-
-    def get(self, ip: str) -> IpState:
-        st = self.ips.get(ip)
-        if st is None:
-            st = self.ips[ip] = IpState(ip)
-        return st
-
-    def delay(self, st: IpState) -> float:
-        return max(self.default_delay, st.crawl_delay) + st.failures * self.backoff
-
-    def connections(self, st: IpState) -> int:
-        """One connection when a delay applies (larbin); several only for delay-free crawls."""
-        return 1 if self.delay(st) > 0 else self.max_connections
-
-    def available(self, st: IpState, now: float) -> bool:
-        return not st.dead and st.busy < self.connections(st) and st.ready_at <= now
-
-    def acquire(self, st: IpState) -> None:
-        st.busy += 1
-
-    def finish(self, st: IpState, *, release: bool, failed: bool | None) -> None:
-        """A fetch on ``st`` ended: start its delay; ``failed`` None means "not the IP's fault"."""
-        if release:
-            st.busy = max(0, st.busy - 1)
-        if failed:
-            st.failures += 1
-            if st.failures >= self.max_failures:
-                st.dead = True
-        elif failed is False:
-            st.failures = 0
-        st.ready_at = max(st.ready_at, self.clock() + self.delay(st))
-        self._notify(st)
-
-    def release(self, st: IpState) -> None:
-        """Give back a connection leased by the scheduler."""
-        st.busy = max(0, st.busy - 1)
-        self._notify(st)
-
-    def set_crawl_delay(self, st: IpState, seconds: float) -> None:
-        """Raise the IP's delay to a robots.txt Crawl-delay; a pause already started grows too.
-
-        Hostnames sharing the IP share its budget, so the largest Crawl-delay among them holds.
-        robots.txt is parsed after its own fetch has started the IP's pause with the old
-        delay, so without the shift the next page would follow it at the old delay.
-        """
-        before = self.delay(st)
-        st.crawl_delay = max(st.crawl_delay, min(max(0.0, seconds), self.max_crawl_delay))
-        if st.ready_at > 0:
-            st.ready_at = max(st.ready_at + self.delay(st) - before, 0.0)
-        self._notify(st)
-
-    def gauges(self, now: float) -> tuple[int, int]:
-        """(IPs with a fetch in flight, IPs waiting out their delay), dropped IPs excluded."""
-        active = cooling = 0
-        for st in self.ips.values():
-            if st.dead:
-                continue
-            if st.busy:
-                active += 1
-            elif st.ready_at > now:
-                cooling += 1
-        return active, cooling
-
-    def _notify(self, st: IpState) -> None:
-        for listener in self.listeners:
-            listener(st)
-
-
-class PolitenessMiddleware:
-    """Downloader middleware: DNS pinning, SSRF guard, per-IP send-time politeness."""
-
-    def __init__(
-        self,
-        crawler: Crawler,
-        dns: DnsCache,
-        table: IpTable,
-        guard: SsrfGuard,
-        gauge_interval: float = 10.0,
-    ) -> None:
+    def __init__(self, crawler: Crawler, politeness: Politeness, gauge_interval: float) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
-        self.dns = dns
-        self.table = table
-        self.guard = guard
+        self.politeness = politeness
+        self.table = politeness.table
         self.gauge_interval = gauge_interval
         from twisted.internet import reactor
 
         self._reactor = reactor
         self._gauge_loop: task.LoopingCall | None = None
-        self._refused: dict[str, bool] = {}  # IP -> the SSRF guard's verdict
-        table.listeners.append(self._wake)
+        self.table.add_listener(self._wake)
         crawler.signals.connect(self._open, signal=signals.spider_opened)
         crawler.signals.connect(self.sample_gauges, signal=signals.spider_idle)
         crawler.signals.connect(self._close, signal=signals.spider_closed)
@@ -215,94 +90,44 @@ class PolitenessMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PolitenessMiddleware:
         s = crawler.settings
-        table = IpTable(
-            s.getfloat("DOWNLOAD_DELAY"),
-            s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
-            max_failures=s.getint("LARBIN_IP_MAX_FAILURES"),
-            backoff=s.getfloat("LARBIN_IP_BACKOFF"),
-            max_crawl_delay=s.getfloat("LARBIN_MAX_CRAWL_DELAY"),
+        politeness = Politeness(
+            IpTable.from_settings(s), crawler.stats, dns_cache(crawler), SsrfGuard.from_settings(s)
         )
-        guard = SsrfGuard.from_settings(s)
-        return cls(
-            crawler,
-            dns_cache(crawler),
-            table,
-            guard,
-            s.getfloat("LARBIN_STATS_INTERVAL", 10.0),
-        )
-
-    # -- the seam used by the scheduler and the robots middleware -------------------------
-    def resolve(self, host: str) -> Deferred[str]:
-        """The IP to crawl ``host`` at; fails with IgnoreRequest (counted) if it must not be."""
-        before = self.dns.lookups
-        d = self.dns.resolve(host)
-        if self.dns.lookups != before:  # this call started a query: count it and its failure
-            self.stats.inc_value("larbin/dns/lookups")
-            d.addErrback(self._count_dns_failure)
-        d.addCallbacks(self._check_ip, self._dns_failed)
-        return d
-
-    def _count_dns_failure(self, failure: Any) -> Any:
-        if failure.check(DNSLookupError):
-            self.stats.inc_value("larbin/dns/failures")
-        return failure
-
-    def _check_ip(self, ip: str) -> str:
-        refused = self._refused.get(ip)
-        if refused is None:
-            refused = self._refused[ip] = self.guard.refuses(ip)
-        if refused:
-            raise IgnoreRequest(f"ssrf: {ip} is not a public address")
-        if self.table.get(ip).dead:
-            raise IgnoreRequest(f"noconnection: {ip} failed too often")
-        return ip
-
-    def _dns_failed(self, failure: Any) -> Any:
-        failure.trap(DNSLookupError)
-        raise IgnoreRequest(f"dns: {failure.getErrorMessage()}")
-
-    def count_drop(self, exc: IgnoreRequest) -> None:
-        """Count a drop under ``larbin/dropped/<reason>`` (the text before the colon)."""
-        reason = str(exc).split(":", 1)[0]
-        self.stats.inc_value(f"larbin/dropped/{reason}")
+        return cls(crawler, politeness, s.getfloat("LARBIN_STATS_INTERVAL"))
 
     # -- downloader middleware -------------------------------------------------------------
     async def process_request(self, request: Request, spider: Spider | None = None) -> None:
         meta = request.meta
-        ip = meta.get("larbin_ip")
-        if ip is None:
-            try:
+        ip = meta.get(M.IP)
+        try:
+            if ip is None:
                 ip = await maybe_deferred_to_future(
-                    self.resolve(urlparse_cached(request).hostname or "")
+                    self.politeness.resolve(urlparse_cached(request).hostname or "")
                 )
-            except IgnoreRequest as exc:
-                self.count_drop(exc)
-                raise
-            meta["larbin_ip"] = ip
-        else:  # a scheduler resolved it: check again, whatever path it took (cheap, memoised)
-            try:
-                self._check_ip(ip)
-            except IgnoreRequest as exc:
-                self.count_drop(exc)
-                raise
-        meta["download_slot"] = ip
+                meta[M.IP] = ip
+            else:  # a scheduler resolved it: check again, whatever path it took (memoised)
+                self.politeness.check_ip(ip)
+        except DroppedRequest as exc:
+            self.politeness.count_drop(exc.reason)
+            raise
+        meta[M.DOWNLOAD_SLOT] = ip
         st = self.table.get(ip)
-        if ip in (meta.get("larbin_lease"), meta.get("larbin_borrow")):
+        if ip in (meta.get(M.LEASE), meta.get(M.BORROW)):
             # The scheduler leased this IP for the request (or for the request whose robots.txt
-            # this is): only wait if a borrowed fetch pushed ready_at forward.
-            wait = st.ready_at - self.table.clock()
+            # this is): only wait if a borrowed fetch pushed the next start forward.
+            wait = self.table.next_start(st) - self.table.clock()
             if wait > 0:
                 await self._sleep(wait)
         else:
             await self._acquire(st)
-            meta["larbin_own"] = True
-        meta["larbin_sent"] = True
+            meta[M.OWN] = True
+        meta[M.SENT] = True
 
     async def _acquire(self, st: IpState) -> None:
         while not self.table.available(st, self.table.clock()):
             d: Deferred[None] = defer.Deferred()
             st.waiters.append(d)
-            wait = st.ready_at - self.table.clock()
+            wait = self.table.next_start(st) - self.table.clock()
             timer = self._reactor.callLater(max(wait, 0.05), self._wake, st)
             await maybe_deferred_to_future(d)
             if timer.active():
@@ -343,20 +168,13 @@ class PolitenessMiddleware:
         ``process_response``/``process_exception``), so a lease is never left behind.
         """
         meta = request.meta
-        lease = meta.pop("larbin_lease", None)
-        if meta.pop("larbin_sent", False):
-            st = self.table.get(meta["larbin_ip"])
-            was_dead = st.dead
-            self.table.finish(st, release=meta.pop("larbin_own", False), failed=failed)
-            if st.dead and not was_dead:
-                logger.warning(
-                    "Dropping IP %s after %d consecutive failures (larbin noConnection)",
-                    st.ip,
-                    st.failures,
-                )
-                self.stats.inc_value("larbin/ip/dropped")
+        lease = meta.pop(M.LEASE, None)
+        if meta.pop(M.SENT, False):
+            self.politeness.fetch_ended(
+                meta[M.IP], release=meta.pop(M.OWN, False), failed=failed
+            )
         if lease is not None:
-            self.table.release(self.table.get(lease))
+            self.politeness.lease_returned(lease)
 
     # -- gauges --------------------------------------------------------------------------------
     def sample_gauges(self) -> None:

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 
+from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.items import PageItem
 from larbinscrapy.links import extract
-from larbinscrapy.middlewares.filters import url_filter_from_settings
 from larbinscrapy.seeds import Seeds, SeedsError, parse_lines, parse_url_list, read_seeds_file
-from larbinscrapy.urlfilter import parse_domains
+from larbinscrapy.urlfilter import UrlFilter, parse_domains
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -109,7 +109,7 @@ class LarbinSpider(Spider):
         spider.images = (
             spider.images_arg if spider.images_arg is not None else s.getbool("LARBIN_IMAGES")
         )
-        spider.url_filter = url_filter_from_settings(
+        spider.url_filter = UrlFilter.from_settings(
             s,
             max_depth=spider.depth_arg,
             external=spider.external_arg,
@@ -146,7 +146,7 @@ class LarbinSpider(Spider):
         if self.seed_errors:
             stats.set_value("larbin/seeds/invalid", self.seed_errors)
         for url in self.seed_urls:
-            yield Request(url, errback=self.on_error, meta={"depth": 0, "larbin_site_depth": 0})
+            yield Request(url, errback=self.on_error, meta=M.seed_meta())
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         headers = response.headers
@@ -156,11 +156,11 @@ class LarbinSpider(Spider):
             url=response.url,
             status=response.status,
             depth=response.meta.get("depth", 0),
-            referer=response.meta.get("larbin_referer"),
+            referer=response.meta.get(M.REFERER),
             fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
             content_type=ctype.decode("latin-1"),
             length=len(body),
-            ip=response.meta.get("larbin_ip"),
+            ip=response.meta.get(M.IP),
             body=body,
             headers=_headers(headers),
             title=None,
@@ -187,8 +187,8 @@ class LarbinSpider(Spider):
             self.crawler.stats.inc_value(f"larbin/failed/{failure.type.__name__}")
         # Once per request: an error status (HttpError) already went through the link gate's
         # process_spider_exception, which sent it.
-        if not request.meta.get("larbin_output_done"):
-            request.meta["larbin_output_done"] = True
+        if not request.meta.get(M.OUTPUT_DONE):
+            request.meta[M.OUTPUT_DONE] = True
             self.crawler.signals.send_catch_log(
                 larbin_signals.request_done, request=request, children=0
             )

@@ -1,0 +1,331 @@
+"""larbin's IPSite and the host gate: per-IP politeness state, and who may be fetched at all.
+
+Pure: no Scrapy component is imported, no I/O of its own, the clock is passed in, so a test
+drives it with a fake clock. Two parts, bundled in ``Politeness``:
+
+* ``IpTable`` / ``IpState``: per server IP, the connections in use, when the next fetch may
+  start (the larger of ``DOWNLOAD_DELAY`` and the robots.txt Crawl-delay, plus
+  ``LARBIN_IP_BACKOFF`` per consecutive failure) and whether the IP was dropped after
+  ``LARBIN_IP_MAX_FAILURES`` failures (larbin noConnection). The scheduler asks it which IP may
+  go next, the politeness middleware asks it again at send time: both through ``wait`` /
+  ``next_start``, the one place where a per-host level (Retry-After, host delays) plugs in.
+  Listeners hear of every change (``add_listener``) and of every lease given back
+  (``add_release_listener``), so no component patches another's methods.
+* the host gate (``Politeness.resolve``): DNS through the process's ``DnsCache`` -> the SSRF
+  guard -> the dead-IP check. A refusal is a ``DroppedRequest`` whose ``reason`` (``dns``,
+  ``ssrf``, ``noconnection``) names the ``larbin/dropped/<reason>`` stat; ``count_drop`` counts
+  it and ``host_dropped`` logs the first host dropped for each reason.
+
+The downloader component that enforces politeness at send time subclasses
+``PolitenessProvider``; schedulers and the robots middleware find its ``Politeness`` with
+``politeness_of(crawler)``. Without one (a scheduler built without an engine), a scheduler uses
+``Politeness.local``: the host is the IP, nothing is resolved or refused.
+
+Stats: ``larbin/dns/lookups`` (queries made), ``larbin/dns/failures`` (hostnames that did not
+resolve), ``larbin/dropped/<reason>``, ``larbin/ip/dropped`` (IPs given up).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from twisted.internet import defer
+from twisted.internet.error import DNSLookupError
+
+from larbinscrapy.exceptions import DroppedRequest
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+    from twisted.python.failure import Failure
+
+    from larbinscrapy.dns import DnsCache, SsrfGuard
+
+logger = logging.getLogger(__name__)
+
+# Drop reasons (``DroppedRequest.reason``, the ``larbin/dropped/<reason>`` stat).
+DNS = "dns"  # the hostname does not resolve (larbin noDNS)
+SSRF = "ssrf"  # the address is not public and not in LARBIN_ALLOWED_NETWORKS
+NOCONNECTION = "noconnection"  # the IP failed LARBIN_IP_MAX_FAILURES times in a row
+
+Listener = Callable[["IpState"], None]
+
+
+class Stats(Protocol):
+    """What the core needs of Scrapy's stats collector."""
+
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None: ...
+
+
+@dataclass(slots=True)
+class IpState:
+    """One server IP (larbin IPSite): connections in use, when it may be used next."""
+
+    ip: str
+    busy: int = 0
+    ready_at: float = 0.0
+    crawl_delay: float = 0.0
+    failures: int = 0
+    dead: bool = False
+    # requests the send-time gate holds until the IP is free (the middleware's Deferreds)
+    waiters: deque[Deferred[None]] = field(default_factory=deque)
+
+
+class IpTable:
+    """Per-IP politeness state shared by the scheduler (who goes next) and the send-time gate."""
+
+    def __init__(
+        self,
+        delay: float,
+        max_connections: int,
+        *,
+        max_failures: int,
+        backoff: float,
+        max_crawl_delay: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.default_delay = delay
+        self.max_connections = max(1, max_connections)
+        self.max_failures = max_failures
+        self.backoff = backoff
+        self.max_crawl_delay = max_crawl_delay
+        self.clock = clock
+        self.ips: dict[str, IpState] = {}
+        self._listeners: list[Listener] = []
+        self._release_listeners: list[Listener] = []
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> IpTable:
+        """The table for Scrapy ``settings`` (read by the caller's ``from_crawler``)."""
+        return cls(
+            settings.getfloat("DOWNLOAD_DELAY"),
+            settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
+            max_failures=settings.getint("LARBIN_IP_MAX_FAILURES"),
+            backoff=settings.getfloat("LARBIN_IP_BACKOFF"),
+            max_crawl_delay=settings.getfloat("LARBIN_MAX_CRAWL_DELAY"),
+        )
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(state)`` whenever an IP frees a connection or its readiness changes."""
+        self._listeners.append(listener)
+
+    def add_release_listener(self, listener: Listener) -> None:
+        """Call ``listener(state)`` after a connection leased by the scheduler is given back."""
+        self._release_listeners.append(listener)
+
+    def get(self, ip: str) -> IpState:
+        st = self.ips.get(ip)
+        if st is None:
+            st = self.ips[ip] = IpState(ip)
+        return st
+
+    def delay(self, st: IpState) -> float:
+        return max(self.default_delay, st.crawl_delay) + st.failures * self.backoff
+
+    def connections(self, st: IpState) -> int:
+        """One connection when a delay applies (larbin); several only for delay-free crawls."""
+        return 1 if self.delay(st) > 0 else self.max_connections
+
+    # -- the question both the scheduler and the send-time gate ask ------------------------
+    def next_start(self, st: IpState, host: str | None = None) -> float:
+        """When (clock time) the next request for ``host`` on ``st`` may start, by delays only.
+
+        ``host`` is where per-host state (a Retry-After pause, a host delay) joins the IP's.
+        """
+        return st.ready_at
+
+    def wait(self, st: IpState, now: float, host: str | None = None) -> float | None:
+        """Seconds until a new request for ``host`` may take a connection of ``st``.
+
+        None when time alone will not do: the IP is dropped, or every connection it may have
+        is in use (a listener hears when one is given back).
+        """
+        if st.dead or st.busy >= self.connections(st):
+            return None
+        return max(0.0, self.next_start(st, host) - now)
+
+    def available(self, st: IpState, now: float, host: str | None = None) -> bool:
+        return self.wait(st, now, host) == 0.0
+
+    # -- changes ------------------------------------------------------------------------------
+    def acquire(self, st: IpState) -> None:
+        st.busy += 1
+
+    def finish(self, st: IpState, *, release: bool, failed: bool | None) -> None:
+        """A fetch on ``st`` ended: start its delay; ``failed`` None means "not the IP's fault"."""
+        if release:
+            st.busy = max(0, st.busy - 1)
+        if failed:
+            st.failures += 1
+            if st.failures >= self.max_failures:
+                st.dead = True
+        elif failed is False:
+            st.failures = 0
+        st.ready_at = max(st.ready_at, self.clock() + self.delay(st))
+        self._notify(st)
+
+    def release(self, st: IpState) -> None:
+        """Give back a connection leased by the scheduler."""
+        st.busy = max(0, st.busy - 1)
+        self._notify(st)
+        for listener in self._release_listeners:
+            listener(st)
+
+    def set_crawl_delay(self, st: IpState, seconds: float) -> None:
+        """Raise the IP's delay to a robots.txt Crawl-delay; a pause already started grows too.
+
+        Hostnames sharing the IP share its budget, so the largest Crawl-delay among them holds.
+        robots.txt is parsed after its own fetch has started the IP's pause with the old
+        delay, so without the shift the next page would follow it at the old delay.
+        """
+        before = self.delay(st)
+        st.crawl_delay = max(st.crawl_delay, min(max(0.0, seconds), self.max_crawl_delay))
+        if st.ready_at > 0:
+            st.ready_at = max(st.ready_at + self.delay(st) - before, 0.0)
+        self._notify(st)
+
+    def gauges(self, now: float) -> tuple[int, int]:
+        """(IPs with a fetch in flight, IPs waiting out their delay), dropped IPs excluded."""
+        active = cooling = 0
+        for st in self.ips.values():
+            if st.dead:
+                continue
+            if st.busy:
+                active += 1
+            elif st.ready_at > now:
+                cooling += 1
+        return active, cooling
+
+    def _notify(self, st: IpState) -> None:
+        for listener in self._listeners:
+            listener(st)
+
+
+class Politeness:
+    """The crawl's politeness core: the ``IpTable`` and the host gate (module docstring).
+
+    ``dns`` None is the local form: the host is its own IP and nothing is refused.
+    """
+
+    def __init__(
+        self,
+        table: IpTable,
+        stats: Stats,
+        dns: DnsCache | None = None,
+        guard: SsrfGuard | None = None,
+    ) -> None:
+        self.table = table
+        self.stats = stats
+        self.dns = dns
+        self.guard = guard
+        self._refused: dict[str, bool] = {}  # IP -> the SSRF guard's verdict
+        self._logged_reasons: set[str] = set()
+
+    @classmethod
+    def local(cls, table: IpTable, stats: Stats) -> Politeness:
+        """Host-as-IP politeness for a scheduler that runs without the send-time gate."""
+        return cls(table, stats)
+
+    # -- the host gate ------------------------------------------------------------------------
+    def resolve(self, host: str) -> Deferred[str]:
+        """The IP to crawl ``host`` at; fails with ``DroppedRequest`` if it must not be."""
+        if self.dns is None:
+            return defer.succeed(host)
+        before = self.dns.lookups
+        d = self.dns.resolve(host)
+        if self.dns.lookups != before:  # this call started a query: count it and its failure
+            self.stats.inc_value("larbin/dns/lookups")
+            d.addErrback(self._count_dns_failure)
+        d.addCallbacks(self.check_ip, self._dns_failed)
+        return d
+
+    def cached_ip(self, host: str) -> str | None:
+        """The IP of ``host`` if this process already resolved it (no waiting, no lookup)."""
+        if self.dns is None:
+            return host
+        answer = self.dns.cached(host)
+        return answer if isinstance(answer, str) else None
+
+    def check_ip(self, ip: str) -> str:
+        """``ip`` if a request may go there; ``DroppedRequest`` (ssrf, noconnection) if not."""
+        if self.guard is not None:
+            refused = self._refused.get(ip)
+            if refused is None:
+                refused = self._refused[ip] = self.guard.refuses(ip)
+            if refused:
+                raise DroppedRequest(SSRF, f"{ip} is not a public address")
+        if self.table.get(ip).dead:
+            raise DroppedRequest(NOCONNECTION, f"{ip} failed too often")
+        return ip
+
+    def _count_dns_failure(self, failure: Failure) -> Failure:
+        if failure.check(DNSLookupError):
+            self.stats.inc_value("larbin/dns/failures")
+        return failure
+
+    def _dns_failed(self, failure: Failure) -> Any:
+        failure.trap(DNSLookupError)
+        raise DroppedRequest(DNS, failure.getErrorMessage())
+
+    # -- drops --------------------------------------------------------------------------------
+    def count_drop(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` requests dropped under ``larbin/dropped/<reason>``."""
+        if count:
+            self.stats.inc_value(f"larbin/dropped/{reason}", count)
+
+    def host_dropped(self, host: str, failure: Failure) -> str:
+        """A host's URLs are being dropped: log the first host per reason; return the reason.
+
+        A failure that is not a ``DroppedRequest`` (a bug in a resolver) is logged in full
+        and counted as ``dns``, so a site never stays waiting for an answer forever.
+        """
+        if failure.check(DroppedRequest):
+            reason = failure.value.reason
+        else:
+            logger.error("Resolving %s failed: %s", host, failure.getErrorMessage())
+            reason = DNS
+        if reason not in self._logged_reasons:  # log the first one, count them all
+            self._logged_reasons.add(reason)
+            logger.warning("Dropping the URLs of %s: %s (further hosts dropped for this reason "
+                           "are counted in larbin/dropped/%s)", host, failure.value, reason)
+        return reason
+
+    # -- the end of a fetch -------------------------------------------------------------------
+    def fetch_ended(self, ip: str, *, release: bool, failed: bool | None) -> None:
+        """A request sent to ``ip`` ended: start the IP's delay, drop the IP if it keeps failing.
+
+        ``release``: the request held a connection the send-time gate acquired itself.
+        """
+        st = self.table.get(ip)
+        was_dead = st.dead
+        self.table.finish(st, release=release, failed=failed)
+        if st.dead and not was_dead:
+            logger.warning("Dropping IP %s after %d consecutive failures (larbin noConnection)",
+                           st.ip, st.failures)
+            self.stats.inc_value("larbin/ip/dropped")
+
+    def lease_returned(self, ip: str) -> None:
+        """Give back the connection the scheduler leased on ``ip``."""
+        self.table.release(self.table.get(ip))
+
+
+class PolitenessProvider:
+    """Base of the downloader component that enforces ``politeness`` at send time.
+
+    It also gives back the scheduler's leases when a request leaves the downloader.
+    """
+
+    politeness: Politeness
+
+
+def politeness_of(crawler: Any) -> Politeness | None:
+    """The crawl's enforced ``Politeness``, or None without an engine or without a provider."""
+    try:
+        provider = crawler.get_downloader_middleware(PolitenessProvider)
+    except RuntimeError:  # no engine: a component built on its own (unit tests)
+        return None
+    return None if provider is None else provider.politeness

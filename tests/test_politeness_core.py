@@ -1,0 +1,221 @@
+"""The politeness core (``larbinscrapy.politeness``) on a fake clock: no crawl, no reactor.
+
+The lease a scheduler takes and gives back, the connection the send-time gate owns, a robots.txt
+borrowing a lease, backoff after failures, the drop of an IP and of a host, and the listeners
+the schedulers use instead of patching the table. The crawl tests (test_politeness.py) check
+the same rules at the server; these catch a regression in milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import pytest
+from twisted.internet import defer, task
+from twisted.internet.error import DNSLookupError
+
+from larbinscrapy.dns import DnsCache, SsrfGuard, parse_networks
+from larbinscrapy.exceptions import DroppedRequest
+from larbinscrapy.politeness import DNS, NOCONNECTION, SSRF, IpState, Politeness
+from tests.conftest import ip_table
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.values: Counter[str] = Counter()
+
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
+        self.values[key] += count
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def core(clock: Clock, delay: float = 1.0, **options) -> Politeness:
+    return Politeness.local(ip_table(delay, clock=clock, **options), Stats())
+
+
+def test_lease_holds_the_ip_until_given_back_then_the_delay_runs(clock):
+    p = core(clock, delay=1.0)
+    st = p.table.get("10.0.0.1")
+    assert p.table.wait(st, clock.now) == 0.0
+    p.table.acquire(st)  # the scheduler leases the IP's one connection
+    assert p.table.wait(st, clock.now) is None  # busy: no time makes it free
+    p.fetch_ended(st.ip, release=False, failed=False)  # the response came back
+    p.lease_returned(st.ip)
+    assert st.busy == 0
+    assert p.table.wait(st, clock.now) == pytest.approx(1.0)
+    clock.now += 0.6
+    assert p.table.wait(st, clock.now) == pytest.approx(0.4)
+    assert not p.table.available(st, clock.now)
+    clock.now += 0.4
+    assert p.table.available(st, clock.now)
+
+
+def test_own_connection_is_freed_when_the_fetch_ends(clock):
+    p = core(clock, delay=0.5)
+    st = p.table.get("10.0.0.1")
+    p.table.acquire(st)  # taken by the send-time gate itself (no lease)
+    p.fetch_ended(st.ip, release=True, failed=None)
+    assert st.busy == 0 and st.ready_at == pytest.approx(clock.now + 0.5)
+
+
+def test_borrowed_fetch_pushes_the_next_start_of_the_lease_holder(clock):
+    p = core(clock, delay=1.0)
+    st = p.table.get("10.0.0.1")
+    p.table.acquire(st)  # a page's lease; its robots.txt goes first on the same lease
+    p.fetch_ended(st.ip, release=False, failed=False)  # robots.txt done: no connection freed
+    assert st.busy == 1
+    # the page itself (holding the lease) must wait out the delay the borrowed fetch started
+    assert p.table.next_start(st) - clock.now == pytest.approx(1.0)
+
+
+def test_several_connections_only_without_a_delay(clock):
+    p = Politeness.local(ip_table(0.0, 4, clock=clock), Stats())
+    st = p.table.get("10.0.0.1")
+    for _ in range(4):
+        assert p.table.available(st, clock.now)
+        p.table.acquire(st)
+    assert p.table.wait(st, clock.now) is None
+    polite = ip_table(0.1, 4, clock=clock)
+    assert polite.connections(polite.get("10.0.0.1")) == 1
+
+
+def test_backoff_grows_per_failure_and_a_success_resets_it(clock):
+    p = core(clock, delay=1.0, backoff=2.0, max_failures=5)
+    st = p.table.get("10.0.0.1")
+    for failures in (1, 2):
+        p.fetch_ended(st.ip, release=False, failed=True)
+        assert p.table.delay(st) == 1.0 + 2.0 * failures
+    assert st.ready_at == pytest.approx(clock.now + 5.0)
+    p.fetch_ended(st.ip, release=False, failed=False)
+    assert p.table.delay(st) == 1.0
+    p.fetch_ended(st.ip, release=False, failed=None)  # not the IP's fault: no change
+    assert st.failures == 0
+
+
+def test_ip_dropped_after_max_failures_logged_and_counted_once(clock, caplog):
+    p = core(clock, delay=0.0, max_failures=3)
+    st = p.table.get("10.0.0.9")
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.politeness"):
+        for _ in range(4):
+            p.fetch_ended(st.ip, release=False, failed=True)
+    assert st.dead and p.table.wait(st, clock.now) is None
+    assert p.stats.values["larbin/ip/dropped"] == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "Dropping IP 10.0.0.9 after 3 consecutive failures (larbin noConnection)"
+    ]
+    with pytest.raises(DroppedRequest) as info:
+        p.check_ip(st.ip)
+    assert info.value.reason == NOCONNECTION
+    assert p.table.gauges(clock.now) == (0, 0)  # a dropped IP is neither active nor cooling
+
+
+def test_listeners_hear_changes_and_releases_in_that_order(clock):
+    p = core(clock, delay=1.0)
+    heard: list[tuple[str, str]] = []
+    p.table.add_listener(lambda st: heard.append(("changed", st.ip)))
+    p.table.add_release_listener(lambda st: heard.append(("released", st.ip)))
+    st = p.table.get("10.0.0.1")
+    p.table.acquire(st)
+    p.fetch_ended(st.ip, release=False, failed=False)
+    p.lease_returned(st.ip)
+    p.table.set_crawl_delay(st, 2.0)
+    assert heard == [("changed", "10.0.0.1"), ("changed", "10.0.0.1"),
+                     ("released", "10.0.0.1"), ("changed", "10.0.0.1")]
+
+
+def test_crawl_delay_is_capped_and_the_largest_one_holds(clock):
+    p = core(clock, delay=0.3, max_crawl_delay=5.0)
+    st = p.table.get("10.0.0.1")
+    p.table.set_crawl_delay(st, 2.0)
+    p.table.set_crawl_delay(st, 1.0)
+    assert p.table.delay(st) == 2.0
+    p.table.set_crawl_delay(st, 3600)
+    assert p.table.delay(st) == 5.0
+
+
+# -- the host gate: DNS -> SSRF guard -> dead IP ------------------------------------------------
+
+def gate(clock: Clock, answers: dict[str, str | None], allowed: str = "") -> Politeness:
+    """A gate over a real DnsCache whose lookups answer from ``answers`` (None: no address)."""
+
+    def lookup(host: str) -> defer.Deferred[str]:
+        ip = answers.get(host)
+        return defer.succeed(ip) if ip else defer.fail(DNSLookupError(host))
+
+    dns = DnsCache(task.Clock(), ttl=60, timeout=5, clock=clock, lookup=lookup)
+    guard = SsrfGuard(True, parse_networks(allowed))
+    return Politeness(ip_table(1.0, clock=clock), Stats(), dns, guard)
+
+
+def outcome(d: defer.Deferred[str]) -> str:
+    """The IP, or ``dropped:<reason>``, of an already fired gate Deferred."""
+    got: list[str] = []
+
+    def dropped(failure) -> None:
+        failure.trap(DroppedRequest)
+        got.append("dropped:" + failure.value.reason)
+
+    d.addCallbacks(got.append, dropped)
+    return got[0]
+
+
+def test_gate_resolves_once_and_counts_lookups(clock):
+    p = gate(clock, {"a.test": "93.184.216.34"})
+    assert outcome(p.resolve("a.test")) == "93.184.216.34"
+    assert outcome(p.resolve("a.test")) == "93.184.216.34"
+    assert p.stats.values["larbin/dns/lookups"] == 1
+    assert p.cached_ip("a.test") == "93.184.216.34" and p.cached_ip("b.test") is None
+
+
+def test_gate_drops_unresolvable_private_and_dead(clock):
+    p = gate(clock, {"intranet.test": "10.0.0.1", "pub.test": "93.184.216.34"})
+    assert outcome(p.resolve("nowhere.test")) == "dropped:" + DNS
+    assert p.stats.values["larbin/dns/failures"] == 1
+    assert outcome(p.resolve("intranet.test")) == "dropped:" + SSRF
+    assert outcome(p.resolve("169.254.169.254")) == "dropped:" + SSRF  # a literal: no lookup
+    assert p.stats.values["larbin/dns/lookups"] == 2
+    st: IpState = p.table.get("93.184.216.34")
+    st.dead = True
+    assert outcome(p.resolve("pub.test")) == "dropped:" + NOCONNECTION
+
+
+def test_allowed_networks_let_loopback_through(clock):
+    p = gate(clock, {"h.test": "127.0.1.1"}, allowed="127.0.0.0/8")
+    assert outcome(p.resolve("h.test")) == "127.0.1.1"
+    assert outcome(gate(clock, {"h.test": "127.0.1.1"}).resolve("h.test")) == "dropped:" + SSRF
+
+
+def test_local_gate_takes_the_host_as_the_ip(clock):
+    p = core(clock)
+    assert outcome(p.resolve("a.test")) == "a.test"
+    assert p.cached_ip("a.test") == "a.test"
+
+
+def test_host_drops_log_the_first_host_per_reason_and_count_all(clock, caplog):
+    from twisted.python.failure import Failure
+
+    p = core(clock)
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.politeness"):
+        for host in ("a.test", "b.test"):
+            reason = p.host_dropped(host, Failure(DroppedRequest(DNS, f"{host}: no address")))
+            p.count_drop(reason, 3)
+        reason = p.host_dropped("c.test", Failure(DroppedRequest(SSRF, "10.0.0.1")))
+    assert reason == SSRF
+    assert p.stats.values["larbin/dropped/dns"] == 6
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 2
+    assert logged[0].startswith("Dropping the URLs of a.test: dns: a.test: no address")
+    assert logged[1].startswith("Dropping the URLs of c.test: ssrf: 10.0.0.1")
