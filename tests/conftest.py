@@ -1,25 +1,48 @@
-"""Shared fixtures: the real test web and real ``scrapy crawl larbin`` subprocesses."""
+"""Shared fixtures and helpers: the test web, a real redis-server, ``scrapy crawl larbin`` runs.
+
+Importing this module installs Scrapy's asyncio reactor in the test process (Scrapy 2.19's
+``get_crawler`` needs one), once for every test module.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapy.utils.reactor import install_reactor, is_reactor_installed
 
 from larbinscrapy.politeness import IpTable
 from settings import base
-from testweb.harness import RunningWeb, start_web
+from testweb.harness import RunningWeb, free_port, page_counts, pages, start_web
 
 ROOT = Path(__file__).resolve().parent.parent
+ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+if not is_reactor_installed():
+    install_reactor(ASYNCIO_REACTOR)
+
+
+def settings_of(module: Any, **overrides: Any) -> dict[str, Any]:
+    """A settings profile (``settings.base``, ``settings.distributed``) as a dict, overridden."""
+    return {**{k: v for k, v in vars(module).items() if k.isupper()}, **overrides}
+
+
+def seeds_args(urls: list[str]) -> list[str]:
+    """The spider arguments that crawl ``urls`` as seeds."""
+    return ["-a", "urls=" + ",".join(urls)]
 
 
 def ip_table(delay: float, connections: int = 1, *, clock: Any, **options: Any) -> IpTable:
@@ -52,12 +75,47 @@ class Crawl:
 
     def fetched(self, port: int) -> set[str]:
         """URLs requested from the server during the run (robots.txt excluded)."""
-        return {f"http://{e['host']}:{port}{e['path']}" for e in self.requests
-                if e["path"] != "/robots.txt"}
+        return pages(self.requests, port)
 
     def fetch_counts(self, port: int) -> Counter[str]:
-        return Counter(f"http://{e['host']}:{port}{e['path']}" for e in self.requests
-                       if e["path"] != "/robots.txt")
+        return page_counts(self.requests, port)
+
+
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A real ``redis-server`` on a free loopback port, no persistence; yields its URL."""
+    import redis
+
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 10
+    try:
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        yield url
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh redis-server for one test."""
+    with redis_server(tmp_path / "redis") as url:
+        yield url
 
 
 def crawl_command(web: RunningWeb, out: Path, *args: str,

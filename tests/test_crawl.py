@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from settings.base import FEED_EXPORT_FIELDS
-from tests.conftest import ROOT, Crawl, crawl_command, run_crawl
+from tests.conftest import ROOT, Crawl, crawl_command, run_crawl, seeds_args
 from testweb.harness import RunningWeb, start_web
 
 STOCK_ROBOTS = json.dumps(
@@ -28,10 +28,6 @@ STOCK_ROBOTS = json.dumps(
         "larbinscrapy.middlewares.robots.RobotsMiddleware": None,
     }
 )
-
-
-def seeds_arg(urls: list[str]) -> str:
-    return "urls=" + ",".join(urls)
 
 
 def requested_urls(crawl: Crawl, port: int) -> set[str]:
@@ -67,7 +63,7 @@ def default_crawl(tmp_path_factory) -> tuple[RunningWeb, Crawl, Path]:
         out.mkdir()
         items_path = out / "items.jsonl"
         items_path.write_text('{"stale": "an earlier run -O must overwrite"}\n')
-        cmd = crawl_command(web, out, "-a", seeds_arg(web.seeds))
+        cmd = crawl_command(web, out, *seeds_args(web.seeds))
         cmd[cmd.index("-o")] = "-O"
         started = datetime.now().astimezone()
         result = subprocess.run(
@@ -252,8 +248,7 @@ def test_concurrent_requests_per_domain_8_still_fetches_no_trap(web, tmp_path):
     crawl = run_crawl(
         web,
         tmp_path / "out",
-        "-a",
-        seeds_arg(web.seeds),
+        *seeds_args(web.seeds),
         settings={"CONCURRENT_REQUESTS_PER_DOMAIN": 8},
     )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
@@ -284,7 +279,7 @@ def test_requests_waiting_on_one_robots_txt_are_all_checked(web, tmp_path):
     seeds = _racing_seeds(web)
     disallowed = {s for s in seeds if not web.web.can_fetch(s)}
     assert len(disallowed) == 40
-    args = ("-a", seeds_arg(seeds), "-a", "depth=0", "-a", "external=false")
+    args = (*seeds_args(seeds), "-a", "depth=0", "-a", "external=false")
     settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 8}
 
     ours = run_crawl(web, tmp_path / "ours", *args, settings=settings)
@@ -307,7 +302,7 @@ def test_requests_waiting_on_one_robots_txt_are_all_checked(web, tmp_path):
 # -- spider arguments ---------------------------------------------------------------------------
 @pytest.mark.parametrize("depth", [0, 1, 3])
 def test_depth_argument(web, tmp_path, depth):
-    crawl = run_crawl(web, tmp_path / "out", "-a", seeds_arg(web.seeds), "-a", f"depth={depth}")
+    crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds), "-a", f"depth={depth}")
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     truth = web.web.ground_truth(web.seeds, depth=depth)
     assert truth != web.web.ground_truth(web.seeds, depth=depth + 1)
@@ -319,7 +314,7 @@ def test_depth_argument(web, tmp_path, depth):
 def test_domains_argument(web, tmp_path):
     domains = ["h00.test", "h06.test"]
     crawl = run_crawl(
-        web, tmp_path / "out", "-a", seeds_arg(web.seeds), "-a", "domains=" + ",".join(domains)
+        web, tmp_path / "out", *seeds_args(web.seeds), "-a", "domains=" + ",".join(domains)
     )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     truth = web.web.ground_truth(web.seeds, depth=5, domains=domains)
@@ -335,8 +330,7 @@ def test_domains_match_host_suffixes(web, tmp_path):
     crawl = run_crawl(
         web,
         tmp_path / "out",
-        "-a",
-        seeds_arg([web.url("h00.test", "/hosts.html")]),
+        *seeds_args([web.url("h00.test", "/hosts.html")]),
         "-a",
         "depth=0",
         "-a",
@@ -350,7 +344,7 @@ def test_domains_match_host_suffixes(web, tmp_path):
 
 
 def test_external_false(web, tmp_path):
-    crawl = run_crawl(web, tmp_path / "out", "-a", seeds_arg(web.seeds), "-a", "external=false")
+    crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds), "-a", "external=false")
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     truth = web.web.ground_truth(web.seeds, depth=5, external=False)
     assert requested_urls(crawl, web.port) == truth
@@ -359,7 +353,7 @@ def test_external_false(web, tmp_path):
 
 
 def test_images_true_follows_img_src(web, tmp_path):
-    crawl = run_crawl(web, tmp_path / "out", "-a", seeds_arg(web.seeds), "-a", "images=true")
+    crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds), "-a", "images=true")
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     truth = web.web.ground_truth(web.seeds, depth=5, images=True)
     fetched = requested_urls(crawl, web.port)
@@ -383,7 +377,7 @@ def test_images_default_false_does_not_follow_img_src(default_crawl):
 
 # -- resume ------------------------------------------------------------------------------------
 def test_finished_jobdir_crawl_run_again_fetches_nothing(web, tmp_path):
-    args = ("-a", seeds_arg(web.seeds), "-s", f"JOBDIR={tmp_path / 'job'}")
+    args = (*seeds_args(web.seeds), "-s", f"JOBDIR={tmp_path / 'job'}")
     first = run_crawl(web, tmp_path / "first", *args)
     assert first.returncode == 0, first.stderr[-3000:]
     assert requested_urls(first, web.port) == web.web.ground_truth(web.seeds, depth=5)

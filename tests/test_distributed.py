@@ -6,61 +6,24 @@ test's temp dir; these tests are never skipped (``make test`` installs redis-ser
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import time
-from collections import Counter, defaultdict
 from pathlib import Path
 
-import pytest
 import redis
 
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.frontier import RedisFrontier
 from larbinscrapy.frontier import codec
 from larbinscrapy.urls import fingerprint_url
-from tests.conftest import ROOT, crawl_command
+from tests.conftest import ROOT, crawl_command, seeds_args
+from testweb.harness import gaps_by_ip, page_counts, pages
 
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 DELAY = 0.3
 TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path):
-    port = _free_port()
-    workdir = tmp_path / "redis"
-    workdir.mkdir()
-    proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise
-            time.sleep(0.02)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 def _start_worker(web, out: Path, redis_url: str, *args: str, **settings):
@@ -90,24 +53,15 @@ def _wait(procs, timeout: float = 150) -> None:
             proc.err.close()
 
 
-def _pages(records, port: int) -> Counter[str]:
-    return Counter(f"http://{e['host']}:{port}{e['path']}" for e in records
-                   if e["path"] != "/robots.txt")
-
-
 def _fetched_twice(records, port: int) -> list[str]:
     """Pages requested more than once, but for server errors (RETRY_TIMES=1 retries them)."""
     ok = [e for e in records if e["status"] < 500]
-    return [url for url, n in _pages(ok, port).items() if n > 1]
+    return [url for url, n in page_counts(ok, port).items() if n > 1]
 
 
 def _min_interval_per_ip(records) -> dict[str, float]:
     """Per server IP, the shortest time between two requests (robots.txt included)."""
-    by_ip: dict[str, list[float]] = defaultdict(list)
-    for e in records:
-        by_ip[e["ip"]].append(e["t"])
-    return {ip: min((b - a for a, b in itertools.pairwise(sorted(ts))), default=99.0)
-            for ip, ts in by_ip.items()}
+    return {ip: min(gaps, default=99.0) for ip, gaps in gaps_by_ip(records).items()}
 
 
 def _assert_clean_logs(procs) -> None:
@@ -121,13 +75,14 @@ def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url)
     truth = web.web.ground_truth(web.seeds, depth=5)
     client = redis.Redis.from_url(redis_url)
     client.lpush("larbin:start_urls", *web.seeds)  # the scrapy-redis way...
-    urls = "urls=" + ",".join(web.seeds)  # ...and on the command line of every worker
-    procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, "-a", urls) for i in range(3)]
+    # ...and on the command line of every worker
+    procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
+             for i in range(3)]
     _wait(procs)
     assert [p.returncode for p in procs] == [0, 0, 0]
     _assert_clean_logs(procs)
     records = web.read_log()
-    fetched = _pages(records, web.port)
+    fetched = pages(records, web.port)
     assert set(fetched) == truth
     assert _fetched_twice(records, web.port) == []
     intervals = _min_interval_per_ip(records)
@@ -141,17 +96,17 @@ def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url)
 
 def test_kill_one_worker_its_leases_come_back(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
-    urls = "urls=" + ",".join(web.seeds)
-    procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, "-a", urls) for i in range(3)]
+    procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
+             for i in range(3)]
     deadline = time.monotonic() + 60
-    while len(_pages(web.read_log(), web.port)) < 40 and time.monotonic() < deadline:
+    while len(pages(web.read_log(), web.port)) < 40 and time.monotonic() < deadline:
         time.sleep(0.1)
     procs[0].send_signal(signal.SIGKILL)
     _wait(procs)
     assert [p.returncode for p in procs[1:]] == [0, 0]
     _assert_clean_logs(procs[1:])
     records = web.read_log()
-    assert set(_pages(records, web.port)) == truth
+    assert pages(records, web.port) == truth
     assert min(_min_interval_per_ip(records).values()) >= DELAY - TOLERANCE
     reaped = sum("Reaped 1 silent worker" in (p.out / "stderr.log").read_text() for p in procs)
     assert reaped >= 1
@@ -159,24 +114,25 @@ def test_kill_one_worker_its_leases_come_back(web, tmp_path, redis_url):
 
 def test_stop_all_workers_and_resume_from_redis(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
-    urls = "urls=" + ",".join(web.seeds)
-    first = [_start_worker(web, tmp_path / f"a{i}", redis_url, "-a", urls) for i in range(3)]
+    first = [_start_worker(web, tmp_path / f"a{i}", redis_url, *seeds_args(web.seeds))
+             for i in range(3)]
     deadline = time.monotonic() + 60
-    while len(_pages(web.read_log(), web.port)) < 50 and time.monotonic() < deadline:
+    while len(pages(web.read_log(), web.port)) < 50 and time.monotonic() < deadline:
         time.sleep(0.1)
     for proc in first:
         proc.send_signal(signal.SIGINT)
     _wait(first)
-    stopped_at = len(_pages(web.read_log(), web.port))
+    stopped_at = len(pages(web.read_log(), web.port))
     assert stopped_at < len(truth)
     status = redis.Redis.from_url(redis_url).hgetall("larbin:frontier:count")
     assert int(status[b"queued"]) > 0 and int(status[b"leased"]) == 0
-    second = [_start_worker(web, tmp_path / f"b{i}", redis_url, "-a", urls) for i in range(3)]
+    second = [_start_worker(web, tmp_path / f"b{i}", redis_url, *seeds_args(web.seeds))
+              for i in range(3)]
     _wait(second)
     assert [p.returncode for p in second] == [0, 0, 0]
     _assert_clean_logs(first + second)
     records = web.read_log()
-    assert set(_pages(records, web.port)) == truth
+    assert pages(records, web.port) == truth
     assert _fetched_twice(records, web.port) == []
 
 
@@ -234,14 +190,14 @@ def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
                            DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_KEEP_ALIVE=True)
     try:
         deadline = time.monotonic() + 30
-        while first not in _pages(web.read_log()[start:], web.port):
+        while first not in pages(web.read_log()[start:], web.port):
             assert time.monotonic() < deadline, "the first seed was never fetched"
             time.sleep(0.2)
         time.sleep(4)  # well past LARBIN_IDLE_BEFORE_CLOSE (1 s) with an empty frontier
         assert worker.poll() is None, "a keep-alive worker closed on an empty frontier"
         client.lpush("larbin:start_urls", later)
         deadline = time.monotonic() + 30
-        while later not in _pages(web.read_log()[start:], web.port):
+        while later not in pages(web.read_log()[start:], web.port):
             assert time.monotonic() < deadline, "a seed pushed to Redis later was not crawled"
             time.sleep(0.2)
         assert worker.poll() is None
@@ -269,7 +225,7 @@ def test_redis_seeds_follow_the_rule_of_command_line_seeds(web, tmp_path, redis_
     assert worker.returncode == 0
     _assert_clean_logs([worker])
     seeds = [inside, outside, outside_too, web.url("h07.test")]
-    assert set(_pages(web.read_log(), web.port)) == web.web.ground_truth(seeds, depth=0)
+    assert pages(web.read_log(), web.port) == web.web.ground_truth(seeds, depth=0)
     stats = json.loads((worker.out / "stats.json").read_text())
     assert stats["larbin/seeds/redis"] == 2
     assert stats["larbin/seeds/invalid"] == 2

@@ -13,14 +13,9 @@ from pathlib import Path
 
 import pytest
 from scrapy import Request
-from scrapy.utils.reactor import install_reactor, is_reactor_installed
 from scrapy.utils.request import RequestFingerprinter
-from twisted.internet.task import Clock
-
-if not is_reactor_installed():
-    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
-
 from scrapy.utils.test import get_crawler
+from twisted.internet.task import Clock
 
 from larbinscrapy.bitset import (
     KHashBitSet,

@@ -19,21 +19,17 @@ from typing import Any
 import pytest
 import scrapy
 from scrapy.exceptions import DropItem, NotConfigured
-from scrapy.utils.reactor import install_reactor
+from scrapy.utils.test import get_crawler
+from warcio.archiveiterator import ArchiveIterator
 
-install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")  # no-op if installed
-
-from scrapy.utils.test import get_crawler  # noqa: E402
-from warcio.archiveiterator import ArchiveIterator  # noqa: E402
-
-from larbinscrapy.items import PageItem  # noqa: E402
-from larbinscrapy.pipelines import contentdup, mirrorsave, sqlite_example  # noqa: E402
-from larbinscrapy.pipelines.contentdup import ContentDupPipeline, SimhashIndex  # noqa: E402
-from larbinscrapy.pipelines.mirrorsave import MirrorSavePipeline, mirror_path  # noqa: E402
-from larbinscrapy.pipelines.simplesave import SimpleSavePipeline  # noqa: E402
-from larbinscrapy.pipelines.sqlite_example import SQLitePipeline  # noqa: E402
-from larbinscrapy.pipelines.warc import WarcPipeline  # noqa: E402
-from settings import base  # noqa: E402
+from larbinscrapy.items import PageItem
+from larbinscrapy.pipelines import contentdup, mirrorsave, sqlite_example
+from larbinscrapy.pipelines.contentdup import ContentDupPipeline, SimhashIndex
+from larbinscrapy.pipelines.mirrorsave import MirrorSavePipeline, mirror_path
+from larbinscrapy.pipelines.simplesave import SimpleSavePipeline
+from larbinscrapy.pipelines.sqlite_example import SQLitePipeline
+from larbinscrapy.pipelines.warc import WarcPipeline
+from settings import base
 
 REPO = Path(__file__).resolve().parent.parent
 # our defaults only: the rest of base.py names components this test does not need

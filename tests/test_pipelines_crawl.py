@@ -29,15 +29,12 @@ from warcio.archiveiterator import ArchiveIterator
 
 from larbinscrapy.pipelines.mirrorsave import mirror_path
 from larbinscrapy.pipelines.simplesave import INDEX_NAME, relative_name
-from tests.conftest import ROOT, Crawl, run_crawl
+from tests.conftest import ROOT, Crawl, run_crawl, seeds_args
 from tests.test_resume import run_until
 from testweb.harness import RunningWeb, start_web
 
 SKIPPED_IN_REPO = {".git", ".pytest_cache", ".ruff_cache", "__pycache__", ".mypy_cache"}
 
-
-def seeds_arg(web: RunningWeb) -> list[str]:
-    return ["-a", "urls=" + ",".join(web.seeds)]
 
 
 def store_settings(out: Path, **more: Any) -> dict[str, Any]:
@@ -112,7 +109,7 @@ def read_warc(paths: list[Path]) -> list[tuple[str, str, bytes]]:
 
 def crawl_with_stores(web: RunningWeb, out: Path, **more: Any) -> Stored:
     start_ns = time.time_ns()
-    crawl = run_crawl(web, out, *seeds_arg(web), settings=store_settings(out, **more))
+    crawl = run_crawl(web, out, *seeds_args(web.seeds), settings=store_settings(out, **more))
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert crawl.stats["finish_reason"] == "finished"
     index_path = out / "save" / INDEX_NAME
@@ -351,7 +348,7 @@ def test_sqlite_example_stores_every_page_once_across_sigint_and_resume(web, tmp
     with closing(sqlite3.connect(db)) as conn:  # the last batch was committed at the stop
         assert sorted(r[0] for r in conn.execute("SELECT url FROM pages")) == sorted(first_items)
 
-    second = run_crawl(web, tmp_path / "run2", *seeds_arg(web), settings=settings)
+    second = run_crawl(web, tmp_path / "run2", *seeds_args(web.seeds), settings=settings)
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stats["finish_reason"] == "finished"
     assert "Resuming" in second.stderr

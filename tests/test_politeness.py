@@ -10,30 +10,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import defaultdict
-from itertools import pairwise
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, ip_table, run_crawl
-from testweb.harness import start_web
+from tests.conftest import ROOT, ip_table, run_crawl, seeds_args
+from testweb.harness import gaps_by_ip, start_web
 from testweb.web import POLITENESS_FAST_HOSTS, POLITENESS_SLOW_HOSTS
 
 DELAY = 0.3  # DOWNLOAD_DELAY of the polite runs; h03's robots.txt asks for 1 s
 SLACK = 0.001
-
-
-def gaps_by_ip(requests: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Intervals between consecutive request arrivals at each server IP."""
-    times: dict[str, list[float]] = defaultdict(list)
-    for entry in requests:
-        times[entry["ip"]].append(entry["t"])
-    gaps = {}
-    for ip, ts in times.items():
-        ts.sort()
-        gaps[ip] = [b - a for a, b in pairwise(ts)]
-    return gaps
 
 
 def too_close(requests: list[dict[str, Any]], delay: float) -> dict[str, float]:
@@ -50,7 +36,7 @@ def polite_and_control(tmp_path_factory):
     """The default web crawled politely (delay 0.3 s), then with the delay and Crawl-delay off."""
     tmp = tmp_path_factory.mktemp("polite")
     with start_web(tmp / "web") as web:
-        args = ("-a", "urls=" + ",".join(web.seeds))
+        args = seeds_args(web.seeds)
         polite = run_crawl(web, tmp / "polite", *args, settings={"DOWNLOAD_DELAY": DELAY})
         control = run_crawl(
             web,
@@ -139,8 +125,7 @@ def test_slow_hosts_do_not_slow_the_rest(tmp_path):
             result = run_crawl(
                 web,
                 tmp_path / name,
-                "-a",
-                "urls=" + ",".join(seeds),
+                *seeds_args(seeds),
                 settings={**settings, **extra},
             )
             assert result.returncode == 0, result.stderr[-3000:]
@@ -176,8 +161,7 @@ def test_ip_that_keeps_timing_out_or_refusing_is_dropped(tmp_path):
             tmp_path / "out",
             "-a",
             "depth=0",
-            "-a",
-            "urls=" + ",".join([web.url("h00.test"), *slow, *dead]),
+            *seeds_args([web.url("h00.test"), *slow, *dead]),
             settings={
                 "LARBIN_RESOLVE": json.dumps({**web.resolve, "dead.test": "127.0.9.9"}),
                 "DOWNLOAD_TIMEOUT": 0.5,
@@ -256,8 +240,7 @@ def test_ssrf_guard_refuses_private_and_metadata_addresses(web, tmp_path):
         tmp_path / "out",
         "-a",
         "depth=0",
-        "-a",
-        "urls=" + ",".join([web.url("h00.test"), *private]),
+        *seeds_args([web.url("h00.test"), *private]),
         settings={"LARBIN_RESOLVE": json.dumps(resolve)},  # 127.0.0.0/8 allowed (conftest)
     )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
@@ -271,8 +254,7 @@ def test_ssrf_guard_without_allowed_networks_refuses_the_loopback_web(web, tmp_p
     crawl = run_crawl(
         web,
         tmp_path / "out",
-        "-a",
-        "urls=" + ",".join(web.seeds),
+        *seeds_args(web.seeds),
         settings={"LARBIN_ALLOWED_NETWORKS": ""},
     )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
@@ -288,8 +270,7 @@ def test_unresolvable_host_is_dropped_once_looked_up(web, tmp_path):
         tmp_path / "out",
         "-a",
         "depth=0",
-        "-a",
-        "urls=" + ",".join([web.url("h00.test"), *nowhere]),
+        *seeds_args([web.url("h00.test"), *nowhere]),
     )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert crawl.stats["finish_reason"] == "finished"

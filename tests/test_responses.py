@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import run_crawl
+from tests.conftest import run_crawl, seeds_args
 
 
 def _seeds(web) -> list[str]:
@@ -12,7 +12,7 @@ def _seeds(web) -> list[str]:
 
 
 def test_binary_responses_become_items_without_links(web, tmp_path):
-    crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", "-a", "urls=" + ",".join(_seeds(web)))
+    crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", *seeds_args(_seeds(web)))
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr
     items = {item["url"]: item for item in crawl.items}
@@ -26,7 +26,7 @@ def test_binary_responses_become_items_without_links(web, tmp_path):
 
 def test_responses_over_download_maxsize_are_dropped_and_counted(web, tmp_path):
     # The binary files are 2,048 bytes: over a 1,900-byte DOWNLOAD_MAXSIZE they are cancelled.
-    crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", "-a", "urls=" + ",".join(_seeds(web)),
+    crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", *seeds_args(_seeds(web)),
                       settings={"DOWNLOAD_MAXSIZE": 1900})
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr

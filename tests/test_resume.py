@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, Crawl, crawl_command, run_crawl
+from tests.conftest import ROOT, Crawl, crawl_command, run_crawl, seeds_args
 from testweb.harness import start_web
 
 DELAY = 0.2
@@ -30,16 +30,13 @@ def job_settings(tmp_path: Path, **more) -> dict:
     return {"JOBDIR": str(tmp_path / "job"), "DOWNLOAD_DELAY": DELAY, **more}
 
 
-def seeds_arg(web) -> list[str]:
-    return ["-a", "urls=" + ",".join(web.seeds)]
-
 
 def run_until(web, out: Path, settings: dict, after_requests: int, sig: int,
               timeout: float = 120) -> Crawl:
     """Start the crawl; once the server has logged ``after_requests`` more requests, ``sig``."""
     out.mkdir(parents=True, exist_ok=True)
     log_start = len(web.read_log())
-    cmd = crawl_command(web, out, *seeds_arg(web), settings=settings)
+    cmd = crawl_command(web, out, *seeds_args(web.seeds), settings=settings)
     with open(out / "stderr.log", "w") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -93,7 +90,7 @@ def test_sigint_then_resume_fetches_nothing_twice(web, tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     assert first.stats["finish_reason"] == "shutdown"
     assert "Resuming" not in first.stderr
-    second = run_crawl(web, tmp_path / "run2", *seeds_arg(web), settings=settings)
+    second = run_crawl(web, tmp_path / "run2", *seeds_args(web.seeds), settings=settings)
     assert "Resuming" in second.stderr
     counts = check_resumed(web, first, second)
     assert twice(counts) == {}, "fetched twice across the restart (seeds included)"
@@ -108,7 +105,7 @@ def test_kill9_then_resume_loses_nothing(web, tmp_path, after_requests):
     settings = job_settings(tmp_path)
     first = run_until(web, tmp_path / "run1", settings, after_requests, sig=signal.SIGKILL)
     assert first.returncode == -signal.SIGKILL
-    second = run_crawl(web, tmp_path / "run2", *seeds_arg(web), settings=settings)
+    second = run_crawl(web, tmp_path / "run2", *seeds_args(web.seeds), settings=settings)
     counts = check_resumed(web, first, second)
     # at most one request in flight per IP (one connection per IP, a delay): those come back
     in_flight_bound = len(set(web.resolve.values()))
@@ -128,7 +125,7 @@ def test_torn_segment_is_reported_and_the_crawl_completes(web, tmp_path):
     assert size > 16 + 8 + 10, "the segment holds no whole record"
     with open(torn, "r+b") as f:
         f.truncate(size - 5)  # inside the payload of its last record
-    second = run_crawl(web, tmp_path / "run2", *seeds_arg(web), settings=settings)
+    second = run_crawl(web, tmp_path / "run2", *seeds_args(web.seeds), settings=settings)
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stats["finish_reason"] == "finished"
     assert any("WARNING" in line and torn.name in line for line in second.stderr.splitlines())

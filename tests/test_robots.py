@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from settings.base import DOWNLOADER_MIDDLEWARES
-from tests.conftest import run_crawl
+from tests.conftest import run_crawl, seeds_args
 from testweb.harness import start_web
 
 STOCK = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
@@ -24,7 +24,7 @@ def test_every_request_waiting_on_robots_txt_is_checked(tmp_path):
         urls = sorted(u for u in web.web.pages if "//robots.test:" in u)
         disallowed = {u for u in urls if not web.web.can_fetch(u)}
         assert len(urls) == 60 and len(disallowed) == 30
-        args = ("-a", "depth=0", "-a", "urls=" + ",".join(urls))
+        args = ("-a", "depth=0", *seeds_args(urls))
         settings = {"DOWNLOAD_DELAY": 0, "CONCURRENT_REQUESTS_PER_DOMAIN": 64}
         ours = run_crawl(web, tmp_path / "ours", *args, settings=settings)
         stock_mw = {**DOWNLOADER_MIDDLEWARES, OURS: None, STOCK: 100}

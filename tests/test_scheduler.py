@@ -15,17 +15,12 @@ from pathlib import Path
 
 import pytest
 from scrapy import Request, Spider, signals
-from scrapy.utils.reactor import install_reactor, is_reactor_installed
 from scrapy.utils.test import get_crawler
 
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier.scheduler import LarbinScheduler
 from larbinscrapy.frontier.sites import READY, IpRing, Site
 from tests.conftest import ip_table
-
-ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
-if not is_reactor_installed():
-    install_reactor(ASYNCIO_REACTOR)
 
 
 class FrontierSpider(Spider):

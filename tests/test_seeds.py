@@ -17,7 +17,7 @@ from larbinscrapy.seeds import (
     parse_url_list,
     read_seeds_file,
 )
-from tests.conftest import ROOT, run_crawl
+from tests.conftest import ROOT, run_crawl, seeds_args
 
 
 # -- one URL -------------------------------------------------------------------------------------
@@ -253,7 +253,7 @@ def test_bad_lines_are_logged_and_the_good_seeds_crawled(web, tmp_path):
 
 def test_urls_argument(web, tmp_path):
     seeds = [web.url("h02.test", "/"), web.url("h06.test", "/map.html")]
-    crawl = run_crawl(web, tmp_path / "out", "-a", "urls=" + ",".join(seeds), "-a", "depth=1")
+    crawl = run_crawl(web, tmp_path / "out", *seeds_args(seeds), "-a", "depth=1")
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     truth = web.web.ground_truth(seeds, depth=1)
     assert web.url("h00.test", "/") not in truth  # the test web's own seeds are not crawled

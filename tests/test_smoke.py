@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import ROOT, run_crawl
+from tests.conftest import ROOT, run_crawl, seeds_args
 
 
 def test_scrapy_reads_our_settings_package(tmp_path):
@@ -20,7 +20,7 @@ def test_scrapy_reads_our_settings_package(tmp_path):
 
 
 def test_crawl_of_test_web_equals_ground_truth(web, tmp_path):
-    crawl = run_crawl(web, tmp_path / "out", "-a", "urls=" + ",".join(web.seeds))
+    crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds))
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     truth = web.web.ground_truth(web.seeds, depth=5)
     assert crawl.fetched(web.port) == truth

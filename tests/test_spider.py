@@ -9,11 +9,6 @@ import warnings
 from datetime import datetime
 
 import pytest
-from scrapy.utils.reactor import install_reactor, is_reactor_installed
-
-if not is_reactor_installed():
-    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
-
 from scrapy import Request
 from scrapy.exceptions import ScrapyDeprecationWarning
 from scrapy.http import HtmlResponse, TextResponse

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from scrapy import Request
-from scrapy.utils.reactor import install_reactor, is_reactor_installed
 from scrapy.utils.test import get_crawler
 
 from larbinscrapy.urls import (
@@ -210,8 +209,6 @@ def test_fingerprint_is_stable_across_processes() -> None:
 
 
 def test_from_crawler() -> None:
-    if not is_reactor_installed():  # get_crawler needs one in Scrapy 2.19
-        install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
     crawler = get_crawler(
         settings_dict={"REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.urls.CanonicalUrlFingerprinter"}
     )

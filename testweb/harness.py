@@ -11,9 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,36 @@ logger = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT = 15.0
 _PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for a server that cannot bind port 0 itself)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- reading the request log ---------------------------------------------------------------------
+ROBOTS = "/robots.txt"
+
+
+def page_counts(records: Iterable[dict[str, Any]], port: int) -> Counter[str]:
+    """How often each page URL was requested (robots.txt left out)."""
+    return Counter(f"http://{e['host']}:{port}{e['path']}" for e in records
+                   if e["path"] != ROBOTS)
+
+
+def pages(records: Iterable[dict[str, Any]], port: int) -> set[str]:
+    """The page URLs requested (robots.txt left out)."""
+    return set(page_counts(records, port))
+
+
+def gaps_by_ip(records: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per server IP, the intervals between consecutive request arrivals (robots.txt counted)."""
+    times: dict[str, list[float]] = defaultdict(list)
+    for entry in records:
+        times[entry["ip"]].append(entry["t"])
+    return {ip: [b - a for a, b in pairwise(sorted(ts))] for ip, ts in times.items()}
 
 
 class WebStartError(RuntimeError):

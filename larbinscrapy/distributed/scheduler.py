@@ -66,7 +66,7 @@ from larbinscrapy.distributed.jobs import RedisJobs
 from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.frontier.base import FrontierScheduler
-from larbinscrapy.politeness import NOCONNECTION, politeness_of
+from larbinscrapy.politeness import NOCONNECTION
 from larbinscrapy.urls import host_of, site_of
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
 
-    from larbinscrapy.politeness import IpState, IpTable, Politeness
+    from larbinscrapy.politeness import IpState, IpTable
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ class RedisScheduler(FrontierScheduler):
 
     PRIORITY_TIER = PRIORITY
     NORMAL_TIER = NORMAL
+    REQUIRES_GATE = True  # each worker resolves and checks the hosts it is handed
 
     def __init__(
         self,
@@ -105,9 +106,11 @@ class RedisScheduler(FrontierScheduler):
         max_per_site: int,
         loaded_sites: int,
         priority_extensions: frozenset[str],
+        local_table: IpTable,
     ) -> None:
         super().__init__(crawler, dupefilter, max_per_site=max_per_site,
-                         loaded_sites=loaded_sites, priority_extensions=priority_extensions)
+                         loaded_sites=loaded_sites, priority_extensions=priority_extensions,
+                         local_table=local_table)
         self.server = server
         self.frontier_key = frontier_key
         self.seeds = seeds
@@ -117,8 +120,6 @@ class RedisScheduler(FrontierScheduler):
         self.persist = persist
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.frontier: RedisFrontier
-        self.politeness: Politeness
-        self.table: IpTable
         self.buffer: list[tuple[int, list[int], bytes]] = []
         self.acks: list[str] = []
         self.seeds_pending = False
@@ -166,12 +167,8 @@ class RedisScheduler(FrontierScheduler):
     # -- Scrapy's scheduler contract ------------------------------------------------------
     def open(self, spider: Spider) -> defer.Deferred[None]:
         self.spider = spider
+        self._connect()
         self.jobs.start()
-        politeness = politeness_of(self.crawler)
-        if politeness is None:
-            raise NotConfigured("RedisScheduler needs larbinscrapy's PolitenessMiddleware")
-        self.politeness = politeness
-        self.table = politeness.table
         delay = self.table.default_delay
         self.frontier = RedisFrontier(
             self.server,
@@ -182,7 +179,6 @@ class RedisScheduler(FrontierScheduler):
         )
         # the send-time gate gives a lease back exactly when a request we leased ends
         self.table.add_release_listener(self._released)
-        self._connect()
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
 
         def join() -> tuple[tuple[int, int], dict[str, int]]:

@@ -6,6 +6,10 @@ that produced it is told its child arrived (``PendingPages``), its tier is chose
 rules, and a request that cannot be serialised stays in memory (counted in
 ``larbin/frontier/unserializable``). Only where the record goes differs (``_enqueue``).
 
+Both find the crawl's politeness core the same way (``politeness_of``); a scheduler built
+without an engine (unit tests) uses a local one, where the host is the IP and the scheduler
+gives its leases back itself when a request leaves the downloader.
+
 Settings read here for both: ``DUPEFILTER_CLASS``, ``LARBIN_MAX_URLS_PER_SITE``,
 ``LARBIN_LOADED_SITES``, ``LARBIN_PRIORITY_EXTENSIONS``.
 """
@@ -16,12 +20,15 @@ from collections import deque
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.pending import PendingPages
+from larbinscrapy.politeness import IpTable, Politeness, politeness_of
 from larbinscrapy.urlfilter import parse_extensions
 from larbinscrapy.urls import extension_of
 
@@ -36,6 +43,7 @@ class FrontierScheduler:
 
     PRIORITY_TIER: int  # the subclass's index of larbin's priority tier...
     NORMAL_TIER: int  # ...and of the normal one
+    REQUIRES_GATE = False  # True: refuse to run in a crawl without the send-time gate
 
     def __init__(
         self,
@@ -45,6 +53,7 @@ class FrontierScheduler:
         max_per_site: int,
         loaded_sites: int,
         priority_extensions: frozenset[str],
+        local_table: IpTable,
     ) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
@@ -52,6 +61,9 @@ class FrontierScheduler:
         self.max_per_site = max_per_site
         self.loaded_sites = loaded_sites
         self.priority_extensions = priority_extensions
+        self.local_table = local_table  # used when no send-time gate enforces politeness
+        self.politeness: Politeness
+        self.table: IpTable
         self.spider: Spider | None = None
         # Pages whose outlinks are still on their way to the frontier (pending.py).
         self.pending = PendingPages(self._page_complete)
@@ -67,11 +79,29 @@ class FrontierScheduler:
             "max_per_site": s.getint("LARBIN_MAX_URLS_PER_SITE"),
             "loaded_sites": s.getint("LARBIN_LOADED_SITES"),
             "priority_extensions": parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or ""),
+            "local_table": IpTable.from_settings(s),
         }
 
     def _connect(self) -> None:
-        """Listen for the end of each page (its record is acknowledged once it is done)."""
-        self.crawler.signals.connect(self._request_done, signal=larbin_signals.request_done)
+        """Find the politeness core; listen for the end of each page (to acknowledge it)."""
+        enforced = politeness_of(self.crawler)
+        if enforced is None and self.REQUIRES_GATE and self._engine() is not None:
+            raise NotConfigured(
+                f"{type(self).__name__} needs larbinscrapy's PolitenessMiddleware"
+            )
+        self.politeness = enforced or Politeness.local(self.local_table, self.stats)
+        self.table = self.politeness.table
+        sig = self.crawler.signals
+        sig.connect(self._request_done, signal=larbin_signals.request_done)
+        if enforced is None:  # otherwise the send-time gate gives leases back
+            sig.connect(self._left_downloader, signal=signals.request_left_downloader)
+
+    def _left_downloader(self, request: Request) -> None:
+        """Without the send-time gate: the download ended, start the IP's delay."""
+        ip = request.meta.pop(M.LEASE, None)
+        if ip is not None:
+            self.politeness.fetch_ended(ip, release=False, failed=None)
+            self.politeness.lease_returned(ip)
 
     # -- the way in ------------------------------------------------------------------------
     def enqueue_request(self, request: Request) -> bool:

@@ -28,15 +28,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scrapy import signals
 from twisted.internet import task
 
-from larbinscrapy import meta as M
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Site
-from larbinscrapy.politeness import NOCONNECTION, IpTable, Politeness, politeness_of
+from larbinscrapy.politeness import NOCONNECTION, IpTable
 from larbinscrapy.urls import host_of, site_of
 
 if TYPE_CHECKING:
@@ -84,12 +82,12 @@ class LarbinScheduler(FrontierScheduler):
         local_table: IpTable,
     ) -> None:
         super().__init__(crawler, dupefilter, max_per_site=max_per_site,
-                         loaded_sites=loaded_sites, priority_extensions=priority_extensions)
+                         loaded_sites=loaded_sites, priority_extensions=priority_extensions,
+                         local_table=local_table)
         self.jobdir = jobdir
         self.segment_records = segment_records
         self.flush_interval = flush_interval
         self.mem_limit = max(1, loaded_sites) * max_per_site
-        self.local_table = local_table  # used when no send-time gate enforces politeness
         self.fifos: list[SegmentFifo] = []
         self.sites: dict[str, Site] = {}
         self.dead_hosts: dict[str, str] = {}  # host -> reason, so later URLs drop at once
@@ -98,8 +96,6 @@ class LarbinScheduler(FrontierScheduler):
         self._tempdir = False
         self._loop: task.LoopingCall | None = None
         self._refill_turn = 0
-        self.politeness: Politeness
-        self.table: IpTable
         self.ring: IpRing
 
     @classmethod
@@ -110,18 +106,13 @@ class LarbinScheduler(FrontierScheduler):
             jobdir=s.get("JOBDIR") or None,
             segment_records=s.getint("LARBIN_SEGMENT_URLS"),
             flush_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"),
-            local_table=IpTable.from_settings(s),
             **cls.frontier_settings(crawler),
         )
 
     # -- Scrapy's scheduler contract ------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None] | None:
         self.spider = spider
-        # Without the send-time gate (no engine: a scheduler built on its own, as in unit
-        # tests) the host is the IP, and this scheduler gives its leases back itself.
-        enforced = politeness_of(self.crawler)
-        self.politeness = enforced or Politeness.local(self.local_table, self.stats)
-        self.table = self.politeness.table
+        self._connect()
         self.ring = IpRing(self.table)
         self.table.add_listener(self._ip_changed)
         if self.jobdir:
@@ -135,10 +126,6 @@ class LarbinScheduler(FrontierScheduler):
                 self.stats.inc_value("larbin/frontier/corrupt_records", fifo.corrupt_records)
             if len(fifo):
                 logger.info("Resuming %d queued URLs from %s", len(fifo), name)
-        self._connect()
-        if enforced is None:  # otherwise the send-time gate gives leases back
-            self.crawler.signals.connect(self._left_downloader,
-                                         signal=signals.request_left_downloader)
         if self.jobdir:
             self._loop = task.LoopingCall(self.flush)
             self._loop.start(self.flush_interval, now=False)
@@ -280,12 +267,6 @@ class LarbinScheduler(FrontierScheduler):
         self.politeness.count_drop(reason)
 
     # -- leases and acknowledgements -------------------------------------------------------
-    def _left_downloader(self, request: Request) -> None:
-        """Without the send-time gate: the download ended, start the IP's delay."""
-        ip = request.meta.pop(M.LEASE, None)
-        if ip is not None:
-            self.table.finish(self.table.get(ip), release=True, failed=None)
-
     def _page_complete(self, rid: Any) -> None:
         self._ack(rid)
 
