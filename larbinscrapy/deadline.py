@@ -73,10 +73,7 @@ class PageDeadlineHandler:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PageDeadlineHandler:
         s = crawler.settings
-        inner_cls = load_object(
-            s.get("LARBIN_HTTP_HANDLER")
-            or "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
-        )
+        inner_cls = load_object(s["LARBIN_HTTP_HANDLER"])
         return cls(
             crawler,
             build_from_crawler(inner_cls, crawler),

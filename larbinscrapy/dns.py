@@ -81,7 +81,7 @@ class SsrfGuard:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SsrfGuard:
         return cls(
-            settings.getbool("LARBIN_SSRF_GUARD", True),
+            settings.getbool("LARBIN_SSRF_GUARD"),
             parse_networks(settings.get("LARBIN_ALLOWED_NETWORKS") or ""),
         )
 
@@ -131,8 +131,8 @@ class DnsCache:
     def from_settings(cls, settings: BaseSettings, reactor: Any) -> DnsCache:
         return cls(
             reactor,
-            ttl=settings.getfloat("LARBIN_DNS_TTL", 3600),
-            timeout=settings.getfloat("LARBIN_DNS_TIMEOUT", 10),
+            ttl=settings.getfloat("LARBIN_DNS_TTL"),
+            timeout=settings.getfloat("LARBIN_DNS_TIMEOUT"),
             overrides=parse_resolve(settings.get("LARBIN_RESOLVE")),
         )
 

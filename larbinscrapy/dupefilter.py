@@ -197,13 +197,13 @@ class BitmapDupeFilter(CountingDupeFilter):
         settings = crawler.settings
         jobdir = job_dir(settings)
         return cls(
-            mode=settings.get("LARBIN_DUPEFILTER_MODE", "bitmap"),
-            bits=settings.getint("LARBIN_DUPEFILTER_BITS", 64_000_000),
-            capacity=settings.getint("LARBIN_DUPEFILTER_CAPACITY", 10_000_000),
-            error_rate=settings.getfloat("LARBIN_DUPEFILTER_ERROR_RATE", 0.001),
+            mode=settings.get("LARBIN_DUPEFILTER_MODE"),
+            bits=settings.getint("LARBIN_DUPEFILTER_BITS"),
+            capacity=settings.getint("LARBIN_DUPEFILTER_CAPACITY"),
+            error_rate=settings.getfloat("LARBIN_DUPEFILTER_ERROR_RATE"),
             path=os.path.join(jobdir, "dupefilter") if jobdir else None,
-            snapshot_interval=settings.getfloat("LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL", 300.0),
-            reset_corrupt=settings.getbool("LARBIN_DUPEFILTER_RESET_CORRUPT", False),
+            snapshot_interval=settings.getfloat("LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL"),
+            reset_corrupt=settings.getbool("LARBIN_DUPEFILTER_RESET_CORRUPT"),
             debug=settings.getbool("DUPEFILTER_DEBUG"),
             fingerprinter=crawler.request_fingerprinter,
             stats=crawler.stats,

@@ -127,6 +127,10 @@ LARBIN_LEASE_TIMEOUT = 60.0  # seconds without a heartbeat before a worker's lea
 LARBIN_IDLE_BEFORE_CLOSE = 5.0  # seconds the shared frontier must stay empty with nothing leased before a worker closes
 LARBIN_KEEP_ALIVE = False  # True: never close on an empty frontier, wait for new seeds (scrapy-redis's habit)
 LARBIN_ALLOW_NO_SEEDS = False  # start without seeds (distributed workers take them from Redis)
+REDIS_URL = "redis://127.0.0.1:6379/0"  # scrapy-redis's connection setting (REDIS_PARAMS adds client options)
+REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list workers read seeds from: redis-cli lpush larbin:start_urls URL
+REDIS_START_URLS_BATCH_SIZE = 100  # seeds taken from that list per read (every 0.25 s)
+SCHEDULER_PERSIST = True  # keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)
 
 # --- Status -------------------------------------------------------------------------------
 LARBIN_STATS_FILE = ""  # write the crawl's stats as JSON here (larbin's status page); empty = off

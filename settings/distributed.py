@@ -5,7 +5,8 @@
 
 Connection and seed settings use scrapy-redis's names (``REDIS_URL``, ``REDIS_PARAMS``,
 ``REDIS_START_URLS_KEY``, ``SCHEDULER_PERSIST``); keys are templates in its ``%(spider)s:...``
-style. docs/distributed.md explains the keys and the lease flow.
+style. Their defaults live in ``settings/base.py`` with every other one; docs/distributed.md
+explains the keys and the lease flow.
 """
 
 from __future__ import annotations
@@ -21,8 +22,4 @@ ITEM_PIPELINES = {
     "larbinscrapy.distributed.contentdup.RedisContentDupPipeline": 100,  # content hashes shared by all workers
 }
 
-REDIS_URL = "redis://127.0.0.1:6379/0"  # scrapy-redis's connection setting (REDIS_PARAMS adds client options)
-REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list workers read seeds from: redis-cli lpush larbin:start_urls URL
-REDIS_START_URLS_BATCH_SIZE = 100  # seeds taken from that list per read (every 0.25 s)
-SCHEDULER_PERSIST = True  # keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)
 LARBIN_ALLOW_NO_SEEDS = True  # a worker may start without -a seeds/urls: seeds come from Redis

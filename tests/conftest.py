@@ -35,6 +35,10 @@ if not is_reactor_installed():
     install_reactor(ASYNCIO_REACTOR)
 
 
+# Every LARBIN_* setting at its default: what a component built from a bare crawler reads.
+LARBIN_DEFAULTS = {k: v for k, v in vars(base).items() if k.startswith("LARBIN_")}
+
+
 def settings_of(module: Any, **overrides: Any) -> dict[str, Any]:
     """A settings profile (``settings.base``, ``settings.distributed``) as a dict, overridden."""
     return {**{k: v for k, v in vars(module).items() if k.isupper()}, **overrides}

@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 
 import pytest
+import redis
 from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
@@ -24,6 +25,7 @@ from larbinscrapy.bitset import (
     bloom_size,
     theoretical_fp_rate,
 )
+from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.dupefilter import (
     SNAPSHOT_HEADER,
     BitmapDupeFilter,
@@ -31,8 +33,35 @@ from larbinscrapy.dupefilter import (
     SnapshotMismatchError,
 )
 from larbinscrapy.urls import CanonicalUrlFingerprinter
+from tests.conftest import LARBIN_DEFAULTS, redis_server
 
 SMALL_BITS = 1 << 20
+# Every seen-set implementation the crawl can use: the local filter in both modes, and the
+# Redis one (a real redis-server) in both modes.
+KINDS = ["bitmap", "bloom", "redis-bitmap", "redis-bloom"]
+
+
+@pytest.fixture(scope="module")
+def shared_redis(tmp_path_factory):
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(params=KINDS)
+def any_filter(request):
+    """A factory of empty filters of one kind: ``any_filter(capacity=...)``."""
+    kind = request.param
+    if not kind.startswith("redis-"):
+        return lambda **kwargs: make_filter(mode=kind, **kwargs)
+    server = redis.Redis.from_url(request.getfixturevalue("shared_redis"))
+    server.flushdb()
+
+    def make(**kwargs) -> RedisBitmapDupeFilter:
+        kwargs.setdefault("bits", SMALL_BITS)
+        return RedisBitmapDupeFilter(server, "t:seen", mode=kind.removeprefix("redis-"),
+                                     fingerprinter=CanonicalUrlFingerprinter(), **kwargs)
+
+    return make
 
 
 def make_filter(path: Path | None = None, **kwargs) -> BitmapDupeFilter:
@@ -70,10 +99,9 @@ SAME_OR_NOT = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["bitmap", "bloom"])
 @pytest.mark.parametrize(("first", "second", "duplicate"), SAME_OR_NOT)
-def test_request_seen_table(mode: str, first: Request, second: Request, duplicate: bool) -> None:
-    df = make_filter(mode=mode, capacity=10_000)
+def test_request_seen_table(any_filter, first: Request, second: Request, duplicate: bool) -> None:
+    df = any_filter(capacity=10_000)
     assert df.request_seen(first) is False
     assert df.request_seen(second) is duplicate
     assert df.request_seen(second) is True
@@ -341,6 +369,7 @@ def test_without_jobdir_no_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_from_crawler_settings_stats_and_jobdir(tmp_path: Path) -> None:
     crawler = get_crawler(
         settings_dict={
+            **LARBIN_DEFAULTS,
             "JOBDIR": str(tmp_path),
             "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.urls.CanonicalUrlFingerprinter",
             "LARBIN_DUPEFILTER_MODE": "bloom",
@@ -466,8 +495,10 @@ def test_scrapy_scheduler_uses_it_as_dupefilter_class(tmp_path: Path) -> None:
 
     crawler = get_crawler(
         settings_dict={
+            **LARBIN_DEFAULTS,
             "DUPEFILTER_CLASS": "larbinscrapy.dupefilter.BitmapDupeFilter",
             "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.urls.CanonicalUrlFingerprinter",
+            "LARBIN_DUPEFILTER_MODE": "bitmap",
             "LARBIN_DUPEFILTER_BITS": SMALL_BITS,
             # the default DownloaderAwarePriorityQueue needs a running engine
             "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",

@@ -30,10 +30,9 @@ from larbinscrapy.pipelines.simplesave import SimpleSavePipeline
 from larbinscrapy.pipelines.sqlite_example import SQLitePipeline
 from larbinscrapy.pipelines.warc import WarcPipeline
 from settings import base
+from tests.conftest import LARBIN_DEFAULTS
 
 REPO = Path(__file__).resolve().parent.parent
-# our defaults only: the rest of base.py names components this test does not need
-LARBIN_DEFAULTS = {k: v for k, v in vars(base).items() if k.startswith("LARBIN_")}
 
 
 class HeaderItem(PageItem):

@@ -45,13 +45,13 @@ class RedisContentDupPipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisContentDupPipeline:
         s = crawler.settings
-        if not s.getbool("LARBIN_CONTENT_DUP", True):
+        if not s.getbool("LARBIN_CONTENT_DUP"):
             raise NotConfigured("LARBIN_CONTENT_DUP is off")
-        if s.getint("LARBIN_NEAR_DUP_DISTANCE", 0):
+        if s.getint("LARBIN_NEAR_DUP_DISTANCE"):
             logger.warning("LARBIN_NEAR_DUP_DISTANCE is not shared between workers: "
                            "only exact content duplicates are dropped")
         name = crawler.spidercls.name
-        template = s.get("LARBIN_REDIS_CONTENTDUP_KEY") or "%(spider)s:contentdup"
+        template = s["LARBIN_REDIS_CONTENTDUP_KEY"]
         return cls(get_redis_from_settings(s), template % {"spider": name, "name": name},
                    crawler.stats)
 

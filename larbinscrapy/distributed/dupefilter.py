@@ -121,17 +121,17 @@ class RedisBitmapDupeFilter(CountingDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
-        key = s.get("LARBIN_REDIS_DUPEFILTER_KEY") or "%(spider)s:seen"
+        key = s["LARBIN_REDIS_DUPEFILTER_KEY"]
         spider = getattr(crawler, "spidercls", None)
         if spider is None or not getattr(spider, "name", None):
             raise NotConfigured("RedisBitmapDupeFilter needs the spider's name for its key")
         return cls(
             get_redis_from_settings(s),
             key % {"spider": spider.name, "name": spider.name},
-            mode=s.get("LARBIN_DUPEFILTER_MODE", "bloom"),
-            bits=s.getint("LARBIN_DUPEFILTER_BITS", 64_000_000),
-            capacity=s.getint("LARBIN_DUPEFILTER_CAPACITY", 10_000_000),
-            error_rate=s.getfloat("LARBIN_DUPEFILTER_ERROR_RATE", 0.001),
+            mode=s.get("LARBIN_DUPEFILTER_MODE"),
+            bits=s.getint("LARBIN_DUPEFILTER_BITS"),
+            capacity=s.getint("LARBIN_DUPEFILTER_CAPACITY"),
+            error_rate=s.getfloat("LARBIN_DUPEFILTER_ERROR_RATE"),
             debug=s.getbool("DUPEFILTER_DEBUG"),
             fingerprinter=crawler.request_fingerprinter,
             stats=crawler.stats,

@@ -117,7 +117,11 @@ local function refill()
   local moved = 0
   for _, tier in ipairs(order) do
     local tkey = P .. ':tier:' .. tier
-    while budget > 0 and insites < mem_limit do
+    -- a wait list is read at most once around per call: entries of a still full site go back
+    -- to its end, and must not be read (and pushed back) again in this pass
+    local left = (tier % 2 == 1) and redis.call('LLEN', tkey) or budget
+    while budget > 0 and left > 0 and insites < mem_limit do
+      left = left - 1
       local e = redis.call('LPOP', tkey)
       if not e then break end
       budget = budget - 1
@@ -179,11 +183,14 @@ local function pick()
   end
 end
 
+-- refill only when no loaded site can go (as the local scheduler): refilling to complete a
+-- batch would re-read a crowded site's wait list on every pop
 local refilled = false
 while #out < want do
   local got = pick()
   if got then table.insert(out, got)
-  elseif refilled or tonumber(redis.call('HGET', CK, 'insites') or '0') >= mem_limit then break
+  elseif refilled or #out > 0
+      or tonumber(redis.call('HGET', CK, 'insites') or '0') >= mem_limit then break
   else refill() refilled = true end
 end
 local nxt = redis.call('ZRANGE', P .. ':ready', 0, 0, 'WITHSCORES')

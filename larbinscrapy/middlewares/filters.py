@@ -38,11 +38,11 @@ logger = logging.getLogger(__name__)
 class LinkGateMiddleware:
     """Filters, cheap seen test, then Requests: see the module docstring."""
 
-    def __init__(self, crawler: Crawler, depth_limit: int) -> None:
+    def __init__(self, crawler: Crawler, depth_limit: int, url_filter: UrlFilter) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
         self.depth_limit = depth_limit
-        self.url_filter = UrlFilter.from_settings(crawler.settings)
+        self.url_filter = url_filter  # the spider's own filter replaces it at spider_opened
         self._fingerprint_url = getattr(crawler.request_fingerprinter, "fingerprint_url", None)
         self._seen: Any = None
         self._count_seen: Any = None
@@ -50,7 +50,8 @@ class LinkGateMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LinkGateMiddleware:
-        return cls(crawler, crawler.settings.getint("DEPTH_LIMIT"))
+        s = crawler.settings
+        return cls(crawler, s.getint("DEPTH_LIMIT"), UrlFilter.from_settings(s))
 
     def _spider_opened(self, spider: Spider) -> None:
         self.url_filter = getattr(spider, "url_filter", None) or self.url_filter

@@ -142,13 +142,13 @@ class ContentDupPipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ContentDupPipeline:
         settings = crawler.settings
-        if not settings.getbool("LARBIN_CONTENT_DUP", True):
+        if not settings.getbool("LARBIN_CONTENT_DUP"):
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
         jobdir = job_dir(settings)
         return cls(
             directory=str(Path(jobdir, "contentdup")) if jobdir else None,
-            near_distance=settings.getint("LARBIN_NEAR_DUP_DISTANCE", 0),
-            flush_interval=settings.getfloat("LARBIN_CONTENT_DUP_FLUSH_INTERVAL", 1.0),
+            near_distance=settings.getint("LARBIN_NEAR_DUP_DISTANCE"),
+            flush_interval=settings.getfloat("LARBIN_CONTENT_DUP_FLUSH_INTERVAL"),
             stats=crawler.stats,
         )
 

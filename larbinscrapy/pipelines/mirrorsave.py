@@ -122,7 +122,7 @@ class MirrorSavePipeline:
         settings = crawler.settings
         if not settings.getbool("LARBIN_MIRROR_SAVE"):
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
-        return cls(settings.get("LARBIN_MIRROR_DIR") or "mirror", stats=crawler.stats)
+        return cls(settings["LARBIN_MIRROR_DIR"], stats=crawler.stats)
 
     def open_spider(self, spider: Any = None) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -75,8 +75,8 @@ class SimpleSavePipeline:
         if not settings.getbool("LARBIN_SIMPLE_SAVE"):
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
         return cls(
-            directory=settings.get("LARBIN_SIMPLE_SAVE_DIR") or "save",
-            files_per_dir=settings.getint("LARBIN_SIMPLE_SAVE_FILES_PER_DIR", 2000),
+            directory=settings["LARBIN_SIMPLE_SAVE_DIR"],
+            files_per_dir=settings.getint("LARBIN_SIMPLE_SAVE_FILES_PER_DIR"),
             stats=crawler.stats,
         )
 

@@ -54,7 +54,7 @@ class SQLitePipeline:
         path = crawler.settings.get("LARBIN_SQLITE_PATH")
         if not path:
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
-        return cls(path, batch_size=crawler.settings.getint("LARBIN_SQLITE_BATCH", 100))
+        return cls(path, batch_size=crawler.settings.getint("LARBIN_SQLITE_BATCH"))
 
     def open_spider(self, spider: Any = None) -> None:
         self._db = sqlite3.connect(self.path)

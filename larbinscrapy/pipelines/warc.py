@@ -119,9 +119,9 @@ class WarcPipeline:
         if not settings.getbool("LARBIN_WARC"):
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
         return cls(
-            directory=settings.get("LARBIN_WARC_DIR") or "warc",
-            max_size=settings.getint("LARBIN_WARC_MAX_SIZE", 1_000_000_000),
-            prefix=settings.get("LARBIN_WARC_PREFIX") or "larbin",
+            directory=settings["LARBIN_WARC_DIR"],
+            max_size=settings.getint("LARBIN_WARC_MAX_SIZE"),
+            prefix=settings["LARBIN_WARC_PREFIX"],
             user_agent=settings.get("USER_AGENT") or "",
             robots="obey" if settings.getbool("ROBOTSTXT_OBEY") else "ignore",
             stats=crawler.stats,
