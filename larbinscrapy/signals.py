@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-#: A request's work is over: its response was parsed and every request it produced was
-#: queued, or it failed for good. Arguments: ``request``. The scheduler acknowledges the
-#: request's frontier record then, so a crash before that point re-queues it.
+#: A request's work is over: its response was parsed, or it failed for good. Arguments:
+#: ``request``, and ``children``: how many requests the page produced (0 for a failure), each
+#: marked with ``meta.PARENT``. The scheduler acknowledges the request's frontier record once
+#: that many reached ``enqueue_request`` (``PendingPages``), so a crash before re-queues it.
 request_done = object()

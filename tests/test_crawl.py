@@ -275,7 +275,8 @@ def _racing_seeds(web: RunningWeb) -> list[str]:
 def test_requests_waiting_on_one_robots_txt_are_all_checked(web, tmp_path):
     # 45 seeds on 5 hosts reach the downloader together, 8 per IP, while each host's robots.txt
     # is downloading. Scrapy's stock middleware lets every waiter but the first through
-    # unchecked (FACTS.md); ours must check each one.
+    # unchecked under the asyncio reactor (they share one Deferred and get None); ours must
+    # check each one.
     seeds = _racing_seeds(web)
     disallowed = {s for s in seeds if not web.web.can_fetch(s)}
     assert len(disallowed) == 40

@@ -3,8 +3,8 @@
 ``robots.test`` (the ``politeness`` test web) has 30 allowed and 30 disallowed pages; all 60 are
 seeds, and with 64 connections per IP and no delay they reach the robots middleware together
 while the host's robots.txt is being fetched. Scrapy 2.19's own middleware lets the waiters
-after the first through unchecked (FACTS.md); the control run with it shows the test catches
-that.
+after the first through unchecked (they await one shared Deferred and get ``None``); the
+control run with it shows the test catches that.
 """
 
 from __future__ import annotations
