@@ -27,3 +27,6 @@ class PageItem(scrapy.Item):
     ip = scrapy.Field()  # server IP the page was fetched from (larbin IPSite)
     body = scrapy.Field()  # raw body bytes, for storage pipelines; not exported to feeds
     headers = scrapy.Field()  # response headers {name: value}, repeats joined by ", "; not exported
+    # with LARBIN_REVISIT on (larbinscrapy/revisit/): storage pipelines skip changed=False
+    changed = scrapy.Field()  # content differs from the last fetch (True on the first; 304: False)
+    fetch_count = scrapy.Field()  # fetches of this URL so far, this one included

@@ -61,6 +61,8 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,  # links.extract follows the target
     # per-IP politeness, DNS pinning and the SSRF guard, right before the download
     "larbinscrapy.middlewares.politeness.PolitenessMiddleware": 950,
+    # LARBIN_REVISIT: conditional GET on revisits; below retry/redirect, so it sees final outcomes
+    "larbinscrapy.revisit.middleware.ConditionalGetMiddleware": 540,
 }
 ITEM_PIPELINES = {
     # Each raises NotConfigured unless its LARBIN_* setting turns it on (docs/pipelines.md).
@@ -73,6 +75,8 @@ ITEM_PIPELINES = {
 EXTENSIONS = {
     "scrapy.extensions.telnet.TelnetConsole": None,
     "larbinscrapy.statsfile.StatsFile": 500,  # on when LARBIN_STATS_FILE is set
+    "larbinscrapy.revisit.extension.RevisitExtension": 510,  # on when LARBIN_REVISIT is set
+    "larbinscrapy.sitemaps.SitemapReader": 520,  # on when LARBIN_SITEMAPS is set
 }
 
 # --- Seeds and link following (spider arguments override these) ---------------------------
@@ -145,6 +149,7 @@ LARBIN_NEAR_DUP_DISTANCE = 0  # simhash Hamming distance for near duplicates; 0 
 FEED_EXPORT_FIELDS = [
     "url", "status", "depth", "referer", "fetched_at", "content_type", "length",
     "title", "keywords", "description", "links", "ip",
+    "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ]
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = 1.0  # seconds between flushes of JOBDIR/contentdup/journal
 LARBIN_SIMPLE_SAVE = False  # larbin SIMPLE_SAVE: bodies to save/dNNNNN/fNNNNN plus index.jsonl
@@ -158,3 +163,19 @@ LARBIN_WARC_MAX_SIZE = 1_000_000_000  # bytes after which a WARC file is closed 
 LARBIN_WARC_PREFIX = "larbin"  # WARC file names: <prefix>-<UTC timestamp>-<serial>.warc.gz
 LARBIN_SQLITE_PATH = ""  # the docs/pipelines.md SQLite example: database file; empty = off
 LARBIN_SQLITE_BATCH = 100  # SQLite example: rows per commit (also committed after 1 s)
+
+# --- Revisits and sitemaps (larbinscrapy/revisit/, larbinscrapy/sitemaps.py) ----------------
+LARBIN_REVISIT = False  # continuous crawl: refetch pages when due (the crawl then runs until stopped)
+LARBIN_REVISIT_INTERVAL = 86400.0  # seconds from a page's first fetch to its first revisit
+LARBIN_REVISIT_MIN = 3600.0  # shortest revisit interval, seconds
+LARBIN_REVISIT_MAX = 30 * 86400.0  # longest revisit interval, seconds
+LARBIN_REVISIT_STREAK = 5  # larbin's rule: this many unchanged fetches in a row multiply the interval, changed divide it
+LARBIN_REVISIT_FACTOR = 2.0  # what the interval is multiplied or divided by after a streak
+LARBIN_REVISIT_BUCKET = 300.0  # seconds of due time per schedule file; a due page waits at most this long
+LARBIN_REVISIT_INFLIGHT = 10_000  # due pages handed to the frontier and not yet fetched, at most
+LARBIN_REVISIT_LEASE = 3600.0  # seconds a due page may stay unfetched in the frontier before it is rescheduled
+LARBIN_SITEMAPS = False  # read each site's sitemaps (robots.txt Sitemap: lines and /sitemap.xml)
+LARBIN_SITEMAP_PRIORITY = "normal"  # frontier tier of sitemap URLs: "priority" or "normal"
+LARBIN_SITEMAP_MAX_FILES = 20  # sitemap files (indexes included) read per site
+LARBIN_SITEMAP_MAX_URLS = 50_000  # URLs taken from one sitemap file (the protocol's limit)
+LARBIN_SITEMAP_MAX_BYTES = 50 * 1024 * 1024  # bytes of one sitemap file, uncompressed (the protocol's limit)

@@ -77,6 +77,9 @@ class RedisContentDupPipeline:
     async def process_item(self, item: Any, spider: Any = None) -> Any:
         from twisted.internet import reactor
 
+        if (item.get("fetch_count") or 1) > 1:  # a revisit (LARBIN_REVISIT): not a copy
+            self._inc("revisit")
+            return item
         body = item.get("body")
         digest = content_hash(body) if body else None
         if digest is None:

@@ -27,6 +27,8 @@ PERSIST_META = (
     "redirect_urls",
     "retry_times",
     "download_timeout",
+    M.REVISIT,
+    M.REVISIT_HINT,
 )
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _raw_decode = json.JSONDecoder().raw_decode

@@ -24,7 +24,7 @@ file. Memory: a dict from the 16-byte hash to the URL's offset in the journal, ~
 page (tracemalloc over 200k pages: 133 B; 1M pages ~ 135 MB); the first URL is read back from the
 journal only when a page is dropped. Settings: ``LARBIN_CONTENT_DUP``, ``LARBIN_NEAR_DUP_DISTANCE``,
 ``LARBIN_CONTENT_DUP_FLUSH_INTERVAL``. Stats: ``larbin/contentdup/{unique,dropped,near_dropped,
-empty,replayed}``.
+empty,replayed,revisit}`` (a revisited page, ``LARBIN_REVISIT``, is not tested again).
 """
 
 from __future__ import annotations
@@ -185,6 +185,9 @@ class ContentDupPipeline:
     # --- items -------------------------------------------------------------------------
 
     def process_item(self, item: Any, spider: Any = None) -> Any:
+        if (item.get("fetch_count") or 1) > 1:  # a revisit: kept on its first fetch, not a copy
+            self._inc("revisit")
+            return item
         body = item.get("body")
         if not body:
             self._inc("empty")

@@ -21,7 +21,7 @@ depth, e.g. against a symlink planted in the tree). When a URL needs a directory
 was stored (``/a`` then ``/a/b``) the file moves to ``a/index.html``; a URL whose file would be
 an existing directory is stored as its ``index.html``. Writes are synchronous, as in
 ``simplesave``. Settings: ``LARBIN_MIRROR_SAVE``, ``LARBIN_MIRROR_DIR``. Stats:
-``larbin/mirrorsave/{saved,nobody,unmappable,refused}``.
+``larbin/mirrorsave/{saved,unchanged,nobody,unmappable,refused}``.
 """
 
 from __future__ import annotations
@@ -128,6 +128,9 @@ class MirrorSavePipeline:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def process_item(self, item: Any, spider: Any = None) -> Any:
+        if item.get("changed") is False:  # a revisit of a page already stored (LARBIN_REVISIT)
+            self._inc("unchanged")
+            return item
         body = item.get("body")
         if body is None:
             self._inc("nobody")

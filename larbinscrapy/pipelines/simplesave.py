@@ -11,7 +11,7 @@ torn last line is cut and numbering continues after the last indexed file (a fil
 not indexed before a crash is overwritten). Writes are synchronous: one page to the page cache
 costs far less than the fetch that produced it, and a thread pool would reorder the index.
 Settings: ``LARBIN_SIMPLE_SAVE``, ``LARBIN_SIMPLE_SAVE_DIR``, ``LARBIN_SIMPLE_SAVE_FILES_PER_DIR``.
-Stats: ``larbin/simplesave/{saved,nobody}``.
+Stats: ``larbin/simplesave/{saved,unchanged,nobody}``.
 """
 
 from __future__ import annotations
@@ -100,6 +100,9 @@ class SimpleSavePipeline:
             self._index = None
 
     def process_item(self, item: Any, spider: Any = None) -> Any:
+        if item.get("changed") is False:  # a revisit of a page already stored (LARBIN_REVISIT)
+            self._inc("unchanged")
+            return item
         body = item.get("body")
         if body is None:
             self._inc("nobody")

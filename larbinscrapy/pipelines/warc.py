@@ -14,12 +14,20 @@ The body is stored as Scrapy delivered it (decompressed, de-chunked), so ``Conte
 ``Transfer-Encoding`` and ``Content-Length`` are replaced by a ``Content-Length`` of that body:
 the record then describes the bytes it holds. ``WARC-Date`` is the item's ``fetched_at``,
 ``WARC-IP-Address`` its ``ip``. Each record is flushed to the OS when written, so a killed
-crawl leaves at most a torn last record. Settings: ``LARBIN_WARC``, ``LARBIN_WARC_DIR``,
-``LARBIN_WARC_MAX_SIZE``, ``LARBIN_WARC_PREFIX``. Stats: ``larbin/warc/{written,nobody,files}``.
+crawl leaves at most a torn last record.
+
+Revisits (``LARBIN_REVISIT``): a page fetched again without a change (``changed`` is False)
+gets a ``revisit`` record instead of a response, as Heritrix writes: profile
+``server-not-modified`` for a 304 (the headers only), ``identical-payload-digest`` with the
+body's SHA-1 for an unchanged 200. Settings: ``LARBIN_WARC``, ``LARBIN_WARC_DIR``,
+``LARBIN_WARC_MAX_SIZE``, ``LARBIN_WARC_PREFIX``. Stats: ``larbin/warc/{written,revisit,nobody,
+files}``.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
 from datetime import UTC, datetime
@@ -45,6 +53,7 @@ logger = logging.getLogger(__name__)
 _SOFTWARE = f"larbinscrapy (Scrapy {version('scrapy')}, warcio {version('warcio')})"
 _WARC_1_1_SPEC = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 _WIRE_HEADERS = {"content-length", "content-encoding", "transfer-encoding"}
+_NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 
 
 def _one_line(value: Any) -> str:
@@ -146,18 +155,21 @@ class WarcPipeline:
             extra["WARC-Date"] = date
         if item.get("ip"):
             extra["WARC-IP-Address"] = str(item["ip"])
-        response = writer.create_warc_record(
-            url,
-            "response",
-            payload=BytesIO(body),
-            length=len(body),
-            warc_headers_dict=extra,
-            http_headers=StatusAndHeaders(
-                response_status_line(int(item.get("status") or 200)),
-                response_headers(item, len(body)),
-                protocol="HTTP/1.1",
-            ),
+        status = int(item.get("status") or 200)
+        http_headers = StatusAndHeaders(
+            response_status_line(status), response_headers(item, len(body)), protocol="HTTP/1.1"
         )
+        if item.get("changed") is False:  # a revisit: the archive already holds this payload
+            response = self._revisit_record(writer, url, status, body, http_headers, extra)
+        else:
+            response = writer.create_warc_record(
+                url,
+                "response",
+                payload=BytesIO(body),
+                length=len(body),
+                warc_headers_dict=extra,
+                http_headers=http_headers,
+            )
         request = writer.create_warc_record(
             url,
             "request",
@@ -165,10 +177,31 @@ class WarcPipeline:
             http_headers=self._request_headers(url),
         )
         writer.write_request_response_pair(request, response)
-        self._inc("written")
+        self._inc("revisit" if response.rec_type == "revisit" else "written")
         if self._file is not None and self._file.tell() >= self.max_size:
             self._close_file()
         return item
+
+    @staticmethod
+    def _revisit_record(
+        writer: WARCWriter,
+        url: str,
+        status: int,
+        body: bytes,
+        http_headers: StatusAndHeaders,
+        extra: dict[str, str],
+    ) -> Any:
+        if status == 304:
+            return writer.create_warc_record(
+                url, "revisit", http_headers=http_headers,
+                warc_headers_dict={**extra, "WARC-Profile": _NOT_MODIFIED_PROFILE},
+            )
+        digest = "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
+        record = writer.create_revisit_record(url, digest, url, extra.get("WARC-Date", ""),
+                                              http_headers=http_headers, warc_headers_dict=extra)
+        if not extra.get("WARC-Date"):
+            record.rec_headers.remove_header("WARC-Refers-To-Date")
+        return record
 
     def _request_headers(self, url: str) -> StatusAndHeaders:
         parts = urlsplit(safe_url_string(url))  # no space or control byte in the request line

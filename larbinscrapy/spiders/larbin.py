@@ -168,6 +168,8 @@ class LarbinSpider(Spider):
             description=None,
             links=[],
         )
+        if (count := response.meta.get(M.FETCH_COUNT)) is not None:  # LARBIN_REVISIT
+            item["fetch_count"], item["changed"] = count, response.meta.get(M.CHANGED)
         if ctype in _HTML_TYPES and body:
             page = extract(
                 body,

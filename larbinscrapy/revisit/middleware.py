@@ -1,0 +1,83 @@
+"""``ConditionalGetMiddleware``: revisits ask "changed since?", and every fetch is scheduled.
+
+A downloader middleware (on with ``LARBIN_REVISIT``), placed below Scrapy's retry and redirect
+middlewares so it sees a page's final outcome once:
+
+* ``process_request``: a due page (``meta[REVISIT]``) carries its stored ``ETag`` and
+  ``Last-Modified`` back as ``If-None-Match`` / ``If-Modified-Since``, and 304 is added to the
+  statuses the spider is given; a second copy of a due page (one the frontier kept over a
+  restart, as the store also hands it out again) is dropped (``larbin/revisit/stale``);
+* ``process_response``: the page is scheduled (a first fetch) or rescheduled by the rule, and the
+  response's meta gets ``CHANGED`` and ``FETCH_COUNT`` for the spider's item;
+* ``process_exception``: a due page that got no response is tried again after its interval.
+
+Requests without a callback of their own (robots.txt, sitemaps) are not pages: not scheduled.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.http.request import NO_CALLBACK
+
+from larbinscrapy import meta as M
+from larbinscrapy.exceptions import DroppedRequest
+from larbinscrapy.revisit.extension import RevisitExtension
+from larbinscrapy.revisit.observe import NOT_MODIFIED, conditional_headers
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+STALE = "revisit_stale"
+
+
+class ConditionalGetMiddleware:
+    """Conditional GET on revisits; reports each page's outcome to ``RevisitExtension``."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.revisits: RevisitExtension | None = None
+        crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ConditionalGetMiddleware:
+        if not crawler.settings.getbool("LARBIN_REVISIT"):
+            raise NotConfigured
+        return cls(crawler)
+
+    def _spider_opened(self) -> None:
+        self.revisits = self.crawler.get_extension(RevisitExtension)
+        if self.revisits is None:
+            raise NotConfigured("ConditionalGetMiddleware needs RevisitExtension in EXTENSIONS")
+
+    def process_request(self, request: Request, spider: Any = None) -> None:
+        token = request.meta.get(M.REVISIT)
+        if token is None or self.revisits is None:
+            return
+        entry = self.revisits.due_entry(token)
+        if entry is None:
+            raise DroppedRequest(STALE, request.url)
+        for name, value in conditional_headers(entry).items():
+            request.headers.setdefault(name, value)
+        statuses = request.meta.get(M.HANDLE_HTTPSTATUS_LIST)
+        if statuses is None or NOT_MODIFIED not in statuses:
+            request.meta[M.HANDLE_HTTPSTATUS_LIST] = [*(statuses or ()), NOT_MODIFIED]
+
+    def process_response(
+        self, request: Request, response: Response, spider: Any = None
+    ) -> Response:
+        if self.revisits is not None and request.callback is not NO_CALLBACK:
+            self.revisits.fetched(request, response)
+        return response
+
+    def process_exception(self, request: Request, exception: Exception, spider: Any = None) -> None:
+        token = request.meta.get(M.REVISIT)
+        if token is None or self.revisits is None:
+            return
+        if isinstance(exception, DroppedRequest) and exception.reason == STALE:
+            return
+        self.revisits.failed(token)

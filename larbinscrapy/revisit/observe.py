@@ -1,0 +1,91 @@
+"""What one fetch tells the schedule (pure): changed or not, the validators, the next due time.
+
+"Changed" is decided with the duplicate pipeline's own functions (``content_hash``, and
+``simhash`` when ``LARBIN_NEAR_DUP_DISTANCE`` > 0: a change is a Hamming distance above it); a
+304 is "unchanged" and keeps the last digest.
+"""
+
+from __future__ import annotations
+
+from email.utils import formatdate
+from typing import TYPE_CHECKING, Any
+
+from larbinscrapy.pipelines.contentdup import content_hash, simhash
+from larbinscrapy.revisit.entry import MAX_ETAG, SIMHASH, Entry
+from larbinscrapy.revisit.rule import freshness, http_date
+
+if TYPE_CHECKING:
+    from larbinscrapy.revisit.rule import RevisitRule
+
+NOT_MODIFIED = 304
+_NO_DIGEST = b"\0" * 8
+
+
+def digest_of(body: bytes, near_distance: int) -> tuple[bytes, int]:
+    """(8-byte digest, flags) of a body: its simhash with near duplicates on, else its hash."""
+    if near_distance:
+        sim = simhash(body)
+        if sim:
+            return sim.to_bytes(8, "little"), SIMHASH
+    digest = content_hash(body)
+    return (digest[:8] if digest else _NO_DIGEST), 0
+
+
+def differs(old: Entry, digest: bytes, flags: int, near_distance: int) -> bool:
+    if old.flags & SIMHASH and flags & SIMHASH:
+        distance = (int.from_bytes(old.digest, "little") ^ int.from_bytes(digest, "little"))
+        return distance.bit_count() > near_distance
+    return old.digest != digest or old.flags != flags
+
+
+def conditional_headers(entry: Entry) -> dict[str, bytes]:
+    """``If-None-Match`` / ``If-Modified-Since`` for a revisit of ``entry``."""
+    headers = {}
+    if entry.etag:
+        headers["If-None-Match"] = entry.etag
+    if entry.last_modified:
+        headers["If-Modified-Since"] = formatdate(entry.last_modified, usegmt=True).encode()
+    return headers
+
+
+def observe(
+    entry: Entry | None,
+    *,
+    fp: bytes,
+    url: str,
+    status: int,
+    body: bytes,
+    headers: Any,
+    now: float,
+    rule: RevisitRule,
+    near_distance: int,
+    hint: float | None = None,
+    depth: int = 0,
+    site_depth: int = 0,
+) -> tuple[Entry, bool]:
+    """The page's next entry and whether it changed (a first fetch counts as changed)."""
+    etag = headers.get(b"ETag") or b""
+    if len(etag) > MAX_ETAG:
+        etag = b""
+    modified = http_date(headers[b"Last-Modified"]) if headers.get(b"Last-Modified") else None
+    last_modified = int(modified) if modified and modified > 0 else 0
+    fresh = freshness(headers.get(b"Cache-Control"), headers.get(b"Expires"),
+                      headers.get(b"Date"), now)
+    if entry is None:
+        digest, flags = digest_of(body, near_distance)
+        interval = rule.first(hint if hint is not None else fresh)
+        new = Entry(fp, url, now + rule.wait(interval, fresh), interval, 0, 1, digest, flags,
+                    last_modified, etag, depth, site_depth)
+        return new, True
+    if status == NOT_MODIFIED:
+        changed, digest, flags = False, entry.digest, entry.flags
+        etag = etag or entry.etag
+        last_modified = last_modified or entry.last_modified
+    else:
+        digest, flags = digest_of(body, near_distance)
+        changed = differs(entry, digest, flags, near_distance)
+    interval, streak = rule.update(entry.interval, entry.streak, changed)
+    new = entry.evolve(due=now + rule.wait(interval, fresh), interval=interval, streak=streak,
+                       fetch_count=entry.fetch_count + 1, digest=digest, flags=flags,
+                       etag=etag, last_modified=last_modified)
+    return new, changed

@@ -1,0 +1,131 @@
+"""The seeds' revisit rule, pure: when is a page fetched again.
+
+larbin's design notes: compare each fetch with the previous one; after ``streak`` fetches in a
+row without a change, multiply the page's interval by ``factor``; after ``streak`` in a row
+with a change, divide it; keep it within ``[minimum, maximum]``. ``streak`` counts the current
+run: positive for unchanged fetches, negative for changed ones; a run that reaches the limit
+changes the interval and starts again from 0.
+
+Hints (a sitemap's ``<changefreq>``/``<lastmod>``, a response's ``Cache-Control: max-age`` /
+``Expires``) are seconds, always clamped to the bounds. A hint sets the interval a new page
+starts with; afterwards the rule adapts it, and a response's freshness lifetime only delays the
+next fetch (a server that says "fresh for a day" is not asked again within the day).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+# sitemap protocol: <changefreq> values, in seconds ("always" and "never" map to the bounds)
+CHANGEFREQ = {
+    "always": 0.0,
+    "hourly": 3600.0,
+    "daily": 86400.0,
+    "weekly": 7 * 86400.0,
+    "monthly": 30 * 86400.0,
+    "yearly": 365 * 86400.0,
+    "never": float("inf"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitRule:
+    """The rule's numbers (``LARBIN_REVISIT_*``)."""
+
+    initial: float
+    minimum: float
+    maximum: float
+    streak: int = 5
+    factor: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.minimum <= self.maximum:
+            raise ValueError(
+                f"LARBIN_REVISIT_MIN ({self.minimum}) must be > 0 and <= "
+                f"LARBIN_REVISIT_MAX ({self.maximum})"
+            )
+        if self.streak < 1 or self.factor <= 1:
+            raise ValueError("LARBIN_REVISIT_STREAK must be >= 1 and LARBIN_REVISIT_FACTOR > 1")
+
+    def clamp(self, seconds: float) -> float:
+        return min(self.maximum, max(self.minimum, seconds))
+
+    def first(self, hint: float | None = None) -> float:
+        """The interval a newly fetched page starts with."""
+        return self.clamp(self.initial if hint is None else hint)
+
+    def update(self, interval: float, streak: int, changed: bool) -> tuple[float, int]:
+        """The page's (interval, streak) after one more fetch."""
+        # a run of changed fetches counts down from 0, a run of unchanged ones up
+        streak = min(streak, 0) - 1 if changed else max(streak, 0) + 1
+        if streak >= self.streak:
+            return self.clamp(interval * self.factor), 0
+        if -streak >= self.streak:
+            return self.clamp(interval / self.factor), 0
+        return self.clamp(interval), streak
+
+    def wait(self, interval: float, fresh_for: float | None) -> float:
+        """Seconds until the next fetch: the interval, or longer while the response is fresh."""
+        if fresh_for is None:
+            return interval
+        return max(interval, self.clamp(fresh_for))
+
+
+def sitemap_hint(changefreq: str | None, lastmod: str | None, now: float) -> float | None:
+    """Seconds between fetches a sitemap entry suggests, or ``None``.
+
+    ``changefreq`` is the site's own word; without it, a page last modified ``A`` seconds ago
+    is taken to change about every ``A`` seconds (the older, the stabler).
+    """
+    if changefreq:
+        seconds = CHANGEFREQ.get(changefreq.strip().lower())
+        if seconds is not None:
+            return seconds
+    if lastmod:
+        modified = parse_w3c_datetime(lastmod)
+        if modified is not None and modified < now:
+            return now - modified
+    return None
+
+
+def parse_w3c_datetime(text: str) -> float | None:
+    """A sitemap ``<lastmod>`` (W3C datetime: a date, or a date and time) as epoch seconds."""
+    value = text.strip().replace("Z", "+00:00")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def freshness(
+    cache_control: bytes | None, expires: bytes | None, date: bytes | None, now: float
+) -> float | None:
+    """A response's freshness lifetime in seconds (RFC 9111: max-age wins over Expires)."""
+    if cache_control:
+        for directive in cache_control.lower().split(b","):
+            name, _, value = directive.strip().partition(b"=")
+            if name == b"max-age":
+                try:
+                    return float(int(value.strip(b'" ')))
+                except ValueError:
+                    return None
+    if expires:
+        expires_at = http_date(expires)
+        if expires_at is None:
+            return 0.0  # RFC 9111 4.2.1: an invalid Expires means "already expired"
+        origin = http_date(date) if date else None
+        return max(0.0, expires_at - (origin if origin is not None else now))
+    return None
+
+
+def http_date(value: bytes) -> float | None:
+    """An HTTP date (IMF-fixdate and the obsolete forms) as epoch seconds, or ``None``."""
+    try:
+        return parsedate_to_datetime(value.decode("latin-1")).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
