@@ -116,6 +116,16 @@ def start_web(
     tmp_path: str | os.PathLike[str], web: str = "default", slow_delay: float = 1.5, port: int = 0
 ) -> RunningWeb:
     """Start the server with its log and info files in ``tmp_path``; wait until it listens."""
+    proc, info, stderr_path = launch(
+        tmp_path, ["testweb", "--web", web, "--slow-delay", str(slow_delay)], port
+    )
+    return RunningWeb(proc, info, web, stderr_path)
+
+
+def launch(
+    tmp_path: str | os.PathLike[str], module_args: list[str], port: int = 0
+) -> tuple[subprocess.Popen[bytes], dict[str, Any], Path]:
+    """Run ``python -m <module_args>`` with ``--port/--log/--info`` in ``tmp_path``; wait for it."""
     tmp = Path(tmp_path)
     tmp.mkdir(parents=True, exist_ok=True)
     info_path, log_path, stderr_path = (
@@ -129,15 +139,11 @@ def start_web(
     cmd = [
         sys.executable,
         "-m",
-        "testweb",
-        "--web",
-        web,
+        *module_args,
         "--port",
         str(port),
         "--log",
         str(log_path),
-        "--slow-delay",
-        str(slow_delay),
         "--info",
         str(info_path),
     ]
@@ -152,5 +158,4 @@ def start_web(
             stderr = stderr_path.read_text(errors="replace")
             raise WebStartError(f"testweb did not start (exit {proc.returncode}):\n{stderr}")
         time.sleep(0.02)
-    info = json.loads(info_path.read_text(encoding="utf-8"))
-    return RunningWeb(proc, info, web, stderr_path)
+    return proc, json.loads(info_path.read_text(encoding="utf-8")), stderr_path

@@ -1,0 +1,230 @@
+"""``SitemapReader``: each site's sitemaps feed its URLs to the frontier (``LARBIN_SITEMAPS``).
+
+An extension. For every site the crawl reaches, once: the ``Sitemap:`` lines of its robots.txt
+(the ``robots_parsed`` signal; protego lists them) and ``/sitemap.xml``. Sitemap indexes are
+followed on the same site, gzipped files unpacked, and at most ``LARBIN_SITEMAP_MAX_FILES`` files
+are read per site, each at most ``LARBIN_SITEMAP_MAX_BYTES`` (uncompressed) and
+``LARBIN_SITEMAP_MAX_URLS`` URLs (the protocol's 50 MB / 50,000). Parsing is Scrapy's
+``scrapy.utils.sitemap.Sitemap`` (lxml without entities), in a thread: a 50 MB file must not stall
+the reactor.
+
+Sitemap files are fetched with ``engine.download_async`` (like robots.txt: downloader
+middlewares, hence politeness and robots rules, apply; the spider and the frontier do not). The
+URLs they list go through the link gate (``LinkGateMiddleware.admit``: the link filters, then the
+seen test) into the frontier through ``engine.crawl``, in the tier ``LARBIN_SITEMAP_PRIORITY``
+names, as links of depth 1 of their site; ``<changefreq>``/``<lastmod>`` ride along as a
+revisit hint (``meta.REVISIT_HINT``, used with ``LARBIN_REVISIT``). A site is marked read in
+the dupefilter (the bit of its ``/sitemap.xml``), so a resumed crawl does not read it again and
+no per-site set grows in memory. A sitemap that is not one (not XML, bad gzip, too big) is
+counted, never fatal.
+
+Stats: ``larbin/sitemaps/{sites,files,urls,queued,missing,failed,broken,truncated,capped}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
+
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.gz import gunzip
+from scrapy.utils.sitemap import Sitemap
+from twisted.internet.threads import deferToThread
+
+from larbinscrapy import meta as M
+from larbinscrapy.middlewares.filters import LinkGateMiddleware
+from larbinscrapy.revisit.rule import sitemap_hint
+from larbinscrapy.urls import fingerprint_url, site_of
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+TIERS = ("priority", "normal")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class BrokenSitemap(ValueError):
+    """A sitemap file that cannot be read; ``reason`` names the stat."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def parse_sitemap(
+    body: bytes, max_bytes: int, max_urls: int
+) -> tuple[str, list[dict[str, Any]], bool]:
+    """(type, entries, truncated) of a sitemap file, gzipped or not; ``BrokenSitemap`` if none."""
+    if body[:2] == _GZIP_MAGIC:
+        try:
+            body = gunzip(body, max_size=max_bytes)
+        except (OSError, EOFError, ValueError, zlib.error) as exc:
+            raise BrokenSitemap("broken", f"gzip: {exc}") from None
+    if len(body) > max_bytes:
+        raise BrokenSitemap("broken", f"{len(body)} bytes, more than {max_bytes}")
+    try:
+        sitemap = Sitemap(body)
+        kind = sitemap.type
+        if kind not in ("urlset", "sitemapindex"):
+            raise BrokenSitemap("broken", f"root element <{kind}>")
+        entries = []
+        for entry in sitemap:
+            if len(entries) >= max_urls:
+                return kind, entries, True
+            entries.append(entry)
+    except BrokenSitemap:
+        raise
+    except Exception as exc:  # lxml raises many kinds on hostile input; none is fatal
+        raise BrokenSitemap("broken", f"{type(exc).__name__}: {exc}") from None
+    return kind, entries, False
+
+
+class SitemapReader:
+    """Reads each site's sitemaps once and queues their URLs (see the module docstring)."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        *,
+        priority: bool,
+        max_files: int,
+        max_urls: int,
+        max_bytes: int,
+    ) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.priority = priority
+        self.max_files = max_files
+        self.max_urls = max_urls
+        self.max_bytes = max_bytes
+        self._gate: LinkGateMiddleware | None = None
+        self._seen: Any = None
+        self._sites: set[str] = set()  # only without a dupefilter fast path
+        self._logged_broken = False
+        sig = crawler.signals
+        sig.connect(self._spider_opened, signal=signals.spider_opened)
+        sig.connect(self._robots_parsed, signal=signals.robots_parsed)
+        sig.connect(self._response_received, signal=signals.response_received)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SitemapReader:
+        s = crawler.settings
+        if not s.getbool("LARBIN_SITEMAPS"):
+            raise NotConfigured
+        tier = (s.get("LARBIN_SITEMAP_PRIORITY") or "").strip().lower()
+        if tier not in TIERS:
+            raise NotConfigured(f"LARBIN_SITEMAP_PRIORITY must be one of {TIERS}, got {tier!r}")
+        return cls(
+            crawler,
+            priority=tier == "priority",
+            max_files=s.getint("LARBIN_SITEMAP_MAX_FILES"),
+            max_urls=s.getint("LARBIN_SITEMAP_MAX_URLS"),
+            max_bytes=s.getint("LARBIN_SITEMAP_MAX_BYTES"),
+        )
+
+    def _spider_opened(self, spider: Any = None) -> None:
+        self._gate = self.crawler.get_spider_middleware(LinkGateMiddleware)
+        df = getattr(self.crawler.engine.scheduler, "df", None)
+        self._seen = getattr(df, "seen_fingerprint", None)
+
+    # -- which sites ------------------------------------------------------------------------
+    def _robots_parsed(self, robotparser: Any, request: Request) -> None:
+        protego = getattr(robotparser, "rp", None)
+        listed = list(getattr(protego, "sitemaps", ()) or ())
+        self._start(site_of(request.url), listed)
+
+    def _response_received(self, response: Response, request: Request, spider: Any = None) -> None:
+        if request.callback is not NO_CALLBACK:  # a page (robots.txt and sitemaps are not)
+            self._start(site_of(response.url), [])
+
+    def _start(self, site: str, listed: list[str]) -> None:
+        if not site or self._read_before(site):
+            return
+        self.stats.inc_value("larbin/sitemaps/sites")
+        urls = [u for u in listed if site_of(urljoin(site + "/", u)) == site]
+        default = site + "/sitemap.xml"
+        if default not in urls:
+            urls.append(default)
+        deferred_from_coro(self._read_site(site, urls))
+
+    def _read_before(self, site: str) -> bool:
+        """Test and mark ``site`` as read (its /sitemap.xml bit in the dupefilter)."""
+        if self._seen is not None:
+            return bool(self._seen(fingerprint_url(site + "/sitemap.xml")))
+        if site in self._sites:
+            return True
+        self._sites.add(site)
+        return False
+
+    # -- reading ------------------------------------------------------------------------------
+    async def _read_site(self, site: str, queue: list[str]) -> None:
+        files = 0
+        while queue:
+            if files >= self.max_files:
+                self.stats.inc_value("larbin/sitemaps/capped")
+                return
+            url = queue.pop(0)
+            files += 1
+            response = await self._fetch(url)
+            if response is None:
+                continue
+            try:
+                kind, entries, truncated = await maybe_deferred_to_future(deferToThread(
+                    parse_sitemap, response.body, self.max_bytes, self.max_urls))
+            except BrokenSitemap as exc:
+                self._broken(url, exc)
+                continue
+            self.stats.inc_value("larbin/sitemaps/files")
+            if truncated:
+                self.stats.inc_value("larbin/sitemaps/truncated")
+            if kind == "sitemapindex":
+                queue += [e["loc"] for e in entries if site_of(e["loc"]) == site]
+            else:
+                self._queue(response, entries)
+
+    async def _fetch(self, url: str) -> Response | None:
+        request = Request(url, callback=NO_CALLBACK, meta={M.DOWNLOAD_MAXSIZE: self.max_bytes})
+        try:
+            response = await self.crawler.engine.download_async(request)
+        except IgnoreRequest:
+            return None
+        except Exception as exc:  # a dead host, a reset: counted like any failed fetch
+            self.stats.inc_value("larbin/sitemaps/failed")
+            logger.debug("Sitemap %s unavailable: %s", url, exc)
+            return None
+        if response.status != 200:
+            self.stats.inc_value("larbin/sitemaps/missing")
+            return None
+        return response
+
+    def _broken(self, url: str, exc: BrokenSitemap) -> None:
+        self.stats.inc_value(f"larbin/sitemaps/{exc.reason}")
+        if not self._logged_broken:
+            self._logged_broken = True
+            logger.warning("Unreadable sitemap %s: %s (further ones are counted in "
+                           "larbin/sitemaps/broken)", url, exc)
+
+    def _queue(self, response: Response, entries: list[dict[str, Any]]) -> None:
+        hints = {e["loc"]: (e.get("changefreq"), e.get("lastmod")) for e in entries}
+        self.stats.inc_value("larbin/sitemaps/urls", len(hints))
+        if self._gate is None:
+            return
+        now = time.time()
+        engine = self.crawler.engine
+        for request in self._gate.admit(response, list(hints)):
+            if self.priority:
+                request.meta[M.PRIORITY] = True
+            hint = sitemap_hint(*hints.get(request.url, (None, None)), now)
+            if hint is not None:
+                request.meta[M.REVISIT_HINT] = hint
+            self.stats.inc_value("larbin/sitemaps/queued")
+            engine.crawl(request)
