@@ -286,6 +286,7 @@ class RevisitStore:
             self._append(entry)
         if end < len(data):
             logger.warning("revisit journal: cut %d bytes of a torn last record", len(data) - end)
-        for bucket in [b for b in self.sizes if b < self.cursor[0]]:
+        for bucket in [b for b in self.sizes if b < self.cursor[0]]:  # drained after the journal
             self.sizes.pop(bucket)
+            self._buffers.pop(bucket, None)
             self._path(bucket).unlink(missing_ok=True)

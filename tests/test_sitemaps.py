@@ -1,0 +1,113 @@
+"""Sitemaps over real crawls of the changing web's sitemap sites, and the parser on bad input.
+
+``s1.test``'s pages are linked from nowhere: robots.txt names a sitemap index, which names a
+plain and a gzipped sitemap. ``s2.test`` has only ``/sitemap.xml``. ``s3.test``'s robots.txt
+names a sitemap that is HTML and one whose gzip is garbage.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from larbinscrapy.revisit.rule import sitemap_hint
+from larbinscrapy.sitemaps import BrokenSitemap, parse_sitemap
+from tests.conftest import run_crawl
+from testweb.changing import SITEMAP_HOSTS, start_changing
+
+ONLY = {f"s1.test/only/a{i}.html" for i in range(5)} | {f"s1.test/only/b{i}.html" for i in range(5)}
+ONLY |= {f"s2.test/only/c{i}.html" for i in range(3)}
+
+
+@pytest.fixture
+def sites(tmp_path: Path):
+    with start_changing(tmp_path / "web") as running:
+        yield running
+
+
+def crawl_sites(sites, out: Path, **settings):
+    seeds = ",".join(sites.url(h) for h in SITEMAP_HOSTS)
+    crawl = run_crawl(sites, out, "-a", f"urls={seeds}", settings=settings, timeout=60)
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    fetched = {r["host"] + r["path"] for r in crawl.requests}
+    return crawl, fetched
+
+
+def test_pages_listed_only_in_sitemaps_are_crawled(sites, tmp_path):
+    crawl, fetched = crawl_sites(sites, tmp_path / "on", LARBIN_SITEMAPS=True)
+    assert fetched >= ONLY
+    stats = crawl.stats
+    assert stats["larbin/sitemaps/sites"] == 3
+    assert stats["larbin/sitemaps/files"] == 4  # s1: index, a.xml, b.xml.gz; s2: sitemap.xml
+    assert stats["larbin/sitemaps/broken"] == 2  # s3: not XML, bad gzip; the crawl goes on
+    assert stats["larbin/sitemaps/queued"] == len(ONLY)
+    assert "Unreadable sitemap" in crawl.stderr and "Traceback" not in crawl.stderr
+    # and each sitemap file was read once
+    maps = [r["path"] for r in crawl.requests if "/maps/" in r["path"]]
+    assert sorted(maps) == ["/maps/a.xml", "/maps/b.xml.gz", "/maps/index.xml"]
+
+
+def test_without_sitemaps_those_pages_are_unreachable(sites, tmp_path):
+    _, fetched = crawl_sites(sites, tmp_path / "off", LARBIN_SITEMAPS=False)
+    assert not (ONLY & fetched)
+    assert not any("/maps/" in path or "sitemap" in path for path in fetched)
+
+
+def test_files_and_urls_per_site_are_bounded(sites, tmp_path):
+    crawl, fetched = crawl_sites(sites, tmp_path / "capped", LARBIN_SITEMAPS=True,
+                                 LARBIN_SITEMAP_MAX_FILES=3, LARBIN_SITEMAP_MAX_URLS=2)
+    s1 = {url for url in fetched if url.startswith("s1.test/only/")}
+    assert s1 == {"s1.test/only/a0.html", "s1.test/only/a1.html"}  # 2 URLs of a.xml; no b
+    assert "s1.test/maps/b.xml.gz" not in fetched
+    assert crawl.stats["larbin/sitemaps/capped"] >= 1
+    assert crawl.stats["larbin/sitemaps/truncated"] >= 2
+
+
+URLSET = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+          b"<url><loc>http://a.test/1</loc><lastmod>2026-01-01</lastmod></url>"
+          b"<url><loc>http://a.test/2</loc><changefreq>weekly</changefreq></url></urlset>")
+
+
+@pytest.mark.parametrize(("body", "kind", "n"), [
+    (URLSET, "urlset", 2),
+    (gzip.compress(URLSET), "urlset", 2),
+    (b'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap>'
+     b"<loc>http://a.test/s.xml</loc></sitemap></sitemapindex>", "sitemapindex", 1),
+])
+def test_parse_sitemap(body, kind, n):
+    got_kind, entries, truncated = parse_sitemap(body, 1 << 20, 10)
+    assert (got_kind, len(entries), truncated) == (kind, n, False)
+
+
+@pytest.mark.parametrize("body", [
+    b"<html><body>no</body></html>",  # not a sitemap
+    b"\x1f\x8b\x08\x00garbage",  # bad gzip
+    b"",  # empty
+    b"\x00\xff binary",
+    b'<!DOCTYPE x [<!ENTITY a "aaaa">]><urlset>&a;&a;</urlset>' * 1,  # entities not expanded
+    gzip.compress(b"<urlset>" + b"<url><loc>http://a.test/</loc></url>" * 40000 + b"</urlset>"),
+])
+def test_broken_sitemaps_raise_one_exception(body):
+    try:
+        kind, entries, _ = parse_sitemap(body, 1 << 20, 10)
+    except BrokenSitemap as exc:
+        assert exc.reason == "broken"
+    else:  # lxml recovers some inputs into an empty urlset: harmless, nothing queued
+        assert kind == "urlset" and not entries
+
+
+def test_urls_per_file_are_capped():
+    kind, entries, truncated = parse_sitemap(URLSET, 1 << 20, 1)
+    assert (kind, len(entries), truncated) == ("urlset", 1, True)
+
+
+def test_sitemap_hints():
+    now = 1_800_000_000.0
+    assert sitemap_hint("daily", None, now) == 86400
+    assert sitemap_hint(" Weekly ", "2020-01-01", now) == 7 * 86400
+    assert sitemap_hint(None, "2027-01-14T08:00:00Z", now) == pytest.approx(now - 1_799_913_600)
+    assert sitemap_hint("sometimes", None, now) is None
+    assert sitemap_hint(None, "not a date", now) is None
+    assert sitemap_hint(None, "2099-01-01", now) is None  # in the future: no hint
