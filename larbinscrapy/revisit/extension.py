@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.utils.job import job_dir
+from scrapy.utils.misc import load_object
 from twisted.internet import task
 
 from larbinscrapy import meta as M
@@ -54,6 +55,14 @@ def revisit_token(entry: Entry) -> str:
 def parse_token(token: str) -> tuple[bytes, int]:
     fp, _, count = token.partition(":")
     return bytes.fromhex(fp), int(count)
+
+
+def _shared_frontier(settings: Any) -> bool:
+    """True for the Redis scheduler: a worker could pop another worker's due page."""
+    from larbinscrapy.distributed.scheduler import RedisScheduler
+
+    scheduler = load_object(settings["SCHEDULER"])
+    return isinstance(scheduler, type) and issubclass(scheduler, RedisScheduler)
 
 
 class RevisitExtension:
@@ -93,6 +102,9 @@ class RevisitExtension:
         s = crawler.settings
         if not s.getbool("LARBIN_REVISIT"):
             raise NotConfigured
+        if _shared_frontier(s):
+            raise NotConfigured("LARBIN_REVISIT keeps its schedule per process; with the Redis "
+                                "scheduler (settings.distributed) revisits are not available yet")
         rule = RevisitRule(
             initial=s.getfloat("LARBIN_REVISIT_INTERVAL"),
             minimum=s.getfloat("LARBIN_REVISIT_MIN"),
