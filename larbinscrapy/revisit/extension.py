@@ -1,18 +1,21 @@
 """``RevisitExtension``: the continuous crawl (``LARBIN_REVISIT``).
 
-Owns the revisit store (``store.py``) and the rule (``rule.py``). Every fetched page is given a
-due time by ``ConditionalGetMiddleware`` (``middleware.py``); every tick (at most a second, or
-the bucket width) the extension takes the due pages, at most ``LARBIN_REVISIT_INFLIGHT`` in the
-frontier at once, and hands them to ``engine.crawl``: the scheduler's ``enqueue_request`` with
-``dont_filter`` (the seen-set would refuse them), so every politeness rule still applies. While
-pages are scheduled ``spider_idle`` raises ``DontCloseSpider``: the crawl runs until Ctrl-C,
-``CLOSESPIDER_*`` or an engine stop. A page that stays in flight longer than
-``LARBIN_REVISIT_LEASE`` (the frontier dropped it: a dead host, a refused IP) is rescheduled.
+Owns the schedule (``backends.py``: ``RevisitStore`` in ``JOBDIR/revisit/``, or with the Redis
+scheduler ``RedisRevisitStore`` beside the shared frontier) and the rule (``rule.py``). Every
+fetched page is given a due time by ``ConditionalGetMiddleware`` (``middleware.py``); every tick
+(at most a second, or the bucket width) the extension takes the due pages, at most
+``LARBIN_REVISIT_INFLIGHT`` in the frontier at once, and hands them to ``engine.crawl``: the
+scheduler's ``enqueue_request`` with ``dont_filter`` (the seen-set would refuse them), so every
+politeness rule still applies. While pages are scheduled ``spider_idle`` raises
+``DontCloseSpider``: the crawl runs until Ctrl-C, ``CLOSESPIDER_*`` or an engine stop. A page
+that stays in flight longer than ``LARBIN_REVISIT_LEASE`` (the frontier dropped it: a dead host,
+a refused IP; or its worker died) is rescheduled.
 
 Settings: ``LARBIN_REVISIT``, ``LARBIN_REVISIT_{INTERVAL,MIN,MAX,STREAK,FACTOR,BUCKET,INFLIGHT,
-LEASE}``, ``LARBIN_NEAR_DUP_DISTANCE``, ``LARBIN_CHECKPOINT_INTERVAL``, ``JOBDIR``. Files:
-``JOBDIR/revisit/`` (``store.py``). Stats: ``larbin/revisit/{scheduled,due,unchanged,changed,
-not_modified,failed,stale,expired,duplicates,recovered,pending}``.
+LEASE}``, ``LARBIN_REDIS_REVISIT_KEY``, ``LARBIN_NEAR_DUP_DISTANCE``,
+``LARBIN_CHECKPOINT_INTERVAL``, ``JOBDIR``. Files: ``JOBDIR/revisit/`` (``store.py``). Stats:
+``larbin/revisit/{scheduled,due,unchanged,changed,not_modified,failed,stale,expired,duplicates,
+recovered,pending}``.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import load_object
-from twisted.internet import task
+from twisted.internet import defer, task
 
 from larbinscrapy import meta as M
+from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule
+from larbinscrapy.revisit.entry import Entry
 from larbinscrapy.revisit.observe import observe
 from larbinscrapy.revisit.rule import RevisitRule
 from larbinscrapy.revisit.store import RevisitStore
@@ -39,26 +44,25 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-
-    from larbinscrapy.revisit.entry import Entry
+    from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 
-_MAX_TICK = 1.0  # seconds: how often due buckets are looked at, at most
+_MAX_TICK = 1.0  # seconds: how often due pages are looked for, at most
+Schedule = LocalSchedule | SharedSchedule
 
 
 def revisit_token(entry: Entry) -> str:
-    """The ``meta[REVISIT]`` of a due page: its fingerprint and the fetch it is due for."""
-    return f"{entry.fp.hex()}:{entry.fetch_count}"
+    """The ``meta[REVISIT]`` of a due page: its packed entry, so any worker can revisit it."""
+    return entry.pack().hex()
 
 
-def parse_token(token: str) -> tuple[bytes, int]:
-    fp, _, count = token.partition(":")
-    return bytes.fromhex(fp), int(count)
+def parse_token(token: str) -> Entry:
+    return Entry.unpack(bytes.fromhex(token))
 
 
-def _shared_frontier(settings: Any) -> bool:
-    """True for the Redis scheduler: a worker could pop another worker's due page."""
+def _shared_frontier(settings: BaseSettings) -> bool:
+    """True for the Redis scheduler: the schedule must then be shared too."""
     from larbinscrapy.distributed.scheduler import RedisScheduler
 
     scheduler = load_object(settings["SCHEDULER"])
@@ -71,27 +75,21 @@ class RevisitExtension:
     def __init__(
         self,
         crawler: Crawler,
-        store: RevisitStore,
         rule: RevisitRule,
         *,
-        inflight: int,
-        lease: float,
         near_distance: int,
         checkpoint_interval: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if inflight < 1:
-            raise ValueError("LARBIN_REVISIT_INFLIGHT must be at least 1")
         self.crawler = crawler
         self.stats = crawler.stats
-        self.store = store
         self.rule = rule
-        self.inflight = inflight
-        self.lease = lease
         self.near_distance = near_distance
         self.checkpoint_interval = checkpoint_interval
         self.clock = clock
+        self.schedule: Schedule
         self._loops: list[task.LoopingCall] = []
+        self._taking = False
         sig = crawler.signals
         sig.connect(self.spider_opened, signal=signals.spider_opened)
         sig.connect(self.spider_idle, signal=signals.spider_idle)
@@ -102,9 +100,6 @@ class RevisitExtension:
         s = crawler.settings
         if not s.getbool("LARBIN_REVISIT"):
             raise NotConfigured
-        if _shared_frontier(s):
-            raise NotConfigured("LARBIN_REVISIT keeps its schedule per process; with the Redis "
-                                "scheduler (settings.distributed) revisits are not available yet")
         rule = RevisitRule(
             initial=s.getfloat("LARBIN_REVISIT_INTERVAL"),
             minimum=s.getfloat("LARBIN_REVISIT_MIN"),
@@ -112,36 +107,42 @@ class RevisitExtension:
             streak=s.getint("LARBIN_REVISIT_STREAK"),
             factor=s.getfloat("LARBIN_REVISIT_FACTOR"),
         )
-        jobdir = job_dir(s)
-        store = RevisitStore(str(Path(jobdir, "revisit")) if jobdir else None,
-                             s.getfloat("LARBIN_REVISIT_BUCKET"))
-        return cls(
-            crawler,
-            store,
-            rule,
-            inflight=s.getint("LARBIN_REVISIT_INFLIGHT"),
-            lease=s.getfloat("LARBIN_REVISIT_LEASE"),
-            near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
-            checkpoint_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"),
-        )
+        inflight, lease = s.getint("LARBIN_REVISIT_INFLIGHT"), s.getfloat("LARBIN_REVISIT_LEASE")
+        if inflight < 1:
+            raise ValueError("LARBIN_REVISIT_INFLIGHT must be at least 1")
+        ext = cls(crawler, rule, near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
+                  checkpoint_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"))
+        if _shared_frontier(s):
+            from scrapy_redis.connection import get_redis_from_settings
+
+            from larbinscrapy.revisit.redis_store import RedisRevisitStore
+
+            name = crawler.spidercls.name
+            key = s.get("LARBIN_REDIS_REVISIT_KEY") % {"spider": name, "name": name}
+            store = RedisRevisitStore(get_redis_from_settings(s), key, inflight)
+            ext.schedule = SharedSchedule(store, lease, ext._inc)
+        else:
+            jobdir = job_dir(s)
+            local = RevisitStore(str(Path(jobdir, "revisit")) if jobdir else None,
+                                 s.getfloat("LARBIN_REVISIT_BUCKET"))
+            ext.schedule = LocalSchedule(local, inflight, lease, ext._inc)
+        return ext
 
     # -- lifecycle ----------------------------------------------------------------------
     def spider_opened(self, spider: Any = None) -> None:
-        self.store.open()
-        self._inc("recovered", self.store.recovered)
-        again = self.store.inflight()
+        again = self.schedule.open()
         if again:  # handed out before the restart: the frontier may have lost them
             logger.info("revisit: %d due pages handed out again after a restart", len(again))
         for entry in again:
             self._crawl(entry)
-        for interval, call in ((min(_MAX_TICK, self.store.width), self.tick),
-                               (self.checkpoint_interval, self.store.checkpoint)):
+        for interval, call in ((min(_MAX_TICK, self.schedule.tick_interval), self.tick),
+                               (self.checkpoint_interval, self.schedule.checkpoint)):
             loop = task.LoopingCall(call)
             loop.start(interval, now=False)
             self._loops.append(loop)
 
     def spider_idle(self, spider: Any = None) -> None:
-        if len(self.store):
+        if self.schedule.pending():
             raise DontCloseSpider
 
     def spider_closed(self, spider: Any = None, reason: str = "") -> None:
@@ -149,22 +150,30 @@ class RevisitExtension:
             if loop.running:
                 loop.stop()
         self._loops.clear()
-        self.stats.set_value("larbin/revisit/pending", len(self.store))
-        self._inc("duplicates", self.store.duplicates)
-        self.store.close()
+        self.stats.set_value("larbin/revisit/pending", len(self.schedule))
+        self.schedule.close()
 
     def tick(self) -> None:
-        """Reschedule what the frontier lost; hand the due pages to the frontier."""
-        now = self.clock()
-        for entry in self.store.expired(now, self.lease):
-            self._inc("expired")
-            self.store.done(entry.evolve(due=now))
-        room = self.inflight - len(self.store.flight)
-        if room <= 0:
+        """Hand the due pages (and those the frontier lost) to the frontier; one take at a time."""
+        if self._taking:
             return
-        for entry in self.store.take_due(now, room):
+        self._taking = True
+        d = self.schedule.take(self.clock())
+        d.addCallback(self._taken)
+        d.addErrback(self._take_failed)
+        d.addBoth(self._took)
+
+    def _taken(self, entries: list[Entry]) -> None:
+        for entry in entries:
             self._inc("due")
             self._crawl(entry)
+
+    def _take_failed(self, failure: Any) -> None:
+        self._inc("take_failed")
+        logger.error("revisit: taking due pages failed: %s", failure.getErrorMessage())
+
+    def _took(self, _: Any) -> None:
+        self._taking = False
 
     def _crawl(self, entry: Entry) -> None:
         request = Request(
@@ -178,23 +187,20 @@ class RevisitExtension:
 
     # -- what the middleware reports ------------------------------------------------------
     def due_entry(self, token: str) -> Entry | None:
-        """The flight entry a revisit request stands for; ``None`` if it is a stale copy."""
-        fp, count = parse_token(token)
-        entry = self.store.in_flight(fp)
-        if entry is None or entry.fetch_count != count:
+        """The entry a revisit request stands for; ``None`` if it is a stale copy."""
+        entry = self.schedule.current(parse_token(token))
+        if entry is None:
             self._inc("stale")
-            return None
         return entry
 
-    def fetched(self, request: Request, response: Response) -> None:
+    def fetched(self, request: Request, response: Response) -> defer.Deferred[bool]:
         """Schedule the page's next fetch; tell the spider ``changed`` and ``fetch_count``."""
         meta = request.meta
         token = meta.get(M.REVISIT)
-        entry = None
-        if token is not None:
-            entry = self.store.in_flight(parse_token(token)[0])
-            if entry is None:
-                return
+        entry = self.schedule.current(parse_token(token)) if token is not None else None
+        if token is not None and entry is None:
+            self._inc("stale")
+            return defer.succeed(False)
         new, changed = observe(
             entry,
             fp=entry.fp if entry else fingerprint_url(response.url),
@@ -209,23 +215,24 @@ class RevisitExtension:
             depth=meta.get("depth", 0),
             site_depth=meta.get(M.SITE_DEPTH, 0),
         )
-        if entry is None:
-            self.store.add(new)
-            self._inc("scheduled")
-        else:
-            self.store.done(new)
-            self._inc("changed" if changed else "unchanged")
-            if response.status == 304:
-                self._inc("not_modified")
         meta[M.CHANGED] = changed
         meta[M.FETCH_COUNT] = new.fetch_count
+        if entry is None:
+            return self.schedule.add(new).addCallback(self._counted, "scheduled", "duplicates")
+        event = "changed" if changed else "unchanged"
+        if response.status == 304:
+            self._inc("not_modified")
+        return self.schedule.done(entry, new).addCallback(self._counted, event, "stale")
 
-    def failed(self, token: str) -> None:
-        """A revisit that did not get a response: try again after the same interval."""
-        entry = self.store.in_flight(parse_token(token)[0])
-        if entry is not None:
-            self._inc("failed")
-            self.store.done(entry.evolve(due=self.clock() + entry.interval))
+    def failed(self, token: str) -> defer.Deferred[bool]:
+        """A revisit that got no response: try again after the same interval."""
+        entry = parse_token(token)
+        again = entry.evolve(due=self.clock() + entry.interval)
+        return self.schedule.done(entry, again).addCallback(self._counted, "failed", "stale")
+
+    def _counted(self, applied: bool, event: str, otherwise: str) -> bool:
+        self._inc(event if applied else otherwise)
+        return applied
 
     def _inc(self, event: str, count: int = 1) -> None:
         if count:

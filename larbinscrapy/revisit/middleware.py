@@ -11,6 +11,9 @@ middlewares so it sees a page's final outcome once:
   response's meta gets ``CHANGED`` and ``FETCH_COUNT`` for the spider's item;
 * ``process_exception``: a due page that got no response is tried again after its interval.
 
+Both wait for the schedule's write (a file append, or Redis on the revisit thread), so a page's
+schedule is stored before the frontier can acknowledge the page.
+
 Requests without a callback of their own (robots.txt, sitemaps) are not pages: not scheduled.
 """
 
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.defer import maybe_deferred_to_future
 
 from larbinscrapy import meta as M
 from larbinscrapy.exceptions import DroppedRequest
@@ -67,17 +71,20 @@ class ConditionalGetMiddleware:
         if statuses is None or NOT_MODIFIED not in statuses:
             request.meta[M.HANDLE_HTTPSTATUS_LIST] = [*(statuses or ()), NOT_MODIFIED]
 
-    def process_response(
+    async def process_response(
         self, request: Request, response: Response, spider: Any = None
     ) -> Response:
+        # awaited: the schedule is written before the spider (and so the frontier's ack) runs
         if self.revisits is not None and request.callback is not NO_CALLBACK:
-            self.revisits.fetched(request, response)
+            await maybe_deferred_to_future(self.revisits.fetched(request, response))
         return response
 
-    def process_exception(self, request: Request, exception: Exception, spider: Any = None) -> None:
+    async def process_exception(
+        self, request: Request, exception: Exception, spider: Any = None
+    ) -> None:
         token = request.meta.get(M.REVISIT)
         if token is None or self.revisits is None:
             return
         if isinstance(exception, DroppedRequest) and exception.reason == STALE:
             return
-        self.revisits.failed(token)
+        await maybe_deferred_to_future(self.revisits.failed(token))

@@ -1,0 +1,127 @@
+"""The two places a schedule lives, behind one asynchronous face for ``RevisitExtension``.
+
+``LocalSchedule``: ``RevisitStore`` in ``JOBDIR/revisit/`` (its calls are quick file appends,
+made in the reactor thread; ``os.write`` of ~100 bytes). ``SharedSchedule``:
+``RedisRevisitStore``, every call on one dedicated thread (``ThreadPool(1, 1)``: Redis is never
+called in the reactor thread, and calls reach Redis in the order they were made).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadpool import ThreadPool
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from larbinscrapy.revisit.entry import Entry
+    from larbinscrapy.revisit.redis_store import RedisRevisitStore
+    from larbinscrapy.revisit.store import RevisitStore
+
+
+class LocalSchedule:
+    """One process's schedule on disk."""
+
+    def __init__(self, store: RevisitStore, inflight: int, lease: float,
+                 count: Callable[[str, int], None]) -> None:
+        self.store = store
+        self.inflight = inflight
+        self.lease = lease
+        self.count = count
+        self.tick_interval = store.width
+
+    def open(self) -> list[Entry]:
+        """Open; return the due pages handed out before a restart (the frontier may lack them)."""
+        self.store.open()
+        self.count("recovered", self.store.recovered)
+        return self.store.inflight()
+
+    def close(self) -> None:
+        self.count("duplicates", self.store.duplicates)
+        self.store.close()
+
+    def checkpoint(self) -> None:
+        self.store.checkpoint()
+
+    def pending(self) -> bool:
+        return len(self.store) > 0
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def current(self, token: Entry) -> Entry | None:
+        """The flight entry a request stands for; ``None`` for a stale copy."""
+        entry = self.store.in_flight(token.fp)
+        return entry if entry is not None and entry.fetch_count == token.fetch_count else None
+
+    def take(self, now: float) -> defer.Deferred[list[Entry]]:
+        for entry in self.store.expired(now, self.lease):
+            self.count("expired", 1)
+            self.store.done(entry.evolve(due=now))
+        room = self.inflight - len(self.store.flight)
+        return defer.succeed(self.store.take_due(now, room) if room > 0 else [])
+
+    def add(self, entry: Entry) -> defer.Deferred[bool]:
+        self.store.add(entry)
+        return defer.succeed(True)
+
+    def done(self, old: Entry, new: Entry) -> defer.Deferred[bool]:
+        if self.current(old) is None:
+            return defer.succeed(False)
+        self.store.done(new)
+        return defer.succeed(True)
+
+
+class SharedSchedule:
+    """The schedule every worker shares in Redis."""
+
+    tick_interval = 0.25  # seconds: as the Redis scheduler polls
+
+    def __init__(self, store: RedisRevisitStore, lease: float,
+                 count: Callable[[str, int], None]) -> None:
+        self.store = store
+        self.lease = lease
+        self.count = count
+        self.total: int | None = None  # pages scheduled, as the last take saw it
+        self._pool = ThreadPool(1, 1, name="larbin-revisit-redis")
+
+    def _run(self, func: Callable[..., Any], *args: Any) -> defer.Deferred[Any]:
+        from twisted.internet import reactor
+
+        return deferToThreadPool(reactor, self._pool, func, *args)
+
+    def open(self) -> list[Entry]:
+        self._pool.start()
+        return []  # a dead worker's flight entries come back through the lease
+
+    def close(self) -> None:
+        self._pool.stop()  # waits for the queued writes
+
+    def checkpoint(self) -> None:
+        """Redis persists on its own (its AOF/RDB settings)."""
+
+    def pending(self) -> bool:
+        return self.total is None or self.total > 0
+
+    def __len__(self) -> int:
+        return self.total or 0
+
+    def current(self, token: Entry) -> Entry | None:
+        return token  # checked in Redis when the fetch is done (``done``)
+
+    def take(self, now: float) -> defer.Deferred[list[Entry]]:
+        def taken(result: tuple[int, int, list[Entry]]) -> list[Entry]:
+            expired, self.total, entries = result
+            self.count("expired", expired)
+            return entries
+
+        return self._run(self.store.take, now, self.lease).addCallback(taken)
+
+    def add(self, entry: Entry) -> defer.Deferred[bool]:
+        return self._run(self.store.add, entry)
+
+    def done(self, old: Entry, new: Entry) -> defer.Deferred[bool]:
+        return self._run(self.store.done, old, new)

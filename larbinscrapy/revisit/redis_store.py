@@ -1,0 +1,109 @@
+"""The revisit schedule in Redis, beside the shared frontier (``settings.distributed``).
+
+Keys (``LARBIN_REDIS_REVISIT_KEY``, e.g. ``larbin:revisit``):
+
+* ``<key>:due``: sorted set, fingerprint -> due time: the schedule;
+* ``<key>:state``: hash, fingerprint -> the packed entry (``entry.py``: validators, interval,
+  streak, digest, URL);
+* ``<key>:flight``: sorted set, fingerprint + fetch count (20 bytes) -> when it was taken: the due
+  pages handed to the frontier and not yet fetched, by any worker.
+
+Each step is one Lua script, atomic: ``take`` first re-takes flight entries older than the
+lease (the worker that held them died, or the frontier dropped them), then moves due pages into
+flight while fewer than ``LARBIN_REVISIT_INFLIGHT`` are there; ``done`` applies a fetch's new
+entry only if its exact flight member is still there (a second copy of the same due page, or a
+lease that expired meanwhile, changes nothing); ``add`` schedules a page only if it has no
+state yet (two workers that fetched the same new page schedule it once). The methods block:
+``RevisitExtension`` calls them on its own thread, and writes before the spider sees the
+response, so a page is never acknowledged to the frontier before its schedule is in Redis.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from larbinscrapy.revisit.entry import Entry
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+_COUNT = struct.Struct("<I")
+_COUNT_AT = 33  # 1-based offset of the fetch count in a packed entry (Lua string.sub)
+
+_TAKE = f"""
+local due, flight, state = KEYS[1], KEYS[2], KEYS[3]
+local now, cutoff, limit, batch = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local out = {{}}
+local old = redis.call('ZRANGEBYSCORE', flight, '-inf', cutoff, 'LIMIT', 0, batch)
+for _, member in ipairs(old) do
+  redis.call('ZADD', flight, now, member)
+  local st = redis.call('HGET', state, string.sub(member, 1, 16))
+  if st then out[#out + 1] = st end
+end
+local room = math.min(batch - #old, limit - redis.call('ZCARD', flight))
+if room > 0 then
+  for _, fp in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, room)) do
+    redis.call('ZREM', due, fp)
+    local st = redis.call('HGET', state, fp)
+    if st then
+      redis.call('ZADD', flight, now, fp .. string.sub(st, {_COUNT_AT}, {_COUNT_AT + 3}))
+      out[#out + 1] = st
+    end
+  end
+end
+return {{#old, redis.call('ZCARD', due) + redis.call('ZCARD', flight), out}}
+"""
+_DONE = """
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2])
+  return 1
+end
+return 0
+"""
+_ADD = """
+if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 1 then
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+  return 1
+end
+return 0
+"""
+
+
+def flight_member(entry: Entry) -> bytes:
+    return entry.fp + _COUNT.pack(entry.fetch_count)
+
+
+class RedisRevisitStore:
+    """The schedule shared by every worker (see the module docstring). Blocking calls."""
+
+    def __init__(self, server: Redis, key: str, inflight: int, batch: int = 1000) -> None:
+        self.server = server
+        self.keys = (f"{key}:due", f"{key}:flight", f"{key}:state")
+        self.inflight = inflight
+        self.batch = batch
+        self._take = server.register_script(_TAKE)
+        self._done = server.register_script(_DONE)
+        self._add = server.register_script(_ADD)
+
+    def add(self, entry: Entry) -> bool:
+        """Schedule a new page; False if some worker already did."""
+        return bool(self._add(keys=self.keys, args=[entry.fp, entry.pack(), entry.due]))
+
+    def done(self, old: Entry, new: Entry) -> bool:
+        """The fetch of ``old`` (a flight entry) gave ``new``; False for a stale copy."""
+        return bool(self._done(keys=self.keys,
+                               args=[flight_member(old), new.fp, new.pack(), new.due]))
+
+    def take(self, now: float, lease: float) -> tuple[int, int, list[Entry]]:
+        """(re-taken after the lease, pages scheduled in all, entries to hand out)."""
+        expired, total, packed = self._take(
+            keys=self.keys, args=[now, now - lease, self.inflight, self.batch])
+        return int(expired), int(total), [Entry.unpack(p) for p in packed]
+
+    def count(self) -> int:
+        pipe = self.server.pipeline(transaction=False)
+        pipe.zcard(self.keys[0])
+        pipe.zcard(self.keys[1])
+        return sum(pipe.execute())

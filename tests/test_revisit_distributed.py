@@ -1,0 +1,79 @@
+"""Revisits in distributed mode: two workers, one real ``redis-server``, the changing web.
+
+The schedule is Redis's (``RedisRevisitStore``): both workers revisit pages the other fetched,
+every page keeps one schedule (never-changing pages are fetched on the rule's times, not twice
+as often), and a worker killed with ``kill -9`` loses nothing: the due pages it held come back
+to the other worker after ``LARBIN_REVISIT_LEASE``.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import redis
+
+from tests.test_distributed import _start_worker, _wait, redis_url  # noqa: F401 (fixture)
+from tests.test_revisit import EARLY, RULE, by_page, gaps
+from testweb.changing import start_changing
+
+SETTINGS = {**RULE, "DOWNLOAD_DELAY": 0, "LARBIN_REVISIT_LEASE": 2.0}
+
+
+def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis_url):  # noqa: F811
+    with start_changing(tmp_path / "web", period=3.0) as web:
+        seeds = "urls=" + ",".join(web.seeds)
+        a = _start_worker(web, tmp_path / "a", redis_url, "-a", seeds, CLOSESPIDER_TIMEOUT=14,
+                          **SETTINGS)
+        b = _start_worker(web, tmp_path / "b", redis_url, "-a", seeds, CLOSESPIDER_TIMEOUT=6,
+                          **SETTINGS)
+        time.sleep(5)
+        b.send_signal(signal.SIGKILL)  # before its CLOSESPIDER_TIMEOUT: holding due pages
+        killed = time.time()
+        _wait([a, b], timeout=60)
+        log = web.read_log()
+    pages = by_page(log)
+    assert len(pages) == 44
+    for key, records in pages.items():
+        kind = key.split("/")[1] or "never"
+        assert all(r["inm"] or r["ims"] for r in records[1:]) or kind == "plain", (key, records)
+        if kind in ("never", "lmonly", "plain"):  # one schedule: 1, 1, 2, 2, 4 s apart
+            got = gaps(records)
+            assert len(got) >= 4, (key, got)
+            for gap, due in zip(got, [1, 1, 2, 2, 4], strict=False):
+                assert gap >= due - EARLY, (key, got)
+        # after the kill (and a lease), the survivor still revisits every page
+        assert max(r["t"] for r in records) > killed + 3, (key, records)
+    state = redis.Redis.from_url(redis_url)
+    assert state.hlen("larbin:revisit:state") == 44  # every page scheduled once
+    assert state.zcard("larbin:revisit:due") + state.zcard("larbin:revisit:flight") == 44
+    logs = [(tmp_path / w / "stderr.log").read_text() for w in ("a", "b")]
+    assert "Traceback" not in logs[0], logs[0][-3000:]
+    assert "larbin/revisit/due" in logs[0]
+
+
+def test_redis_store_schedules_once_applies_a_fetch_once_and_leases(redis_url):  # noqa: F811
+    from larbinscrapy.revisit.entry import Entry
+    from larbinscrapy.revisit.redis_store import RedisRevisitStore
+    from larbinscrapy.urls import fingerprint_url
+
+    server = redis.Redis.from_url(redis_url)
+    store = RedisRevisitStore(server, "t:revisit", inflight=3)
+    pages = [Entry(fingerprint_url(f"http://a.test/{i}"), f"http://a.test/{i}", 100.0 + i, 10.0)
+             for i in range(5)]
+    assert all(store.add(p) for p in pages)
+    assert not store.add(pages[0].evolve(due=1.0))  # a second worker's first fetch: ignored
+    assert store.take(99.0, lease=60) == (0, 5, [])  # nothing due yet
+    expired, total, taken = store.take(110.0, lease=60)
+    assert (expired, total, len(taken)) == (0, 5, 3)  # at most 3 in flight
+    first = taken[0]
+    new = first.evolve(due=500.0, fetch_count=2)
+    assert store.done(first, new)
+    assert not store.done(first, first.evolve(due=1.0, fetch_count=2))  # the second copy
+    assert Entry.unpack(server.hget("t:revisit:state", first.fp)) == new
+    expired, _, taken2 = store.take(111.0, lease=60)
+    assert expired == 0 and len(taken2) == 1  # room for one more (two left in flight)
+    expired, _, again = store.take(200.0, lease=60)  # the two in flight were never done
+    assert expired == 3 and {e.fp for e in again} >= {e.fp for e in taken[1:]}
+    assert store.count() == 5
