@@ -94,12 +94,12 @@ def run_store(n: int, directory: str) -> dict:
 
 def run_conditional_get(seconds: float, tmp: Path) -> dict:
     """A revisiting crawl of the changing web; body bytes sent vs. without validators."""
-    from tests.conftest import run_crawl
+    from tests.conftest import run_crawl, seeds_args
     from tests.test_revisit import RULE
     from testweb.changing import REVISIT_HOSTS, start_changing
 
     with start_changing(tmp / "web") as web:
-        crawl = run_crawl(web, tmp / "out", "-a", "urls=" + ",".join(web.seeds),
+        crawl = run_crawl(web, tmp / "out", *seeds_args(web.seeds),
                           settings={**RULE, "CLOSESPIDER_TIMEOUT": seconds}, timeout=seconds + 60)
     full: dict[str, int] = {}
     for r in crawl.requests:

@@ -18,10 +18,10 @@ PARENT = "larbin_parent"  # the scheduler record of the page that produced this 
 OUTPUT_DONE = "larbin_output_done"  # on a response: its page's output was counted once
 
 # -- revisits (larbinscrapy/revisit/) and sitemaps (larbinscrapy/sitemaps.py) ---------------
-REVISIT = "larbin_revisit"  # a due page re-entering the frontier: "<fingerprint hex>:<fetch count>"
+REVISIT = "larbin_revisit"  # a due page re-entering the frontier: its packed schedule entry, hex
 REVISIT_HINT = "larbin_revisit_hint"  # seconds between fetches a sitemap entry suggests
 FETCH_COUNT = "larbin_fetch_count"  # on a response: fetches of this page, this one included
-CHANGED = "larbin_changed"  # on a response: the content changed since the last fetch (None: first)
+CHANGED = "larbin_changed"  # on a response: the content changed since the last fetch (first: True)
 HANDLE_HTTPSTATUS_LIST = "handle_httpstatus_list"  # Scrapy's: statuses the spider is given (304)
 DOWNLOAD_MAXSIZE = "download_maxsize"  # Scrapy's: per-request body cap (sitemaps: 50 MB)
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from larbinscrapy.revisit.rule import RevisitRule
-from tests.conftest import ROOT, crawl_command, run_crawl
+from tests.conftest import ROOT, crawl_command, run_crawl, seeds_args
 from testweb.changing import REVISIT_HOSTS, start_changing
 
 RULE = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0, "LARBIN_REVISIT_MIN": 0.25,
@@ -50,7 +50,7 @@ def gaps(records: list[dict[str, Any]]) -> list[float]:
 
 
 def test_intervals_double_for_unchanged_pages_and_halve_for_changing_ones(changing, tmp_path):
-    crawl = run_crawl(changing, tmp_path / "out", "-a", "urls=" + ",".join(changing.seeds),
+    crawl = run_crawl(changing, tmp_path / "out", *seeds_args(changing.seeds),
                       settings={**RULE, "CLOSESPIDER_TIMEOUT": 12}, timeout=60)
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "closespider_timeout" in crawl.stderr
@@ -102,7 +102,7 @@ def test_intervals_double_for_unchanged_pages_and_halve_for_changing_ones(changi
 
 
 def test_one_pass_crawl_is_unchanged_without_revisit(changing, tmp_path):
-    crawl = run_crawl(changing, tmp_path / "out", "-a", "urls=" + ",".join(changing.seeds),
+    crawl = run_crawl(changing, tmp_path / "out", *seeds_args(changing.seeds),
                       settings={"CLOSESPIDER_TIMEOUT": 20}, timeout=60)
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "finished" in crawl.stderr
@@ -124,7 +124,7 @@ def test_kill_9_keeps_every_schedule_and_fetches_nothing_early(changing, tmp_pat
     settings = {**RULE, "JOBDIR": str(tmp_path / "job"), "LARBIN_REVISIT_MAX": 4.0}
     out1 = tmp_path / "run1"
     out1.mkdir()
-    cmd = crawl_command(changing, out1, "-a", "urls=" + ",".join(changing.seeds),
+    cmd = crawl_command(changing, out1, *seeds_args(changing.seeds),
                         settings=settings)
     with open(out1 / "stderr.log", "w") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
@@ -143,7 +143,7 @@ def test_kill_9_keeps_every_schedule_and_fetches_nothing_early(changing, tmp_pat
     before = by_page(changing.read_log())
     log_len = len(changing.read_log())
     time.sleep(1.0)
-    crawl = run_crawl(changing, tmp_path / "run2", "-a", "urls=" + ",".join(changing.seeds),
+    crawl = run_crawl(changing, tmp_path / "run2", *seeds_args(changing.seeds),
                       settings={**settings, "CLOSESPIDER_TIMEOUT": 8}, timeout=60)
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     after = by_page(changing.read_log()[log_len:])

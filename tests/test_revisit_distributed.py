@@ -14,19 +14,20 @@ from pathlib import Path
 
 import redis
 
-from tests.test_distributed import _start_worker, _wait, redis_url  # noqa: F401 (fixture)
+from tests.conftest import seeds_args
+from tests.test_distributed import _start_worker, _wait
 from tests.test_revisit import EARLY, RULE, by_page, gaps
 from testweb.changing import start_changing
 
 SETTINGS = {**RULE, "DOWNLOAD_DELAY": 0, "LARBIN_REVISIT_LEASE": 2.0}
 
 
-def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis_url):  # noqa: F811
+def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis_url):
     with start_changing(tmp_path / "web", period=3.0) as web:
-        seeds = "urls=" + ",".join(web.seeds)
-        a = _start_worker(web, tmp_path / "a", redis_url, "-a", seeds, CLOSESPIDER_TIMEOUT=14,
+        seeds = seeds_args(web.seeds)
+        a = _start_worker(web, tmp_path / "a", redis_url, *seeds, CLOSESPIDER_TIMEOUT=14,
                           **SETTINGS)
-        b = _start_worker(web, tmp_path / "b", redis_url, "-a", seeds, CLOSESPIDER_TIMEOUT=6,
+        b = _start_worker(web, tmp_path / "b", redis_url, *seeds, CLOSESPIDER_TIMEOUT=6,
                           **SETTINGS)
         time.sleep(5)
         b.send_signal(signal.SIGKILL)  # before its CLOSESPIDER_TIMEOUT: holding due pages
@@ -53,7 +54,7 @@ def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis
     assert "larbin/revisit/due" in logs[0]
 
 
-def test_redis_store_schedules_once_applies_a_fetch_once_and_leases(redis_url):  # noqa: F811
+def test_redis_store_schedules_once_applies_a_fetch_once_and_leases(redis_url):
     from larbinscrapy.revisit.entry import Entry
     from larbinscrapy.revisit.redis_store import RedisRevisitStore
     from larbinscrapy.urls import fingerprint_url

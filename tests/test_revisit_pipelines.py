@@ -12,7 +12,7 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.conftest import run_crawl
+from tests.conftest import run_crawl, seeds_args
 from tests.test_revisit import RULE, by_page
 from testweb.changing import start_changing
 
@@ -23,7 +23,7 @@ IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 def test_revisits_through_simple_save_mirror_and_warc(tmp_path: Path):
     with start_changing(tmp_path / "web", period=3.0) as web:
         out = tmp_path / "out"
-        crawl = run_crawl(web, out, "-a", "urls=" + web.seeds[0], timeout=60, settings={
+        crawl = run_crawl(web, out, *seeds_args(web.seeds[:1]), timeout=60, settings={
             **RULE, "CLOSESPIDER_TIMEOUT": 5,
             "LARBIN_SIMPLE_SAVE": True, "LARBIN_SIMPLE_SAVE_DIR": str(out / "save"),
             "LARBIN_MIRROR_SAVE": True, "LARBIN_MIRROR_DIR": str(out / "mirror"),

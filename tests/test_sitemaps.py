@@ -14,7 +14,7 @@ import pytest
 
 from larbinscrapy.revisit.rule import sitemap_hint
 from larbinscrapy.sitemaps import BrokenSitemap, parse_sitemap
-from tests.conftest import run_crawl
+from tests.conftest import run_crawl, seeds_args
 from testweb.changing import SITEMAP_HOSTS, start_changing
 
 ONLY = {f"s1.test/only/a{i}.html" for i in range(5)} | {f"s1.test/only/b{i}.html" for i in range(5)}
@@ -28,8 +28,8 @@ def sites(tmp_path: Path):
 
 
 def crawl_sites(sites, out: Path, **settings):
-    seeds = ",".join(sites.url(h) for h in SITEMAP_HOSTS)
-    crawl = run_crawl(sites, out, "-a", f"urls={seeds}", settings=settings, timeout=60)
+    seeds = seeds_args([sites.url(h) for h in SITEMAP_HOSTS])
+    crawl = run_crawl(sites, out, *seeds, settings=settings, timeout=60)
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     fetched = {r["host"] + r["path"] for r in crawl.requests}
     return crawl, fetched
