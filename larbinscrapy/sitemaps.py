@@ -76,7 +76,7 @@ def parse_sitemap(
         kind = sitemap.type
         if kind not in ("urlset", "sitemapindex"):
             raise BrokenSitemap("broken", f"root element <{kind}>")
-        entries = []
+        entries: list[dict[str, Any]] = []
         for entry in sitemap:
             if len(entries) >= max_urls:
                 return kind, entries, True

@@ -189,8 +189,8 @@ class ChangingResource(Resource):
             return 200, body, {"Content-Type": ctype}
         if host in SITEMAP_HOSTS:
             if path == "/" or path.startswith("/only/"):
-                version = Version(0, self.web.start)
-                return 200, self.web.body(host, path, version), {"Content-Type": "text/html"}
+                static = Version(0, self.web.start)
+                return 200, self.web.body(host, path, static), {"Content-Type": "text/html"}
             return 404, b"not found", {"Content-Type": "text/plain"}
         version = self.web.version(host, path, now) if host in REVISIT_HOSTS else None
         if version is None:
