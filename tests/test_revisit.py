@@ -160,3 +160,14 @@ def test_kill_9_keeps_every_schedule_and_fetches_nothing_early(changing, tmp_pat
     for key, records in after.items():  # and nothing starts from scratch: revisits only
         assert records[0]["inm"] is not None or records[0]["ims"] is not None or "/plain/" in key
     assert json.loads((tmp_path / "run2" / "stats.json").read_text())["larbin/revisit/due"] > 0
+
+
+def test_a_corrupt_schedule_stops_the_crawl_with_one_line(changing, tmp_path):
+    job = tmp_path / "job"
+    (job / "revisit").mkdir(parents=True)
+    (job / "revisit" / "checkpoint").write_bytes(b'{"epoch": 1}\n' + b"\0" * 8)
+    crawl = run_crawl(changing, tmp_path / "out", *seeds_args(changing.seeds),
+                      settings={**RULE, "JOBDIR": str(job)}, timeout=60)
+    assert "revisit: cannot open the schedule" in crawl.stderr and "CRC" in crawl.stderr
+    assert crawl.returncode != 0 and not crawl.requests  # refused before fetching anything
+    assert "Traceback" not in crawl.stderr

@@ -269,3 +269,50 @@ def test_killed_between_bucket_flush_and_checkpoint_replace(tmp_path, monkeypatc
     rest = again.take_due(1e12, 100)
     assert len(rest) == 17 and not {e.url for e in rest} & {e.url for e in taken}
     again.close()
+
+
+def test_with_near_duplicates_on_a_small_edit_is_no_change():
+    from larbinscrapy.revisit.entry import SIMHASH
+
+    rule = RevisitRule(initial=10, minimum=1, maximum=100, streak=1)
+    words = " ".join(f"w{i} common{i % 7} text{i % 13}" for i in range(200))
+    body = f"<html><body><p>{words}</p></body></html>".encode()
+    first, _ = observe(None, fp=b"f" * 16, url="http://a.test/", status=200, body=body,
+                       headers={}, now=0.0, rule=rule, near_distance=3)
+    assert first.flags & SIMHASH
+    edited = body.replace(b"w5 ", b"w5 edited ")  # one word more: a few shingles differ
+    same, changed = observe(first, fp=first.fp, url=first.url, status=200, body=edited,
+                            headers={}, now=10.0, rule=rule, near_distance=3)
+    assert not changed and same.interval == 20
+    plain, _ = observe(None, fp=b"f" * 16, url="http://a.test/", status=200, body=body,
+                       headers={}, now=0.0, rule=rule, near_distance=0)
+    _, changed = observe(plain, fp=plain.fp, url=plain.url, status=200, body=edited,
+                         headers={}, now=10.0, rule=rule, near_distance=0)
+    assert changed  # without simhash any change of the hash counts
+    other = f"<html><body><p>{words[::-1]}</p></body></html>".encode()
+    _, changed = observe(first, fp=first.fp, url=first.url, status=200, body=other,
+                         headers={}, now=10.0, rule=rule, near_distance=3)
+    assert changed
+
+
+def test_a_fresh_response_is_not_asked_again_while_fresh():
+    rule = RevisitRule(initial=10, minimum=1, maximum=1000)
+    fresh = {b"Cache-Control": b"max-age=300"}
+    first, _ = observe(None, fp=b"f" * 16, url="http://a.test/", status=200, body=b"x",
+                       headers=fresh, now=0.0, rule=rule, near_distance=0)
+    assert first.interval == 300 and first.due == 300  # the hint starts the interval
+    again, _ = observe(first.evolve(interval=10.0), fp=first.fp, url=first.url, status=304,
+                       body=b"", headers=fresh, now=300.0, rule=rule, near_distance=0)
+    assert again.interval == 10 and again.due == 600  # the rule's interval, the wait is longer
+
+
+def test_a_corrupt_checkpoint_is_refused_with_a_message(tmp_path):
+    clock = Clock()
+    store = open_store(tmp_path, clock)
+    store.add(entry("http://a.test/", 1001.0))
+    store.close()
+    data = bytearray((tmp_path / "checkpoint").read_bytes())
+    data[3] ^= 0xFF
+    (tmp_path / "checkpoint").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="CRC"):
+        open_store(tmp_path, clock)

@@ -32,11 +32,17 @@ class LocalSchedule:
         self.lease = lease
         self.count = count
         self.tick_interval = store.width
+        self.opened = False
 
     def open(self) -> list[Entry]:
-        """Open; return the due pages handed out before a restart (the frontier may lack them)."""
-        self.store.open()
-        self.count("recovered", self.store.recovered)
+        """Open; return the due pages handed out before a restart (the frontier may lack them).
+
+        ``OSError``/``ValueError`` for a schedule that cannot be read (a corrupt checkpoint).
+        """
+        if not self.opened:
+            self.store.open()
+            self.opened = True
+            self.count("recovered", self.store.recovered)
         return self.store.inflight()
 
     def close(self) -> None:

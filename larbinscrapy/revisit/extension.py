@@ -15,7 +15,8 @@ Settings: ``LARBIN_REVISIT``, ``LARBIN_REVISIT_{INTERVAL,MIN,MAX,STREAK,FACTOR,B
 LEASE}``, ``LARBIN_REDIS_REVISIT_KEY``, ``LARBIN_NEAR_DUP_DISTANCE``,
 ``LARBIN_CHECKPOINT_INTERVAL``, ``JOBDIR``. Files: ``JOBDIR/revisit/`` (``store.py``). Stats:
 ``larbin/revisit/{scheduled,due,unchanged,changed,not_modified,failed,stale,expired,duplicates,
-recovered,pending}``.
+recovered,pending,take_failed}``. A schedule that cannot be read (a corrupt checkpoint) stops the
+crawl before it starts, with one line.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from larbinscrapy.revisit.entry import Entry
 from larbinscrapy.revisit.observe import observe
 from larbinscrapy.revisit.rule import RevisitRule
 from larbinscrapy.revisit.store import RevisitStore
+from larbinscrapy.spiders.larbin import retrieve_task_exception
 from larbinscrapy.urls import fingerprint_url
 
 if TYPE_CHECKING:
@@ -126,6 +128,12 @@ class RevisitExtension:
             local = RevisitStore(str(Path(jobdir, "revisit")) if jobdir else None,
                                  s.getfloat("LARBIN_REVISIT_BUCKET"))
             ext.schedule = LocalSchedule(local, inflight, lease, ext._inc)
+            try:  # now, so that a schedule that cannot be read stops the crawl before it starts
+                ext.schedule.open()
+            except (OSError, ValueError) as exc:
+                logger.error("revisit: cannot open the schedule in %s: %s", local.dir, exc)
+                retrieve_task_exception()
+                raise
         return ext
 
     # -- lifecycle ----------------------------------------------------------------------

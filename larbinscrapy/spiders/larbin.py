@@ -99,7 +99,7 @@ class LarbinSpider(Spider):
             # A user's mistake, not a bug: one line, no traceback, and the crawl still fails
             # (Scrapy exits 1 when the spider cannot be created).
             logger.error("larbin: %s", exc)
-            _retrieve_task_exception()
+            retrieve_task_exception()
             raise
 
     @classmethod
@@ -208,7 +208,7 @@ def _headers(headers: Any) -> dict[str, str]:
     }
 
 
-def _retrieve_task_exception() -> None:
+def retrieve_task_exception() -> None:
     """Keep asyncio from printing a traceback for an error already logged in one line.
 
     Scrapy creates the spider inside the crawl's asyncio task and, when that fails, only notes
