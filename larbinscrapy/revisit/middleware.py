@@ -65,7 +65,12 @@ class ConditionalGetMiddleware:
         entry = self.revisits.due_entry(token)
         if entry is None:
             raise DroppedRequest(STALE, request.url)
-        for name, value in conditional_headers(entry).items():
+        validators = conditional_headers(entry)
+        if request.url != entry.url:  # a redirect's target: the page's validators are not its own
+            for name in validators:
+                request.headers.pop(name, None)
+            return
+        for name, value in validators.items():
             request.headers.setdefault(name, value)
         statuses = request.meta.get(M.HANDLE_HTTPSTATUS_LIST)
         if statuses is None or NOT_MODIFIED not in statuses:
