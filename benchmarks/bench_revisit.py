@@ -1,14 +1,17 @@
 """Benchmark the revisit store (1M and 10M pages) and the bytes conditional GET saves.
 
-    python benchmarks/bench_revisit.py [--pages 1000000 10000000] [--crawl-seconds 12]
-                                       [--json PATH]
+    python benchmarks/bench_revisit.py [--pages 1000000 10000000] [--redis-pages 100000]
+                                       [--crawl-seconds 12] [--json PATH]
 
 1. Store, each size in a fresh subprocess (so peak RSS is its own): ``add()`` of N pages (URL of
    ~50 bytes, an ETag, a Last-Modified) due over 30 days, a checkpoint every 100,000 adds (what
    one second of a fast crawl writes between checkpoints); then bytes on disk, peak RSS, the time
    to open the store again (the resume a crawl pays) and to take the next 10,000 due pages out
    of the oldest buckets (``take_due``), and ``done()`` (rescheduling) per second.
-2. Conditional GET on the changing test web (``testweb/changing.py``) over a real revisiting
+2. The distributed schedule (``RedisRevisitStore``) in a real redis-server: ``add`` and ``take``
+   rates for ``--redis-pages`` pages (one script call each, as a worker makes them) and Redis's
+   memory per scheduled page (``used_memory`` before and after).
+3. Conditional GET on the changing test web (``testweb/changing.py``) over a real revisiting
    crawl of ``--crawl-seconds``: body bytes the server sent, against what the same requests
    would have cost without validators (every 304 replaced by the page's full body: what a plain
    Scrapy re-crawl, which sends no validators, transfers).
@@ -92,6 +95,35 @@ def run_store(n: int, directory: str) -> dict:
     }
 
 
+def run_redis(n: int, tmp: Path) -> dict:
+    """``RedisRevisitStore`` add/take rates and memory per page in a fresh redis-server."""
+    import redis
+
+    from larbinscrapy.revisit.entry import Entry
+    from larbinscrapy.revisit.redis_store import RedisRevisitStore
+    from larbinscrapy.urls import fingerprint_url
+    from tests.conftest import redis_server
+
+    now = 1_800_000_000.0
+    with redis_server(tmp / "redis") as url:
+        server = redis.Redis.from_url(url)
+        base = server.info("memory")["used_memory"]
+        store = RedisRevisitStore(server, "bench:revisit", inflight=TAKE)
+        started = time.perf_counter()
+        for i in range(n):
+            page = f"http://h{i % 50_000:05d}.bench/dir/page-{i:09d}.html"
+            store.add(Entry(fingerprint_url(page), page, now + (i * 7919 % n) / n * 30 * DAY, DAY,
+                            etag=f'"{i:x}-5f2e"'.encode(), last_modified=1_700_000_000))
+        add_seconds = time.perf_counter() - started
+        memory = server.info("memory")["used_memory"] - base
+        started = time.perf_counter()
+        _, _, taken = store.take(now + 30 * DAY, lease=3600.0)
+        take_seconds = time.perf_counter() - started
+        server.close()
+    return {"pages": n, "add_per_s": n / add_seconds, "memory_bytes_per_page": memory / n,
+            "take": len(taken), "take_s": take_seconds}
+
+
 def run_conditional_get(seconds: float, tmp: Path) -> dict:
     """A revisiting crawl of the changing web; body bytes sent vs. without validators."""
     from tests.conftest import run_crawl, seeds_args
@@ -124,6 +156,7 @@ def run_conditional_get(seconds: float, tmp: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    parser.add_argument("--redis-pages", type=int, default=100_000)
     parser.add_argument("--crawl-seconds", type=float, default=12.0)
     parser.add_argument("--json", default=None)
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
@@ -144,6 +177,12 @@ def main() -> int:
               f" ({row['disk_bytes'] / 2**20:,.0f} MiB), peak RSS {row['peak_rss_mib']:.0f} MiB,"
               f" open {row['open_s']:.3f} s, take {row['take_due']:,} due in"
               f" {row['take_due_s'] * 1000:.1f} ms, done {row['done_per_s']:,.0f}/s", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-revisit-redis-") as d:
+        rd = run_redis(args.redis_pages, Path(d))
+    results["redis"] = rd
+    print(f"Redis schedule, {rd['pages']:,} pages: add {rd['add_per_s']:,.0f}/s,"
+          f" {rd['memory_bytes_per_page']:.0f} bytes of Redis memory per page,"
+          f" take {rd['take']:,} due (one script) in {rd['take_s'] * 1000:.0f} ms", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-revisit-crawl-") as d:
         cg = run_conditional_get(args.crawl_seconds, Path(d))
     results["conditional_get"] = cg
