@@ -193,7 +193,9 @@ class RevisitStore:
     def _write(self, data: bytes) -> None:
         if self._journal < 0:
             raise RuntimeError("RevisitStore used before open()")
-        os.write(self._journal, data)  # unbuffered: in the OS once this returns
+        view = memoryview(data)
+        while view:  # unbuffered: in the OS once this returns
+            view = view[os.write(self._journal, view):]
         self._dirty = True
 
     # -- checkpoint and recovery -----------------------------------------------------------
