@@ -166,6 +166,7 @@ class RevisitExtension:
         if self._taking:
             return
         self._taking = True
+        self.stats.set_value("larbin/revisit/pending", len(self.schedule))  # the status file
         d = self.schedule.take(self.clock())
         d.addCallback(self._taken)
         d.addErrback(self._take_failed)
