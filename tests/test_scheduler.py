@@ -259,6 +259,11 @@ def test_request_gets_ip_slot_and_lease(make):
     assert h.sched.table.get("a.test").busy == 1
     h.finish(request)
     assert h.sched.table.get("a.test").busy == 0
+    # the end of the lease reached the scheduler through a listener, not a patched table
+    assert "release" not in vars(h.sched.table)
+    h.settle()
+    if h.redis:
+        assert h.sched.frontier.status(h.sched.seeds.key)["leased"] == 0
 
 
 def test_len_and_has_pending_requests(make):

@@ -25,7 +25,7 @@ Settings: ``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS_PER_DOMAIN``, ``LARBIN_IP_MA
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import (
@@ -80,7 +80,7 @@ class PolitenessMiddleware(PolitenessProvider):
         self.gauge_interval = gauge_interval
         from twisted.internet import reactor
 
-        self._reactor = reactor
+        self._reactor: Any = reactor  # the installed reactor (typed as the module by mypy)
         self._gauge_loop: task.LoopingCall | None = None
         self.table.add_listener(self._wake)
         crawler.signals.connect(self._open, signal=signals.spider_opened)
@@ -98,15 +98,8 @@ class PolitenessMiddleware(PolitenessProvider):
     # -- downloader middleware -------------------------------------------------------------
     async def process_request(self, request: Request, spider: Spider | None = None) -> None:
         meta = request.meta
-        ip = meta.get(M.IP)
         try:
-            if ip is None:
-                ip = await maybe_deferred_to_future(
-                    self.politeness.resolve(urlparse_cached(request).hostname or "")
-                )
-                meta[M.IP] = ip
-            else:  # a scheduler resolved it: check again, whatever path it took (memoised)
-                self.politeness.check_ip(ip)
+            ip = await self._ip_of(request)
         except DroppedRequest as exc:
             self.politeness.count_drop(exc.reason)
             raise
@@ -122,6 +115,16 @@ class PolitenessMiddleware(PolitenessProvider):
             await self._acquire(st)
             meta[M.OWN] = True
         meta[M.SENT] = True
+
+    async def _ip_of(self, request: Request) -> str:
+        """The IP ``request`` goes to, through the host gate (``DroppedRequest`` if none)."""
+        ip: str | None = request.meta.get(M.IP)
+        if ip is not None:  # a scheduler resolved it: check again, whatever path it took
+            return self.politeness.check_ip(ip)
+        host = urlparse_cached(request).hostname or ""
+        resolved: str = await maybe_deferred_to_future(self.politeness.resolve(host))
+        request.meta[M.IP] = resolved
+        return resolved
 
     async def _acquire(self, st: IpState) -> None:
         while not self.table.available(st, self.table.clock()):
