@@ -49,6 +49,16 @@ def seeds_args(urls: list[str]) -> list[str]:
     return ["-a", "urls=" + ",".join(urls)]
 
 
+class CountingStats:
+    """The part of Scrapy's stats collector that pure cores use: counters only."""
+
+    def __init__(self) -> None:
+        self.values: Counter[str] = Counter()
+
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
+        self.values[key] += count
+
+
 def ip_table(delay: float, connections: int = 1, *, clock: Any, **options: Any) -> IpTable:
     """An ``IpTable`` with the default settings of ``settings/base.py``, on a test's clock."""
     kwargs = {

@@ -17,9 +17,11 @@ import redis
 
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.frontier import RedisFrontier
+from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.frontier import codec
+from larbinscrapy.meta import seed_meta
 from larbinscrapy.urls import fingerprint_url
-from tests.conftest import ROOT, crawl_command, seeds_args
+from tests.conftest import ROOT, CountingStats, crawl_command, seeds_args
 from testweb.harness import gaps_by_ip, page_counts, pages
 
 DELAY = 0.3
@@ -231,3 +233,31 @@ def test_redis_seeds_follow_the_rule_of_command_line_seeds(web, tmp_path, redis_
     assert stats["larbin/seeds/invalid"] == 2
     log = (worker.out / "stderr.log").read_text()
     assert "Skipping bad seed from larbin:start_urls: scheme must be http or https" in log
+
+
+# --- seeds and ending, without Redis ------------------------------------------------------------
+def test_redis_seed_entries_plain_json_and_bad():
+    stats = CountingStats()
+    seeds = RedisSeeds("larbin:start_urls", 100, stats)
+    plain = seeds.request(" http://a.test/x \n")
+    assert plain.url == "http://a.test/x" and plain.meta == seed_meta()
+    rich = seeds.request(json.dumps({"url": "https://b.test/", "meta": {"larbin_priority": 1}}))
+    assert rich.url == "https://b.test/" and rich.meta == {**seed_meta(), "larbin_priority": 1}
+    bad = ["ftp://a.test/f", "not a url", "{broken json", json.dumps({"meta": {}}),
+           json.dumps({"url": 7}), "http://a b.test/"]
+    assert [seeds.request(b) for b in bad] == [None] * len(bad)
+    assert stats.values["larbin/seeds/invalid"] == len(bad)
+    crawled: list[str] = []
+    n = seeds.crawl([b"http://a.test/", b"mailto:x@y"], lambda r: crawled.append(r.url), None)
+    assert n == 1 and crawled == ["http://a.test/"] and stats.values["larbin/seeds/redis"] == 1
+
+
+def test_idle_rule_closes_only_after_the_frontier_stayed_empty():
+    rule = IdleRule(idle_before_close=1.0)
+    empty = {"queued": 0, "leased": 0, "seeds": 0}
+    assert rule.may_close({**empty, "leased": 1}, False, 10.0) is False
+    assert rule.may_close(empty, False, 10.0) is None  # empty since now
+    assert rule.may_close(empty, True, 10.5) is False  # a host still resolving: starts over
+    assert rule.may_close(empty, False, 11.0) is None
+    assert rule.may_close(empty, False, 11.9) is None
+    assert rule.may_close(empty, False, 12.0) is True

@@ -9,7 +9,6 @@ the same rules at the server; these catch a regression in milliseconds.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 
 import pytest
 from twisted.internet import defer, task
@@ -18,7 +17,7 @@ from twisted.internet.error import DNSLookupError
 from larbinscrapy.dns import DnsCache, SsrfGuard, parse_networks
 from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.politeness import DNS, NOCONNECTION, SSRF, IpState, Politeness
-from tests.conftest import ip_table
+from tests.conftest import CountingStats, ip_table
 
 
 class Clock:
@@ -29,21 +28,13 @@ class Clock:
         return self.now
 
 
-class Stats:
-    def __init__(self) -> None:
-        self.values: Counter[str] = Counter()
-
-    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
-        self.values[key] += count
-
-
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
 
 
 def core(clock: Clock, delay: float = 1.0, **options) -> Politeness:
-    return Politeness.local(ip_table(delay, clock=clock, **options), Stats())
+    return Politeness.local(ip_table(delay, clock=clock, **options), CountingStats())
 
 
 def test_lease_holds_the_ip_until_given_back_then_the_delay_runs(clock):
@@ -82,7 +73,7 @@ def test_borrowed_fetch_pushes_the_next_start_of_the_lease_holder(clock):
 
 
 def test_several_connections_only_without_a_delay(clock):
-    p = Politeness.local(ip_table(0.0, 4, clock=clock), Stats())
+    p = Politeness.local(ip_table(0.0, 4, clock=clock), CountingStats())
     st = p.table.get("10.0.0.1")
     for _ in range(4):
         assert p.table.available(st, clock.now)
@@ -157,7 +148,7 @@ def gate(clock: Clock, answers: dict[str, str | None], allowed: str = "") -> Pol
 
     dns = DnsCache(task.Clock(), ttl=60, timeout=5, clock=clock, lookup=lookup)
     guard = SsrfGuard(True, parse_networks(allowed))
-    return Politeness(ip_table(1.0, clock=clock), Stats(), dns, guard)
+    return Politeness(ip_table(1.0, clock=clock), CountingStats(), dns, guard)
 
 
 def outcome(d: defer.Deferred[str]) -> str:
