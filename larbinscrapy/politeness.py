@@ -134,7 +134,9 @@ class IpTable:
     def next_start(self, st: IpState, host: str | None = None) -> float:
         """When (clock time) the next request for ``host`` on ``st`` may start, by delays only.
 
-        ``host`` is where per-host state (a Retry-After pause, a host delay) joins the IP's.
+        ``host`` is where per-host state (a Retry-After pause, a host delay) joins the IP's:
+        the send-time gate passes the request's host; the scheduler's ``IpRing`` asks per IP
+        (``host`` None), so a host level must also be asked there for the site it picks.
         """
         return st.ready_at
 

@@ -105,14 +105,15 @@ class PolitenessMiddleware(PolitenessProvider):
             raise
         meta[M.DOWNLOAD_SLOT] = ip
         st = self.table.get(ip)
+        host = urlparse_cached(request).hostname
         if ip in (meta.get(M.LEASE), meta.get(M.BORROW)):
             # The scheduler leased this IP for the request (or for the request whose robots.txt
             # this is): only wait if a borrowed fetch pushed the next start forward.
-            wait = self.table.next_start(st) - self.table.clock()
+            wait = self.table.next_start(st, host) - self.table.clock()
             if wait > 0:
                 await self._sleep(wait)
         else:
-            await self._acquire(st)
+            await self._acquire(st, host)
             meta[M.OWN] = True
         meta[M.SENT] = True
 
@@ -126,11 +127,11 @@ class PolitenessMiddleware(PolitenessProvider):
         request.meta[M.IP] = resolved
         return resolved
 
-    async def _acquire(self, st: IpState) -> None:
-        while not self.table.available(st, self.table.clock()):
+    async def _acquire(self, st: IpState, host: str | None) -> None:
+        while not self.table.available(st, self.table.clock(), host):
             d: Deferred[None] = defer.Deferred()
             st.waiters.append(d)
-            wait = self.table.next_start(st) - self.table.clock()
+            wait = self.table.next_start(st, host) - self.table.clock()
             timer = self._reactor.callLater(max(wait, 0.05), self._wake, st)
             await maybe_deferred_to_future(d)
             if timer.active():
