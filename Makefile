@@ -5,7 +5,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 SEEDS  ?= seeds.txt
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := redis-server nginx
+# chromium: the status page's real-browser test (Playwright drives /usr/bin/chromium)
+APT_PACKAGES := redis-server nginx chromium
 
 .PHONY: install install-system crawl demo test lint bench bench-quick deploy clean
 

@@ -55,6 +55,7 @@ SPIDER_MIDDLEWARES = {
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "larbinscrapy.middlewares.robots.RobotsMiddleware": 100,
+    "larbinscrapy.status.gate.PauseGate": 960,  # holds every request while paused (status page)
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,  # the gate's domain filter
     "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,  # PageDeadlineHandler times pages
     "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,  # no credentials in broad crawls
@@ -77,7 +78,12 @@ EXTENSIONS = {
     "larbinscrapy.statsfile.StatsFile": 500,  # on when LARBIN_STATS_FILE is set
     "larbinscrapy.revisit.extension.RevisitExtension": 510,  # on when LARBIN_REVISIT is set
     "larbinscrapy.sitemaps.SitemapReader": 520,  # on when LARBIN_SITEMAPS is set
+    "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
+    "larbinscrapy.status.logline.CrawlLogLine": 0,  # every LOGSTATS_INTERVAL: rates, queues, IPs
+    "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_HTTP_*)
 }
+ADDONS = {"larbinscrapy.larbinconf.LarbinConfAddon": 0}  # reads LARBIN_CONF (larbin.conf)
+COMMANDS_MODULE = "larbinscrapy.commands"  # scrapy addurls
 
 # --- Seeds and link following (spider arguments override these) ---------------------------
 LARBIN_SEEDS = ""  # path of the seeds file (one URL per line); -a seeds=... overrides
@@ -139,6 +145,18 @@ SCHEDULER_PERSIST = True  # keep frontier and seen bits when a crawl finishes (F
 # --- Status -------------------------------------------------------------------------------
 LARBIN_STATS_FILE = ""  # write the crawl's stats as JSON here (larbin's status page); empty = off
 LARBIN_STATS_INTERVAL = 10.0  # seconds between rewrites of LARBIN_STATS_FILE while crawling
+
+# --- Status page, control API, metrics (larbin httpPort/inputPort; larbinscrapy/status/) ------
+LARBIN_HTTP_HOST = "127.0.0.1"  # address of the status page; outside loopback needs LARBIN_HTTP_ALLOW_REMOTE
+LARBIN_HTTP_PORT = [8081, 8181]  # larbin httpPort: the first free port of this range; 0 or empty = off
+LARBIN_HTTP_TOKEN = ""  # API token; empty = a random one per run (written to JOBDIR/http-token, 0600)
+LARBIN_HTTP_ALLOW_REMOTE = False  # allow a LARBIN_HTTP_HOST outside loopback (plain HTTP: logs a warning)
+LARBIN_HTTP_HISTORY = 3600  # seconds of rates the charts keep (larbin's page: the last hour)
+LARBIN_HTTP_SAMPLE_INTERVAL = 1.0  # seconds between samples of the rates
+LARBIN_HTTP_BUSIEST_HOSTS = 10  # hosts listed by pages fetched
+LARBIN_HTTP_MAX_BODY = 1_048_576  # bytes: a bigger POST body is refused (413)
+LARBIN_HTTP_MAX_URLS = 10_000  # URLs in one POST /api/urls
+LARBIN_CONF = ""  # larbin.conf to read into these settings (unknown keys warned; -s still wins)
 
 # --- Pipelines (larbin NO_DUP, SIMPLE_SAVE, MIRROR_SAVE) ------------------------------------
 LARBIN_CONTENT_DUP = True  # drop pages whose body was already stored under another URL

@@ -467,3 +467,17 @@ class RedisScheduler(FrontierScheduler):
             self._wake_in(POLL)
         if not verdict:
             raise DontCloseSpider
+
+    # -- read-only view for the status page (larbinscrapy/status/) ---------------------------
+    def status(self) -> dict[str, Any]:
+        """The shared frontier's sizes (last read from Redis; asks the next tick for fresh ones)
+        and this worker's own buffers and IPs."""
+        self._want_status = True
+        shared = dict(self._status or {"queued": self.shared_queued})
+        return {
+            "queued": len(self),
+            "shared": shared,
+            "in_memory": len(self.ready) + len(self.memory_only) + len(self.buffer),
+            "sites": {"resolving": len(self.resolving)},
+            "ips": self.ip_summary(),
+        }

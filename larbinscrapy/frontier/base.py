@@ -187,3 +187,22 @@ class FrontierScheduler:
     def _cancel_wakeup(self) -> None:
         if self._wakeup is not None and self._wakeup.active():
             self._wakeup.cancel()
+
+    def ip_summary(self) -> dict[str, int]:
+        """IPs by state for the status page: dead, throttled (delay raised), fetching, cooling,
+        ready. O(IPs): the status page samples it, nothing calls it per request."""
+        table = self.table
+        now = table.clock()
+        counts = dict.fromkeys(("ready", "fetching", "cooling", "throttled", "dead"), 0)
+        for st in table.ips.values():
+            if st.dead:
+                counts["dead"] += 1
+            elif table.delay(st) > table.default_delay:  # backed off or a robots Crawl-delay
+                counts["throttled"] += 1
+            elif st.busy:
+                counts["fetching"] += 1
+            elif st.ready_at > now:
+                counts["cooling"] += 1
+            else:
+                counts["ready"] += 1
+        return counts

@@ -320,3 +320,18 @@ class LarbinScheduler(FrontierScheduler):
         when = self.ring.next_wakeup()
         if when is not None:
             self._wake_in(when - self.table.clock())
+
+    # -- read-only view for the status page (larbinscrapy/status/) ---------------------------
+    def status(self) -> dict[str, Any]:
+        """Queue sizes per FIFO, sites in memory, IPs by state, the seen-set's fill."""
+        resolving = sum(1 for site in self.sites.values() if site.state != READY)
+        return {
+            "queued": len(self),
+            "fifos": {name: len(fifo) for name, fifo in zip(FIFO_NAMES, self.fifos, strict=True)},
+            "in_memory": self.in_memory + len(self.memory_only),
+            "sites": {"in_memory": len(self.sites), "resolving": resolving,
+                      "dead": len(self.dead_hosts)},
+            "ips": self.ip_summary(),
+            "seen": {"fill_ratio": getattr(self.df, "fill_ratio", None),
+                     "estimated_fp_rate": getattr(self.df, "estimated_fp_rate", None)},
+        }

@@ -1,0 +1,1 @@
+"""larbinscrapy's Scrapy commands (``COMMANDS_MODULE``): ``scrapy addurls``."""

@@ -1,0 +1,254 @@
+"""``StatusServer``: larbin's status page (httpPort) and URL input (inputPort) for a running crawl.
+
+An extension, on by default. At engine start it listens on ``LARBIN_HTTP_HOST`` and the first
+free port of ``LARBIN_HTTP_PORT`` (a range, as Scrapy's ``TELNETCONSOLE_PORT``; ``0`` or empty
+turns it off; a host outside loopback needs ``LARBIN_HTTP_ALLOW_REMOTE``) and logs once where,
+with the token: ``Status page: http://127.0.0.1:8081/#token=...``. Distributed workers on one
+machine each take the next free port. The endpoints are in ``web.py``.
+
+Settings: ``LARBIN_HTTP_HOST``, ``LARBIN_HTTP_PORT``, ``LARBIN_HTTP_TOKEN``,
+``LARBIN_HTTP_ALLOW_REMOTE``, ``LARBIN_HTTP_HISTORY``, ``LARBIN_HTTP_SAMPLE_INTERVAL``,
+``LARBIN_HTTP_BUSIEST_HOSTS``, ``LARBIN_HTTP_MAX_BODY``, ``LARBIN_HTTP_MAX_URLS``.
+Files (with ``JOBDIR``): ``JOBDIR/http-token`` (mode 0600) and ``JOBDIR/http-address``.
+Stats: ``larbin/status/{paused,resumed,stopped}``, ``larbin/status/urls/*`` (``inject.py``),
+``larbin/status/held`` (``gate.py``).
+
+Pause stops the engine taking requests and closes ``PauseGate`` (requests already in the
+downloader wait there); stop is Ctrl-C's graceful stop, so with ``JOBDIR`` the same command
+resumes the crawl.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.reactor import listen_tcp
+from twisted.internet import error, task
+from twisted.web import server
+
+from larbinscrapy.dns import SsrfGuard, dns_cache
+from larbinscrapy.status.auth import make_token, save_job_files
+from larbinscrapy.status.gate import PauseGate
+from larbinscrapy.status.history import HostCounter, RateHistory
+from larbinscrapy.status.inject import UrlInjector
+from larbinscrapy.status.probe import frontier_status
+from larbinscrapy.status.snapshot import build_status
+from larbinscrapy.status.web import StatusResource
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from twisted.internet.interfaces import IListeningPort
+
+logger = logging.getLogger(__name__)
+
+
+def parse_port_range(value: Any) -> list[int] | None:
+    """``[8081, 8181]``, ``"8081,8181"``, ``8081`` -> a port range; ``0``/empty -> None (off)."""
+    if value in (None, "", 0, "0", [], ()):
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(items, int):
+        items = [items]
+    try:
+        ports = [int(str(p).strip()) for p in items]
+    except (TypeError, ValueError):
+        raise ValueError(f"LARBIN_HTTP_PORT must be a port or a range, got {value!r}") from None
+    if ports == [0]:
+        return None
+    if len(ports) not in (1, 2) or not all(0 < p < 65536 for p in ports) or ports[0] > ports[-1]:
+        raise ValueError(f"LARBIN_HTTP_PORT must be a port or a range, got {value!r}")
+    return ports
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _QuietSite(server.Site):
+    """No access log: the page polls every second, and a ``?token=`` URL must not be logged."""
+
+    noisy = False
+
+    def log(self, request: Any) -> None:
+        return None
+
+
+class StatusServer:
+    """The status page, control API and metrics of one crawl (see the module docstring)."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        *,
+        host: str,
+        ports: list[int],
+        token: str,
+        jobdir: str | None,
+        history_seconds: float,
+        sample_interval: float,
+        busiest: int,
+        max_body: int,
+        max_urls: int,
+    ) -> None:
+        self.crawler = crawler
+        self.host = host
+        self.ports = ports
+        self.token = token
+        self.jobdir = jobdir
+        self.sample_interval = sample_interval
+        self.busiest = busiest
+        self.history = RateHistory(history_seconds, sample_interval)
+        self.hosts = HostCounter()
+        self.injector = UrlInjector(crawler, SsrfGuard.from_settings(crawler.settings))
+        self.resource = StatusResource(self, max_body, max_urls)
+        self.paused = False
+        self.stopping = False
+        self.address: str | None = None
+        self.port: IListeningPort | None = None
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self._started = time.time()
+        self._loop: task.LoopingCall | None = None
+        sig = crawler.signals
+        sig.connect(self._engine_started, signal=signals.engine_started)
+        sig.connect(self._spider_closed, signal=signals.spider_closed)
+        sig.connect(self._response_received, signal=signals.response_received)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> StatusServer:
+        s = crawler.settings
+        try:
+            ports = parse_port_range(s.get("LARBIN_HTTP_PORT"))
+        except ValueError as exc:
+            logger.error("%s: the status page is off", exc)
+            raise NotConfigured from None
+        if ports is None:
+            raise NotConfigured
+        host = s.get("LARBIN_HTTP_HOST")
+        if not is_loopback(host):
+            if not s.getbool("LARBIN_HTTP_ALLOW_REMOTE"):
+                logger.error("LARBIN_HTTP_HOST=%s is not a loopback address: set "
+                             "LARBIN_HTTP_ALLOW_REMOTE=True to serve the status page there; "
+                             "the status page is off", host)
+                raise NotConfigured
+            logger.warning("The status page listens on %s: anyone who can reach it and has the "
+                           "token can steer the crawl (plain HTTP: put TLS in front)", host)
+        return cls(
+            crawler,
+            host=host,
+            ports=ports,
+            token=make_token(s.get("LARBIN_HTTP_TOKEN")),
+            jobdir=s.get("JOBDIR") or None,
+            history_seconds=s.getfloat("LARBIN_HTTP_HISTORY"),
+            sample_interval=s.getfloat("LARBIN_HTTP_SAMPLE_INTERVAL"),
+            busiest=s.getint("LARBIN_HTTP_BUSIEST_HOSTS"),
+            max_body=s.getint("LARBIN_HTTP_MAX_BODY"),
+            max_urls=s.getint("LARBIN_HTTP_MAX_URLS"),
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _engine_started(self) -> None:
+        self._started = time.time()
+        try:
+            self.port = listen_tcp(self.ports, self.host, _QuietSite(self.resource))
+        except error.CannotListenError as exc:
+            logger.error("Status page: no free port in %s on %s (%s); crawling without it",
+                         "-".join(map(str, self.ports)), self.host, exc.socketError)
+            return
+        bound = self.port.getHost()
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.address = f"http://{host}:{bound.port}"
+        if self.jobdir:
+            save_job_files(self.jobdir, self.token, self.address)
+        logger.info("Status page: %s/#token=%s", self.address, self.token)
+        self._loop = task.LoopingCall(self._sample)
+        self._loop.start(self.sample_interval, now=True)
+
+    def _spider_closed(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self.port is not None:
+            self.port.stopListening()
+            self.port = None
+
+    def _sample(self) -> None:
+        self.history.sample(time.time(), self.crawler.stats.get_stats())
+
+    def _response_received(self, response: Response, request: Request) -> None:
+        self.hosts.count(urlparse_cached(request).hostname or "")
+
+    # -- what the endpoints read and do -------------------------------------------------
+    def document(self) -> dict[str, Any]:
+        try:
+            cached: int | None = len(dns_cache(self.crawler))
+        except (AttributeError, TypeError):
+            cached = None
+        return build_status(
+            stats=self.crawler.stats.get_stats(),
+            frontier=frontier_status(self.crawler),
+            rates=self.history.rates(),
+            paused=self.paused,
+            stopping=self.stopping,
+            uptime=time.time() - self._started,
+            busiest=self.hosts.top(self.busiest),
+            dns_cached=cached,
+            worker=self.worker,
+        )
+
+    def _gate(self) -> PauseGate | None:
+        return self.crawler.get_downloader_middleware(PauseGate)
+
+    def pause(self) -> None:
+        if self.paused or self.stopping:
+            return
+        self.paused = True
+        self.crawler.engine.pause()
+        gate = self._gate()
+        if gate is not None:
+            gate.pause()
+        self.crawler.stats.inc_value("larbin/status/paused")
+        logger.info("Crawl paused from the status page: no new request is sent")
+
+    def resume(self) -> None:
+        if not self.paused or self.stopping:
+            return
+        self.paused = False
+        engine = self.crawler.engine
+        engine.unpause()
+        gate = self._gate()
+        if gate is not None:
+            gate.resume()
+        self.crawler.stats.inc_value("larbin/status/resumed")
+        logger.info("Crawl resumed from the status page")
+        scheduler = engine.scheduler
+        wake = getattr(scheduler, "_wake_engine", None)
+        if wake is not None:
+            wake()
+
+    def stop(self) -> None:
+        """Ctrl-C's graceful stop: what is in flight finishes, the frontier stays on disk."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self.crawler.stats.inc_value("larbin/status/stopped")
+        logger.info("Stop requested from the status page: closing the crawl (resumable "
+                    "with the same JOBDIR)")
+        gate = self._gate()
+        if gate is not None:  # requests held there must end, or closing would wait for ever
+            gate.resume()
+        deferred_from_coro(self.crawler.stop_async())

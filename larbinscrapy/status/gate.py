@@ -1,0 +1,53 @@
+"""``PauseGate``: the downloader middleware that holds every request while the crawl is paused.
+
+Pausing the engine stops it taking requests from the scheduler, but requests already handed to
+the downloader would still go out. This gate, placed last before the download handler (after the
+politeness gate), makes them wait too, so nothing reaches a server while paused; responses of
+requests already sent still arrive. ``StatusServer`` opens and closes it. Stat:
+``larbin/status/held`` (requests that waited at the gate).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import defer
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+
+class PauseGate:
+    """Holds ``process_request`` while ``paused``; ``resume()`` lets the held requests go."""
+
+    def __init__(self, stats: StatsCollector) -> None:
+        self.stats = stats
+        self.paused = False
+        self._waiters: list[defer.Deferred[None]] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PauseGate:
+        return cls(crawler.stats)
+
+    @property
+    def held(self) -> int:
+        return len(self._waiters)
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+        waiters, self._waiters = self._waiters, []
+        for d in waiters:  # one Deferred each: a shared one would hand None to later awaiters
+            d.callback(None)
+
+    async def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        while self.paused:
+            d: defer.Deferred[None] = defer.Deferred()
+            self._waiters.append(d)
+            self.stats.inc_value("larbin/status/held")
+            await maybe_deferred_to_future(d)

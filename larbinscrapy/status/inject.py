@@ -1,0 +1,133 @@
+"""``POST /api/urls`` (larbin's inputPort): URLs added to a running crawl get the seeds' treatment.
+
+Each URL is validated as a seed is (``seeds.check_url``), its host resolved through the crawl's
+DNS cache and checked by the SSRF guard, then handed to the scheduler's ``enqueue_request``,
+which runs the seen test and writes it to the frontier (the shared one in distributed mode).
+The answer counts what was queued, already seen, or refused, with each refusal's reason.
+
+``depth`` is larbin's: how many links deep to follow inside the URL's site (at most the crawl's
+``LARBIN_DEPTH``); without it the URL is followed as deep as a seed. ``priority`` puts it in the
+priority tier. Stats: ``larbin/status/urls/{queued,seen,refused}``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from scrapy import Request
+from twisted.internet.error import DNSLookupError
+
+from larbinscrapy import meta as M
+from larbinscrapy.dns import SsrfGuard, dns_cache
+from larbinscrapy.seeds import check_url
+from larbinscrapy.status.probe import scheduler_of
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+
+class BadPayload(ValueError):
+    """The request body is not ``{"urls": [...], "priority": bool, "depth": int}``."""
+
+
+@dataclass
+class UrlBatch:
+    urls: list[str]
+    priority: bool = False
+    depth: int | None = None
+
+
+@dataclass
+class Outcome:
+    queued: list[str] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
+    refused: list[dict[str, str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"queued": len(self.queued), "seen": len(self.seen), "refused": len(self.refused),
+                "refusals": self.refused, "queued_urls": self.queued, "seen_urls": self.seen}
+
+
+def parse_batch(body: bytes, max_urls: int) -> UrlBatch:
+    """The JSON body of ``POST /api/urls``; BadPayload with a one-line reason otherwise."""
+    try:
+        data = json.loads(body or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadPayload(f"body is not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("urls"), list):
+        raise BadPayload('expected {"urls": ["http://...", ...], "priority": false, "depth": N}')
+    urls = data["urls"]
+    if len(urls) > max_urls:
+        raise BadPayload(f"{len(urls)} URLs in one request, at most {max_urls}")
+    if not all(isinstance(u, str) for u in urls):
+        raise BadPayload("every URL must be a string")
+    priority = data.get("priority", False)
+    if not isinstance(priority, bool):
+        raise BadPayload(f"priority must be true or false, got {priority!r}")
+    depth = data.get("depth")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+        raise BadPayload(f"depth must be a non-negative integer, got {depth!r}")
+    return UrlBatch([u.strip() for u in urls], priority, depth)
+
+
+class UrlInjector:
+    """Runs a ``UrlBatch`` through validation, DNS + SSRF guard and the scheduler."""
+
+    def __init__(self, crawler: Crawler, guard: SsrfGuard) -> None:
+        self.crawler = crawler
+        self.guard = guard
+
+    async def add(self, batch: UrlBatch) -> Outcome:
+        out = Outcome()
+        scheduler = scheduler_of(self.crawler)
+        if scheduler is None:
+            for url in batch.urls:
+                out.refused.append({"url": url, "reason": "the crawl is not running"})
+            return out
+        done: set[str] = set()
+        for url in batch.urls:
+            if url in done:
+                out.seen.append(url)
+                continue
+            done.add(url)
+            reason = check_url(url) or await self._guard(url)
+            if reason:
+                out.refused.append({"url": url, "reason": reason})
+            elif scheduler.enqueue_request(self._request(url, batch)):
+                out.queued.append(url)
+            else:
+                out.seen.append(url)
+        if out.queued:
+            wake = getattr(scheduler, "_wake_engine", None)
+            if wake is not None:  # larbinscrapy's schedulers: the engine may be waiting
+                wake()
+        stats = self.crawler.stats
+        for event, urls in (("queued", out.queued), ("seen", out.seen), ("refused", out.refused)):
+            if urls:
+                stats.inc_value(f"larbin/status/urls/{event}", len(urls))
+        return out
+
+    async def _guard(self, url: str) -> str | None:
+        host = urlsplit(url).hostname or ""
+        try:
+            ip = await dns_cache(self.crawler).resolve(host)
+        except DNSLookupError:
+            return f"dns: {host} does not resolve"
+        if self.guard.refuses(ip):
+            return f"ssrf: {host} resolves to {ip}, not a public address"
+        return None
+
+    def _request(self, url: str, batch: UrlBatch) -> Request:
+        spider = self.crawler.spider
+        site_depth = 0
+        url_filter = getattr(spider, "url_filter", None)
+        max_depth = getattr(url_filter, "max_depth", None)
+        if batch.depth is not None and max_depth is not None:
+            site_depth = max(0, max_depth - batch.depth)
+        meta: dict[str, Any] = {"depth": 0, M.SITE_DEPTH: site_depth}
+        if batch.priority:
+            meta[M.PRIORITY] = True
+        return Request(url, errback=getattr(spider, "on_error", None), meta=meta)

@@ -1,0 +1,90 @@
+"""The status document (``GET /api/status``, the page, ``/metrics``): pure, from plain values.
+
+Queue sizes and IP states come from the scheduler's ``status()``; everything else from the
+crawl's stats under their own names, grouped by reason or type.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from larbinscrapy.status.history import BYTES, ITEMS, PAGES
+
+# (key in the document, stats prefixes whose suffix is a reason or an error type)
+GROUPS = (
+    ("filtered", ("larbin/filtered/",)),
+    ("dropped", ("larbin/dropped/",)),
+    ("errors", ("larbin/errors/", "larbin/failed/", "downloader/exception_type_count/",
+                "spider_exceptions/")),
+    ("status_codes", ("downloader/response_status_count/",)),
+)
+
+
+def group(stats: dict[str, Any], prefixes: tuple[str, ...]) -> dict[str, int]:
+    """Numeric stats under ``prefixes`` by suffix (an exception's dotted path by class name);
+    the same name under two prefixes is summed."""
+    out: dict[str, int] = {}
+    for key, value in stats.items():
+        if not isinstance(value, int | float):
+            continue
+        for prefix in prefixes:
+            if key.startswith(prefix):
+                name = key[len(prefix):].rsplit(".", 1)[-1]
+                out[name] = out.get(name, 0) + int(value)
+                break
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, int | float | str | bool) or value is None:
+        return value
+    return str(value)
+
+
+def build_status(
+    *,
+    stats: dict[str, Any],
+    frontier: dict[str, Any] | None,
+    rates: dict[str, float],
+    paused: bool,
+    stopping: bool,
+    uptime: float,
+    busiest: list[tuple[str, int]],
+    dns_cached: int | None,
+    worker: str,
+) -> dict[str, Any]:
+    """The whole status as one JSON-ready dict (see the module docstring)."""
+    frontier = frontier or {}
+    seen = dict(frontier.get("seen") or {})
+    for name in ("fill_ratio", "estimated_fp_rate"):
+        if seen.get(name) is None:
+            seen[name] = stats.get(f"larbin/dupefilter/{name}")
+    seen["filtered"] = stats.get("larbin/dupefilter/filtered", 0)
+    doc: dict[str, Any] = {
+        "worker": worker,
+        "pages": stats.get(PAGES, 0),
+        "items": stats.get(ITEMS, 0),
+        "bytes": stats.get(BYTES, 0),
+        "queued": frontier.get("queued", 0),
+        "rates": rates,
+        "paused": paused,
+        "stopping": stopping,
+        "uptime_s": round(uptime, 1),
+        "frontier": {k: v for k, v in frontier.items() if k not in ("seen", "ips", "sites")},
+        "sites": frontier.get("sites", {}),
+        "ips": frontier.get("ips", {}),
+        "dns": {
+            "lookups": stats.get("larbin/dns/lookups", 0),
+            "failed": stats.get("larbin/dns/failures", 0),
+            "cached": dns_cached,
+        },
+        "seen": seen,
+        "busiest_hosts": [[host, n] for host, n in busiest],
+    }
+    for key, prefixes in GROUPS:
+        doc[key] = group(stats, prefixes)
+    doc["stats"] = {k: json_safe(v) for k, v in sorted(stats.items())}
+    return doc
