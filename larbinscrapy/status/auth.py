@@ -2,7 +2,8 @@
 
 The token is ``LARBIN_HTTP_TOKEN`` or, when that is empty, a random one generated at start. With
 ``JOBDIR`` it is written to ``JOBDIR/http-token`` (mode 0600, replaced atomically) next to
-``JOBDIR/http-address`` (the page's base URL), so ``scrapy addurls --jobdir DIR`` finds both.
+``JOBDIR/http-address`` (the page's base URL), so ``scrapy addurls --jobdir DIR`` finds both;
+both are removed when the crawl closes.
 
 A request shows it as ``Authorization: Bearer <token>`` or ``?token=<token>`` (a browser's first
 load). No cookies: a cookie would be sent by any page the operator visits, the header is not.
@@ -48,6 +49,12 @@ def save_job_files(jobdir: str, token: str, address: str) -> None:
     """``JOBDIR/http-token`` and ``JOBDIR/http-address`` for ``scrapy addurls --jobdir``."""
     write_private(Path(jobdir, TOKEN_FILE), token + "\n")
     write_private(Path(jobdir, ADDRESS_FILE), address + "\n")
+
+
+def remove_job_files(jobdir: str) -> None:
+    """The crawl is over: ``scrapy addurls --jobdir`` must not find a dead address."""
+    for name in (ADDRESS_FILE, TOKEN_FILE):
+        Path(jobdir, name).unlink(missing_ok=True)
 
 
 def read_job_files(jobdir: str) -> tuple[str, str]:

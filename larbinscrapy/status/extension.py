@@ -9,7 +9,8 @@ machine each take the next free port. The endpoints are in ``web.py``.
 Settings: ``LARBIN_HTTP_HOST``, ``LARBIN_HTTP_PORT``, ``LARBIN_HTTP_TOKEN``,
 ``LARBIN_HTTP_ALLOW_REMOTE``, ``LARBIN_HTTP_HISTORY``, ``LARBIN_HTTP_SAMPLE_INTERVAL``,
 ``LARBIN_HTTP_BUSIEST_HOSTS``, ``LARBIN_HTTP_MAX_BODY``, ``LARBIN_HTTP_MAX_URLS``.
-Files (with ``JOBDIR``): ``JOBDIR/http-token`` (mode 0600) and ``JOBDIR/http-address``.
+Files (with ``JOBDIR``, while the crawl runs): ``JOBDIR/http-token`` (mode 0600) and
+``JOBDIR/http-address``.
 Stats: ``larbin/status/{paused,resumed,stopped}``, ``larbin/status/urls/*`` (``inject.py``),
 ``larbin/status/held`` (``gate.py``).
 
@@ -36,7 +37,7 @@ from twisted.internet import error, task
 from twisted.web import server
 
 from larbinscrapy.dns import SsrfGuard, dns_cache
-from larbinscrapy.status.auth import make_token, save_job_files
+from larbinscrapy.status.auth import make_token, remove_job_files, save_job_files
 from larbinscrapy.status.gate import PauseGate
 from larbinscrapy.status.history import HostCounter, RateHistory
 from larbinscrapy.status.inject import UrlInjector
@@ -185,6 +186,8 @@ class StatusServer:
         if self.port is not None:
             self.port.stopListening()
             self.port = None
+            if self.jobdir:
+                remove_job_files(self.jobdir)
 
     def _sample(self) -> None:
         self.history.sample(time.time(), self.crawler.stats.get_stats())

@@ -1,0 +1,121 @@
+"""Helpers of the status-page tests: a crawl subprocess with its page, and calls to its API."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT, crawl_command
+from testweb.harness import RunningWeb
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def port_range(width: int = 30) -> str:
+    """A range starting at a port free right now: the crawl takes the first one still free."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        first = s.getsockname()[1]
+    first = min(first, 65535 - width)
+    return f"{first},{first + width}"
+
+
+class LiveCrawl:
+    """``scrapy crawl larbin`` of the test web in the background, with its status page."""
+
+    def __init__(self, web: RunningWeb, out: Path, *args: str,
+                 settings: dict[str, Any] | None = None) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.web = web
+        self.out = out
+        self.jobdir = out / "job"
+        merged = {"JOBDIR": str(self.jobdir), "LARBIN_HTTP_PORT": port_range(),
+                  "LARBIN_URLS": ",".join(web.seeds), **(settings or {})}
+        cmd = crawl_command(web, out, *args, settings=merged)
+        self.log_file = open(out / "stderr.log", "a")  # noqa: SIM115 (closed in wait())
+        self.started = time.time()
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.address, self.token = self._wait_for_page()
+
+    def _wait_for_page(self, timeout: float = 30) -> tuple[str, str]:
+        deadline = time.monotonic() + timeout
+        address = self.jobdir / "http-address"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"crawl exited {self.proc.returncode}:\n{self.log()[-3000:]}")
+            if address.exists() and (self.jobdir / "http-token").exists():
+                text = address.read_text().strip()
+                if text:
+                    return text, (self.jobdir / "http-token").read_text().strip()
+            time.sleep(0.05)
+        raise AssertionError("no status page after 30 s:\n" + self.log()[-3000:])
+
+    def log(self) -> str:
+        if not self.log_file.closed:
+            self.log_file.flush()
+        return (self.out / "stderr.log").read_text()
+
+    def call(self, method: str, path: str, body: Any = None, *, token: str | None = "",
+             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        """(status, decoded body) of one API call; ``token=None`` sends none, "" the right one."""
+        hdrs = dict(headers or {})
+        if token is not None:
+            hdrs["Authorization"] = f"Bearer {token or self.token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            hdrs["Content-Type"] = "application/json"
+        elif method == "POST":
+            data = b""
+        request = urllib.request.Request(self.address + path, data=data, headers=hdrs,
+                                         method=method)
+        try:
+            with _OPENER.open(request, timeout=30) as response:
+                return response.status, _decode(response.read(), response.headers)
+        except urllib.error.HTTPError as exc:
+            return exc.code, _decode(exc.read(), exc.headers)
+
+    def status(self) -> dict[str, Any]:
+        code, doc = self.call("GET", "/api/status")
+        assert code == 200, doc
+        return doc
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The test web's log of this and earlier runs."""
+        return self.web.read_log()
+
+    def wait_until(self, predicate: Any, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"{what} (not within {timeout} s):\n{self.log()[-3000:]}")
+
+    def wait(self, timeout: float = 120) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self.log_file.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log_file.close()
+
+
+def _decode(raw: bytes, headers: Any) -> Any:
+    if "json" in (headers.get("Content-Type") or ""):
+        return json.loads(raw)
+    return raw.decode("utf-8", "replace")
