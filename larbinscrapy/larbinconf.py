@@ -190,7 +190,22 @@ def apply(conf: LarbinConf, settings: BaseSettings) -> None:
 
 
 class LarbinConfAddon:
-    """Scrapy add-on (``ADDONS``): reads ``LARBIN_CONF`` before the crawl's settings freeze."""
+    """Scrapy add-on (``ADDONS``) that reads ``LARBIN_CONF``.
+
+    Applied twice on purpose: ``update_pre_crawler_settings`` runs on the process settings
+    before any crawler exists, so the spider, built before a crawler's add-ons run, already sees
+    ``StartUrl`` and ``depthInSite``; ``update_settings`` runs once logging is set up and says
+    what the file contained (warnings with line numbers), applying the same values again.
+    """
+
+    @classmethod
+    def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
+        path = settings.get("LARBIN_CONF")
+        if path:
+            try:
+                apply(read(path), settings)
+            except LarbinConfError:
+                pass  # reported by update_settings, once logging is set up
 
     def update_settings(self, settings: BaseSettings) -> None:
         path = settings.get("LARBIN_CONF")
@@ -199,7 +214,11 @@ class LarbinConfAddon:
         try:
             conf = read(path)
         except LarbinConfError as exc:
+            # One line and a failed crawl (exit 1), as for a missing seeds file, no traceback.
+            from larbinscrapy.spiders.larbin import _retrieve_task_exception
+
             logger.error("%s", exc)
+            _retrieve_task_exception()
             raise
         for message in conf.warnings:
             logger.warning("%s", message)

@@ -20,6 +20,9 @@ GROUPS = (
     ("status_codes", ("downloader/response_status_count/",)),
 )
 
+# Exception types that are deliberate drops, not errors (robots.txt, filters, the SSRF guard).
+_NOT_ERRORS = ("IgnoreRequest", "DroppedRequest")
+
 
 def group(stats: dict[str, Any], prefixes: tuple[str, ...]) -> dict[str, int]:
     """Numeric stats under ``prefixes`` by suffix (an exception's dotted path by class name);
@@ -86,5 +89,7 @@ def build_status(
     }
     for key, prefixes in GROUPS:
         doc[key] = group(stats, prefixes)
+    for name in _NOT_ERRORS:  # drops on purpose (robots.txt, the SSRF guard): counted elsewhere
+        doc["errors"].pop(name, None)
     doc["stats"] = {k: json_safe(v) for k, v in sorted(stats.items())}
     return doc

@@ -85,6 +85,7 @@
     for (let i = 0; i <= 4; i++) {
       const x = left + (w - left - right) * i / 4;
       const ago = Math.round(span * (1 - i / 4));
+      g.textAlign = i === 4 ? "right" : "center";  // "now" must not run off the right edge
       g.fillText(ago ? "-" + (ago >= 120 ? Math.round(ago / 60) + "m" : ago + "s") : "now", x, h - bottom + 4);
     }
     const xs = (t) => left + (w - left - right) * (t - t0) / (span || 1);

@@ -1,0 +1,75 @@
+"""The status page in a real browser: Debian's chromium, headless, driven by Playwright.
+
+Against a running crawl of the test web: the page loads with the token from the logged URL,
+its charts draw points within seconds, a URL added through the form is fetched, the pause
+button pauses (nothing reaches the server). The screenshot is kept in the test's directory.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from playwright.sync_api import expect, sync_playwright
+
+from tests.status_support import LiveCrawl
+from testweb.harness import RunningWeb
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
+TWO_OR_MORE = re.compile(r"^([2-9]|[1-9][0-9]+)$")
+
+
+def test_status_page_in_chromium(web: RunningWeb, tmp_path: Path) -> None:
+    crawl = LiveCrawl(web, tmp_path / "run", settings={"DOWNLOAD_DELAY": 0.5})
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch_persistent_context(
+                str(tmp_path / "profile"), executable_path=CHROMIUM, args=ARGS, headless=True,
+                viewport={"width": 1280, "height": 900})
+            try:
+                page = browser.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(f"{crawl.address}/#token={crawl.token}")
+                # (expect() reads the DOM from Playwright's own world: the page's CSP forbids
+                # the eval that wait_for_function would need, and the test keeps that CSP.)
+                expect(page.locator("#state")).to_have_text("running", timeout=15000)
+                # Every chart has drawn points within a few seconds.
+                for chart in ("#chart-pages", "#chart-items", "#chart-bytes"):
+                    expect(page.locator(chart)).to_have_attribute("data-points", TWO_OR_MORE,
+                                                                  timeout=15000)
+                assert int(page.text_content("#numbers b") or "0") > 0  # pages
+                assert page.locator("#t-hosts td").count() >= 2
+
+                # A URL through the form: queued, then fetched (the server's log says so).
+                added = f"http://h06.test:{web.port}/added-by-browser"
+                page.fill("#add-urls", added)
+                page.check("#add-priority")
+                page.click("#add-submit")
+                expect(page.locator("#add-result")).to_have_text(
+                    re.compile(r"^queued 1, already seen 0, refused 0"), timeout=15000)
+                crawl.wait_until(lambda: any(e["path"] == "/added-by-browser"
+                                             for e in crawl.requests()), 20,
+                                 "the URL added through the form was not fetched")
+
+                page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
+
+                # The pause button pauses: the badge says so and nothing reaches the server.
+                page.click("#pause")
+                expect(page.locator("#state")).to_have_text("paused", timeout=10000)
+                assert crawl.status()["paused"] is True
+                time.sleep(1.0)  # requests already sent may still arrive
+                quiet_from = time.time()
+                time.sleep(3.0)
+                assert [e for e in crawl.requests() if e["t"] >= quiet_from] == []
+                assert errors == [], errors
+            finally:
+                browser.close()
+        assert crawl.call("POST", "/api/stop")[0] == 200
+        assert crawl.wait(60) == 0
+    finally:
+        crawl.kill()
+    assert (tmp_path / "status.png").stat().st_size > 10_000
