@@ -27,6 +27,7 @@ value too. ``LarbinConfAddon`` (``ADDONS``) applies the result at the ``project`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -201,11 +202,9 @@ class LarbinConfAddon:
     @classmethod
     def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
         path = settings.get("LARBIN_CONF")
-        if path:
-            try:
+        if path:  # a file that cannot be read is reported by update_settings, after logging
+            with contextlib.suppress(LarbinConfError):
                 apply(read(path), settings)
-            except LarbinConfError:
-                pass  # reported by update_settings, once logging is set up
 
     def update_settings(self, settings: BaseSettings) -> None:
         path = settings.get("LARBIN_CONF")
