@@ -31,7 +31,8 @@ class LiveCrawl:
     """``scrapy crawl larbin`` of the test web in the background, with its status page."""
 
     def __init__(self, web: RunningWeb, out: Path, *args: str,
-                 settings: dict[str, Any] | None = None) -> None:
+                 settings: dict[str, Any] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         out.mkdir(parents=True, exist_ok=True)
         self.web = web
         self.out = out
@@ -42,7 +43,7 @@ class LiveCrawl:
         self.log_file = open(out / "stderr.log", "a")  # noqa: SIM115 (closed in wait())
         self.started = time.time()
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
+                                     env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
         self.address, self.token = self._wait_for_page()
 
     def _wait_for_page(self, timeout: float = 30) -> tuple[str, str]:

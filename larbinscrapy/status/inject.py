@@ -2,8 +2,10 @@
 
 Each URL is validated as a seed is (``seeds.check_url``), its host resolved through the crawl's
 DNS cache and checked by the SSRF guard, then handed to the scheduler's ``enqueue_request``,
-which runs the seen test and writes it to the frontier (the shared one in distributed mode).
-The answer counts what was queued, already seen, or refused, with each refusal's reason.
+which runs the seen test and writes it to the frontier. The answer counts what was queued,
+already seen, or refused, with each refusal's reason. In distributed mode the URLs go to the
+shared frontier and its seen test runs in Redis when they are admitted, after the answer:
+``seen_test`` says so, and a seen URL is dropped there (counted in ``larbin/dupefilter/filtered``).
 
 ``depth`` is larbin's: how many links deep to follow inside the URL's site (at most the crawl's
 ``LARBIN_DEPTH``); without it the URL is followed as deep as a seed. ``priority`` puts it in the
@@ -45,10 +47,12 @@ class Outcome:
     queued: list[str] = field(default_factory=list)
     seen: list[str] = field(default_factory=list)
     refused: list[dict[str, str]] = field(default_factory=list)
+    shared: bool = False  # the shared (Redis) frontier: its seen test runs there, at admission
 
     def as_json(self) -> dict[str, Any]:
         return {"queued": len(self.queued), "seen": len(self.seen), "refused": len(self.refused),
-                "refusals": self.refused, "queued_urls": self.queued, "seen_urls": self.seen}
+                "refusals": self.refused, "queued_urls": self.queued, "seen_urls": self.seen,
+                "seen_test": "shared frontier, at admission" if self.shared else "done"}
 
 
 def parse_batch(body: bytes, max_urls: int) -> UrlBatch:
@@ -87,6 +91,9 @@ class UrlInjector:
             for url in batch.urls:
                 out.refused.append({"url": url, "reason": "the crawl is not running"})
             return out
+        # The Redis scheduler buffers and tests the shared seen bits inside its admission
+        # script: "queued" there means sent to the shared frontier, which drops a seen URL.
+        out.shared = "shared" in (getattr(scheduler, "status", dict)() or {})
         done: set[str] = set()
         for url in batch.urls:
             if url in done:
