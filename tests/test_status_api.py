@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -30,7 +31,12 @@ def _paths(entries: list[dict]) -> list[str]:
 def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> None:
     crawl = LiveCrawl(web, tmp_path / "run", settings={"DOWNLOAD_DELAY": 0.5})
     try:
-        assert f"Status page: {crawl.address}/#token={crawl.token}" in crawl.log()
+        log = crawl.log()
+        assert log.count("Status page: ") == 1
+        assert f"Status page: {crawl.address}/#token={crawl.token}" in log
+        # Our log line instead of Scrapy's LogStats one.
+        assert "; IPs ready " in log and "since the last line" in log
+        assert "pages/min), scraped" not in log
         mode = stat.S_IMODE(os.stat(crawl.jobdir / "http-token").st_mode)
         assert mode == 0o600, oct(mode)
 
@@ -182,3 +188,16 @@ def test_two_crawls_serve_two_pages(web: RunningWeb, tmp_path: Path) -> None:
         assert one.wait(60) == 0
     finally:
         one.kill()
+
+
+def test_no_free_port_is_one_error_and_the_crawl_goes_on(web: RunningWeb, tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        crawl = run_crawl(web, tmp_path / "run", "-a", f"urls={web.seeds[0]}", "-a", "depth=0",
+                          settings={"LARBIN_HTTP_PORT": f"{port},{port}"})
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    assert f"ERROR: Status page: no free port in {port}-{port} on 127.0.0.1" in crawl.stderr
+    assert "Traceback" not in crawl.stderr
+    assert crawl.fetched(web.port) == {web.seeds[0]}

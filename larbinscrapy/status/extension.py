@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from twisted.internet.interfaces import IListeningPort
+    from twisted.internet.tcp import Port
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class StatusServer:
         self.paused = False
         self.stopping = False
         self.address: str | None = None
-        self.port: IListeningPort | None = None
+        self.port: Port | None = None
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self._started = time.time()
         self._loop: task.LoopingCall | None = None
@@ -165,13 +165,15 @@ class StatusServer:
     # -- lifecycle --------------------------------------------------------------------------
     def _engine_started(self) -> None:
         self._started = time.time()
+        site: Any = _QuietSite(self.resource)  # a ServerFactory; twisted's stubs disagree
         try:
-            self.port = listen_tcp(self.ports, self.host, _QuietSite(self.resource))
+            port = listen_tcp(self.ports, self.host, site)
         except error.CannotListenError as exc:
             logger.error("Status page: no free port in %s on %s (%s); crawling without it",
                          "-".join(map(str, self.ports)), self.host, exc.socketError)
             return
-        bound = self.port.getHost()
+        self.port = port
+        bound = port.getHost()
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.address = f"http://{host}:{bound.port}"
         if self.jobdir:
