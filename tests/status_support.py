@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.error
@@ -13,17 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import ROOT, crawl_command
-from testweb.harness import RunningWeb
+from testweb.harness import RunningWeb, free_port
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def port_range(width: int = 30) -> str:
     """A range starting at a port free right now: the crawl takes the first one still free."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        first = s.getsockname()[1]
-    first = min(first, 65535 - width)
+    first = min(free_port(), 65535 - width)
     return f"{first},{first + width}"
 
 

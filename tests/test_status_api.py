@@ -18,14 +18,10 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import ROOT, Crawl, run_crawl
+from tests.conftest import ROOT, Crawl, run_crawl, seeds_args
 from tests.status_support import LiveCrawl, port_range
 from tests.test_resume import check_resumed, twice
-from testweb.harness import RunningWeb
-
-
-def _paths(entries: list[dict]) -> list[str]:
-    return [f"{e['host']}{e['path']}" for e in entries if e["path"] != "/robots.txt"]
+from testweb.harness import RunningWeb, pages
 
 
 def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> None:
@@ -79,7 +75,7 @@ def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> N
         assert reasons["http://10.0.0.1/"].startswith("ssrf")
         assert reasons["http://169.254.169.254/latest/meta-data/"].startswith("ssrf")
         assert "scheme" in reasons["ftp://h01.test/x"]
-        crawl.wait_until(lambda: "h03.test/added-by-api" in _paths(crawl.requests()), 20,
+        crawl.wait_until(lambda: added in pages(crawl.requests(), port), 20,
                          "the URL added through the API was not fetched")
         assert crawl.call("POST", "/api/urls", {"urls": "not a list"})[0] == 400
         assert crawl.call("POST", "/api/urls", {"urls": [added], "depth": -1})[0] == 400
@@ -93,7 +89,7 @@ def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> N
                               timeout=60)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "queued 1, already seen 0, refused 0" in done.stdout
-        crawl.wait_until(lambda: "h05.test/added-by-command" in _paths(crawl.requests()), 20,
+        crawl.wait_until(lambda: by_command in pages(crawl.requests(), port), 20,
                          "the URL added by scrapy addurls was not fetched")
         again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                                timeout=60)
@@ -162,7 +158,7 @@ def test_pause_holds_requests_stop_is_resumable(web: RunningWeb, tmp_path: Path)
 
     # The same command with the same JOBDIR continues: together the two runs fetch the ground
     # truth, nothing twice (test_resume's rules: a retried 5xx page counts once).
-    again = run_crawl(web, tmp_path / "again", "-a", "urls=" + ",".join(web.seeds),
+    again = run_crawl(web, tmp_path / "again", *seeds_args(web.seeds),
                       settings={"JOBDIR": str(out / "job"), "LARBIN_HTTP_PORT": port_range()})
     assert "Resuming" in again.stderr
     assert twice(check_resumed(web, first, again)) == {}
@@ -195,7 +191,7 @@ def test_no_free_port_is_one_error_and_the_crawl_goes_on(web: RunningWeb, tmp_pa
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        crawl = run_crawl(web, tmp_path / "run", "-a", f"urls={web.seeds[0]}", "-a", "depth=0",
+        crawl = run_crawl(web, tmp_path / "run", *seeds_args(web.seeds[:1]), "-a", "depth=0",
                           settings={"LARBIN_HTTP_PORT": f"{port},{port}"})
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert f"ERROR: Status page: no free port in {port}-{port} on 127.0.0.1" in crawl.stderr

@@ -7,14 +7,13 @@ import time
 from pathlib import Path
 
 from tests.status_support import LiveCrawl, port_range
-from tests.test_distributed import redis_url  # noqa: F401 (the real redis-server fixture)
 from testweb.harness import RunningWeb
 
 DISTRIBUTED = {"SCRAPY_SETTINGS_MODULE": "settings.distributed"}
 
 
 def test_each_worker_its_page_and_urls_go_to_the_shared_frontier(
-    web: RunningWeb, tmp_path: Path, redis_url: str  # noqa: F811
+    web: RunningWeb, tmp_path: Path, redis_url: str
 ) -> None:
     settings = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": 0.5, "LARBIN_KEEP_ALIVE": True,
                 "LARBIN_HTTP_PORT": port_range(10)}
