@@ -25,7 +25,8 @@ from testweb.harness import RunningWeb, pages
 
 
 def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> None:
-    crawl = LiveCrawl(web, tmp_path / "run", settings={"DOWNLOAD_DELAY": 0.5})
+    # A 1 s delay keeps the crawl running (~40 s) while three scrapy commands start up.
+    crawl = LiveCrawl(web, tmp_path / "run", settings={"DOWNLOAD_DELAY": 1.0})
     try:
         log = crawl.log()
         assert log.count("Status page: ") == 1

@@ -23,7 +23,7 @@ TWO_OR_MORE = re.compile(r"^([2-9]|[1-9][0-9]+)$")
 
 
 def test_status_page_in_chromium(web: RunningWeb, tmp_path: Path) -> None:
-    crawl = LiveCrawl(web, tmp_path / "run", settings={"DOWNLOAD_DELAY": 0.5})
+    crawl = LiveCrawl(web, tmp_path / "run", settings={"DOWNLOAD_DELAY": 1.0})
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch_persistent_context(
