@@ -214,10 +214,10 @@ class LarbinConfAddon:
             conf = read(path)
         except LarbinConfError as exc:
             # One line and a failed crawl (exit 1), as for a missing seeds file, no traceback.
-            from larbinscrapy.spiders.larbin import _retrieve_task_exception
+            from larbinscrapy.spiders.larbin import retrieve_task_exception
 
             logger.error("%s", exc)
-            _retrieve_task_exception()
+            retrieve_task_exception()
             raise
         for message in conf.warnings:
             logger.warning("%s", message)
