@@ -79,6 +79,9 @@ def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> N
         crawl.wait_until(lambda: added in pages(crawl.requests(), port), 20,
                          "the URL added through the API was not fetched")
         assert crawl.call("POST", "/api/urls", {"urls": "not a list"})[0] == 400
+        huge = {"urls": ["http://h01.test/" + "x" * 1000] * 1100}  # over LARBIN_HTTP_MAX_BODY
+        assert crawl.call("POST", "/api/urls", huge)[0] == 413
+        assert crawl.call("GET", "/api/nothing")[0] == 404
         assert crawl.call("POST", "/api/urls", {"urls": [added], "depth": -1})[0] == 400
 
         # scrapy addurls: token and address from the job directory.
