@@ -129,6 +129,7 @@
       ["pages", human(s.pages)], ["items", human(s.items)], ["downloaded", human(s.bytes, "B")],
       ["queued", human(s.queued)], ["pages/s", s.rates.pages_per_s.toFixed(1)],
       ["items/s", s.rates.items_per_s.toFixed(1)], ["bytes/s", human(s.rates.bytes_per_s, "B")],
+      ["fetched/known", s.pages + s.queued ? (100 * s.pages / (s.pages + s.queued)).toFixed(1) + " %" : "–"],
       ["uptime", duration(s.uptime_s)],
     ];
     const box = $("numbers"); box.textContent = "";
