@@ -96,6 +96,12 @@ LARBIN_FORBIDDEN_EXTENSIONS = (
 LARBIN_MAX_URL_LENGTH = 512  # larbin maxUrlSize: longer URLs are dropped
 LARBIN_CGI_LEVEL = 0  # larbin CGILEVEL: 0 all URLs, 1 none with ? or =, 2 also none with "cgi"
 
+# --- Trap defence (larbinscrapy/urlfilter.py, larbinscrapy/traps.py); 0 turns a test off ------
+LARBIN_MAX_PATH_SEGMENTS = 20  # URLs with more path segments are dropped (path_segments)
+LARBIN_MAX_PATH_REPEATS = 2  # a run of path segments repeated more often in a row is a trap (path_repeat)
+LARBIN_MAX_PAGES_PER_SITE = 100_000  # new URLs queued per site, then the rest are dropped (site_budget)
+LARBIN_MAX_QUERIES_PER_PATH = 1000  # distinct query strings queued per site + path (queries: calendars, sort orders)
+
 # --- Frontier (the scheduler) --------------------------------------------------------------
 LARBIN_MAX_URLS_PER_SITE = 40  # larbin maxUrlsBySite: in-memory queue per site; overflow waits on disk
 LARBIN_SEGMENT_URLS = 10_000  # URLs per on-disk FIFO segment file (larbin PersistentFifo: 10,000)
