@@ -335,7 +335,7 @@ def test_invalid_and_path_traps(url, expected):
 def test_long_repetitions_are_caught_with_the_segment_limit_off():
     flt = UrlFilter(max_path_repeats=2)
     assert reason(flt, "http://a.com/x/y/a/b/c/a/b/c/a/b/c") == PATH_REPEAT
-    assert reason(flt, "http://a.com/" + "/".join(f"s{i}" for i in range(200))) is None
+    assert reason(flt, "http://a.com/" + "/".join(f"s{i}" for i in range(100))) is None
     assert reason(UrlFilter(), "http://a.com/a/a/a/a") is None  # both off: larbin's filter only
 
 
