@@ -96,6 +96,10 @@ LARBIN_FORBIDDEN_EXTENSIONS = (
 LARBIN_MAX_URL_LENGTH = 512  # larbin maxUrlSize: longer URLs are dropped
 LARBIN_CGI_LEVEL = 0  # larbin CGILEVEL: 0 all URLs, 1 none with ? or =, 2 also none with "cgi"
 
+# --- Robots meta (the spider; larbinscrapy/links.py) ---------------------------------------
+LARBIN_OBEY_NOFOLLOW = True  # obey <meta name=robots|BOT_NAME content=nofollow>, X-Robots-Tag and rel="nofollow"
+LARBIN_OBEY_NOINDEX = True  # noindex pages: item["noindex"] = True and storage pipelines skip them
+
 # --- Trap defence (larbinscrapy/urlfilter.py, larbinscrapy/traps.py); 0 turns a test off ------
 LARBIN_MAX_PATH_SEGMENTS = 20  # URLs with more path segments are dropped (path_segments)
 LARBIN_MAX_PATH_REPEATS = 2  # a run of path segments repeated more often in a row is a trap (path_repeat)
@@ -154,7 +158,7 @@ LARBIN_NEAR_DUP_DISTANCE = 0  # simhash Hamming distance for near duplicates; 0 
 # Items carry the raw body for the storage pipelines; feeds (-O items.jsonl) leave it out.
 FEED_EXPORT_FIELDS = [
     "url", "status", "depth", "referer", "fetched_at", "content_type", "length",
-    "title", "keywords", "description", "links", "ip",
+    "title", "keywords", "description", "links", "ip", "noindex", "canonical",
     "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ]
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = 1.0  # seconds between flushes of JOBDIR/contentdup/journal

@@ -35,6 +35,8 @@ from urllib.parse import unquote_to_bytes, urlsplit
 import xxhash
 from scrapy.exceptions import NotConfigured
 
+from larbinscrapy.items import storable
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -134,6 +136,9 @@ class MirrorSavePipeline:
         body = item.get("body")
         if body is None:
             self._inc("nobody")
+            return item
+        if not storable(item):  # the page asked for noindex (LARBIN_OBEY_NOINDEX)
+            self._inc("noindex")
             return item
         url = item.get("url") or ""
         try:
