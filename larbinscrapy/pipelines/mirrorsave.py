@@ -114,6 +114,8 @@ def is_inside(path: str | os.PathLike[str], root: str) -> bool:
 class MirrorSavePipeline:
     """Writes each page body to ``<root>/<mirror_path(url)>`` (larbin MIRROR_SAVE)."""
 
+    content_types = ("*",)  # an archive keeps every type: larbin checkType stops none
+
     def __init__(self, directory: str, stats: StatsCollector | None = None) -> None:
         self.root = Path(directory)
         self.stats = stats

@@ -102,6 +102,8 @@ def warc_date(fetched_at: str | None) -> str | None:
 class WarcPipeline:
     """Archives each page as WARC request/response records, rotating files by size."""
 
+    content_types = ("*",)  # an archive keeps every type: larbin checkType stops none
+
     def __init__(
         self,
         directory: str,

@@ -109,6 +109,7 @@ class LarbinSpider(Spider):
         spider.images = (
             spider.images_arg if spider.images_arg is not None else s.getbool("LARBIN_IMAGES")
         )
+        spider.content_types = ("image/",) if spider.images else ()  # checktype.py downloads them
         spider.obey_nofollow = s.getbool("LARBIN_OBEY_NOFOLLOW")
         spider.obey_noindex = s.getbool("LARBIN_OBEY_NOINDEX")
         spider.robots_names = ("robots", str(s.get("BOT_NAME")).lower())
