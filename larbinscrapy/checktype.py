@@ -22,6 +22,10 @@ Wanted, besides HTML (``text/html``, ``application/xhtml+xml``, or no Content-Ty
 * a request with ``meta["larbin_any_type"]`` set; requests nobody parses (robots.txt).
 
 Stats: ``larbin/dropped/content_type`` (one per page stopped), the first logged at INFO.
+
+``BoundedDecompressionMiddleware`` replaces Scrapy's ``HttpCompressionMiddleware``: the same
+bounded decompression (a gzip, deflate or brotli bomb stops at ``DOWNLOAD_MAXSIZE`` inflated
+bytes), with the refusal counted under ``larbin/dropped/decompression_bomb``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import StopDownload
+from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
+from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http.request import NO_CALLBACK
 
 from larbinscrapy.exceptions import DroppedRequest
@@ -48,6 +53,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CONTENT_TYPE = "content_type"  # the drop reason: larbin/dropped/content_type
+BOMB = "decompression_bomb"  # larbin/dropped/decompression_bomb
 HTML_TYPES = ("text/html", "application/xhtml+xml", "")
 
 
@@ -146,3 +152,17 @@ class ContentTypeMiddleware:
                 ctype,
             )
         raise DroppedRequest(CONTENT_TYPE, ctype)
+
+
+class BoundedDecompressionMiddleware(HttpCompressionMiddleware):
+    """Scrapy's decompression, its over-``DOWNLOAD_MAXSIZE`` refusal counted as a drop reason."""
+
+    def process_response(  # type: ignore[override]
+        self, request: Request, response: Response, spider: Any = None
+    ) -> Any:
+        try:
+            return super().process_response(request, response)
+        except IgnoreRequest as exc:  # raised for one thing only: the inflated size
+            if self.stats is not None:
+                self.stats.inc_value(f"larbin/dropped/{BOMB}")
+            raise DroppedRequest(BOMB, str(exc)) from exc

@@ -59,6 +59,9 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,  # PageDeadlineHandler times pages
     "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,  # no credentials in broad crawls
     "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,  # links.extract follows the target
+    # Scrapy's bounded decompression, its bomb refusals counted (larbin/dropped/decompression_bomb)
+    "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+    "larbinscrapy.checktype.BoundedDecompressionMiddleware": 590,
     # larbin checkType: non-HTML answers stopped at their headers (after politeness saw them)
     "larbinscrapy.checktype.ContentTypeMiddleware": 940,
     # per-IP politeness, DNS pinning and the SSRF guard, right before the download
