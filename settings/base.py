@@ -115,7 +115,7 @@ LARBIN_MAX_QUERIES_PER_PATH = 1000  # distinct query strings queued per site + p
 LARBIN_MAX_URLS_PER_SITE = 40  # larbin maxUrlsBySite: in-memory queue per site; overflow waits on disk
 LARBIN_SEGMENT_URLS = 10_000  # URLs per on-disk FIFO segment file (larbin PersistentFifo: 10,000)
 LARBIN_PRIORITY_EXTENSIONS = ""  # larbin specificSearch: extensions queued in the priority tier
-LARBIN_SAVE_CONTENT_TYPES = "text/plain"  # larbin checkType: types downloaded besides HTML ("image/", "*"); others stop at the headers
+LARBIN_SAVE_CONTENT_TYPES = ""  # larbin checkType: types downloaded besides HTML ("application/pdf image/ *"); others stop at the headers
 LARBIN_CHECKPOINT_INTERVAL = 1.0  # seconds between flushes of queue files and checkpoint
 LARBIN_LOADED_SITES = 2000  # sites with URLs in memory at once (larbin: namedSiteListSize cap)
 
