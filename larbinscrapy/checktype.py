@@ -80,8 +80,15 @@ def media_type(content_type: bytes | None) -> str:
 class ContentTypeMiddleware:
     """larbin's checkType (see the module docstring)."""
 
-    def __init__(self, stats: Any, wanted: tuple[str, ...], extensions: frozenset[str]) -> None:
+    def __init__(
+        self,
+        stats: Any,
+        wanted: tuple[str, ...],
+        extensions: frozenset[str],
+        crawler: Crawler | None = None,
+    ) -> None:
         self.stats = stats
+        self._crawler = crawler  # at engine start: the pipelines and the spider that ask
         self.extensions = extensions
         self._set_wanted(wanted)
         self._logged = False
@@ -92,10 +99,9 @@ class ContentTypeMiddleware:
         extensions = parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or "")
         types = [t for t in map(mimetypes.types_map.get, sorted(extensions)) if t]
         wanted = parse_content_types(s.get("LARBIN_SAVE_CONTENT_TYPES") or "")
-        mw = cls(crawler.stats, (*wanted, *parse_content_types(types)), extensions)
+        mw = cls(crawler.stats, (*wanted, *parse_content_types(types)), extensions, crawler)
         crawler.signals.connect(mw.headers_received, signal=signals.headers_received)
         crawler.signals.connect(mw._engine_started, signal=signals.engine_started)
-        mw._crawler = crawler
         return mw
 
     def _set_wanted(self, wanted: Iterable[str]) -> None:
@@ -106,6 +112,8 @@ class ContentTypeMiddleware:
 
     def _engine_started(self) -> None:
         """Add the types the item pipelines and the spider ask for (``content_types``)."""
+        if self._crawler is None:
+            return
         engine = self._crawler.engine
         itemproc = getattr(getattr(engine, "scraper", None), "itemproc", None)
         components = [*getattr(itemproc, "middlewares", ()), self._crawler.spider]

@@ -293,7 +293,7 @@ def extract(
             a = attr_of_tag[tag](attrs)
             if a is None:
                 continue
-            url = _link(a.group(a.lastindex), base, encoding, raw)
+            url = _link(a.group(a.lastindex or 0), base, encoding, raw)
             if url is None:
                 continue
             if tag == "base":
@@ -334,7 +334,7 @@ def _rel(attrs: str) -> tuple[str, ...]:
     a = _REL(attrs)
     if a is None:
         return ()
-    return tuple(a.group(a.lastindex).lower().split())
+    return tuple(a.group(a.lastindex or 0).lower().split())
 
 
 def robots_directives(value: str, names: tuple[str, ...] | None = None) -> frozenset[str]:

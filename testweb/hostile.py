@@ -303,6 +303,7 @@ class HostileProtocol(protocol.Protocol):
     """One connection: read a request head, answer it the hostile way, close (no keep-alive)."""
 
     MAX_HEAD = 64 * 1024
+    transport: Any  # a TCP transport: getHandle(), abortConnection()
 
     def __init__(self, factory: HostileFactory) -> None:
         self.factory = factory

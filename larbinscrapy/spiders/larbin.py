@@ -69,6 +69,10 @@ class LarbinSpider(Spider):
     """Broad crawl from seeds (see the module docstring for the arguments)."""
 
     name = "larbin"
+    obey_nofollow: bool  # LARBIN_OBEY_NOFOLLOW
+    obey_noindex: bool  # LARBIN_OBEY_NOINDEX
+    robots_names: tuple[str, ...]  # <meta name=...> values that speak to us: robots, BOT_NAME
+    content_types: tuple[str, ...]  # what checktype.py downloads for us besides HTML
 
     def __init__(
         self,
