@@ -30,3 +30,10 @@ class PageItem(scrapy.Item):
     # with LARBIN_REVISIT on (larbinscrapy/revisit/): storage pipelines skip changed=False
     changed = scrapy.Field()  # content differs from the last fetch (True on the first; 304: False)
     fetch_count = scrapy.Field()  # fetches of this URL so far, this one included
+    noindex = scrapy.Field()  # robots meta / X-Robots-Tag noindex (LARBIN_OBEY_NOINDEX): not stored
+    canonical = scrapy.Field()  # <link rel="canonical"> target, absolute, or None
+
+
+def storable(item: object) -> bool:
+    """Whether a storage pipeline may keep ``item``: not a page that asked for noindex."""
+    return not (isinstance(item, PageItem) and item.get("noindex"))

@@ -31,7 +31,7 @@ from w3lib.url import safe_url_string
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Page", "extract"]
+__all__ = ["Page", "extract", "robots_directives"]
 
 
 class Page(NamedTuple):
@@ -41,6 +41,9 @@ class Page(NamedTuple):
     title: str | None  # <title> text, entities decoded, whitespace collapsed; None if absent/blank
     keywords: str | None  # <meta name="keywords" content>
     description: str | None  # <meta name="description" content>
+    robots: frozenset[str] = frozenset()  # <meta name="robots"|our name> directives, lower-case
+    canonical: str | None = None  # <link rel="canonical" href>, absolute
+    nofollow: tuple[str, ...] = ()  # links with rel="nofollow" (not in ``links``)
 
 
 # The attributes of a tag: quote-aware (a ">" inside a quoted value does not end the tag), but
@@ -96,6 +99,7 @@ _ANY_ATTR = re.compile(
     r"""([^\s/>=][^\s/>=]*+)(?:\s*+=\s*+(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""", re.A
 ).finditer
 
+_REL = _attr_matcher("rel")
 _HTML_WS = " \t\n\r\f"
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):").match
 # An http(s) URL safe_url_string() would return unchanged: lower-case host, a path before any
@@ -245,7 +249,12 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
 
 
 def extract(
-    body: bytes | str, base_url: str, *, images: bool = False, encoding: str = "utf-8"
+    body: bytes | str,
+    base_url: str,
+    *,
+    images: bool = False,
+    encoding: str = "utf-8",
+    robots_names: tuple[str, ...] = ("robots",),
 ) -> Page:
     """Scan an HTML page once for its links, title, keywords and description.
 
@@ -270,7 +279,9 @@ def extract(
     base_seen = False
     links: list[str] = []
     append = links.append
-    title = keywords = description = None
+    nofollow: list[str] = []
+    title = canonical = None
+    meta = _Meta(robots_names)
     attr_of_tag = _ATTR_OF_TAG
     for m in (_SCAN_IMAGES if images else _SCAN).finditer(text):
         kind = m.lastindex
@@ -278,10 +289,11 @@ def extract(
             tag = m.group(2)
             if tag not in attr_of_tag:
                 tag = tag.lower()
-            a = attr_of_tag[tag](m.group(3))
+            attrs = m.group(3)
+            a = attr_of_tag[tag](attrs)
             if a is None:
                 continue
-            url = _link(a.group(a.lastindex), base, encoding, raw)
+            url = _link(a.group(a.lastindex or 0), base, encoding, raw)
             if url is None:
                 continue
             if tag == "base":
@@ -289,7 +301,13 @@ def extract(
                     base_seen = True
                     base = _Base(url)
                 continue
-            append(url)
+            rel = _rel(attrs) if "el" in attrs or "EL" in attrs else ()
+            if "canonical" in rel and tag == "link" and canonical is None:
+                canonical = url
+            if "nofollow" in rel:
+                nofollow.append(url)
+            else:
+                append(url)
         elif kind == 4:
             if title is None:
                 value = m.group(4)
@@ -297,46 +315,97 @@ def extract(
                     value = _to_text(value, encoding)
                 title = _text(value) or None
         elif kind == 5:
-            keywords, description, refresh = _meta(m.group(5), keywords, description, encoding,
-                                                   raw)
+            refresh = meta.fold(m.group(5), encoding, raw)
             if refresh is not None:
                 url = _link(refresh, base, encoding, False)
                 if url is not None:
                     append(url)
-    return Page(list(dict.fromkeys(links)), title, keywords, description)
+    unique = list(dict.fromkeys(links))
+    if nofollow:  # a link also given without rel="nofollow" stays in ``links``
+        followed = set(unique)
+        nofollow = [u for u in dict.fromkeys(nofollow) if u not in followed]
+    return Page(
+        unique, title, meta.keywords, meta.description, meta.robots, canonical, tuple(nofollow)
+    )
 
 
-def _meta(
-    attrs: str, keywords: str | None, description: str | None, encoding: str, raw: bool
-) -> tuple[str | None, str | None, str | None]:
-    """Fold one <meta> tag into (keywords, description); the first of each wins.
+def _rel(attrs: str) -> tuple[str, ...]:
+    """The space-separated, lower-case tokens of a tag's ``rel`` attribute."""
+    a = _REL(attrs)
+    if a is None:
+        return ()
+    return tuple(a.group(a.lastindex or 0).lower().split())
 
-    The third value is the target of a ``<meta http-equiv="refresh" content="N; url=...">``:
-    larbinscrapy follows it as a link of the page, so Scrapy's MetaRefreshMiddleware (which
-    decodes every HTML body to look for it) is not needed.
+
+def robots_directives(value: str, names: tuple[str, ...] | None = None) -> frozenset[str]:
+    """The directives of a robots meta ``content`` or an ``X-Robots-Tag`` value, lower-case.
+
+    ``none`` means ``noindex, nofollow``. In a header, ``name: noindex, nofollow`` is for the
+    robot ``name`` only: with ``names`` given, directives after another robot's name are left
+    out (a meta tag has already been matched by its name: ``names`` None).
     """
-    name = content = None
-    for a in _ANY_ATTR(attrs):
-        key = a.group(1).lower()
-        if key in ("name", "http-equiv") and name is None:
-            name = (a.group(2) or a.group(3) or a.group(4) or "").strip(_HTML_WS).lower()
-            if key == "http-equiv":
-                name = "http-equiv:" + name
-        elif key == "content" and content is None:
-            content = a.group(2) or a.group(3) or a.group(4) or ""
-    if content is None:
-        return keywords, description, None
-    if raw and not content.isascii():
-        content = _to_text(content, encoding)
-    if name == "keywords" and keywords is None:
-        keywords = _text(content)
-    elif name == "description" and description is None:
-        description = _text(content)
-    elif name == "http-equiv:refresh":
-        target = _REFRESH_URL(html.unescape(content) if "&" in content else content)
-        if target is not None and target.group(1).strip():
-            return keywords, description, target.group(1)
-    return keywords, description, None
+    found: set[str] = set()
+    applies = True
+    for part in value.lower().split(","):
+        head, colon, rest = part.partition(":")
+        head = head.strip()
+        if colon and names is not None and head not in _DIRECTIVES_WITH_VALUES:
+            applies = head in names
+            part = rest
+        directive = part.strip()
+        if applies and directive:
+            found.update(("noindex", "nofollow") if directive == "none" else (directive,))
+    return frozenset(found)
+
+
+# directives whose value follows a colon (so "unavailable_after: ..." is not a robot's name)
+_DIRECTIVES_WITH_VALUES = frozenset(
+    ("unavailable_after", "max-snippet", "max-image-preview", "max-video-preview")
+)
+
+
+class _Meta:
+    """What the ``<meta>`` tags of one page say; the first of each name wins."""
+
+    __slots__ = ("description", "keywords", "names", "robots")
+
+    def __init__(self, robots_names: tuple[str, ...]) -> None:
+        self.names = robots_names
+        self.keywords: str | None = None
+        self.description: str | None = None
+        self.robots: frozenset[str] = frozenset()
+
+    def fold(self, attrs: str, encoding: str, raw: bool) -> str | None:
+        """Take one ``<meta>`` tag in; return the target of a refresh, or None.
+
+        ``<meta http-equiv="refresh" content="N; url=...">`` is followed as a link of the page,
+        so Scrapy's MetaRefreshMiddleware (which decodes every HTML body to look for it) is
+        not needed.
+        """
+        name = content = None
+        for a in _ANY_ATTR(attrs):
+            key = a.group(1).lower()
+            if key in ("name", "http-equiv") and name is None:
+                name = (a.group(2) or a.group(3) or a.group(4) or "").strip(_HTML_WS).lower()
+                if key == "http-equiv":
+                    name = "http-equiv:" + name
+            elif key == "content" and content is None:
+                content = a.group(2) or a.group(3) or a.group(4) or ""
+        if content is None:
+            return None
+        if raw and not content.isascii():
+            content = _to_text(content, encoding)
+        if name == "keywords" and self.keywords is None:
+            self.keywords = _text(content)
+        elif name == "description" and self.description is None:
+            self.description = _text(content)
+        elif name in self.names:
+            self.robots |= robots_directives(html.unescape(content))
+        elif name == "http-equiv:refresh":
+            target = _REFRESH_URL(html.unescape(content) if "&" in content else content)
+            if target is not None and target.group(1).strip():
+                return target.group(1)
+        return None
 
 
 # content="5; url=/next" (the delay, a ; or , then url=, the URL possibly quoted)

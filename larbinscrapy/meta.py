@@ -16,6 +16,7 @@ REFERER = "larbin_referer"  # the page that linked here (for the item)
 PRIORITY = "larbin_priority"  # queue in the priority tier (injected URLs, specificSearch)
 PARENT = "larbin_parent"  # the scheduler record of the page that produced this request
 OUTPUT_DONE = "larbin_output_done"  # on a response: its page's output was counted once
+ANY_TYPE = "larbin_any_type"  # download whatever the Content-Type (larbin checkType off for it)
 
 # -- revisits (larbinscrapy/revisit/) and sitemaps (larbinscrapy/sitemaps.py) ---------------
 REVISIT = "larbin_revisit"  # a due page re-entering the frontier: its packed schedule entry, hex

@@ -1,7 +1,13 @@
 """larbin's ``check()`` / ``filter1()``: the URL tests done before a URL is ever queued.
 
 Pure and cheap: string tests only, so the link gate can run them on every link of every page.
-Each test returns a reason, the stats key suffix under ``larbin/filtered/``.
+Each test returns a reason, the stats key suffix under ``larbin/filtered/``. Besides larbin's
+tests: ``invalid`` (what ``Request()`` would refuse or no server can answer, see
+``urls.is_valid_url``) and two path traps, ``path_segments`` (more than
+``LARBIN_MAX_PATH_SEGMENTS``) and ``path_repeat`` (a run of segments repeated more than
+``LARBIN_MAX_PATH_REPEATS`` times in a row: ``/a/b/a/b/a/b/``, the relative-link loop of a
+misconfigured server). The stateful trap tests (per-site budget, queries per path) are in
+``larbinscrapy/traps.py``.
 """
 
 from __future__ import annotations
@@ -10,16 +16,46 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from larbinscrapy.urls import extension_of, host_of
+from larbinscrapy.urls import extension_of, host_of, is_valid_url
 
 # Reasons, in the order the tests run (cheapest and most common first).
 SCHEME = "scheme"
 LENGTH = "length"
+INVALID = "invalid"
+PATH_SEGMENTS = "path_segments"
+PATH_REPEAT = "path_repeat"
 EXTENSION = "extension"
 CGI = "cgi"
 DOMAIN = "domain"
 EXTERNAL = "external"
 DEPTH = "depth"
+
+
+_REPEAT_WINDOW = 32  # segments the repetition test looks at: bounds its cost on hostile paths
+
+
+def repeated_run(segments: list[str], limit: int) -> bool:
+    """Whether some run of path segments repeats more than ``limit`` times back to back.
+
+    ``["a", "b", "a", "b", "a", "b"]`` with limit 2 -> True. Only the first ``_REPEAT_WINDOW``
+    segments count, so the test is bounded whatever the path (cubic in that window at worst; a
+    path without a repeated segment costs one set).
+    """
+    segments = segments[:_REPEAT_WINDOW]
+    n = len(segments)
+    if len(set(segments)) == n:
+        return False
+    for period in range(1, n // (limit + 1) + 1):
+        for offset in range(period):
+            run = 1
+            for i in range(offset + period, n - period + 1, period):
+                if segments[i : i + period] == segments[i - period : i]:
+                    run += 1
+                    if run > limit:
+                        return True
+                else:
+                    run = 1
+    return False
 
 
 def parse_extensions(value: str | Iterable[str]) -> frozenset[str]:
@@ -48,6 +84,8 @@ class UrlFilter:
     max_depth: int | None = None
     max_length: int = 512
     cgi_level: int = 0
+    max_path_segments: int = 0  # 0: no limit
+    max_path_repeats: int = 0  # 0: no test
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> UrlFilter:
@@ -61,6 +99,8 @@ class UrlFilter:
             "max_depth": settings.getint("LARBIN_DEPTH"),
             "max_length": settings.getint("LARBIN_MAX_URL_LENGTH"),
             "cgi_level": settings.getint("LARBIN_CGI_LEVEL"),
+            "max_path_segments": settings.getint("LARBIN_MAX_PATH_SEGMENTS"),
+            "max_path_repeats": settings.getint("LARBIN_MAX_PATH_REPEATS"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["max_depth"] is not None and values["max_depth"] < 0:
@@ -83,6 +123,8 @@ class UrlFilter:
             return SCHEME
         if len(url) > self.max_length:
             return LENGTH
+        if not is_valid_url(url):
+            return INVALID
         if self.forbidden_extensions and extension_of(url) in self.forbidden_extensions:
             return EXTENSION
         if self.cgi_level and (
@@ -95,6 +137,24 @@ class UrlFilter:
             return EXTERNAL
         if self.max_depth is not None and site_depth > self.max_depth:
             return DEPTH
+        if self.max_path_segments or self.max_path_repeats:
+            return self._path_reason(url)
+        return None
+
+    def _path_reason(self, url: str) -> str | None:
+        start = url.find("/", url.find("//") + 2)
+        if start < 0:
+            return None
+        end = len(url)
+        for sep in "?#":
+            i = url.find(sep, start)
+            if 0 <= i < end:
+                end = i
+        segments = url[start + 1 : end].split("/")
+        if self.max_path_segments and len(segments) > self.max_path_segments:
+            return PATH_SEGMENTS
+        if self.max_path_repeats and repeated_run(segments, self.max_path_repeats):
+            return PATH_REPEAT
         return None
 
     def check(self, url: str, site_depth: int = 0, source_host: str | None = None) -> str | None:

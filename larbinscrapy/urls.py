@@ -12,6 +12,7 @@ import re
 import weakref
 from contextlib import suppress
 from typing import TYPE_CHECKING, Self
+from urllib.parse import urlsplit
 
 from w3lib.url import safe_url_string
 from xxhash import xxh3_128_digest
@@ -28,6 +29,7 @@ __all__ = [
     "extension_of",
     "fingerprint_url",
     "host_of",
+    "is_valid_url",
     "site_of",
 ]
 
@@ -59,17 +61,70 @@ _AUTHORITY = re.compile(
 ).match
 
 
+# Session-id parameters (Heritrix's StripSessionIDs): a server hands each visitor a new one, so
+# without this one page is a new URL per visit. ``sid`` only with a token-like value (16+
+# characters), since short ``sid=`` values are as often a site or section id.
+_SESSION_ARG = re.compile(
+    r"(?:jsessionid|phpsessid|sessionid|session_id|aspsessionid[a-z]*|cfid|cftoken)=[^&;]*"
+    r"|sid=[0-9a-z]{16,}(?=[&;]|\Z)",
+    re.I | re.A,
+).fullmatch
+_HAS_SESSION = re.compile(r"[;?&](?:[a-z_]*sess|sid=|cf(?:id|token)=)", re.I | re.A).search
+
+# An http(s) URL a Request accepts as it is: a host of name characters, a port of at most 5
+# digits (checked for 1-65535 after), and in the rest only characters that need no quoting and
+# whole %XX escapes. Anything else goes to ``_invalid_general``.
+_VALID_FAST = re.compile(
+    r"https?://[a-z0-9_][a-z0-9_.\-]*+(?::([0-9]{1,5}))?"
+    r"(?:[/?](?:[!$&-;=?-Z_a-z~]|%[0-9A-Fa-f]{2})*+)?"
+).fullmatch
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]").search
+_BROKEN_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})").search
+_HOST_NAME = re.compile(r"[a-z0-9_][a-z0-9_.\-]*", re.A).fullmatch
+
+
+def is_valid_url(url: str) -> bool:
+    """Whether ``url`` is an absolute http(s) URL a ``Request`` accepts and a server can get.
+
+    False for what ``Request()`` refuses (a port out of range, a bad IPv6 literal, a lone
+    surrogate) and for what no server can answer: an empty host, port 0, control characters,
+    a broken percent-escape, characters no host name has. The link gate counts these under
+    ``larbin/filtered/invalid`` instead of letting ``Request()`` raise in the middle of a page.
+    """
+    m = _VALID_FAST(url)
+    if m is not None:
+        port = m.group(1)
+        return port is None or 0 < int(port) < 65536
+    return not _invalid_general(url)
+
+
+def _invalid_general(url: str) -> bool:
+    if _CONTROL(url) is not None or _BROKEN_ESCAPE(url) is not None:
+        return True
+    try:
+        url.encode("utf-8")
+        safe = safe_url_string(url)  # Request() does this: ValueError on port, IPv6, IDNA
+        parts = urlsplit(safe)
+        host, port = parts.hostname, parts.port
+    except ValueError:  # UnicodeError is one
+        return True
+    if parts.scheme not in ("http", "https") or not host or port == 0:
+        return True
+    return not (parts.netloc.rpartition("@")[2].startswith("[") or _HOST_NAME(host))
+
+
 def canonicalize(url: str) -> str:
     """Return the dupefilter's canonical form of ``url``.
 
     Lower-case scheme and host, no default port, no fragment, ``/`` for an empty path, query
-    arguments sorted by key then value (blank ones kept, empty ``?`` dropped); characters a
-    ``scrapy.Request`` would percent-encode are encoded the same way (``safe_url_string``), so
-    ``canonicalize(u) == canonicalize(Request(u).url)``. Percent-escapes are left as they are:
-    ``%2F`` is not ``/`` to a server.
+    arguments sorted by key then value (blank ones kept, empty ``?`` dropped), session-id
+    parameters (``jsessionid``, ``PHPSESSID``, ``sid=<token>``...) removed from the query and the
+    path parameters; characters a ``scrapy.Request`` would percent-encode are encoded the same
+    way (``safe_url_string``), so ``canonicalize(u) == canonicalize(Request(u).url)``.
+    Percent-escapes are left as they are: ``%2F`` is not ``/`` to a server.
     """
     m = _CANONICAL(url)
-    if m is not None:
+    if m is not None and ((";" not in url and m.group(2) is None) or _HAS_SESSION(url) is None):
         port, query = m.groups()
         if port is None or (port != "80" and port != "443"):
             if query is None or "&" not in query:
@@ -93,10 +148,23 @@ def _canonicalize_general(url: str) -> str:
     if authority is None:  # mailto:, data:, about: ...
         out = scheme + ":" + path
     else:
+        if ";" in path:
+            path = _strip_session_params(path)
         out = scheme + "://" + _canonical_authority(scheme, authority) + (path or "/")
     if query:
         out += _canonical_query(query)
     return out
+
+
+def _strip_session_params(path: str) -> str:
+    """``/a;jsessionid=X/b.html`` -> ``/a/b.html``: session ids as path parameters."""
+    segments = path.split("/")
+    for i, segment in enumerate(segments):
+        if ";" in segment:
+            name, *params = segment.split(";")
+            kept = [p for p in params if _SESSION_ARG(p) is None]
+            segments[i] = ";".join([name, *kept])
+    return "/".join(segments)
 
 
 def _canonical_authority(scheme: str, authority: str) -> str:
@@ -127,9 +195,9 @@ def _query_key(arg: str) -> tuple[str, str]:
 
 
 def _canonical_query(query: str) -> str:
-    if "&" not in query:
+    if "&" not in query and _SESSION_ARG(query) is None:
         return "?" + query
-    args = [arg for arg in query.split("&") if arg]
+    args = [arg for arg in query.split("&") if arg and _SESSION_ARG(arg) is None]
     if not args:
         return ""
     args.sort(key=_query_key)  # stable: equal (key, value) pairs keep their order

@@ -60,6 +60,11 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,  # PageDeadlineHandler times pages
     "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,  # no credentials in broad crawls
     "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,  # links.extract follows the target
+    # Scrapy's bounded decompression, its bomb refusals counted (larbin/dropped/decompression_bomb)
+    "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+    "larbinscrapy.checktype.BoundedDecompressionMiddleware": 590,
+    # larbin checkType: non-HTML answers stopped at their headers (after politeness saw them)
+    "larbinscrapy.checktype.ContentTypeMiddleware": 940,
     # per-IP politeness, DNS pinning and the SSRF guard, right before the download
     "larbinscrapy.middlewares.politeness.PolitenessMiddleware": 950,
     # LARBIN_REVISIT: conditional GET on revisits; below retry/redirect, so it sees final outcomes
@@ -102,10 +107,21 @@ LARBIN_FORBIDDEN_EXTENSIONS = (
 LARBIN_MAX_URL_LENGTH = 512  # larbin maxUrlSize: longer URLs are dropped
 LARBIN_CGI_LEVEL = 0  # larbin CGILEVEL: 0 all URLs, 1 none with ? or =, 2 also none with "cgi"
 
+# --- Robots meta (the spider; larbinscrapy/links.py) ---------------------------------------
+LARBIN_OBEY_NOFOLLOW = True  # obey <meta name=robots|BOT_NAME content=nofollow>, X-Robots-Tag and rel="nofollow"
+LARBIN_OBEY_NOINDEX = True  # noindex pages: item["noindex"] = True and storage pipelines skip them
+
+# --- Trap defence (larbinscrapy/urlfilter.py, larbinscrapy/traps.py); 0 turns a test off ------
+LARBIN_MAX_PATH_SEGMENTS = 20  # URLs with more path segments are dropped (path_segments)
+LARBIN_MAX_PATH_REPEATS = 2  # a run of path segments repeated more often in a row is a trap (path_repeat)
+LARBIN_MAX_PAGES_PER_SITE = 100_000  # new URLs queued per site, then the rest are dropped (site_budget)
+LARBIN_MAX_QUERIES_PER_PATH = 1000  # distinct query strings queued per site + path (queries: calendars, sort orders)
+
 # --- Frontier (the scheduler) --------------------------------------------------------------
 LARBIN_MAX_URLS_PER_SITE = 40  # larbin maxUrlsBySite: in-memory queue per site; overflow waits on disk
 LARBIN_SEGMENT_URLS = 10_000  # URLs per on-disk FIFO segment file (larbin PersistentFifo: 10,000)
 LARBIN_PRIORITY_EXTENSIONS = ""  # larbin specificSearch: extensions queued in the priority tier
+LARBIN_SAVE_CONTENT_TYPES = ""  # larbin checkType: types downloaded besides HTML ("application/pdf image/ *"); others stop at the headers
 LARBIN_CHECKPOINT_INTERVAL = 1.0  # seconds between flushes of queue files and checkpoint
 LARBIN_LOADED_SITES = 2000  # sites with URLs in memory at once (larbin: namedSiteListSize cap)
 
@@ -166,7 +182,7 @@ LARBIN_NEAR_DUP_DISTANCE = 0  # simhash Hamming distance for near duplicates; 0 
 # Items carry the raw body for the storage pipelines; feeds (-O items.jsonl) leave it out.
 FEED_EXPORT_FIELDS = [
     "url", "status", "depth", "referer", "fetched_at", "content_type", "length",
-    "title", "keywords", "description", "links", "ip",
+    "title", "keywords", "description", "links", "ip", "noindex", "canonical",
     "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ]
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = 1.0  # seconds between flushes of JOBDIR/contentdup/journal

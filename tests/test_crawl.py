@@ -118,7 +118,8 @@ def test_export_overwrites_and_leaves_body_and_headers_out(default_crawl):
     assert "stale" not in items_path.read_text()
     for item in crawl.items:
         assert "body" not in item and "headers" not in item
-    # Pages dropped as content duplicates are the only fetched 200 pages without an item.
+    # Pages dropped as content duplicates, and non-HTML answers stopped at their headers (larbin
+    # checkType), are the only fetched 200 pages without an item.
     urls = [i["url"] for i in crawl.items]
     assert len(urls) == len(set(urls))
     ok_pages = {
@@ -127,10 +128,12 @@ def test_export_overwrites_and_leaves_body_and_headers_out(default_crawl):
         if u in web.web.pages and web.web.pages[u].status == 200
     }
     dropped = crawl.stats.get("larbin/contentdup/dropped", 0)
+    not_html = {u for u in ok_pages if not web.web.pages[u].is_html}
     assert set(urls) <= ok_pages
-    assert len(ok_pages) - len(urls) == dropped
+    assert len(ok_pages) - len(urls) == dropped + len(not_html)
+    assert crawl.stats.get("larbin/dropped/content_type", 0) == len(not_html)
     duplicated = set().union(*web.web.duplicate_groups)
-    assert ok_pages - set(urls) <= duplicated
+    assert ok_pages - set(urls) <= duplicated | not_html
 
 
 def test_item_fields_match_what_the_server_sent(default_crawl):

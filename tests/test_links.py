@@ -11,7 +11,7 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 from w3lib.url import safe_url_string
 
-from larbinscrapy.links import Page, extract
+from larbinscrapy.links import Page, extract, robots_directives
 
 PAGE = "http://a.com/b/c.html"
 
@@ -239,8 +239,9 @@ def test_meta(html: str, keywords: str | None, description: str | None) -> None:
 def test_page_is_a_named_tuple() -> None:
     page = extract(b"<title>t</title><a href=x>", PAGE)
     assert isinstance(page, Page)
-    links, title, keywords, description = page
+    links, title, keywords, description, robots, canonical, nofollow = page
     assert (links, title, keywords, description) == (["http://a.com/b/x"], "t", None, None)
+    assert (robots, canonical, nofollow) == (frozenset(), None, ())
 
 
 ENCODINGS = [
@@ -487,3 +488,51 @@ def test_same_links_as_link_extractor(url: str, encoding: str, html: str) -> Non
 def test_meta_refresh_target_is_a_link(html_text, expected):
     # Followed as a link, so Scrapy's MetaRefreshMiddleware (it decodes every body) is off.
     assert extract(html_text.encode(), "http://h.test/d/p.html").links == expected
+
+
+# -- robots meta, rel=nofollow, canonical (issue #14, item 8) ------------------------------------
+ROBOTS_META = [
+    ('<meta name="robots" content="noindex">', {"noindex"}),
+    ('<meta name="ROBOTS" content="NoFollow, noarchive">', {"nofollow", "noarchive"}),
+    ('<meta name="robots" content="none">', {"noindex", "nofollow"}),
+    ('<meta name="larbinscrapy" content="nofollow">', {"nofollow"}),  # the bot's own name
+    ('<meta name="googlebot" content="noindex">', set()),  # another robot's
+    ('<meta content="noindex" name=robots>', {"noindex"}),
+    ('<meta name="robots" content="index, follow">', {"index", "follow"}),
+    ('<meta name="robots" content="noindex"><meta name="larbinscrapy" content="nofollow">',
+     {"noindex", "nofollow"}),
+]
+
+
+@pytest.mark.parametrize(("html", "expected"), ROBOTS_META)
+def test_robots_meta(html: str, expected: set[str]) -> None:
+    page = extract(f"<head>{html}</head>".encode(), PAGE, robots_names=("robots", "larbinscrapy"))
+    assert page.robots == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("noindex", {"noindex"}),
+        ("noindex, nofollow", {"noindex", "nofollow"}),
+        ("none", {"noindex", "nofollow"}),
+        ("googlebot: noindex", set()),
+        ("larbinscrapy: nofollow", {"nofollow"}),
+        ("googlebot: noindex, larbinscrapy: nofollow", {"nofollow"}),
+        ("NOINDEX", {"noindex"}),
+        ("", set()),
+    ],
+)
+def test_x_robots_tag(value: str, expected: set[str]) -> None:
+    assert robots_directives(value, ("robots", "larbinscrapy")) == expected
+
+
+def test_rel_nofollow_links_are_apart_and_canonical_is_recorded() -> None:
+    html = (b'<link rel="Canonical" href="/canon.html"><a href="/a" rel="nofollow">a</a>'
+            b"<a href=/b rel='external NOFOLLOW'>b</a><a href=/c>c</a><a href=/a>again</a>"
+            b'<link rel="stylesheet" href="/s.css"><a rel=canonical href="/not-link-tag">x</a>')
+    page = extract(html, PAGE)
+    assert page.links == ["http://a.com/canon.html", "http://a.com/c", "http://a.com/a",
+                          "http://a.com/s.css", "http://a.com/not-link-tag"]
+    assert page.nofollow == ("http://a.com/b",)  # /a is also linked without nofollow
+    assert page.canonical == "http://a.com/canon.html"

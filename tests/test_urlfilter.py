@@ -10,7 +10,10 @@ from larbinscrapy.urlfilter import (
     DOMAIN,
     EXTENSION,
     EXTERNAL,
+    INVALID,
     LENGTH,
+    PATH_REPEAT,
+    PATH_SEGMENTS,
     SCHEME,
     UrlFilter,
     parse_domains,
@@ -299,3 +302,53 @@ def test_one_reason_per_url_in_larbins_order(url, expected):
         cgi_level=1,
     )
     assert reason(flt, url, 3, "a.com") == expected
+
+
+# -- invalid URLs and path traps (issue #14, items 1 and 7) -------------------------------------
+TRAPS = UrlFilter(max_path_segments=7, max_path_repeats=2)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://a.com:99999/", INVALID),
+        ("http://[::1/", INVALID),
+        ("http:///x", INVALID),
+        ("http://a.com/%zz", INVALID),
+        ("http://a.com/1/2/3/4/5/6/7", None),
+        ("http://a.com/1/2/3/4/5/6/7/8", PATH_SEGMENTS),
+        ("http://a.com/1/2/3/4/5/6/7?q=/8/9", None),  # the query is not the path
+        ("http://a.com/a/a/", None),
+        ("http://a.com/a/a/a", PATH_REPEAT),
+        ("http://a.com/a/b/a/b/", None),
+        ("http://a.com/a/b/a/b/a/b", PATH_REPEAT),
+        ("http://a.com/x/a/b/a/b/a/b", PATH_REPEAT),  # the run need not start the path
+        ("http://a.com/x/y/a/b/c/a/b/c/a/b/c", None),  # 11 segments: segments limit off below
+        ("http://a.com/a/b/c/a/b/c", None),
+    ],
+)
+def test_invalid_and_path_traps(url, expected):
+    flt = TRAPS if "x/y" not in url else UrlFilter(max_path_repeats=3)
+    assert reason(flt, url) == expected
+
+
+def test_long_repetitions_are_caught_with_the_segment_limit_off():
+    flt = UrlFilter(max_path_repeats=2)
+    assert reason(flt, "http://a.com/x/y/a/b/c/a/b/c/a/b/c") == PATH_REPEAT
+    assert reason(flt, "http://a.com/" + "/".join(f"s{i}" for i in range(100))) is None
+    assert reason(UrlFilter(), "http://a.com/a/a/a/a") is None  # both off: larbin's filter only
+
+
+def test_trap_guard_caps_queries_per_path_and_pages_per_site():
+    from larbinscrapy.traps import QUERIES, SITE_BUDGET, TrapGuard
+
+    guard = TrapGuard(max_pages_per_site=5, max_queries_per_path=3)
+    cal = [f"http://a.com/cal?month={m}" for m in range(5)]
+    assert [guard.reason(u) for u in cal] == [None, None, None, QUERIES, QUERIES]
+    assert guard.reason("http://a.com/other?month=1") is None  # another path has its own cap
+    assert guard.reason("http://a.com/p1") is None
+    assert guard.reason("http://a.com/p2") == SITE_BUDGET  # 3 + 1 + 1 queued: budget spent
+    assert guard.reason("http://a.com:8080/p") is None  # another port is another site
+    assert TrapGuard(0, 0).enabled is False
+    with pytest.raises(ValueError, match="LARBIN_MAX_PAGES_PER_SITE"):
+        TrapGuard(-1, 0)

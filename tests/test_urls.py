@@ -214,3 +214,29 @@ def test_from_crawler() -> None:
     )
     fingerprinter = CanonicalUrlFingerprinter.from_crawler(crawler)
     assert fingerprinter.fingerprint(Request("http://a.com/")) == fingerprint_url("http://a.com")
+
+
+# -- session ids (issue #14, item 7: Heritrix's StripSessionIDs) -------------------------------
+SESSION = [
+    ("http://a.com/x?jsessionid=ABC123", "http://a.com/x"),
+    ("http://a.com/x?PHPSESSID=abc&page=2", "http://a.com/x?page=2"),
+    ("http://a.com/x?page=2&sessionid=zz", "http://a.com/x?page=2"),
+    ("http://a.com/x?b=1&session_id=9&a=2", "http://a.com/x?a=2&b=1"),
+    ("http://a.com/x?ASPSESSIONIDQQGGQGPG=KJHGFD", "http://a.com/x"),
+    ("http://a.com/x?CFID=123&CFTOKEN=456&y=1", "http://a.com/x?y=1"),
+    ("http://a.com/x?sid=0123456789abcdef0123", "http://a.com/x"),
+    ("http://a.com/x;jsessionid=A1B2C3?q=1", "http://a.com/x?q=1"),
+    ("http://a.com/d;jsessionid=A1/p.html", "http://a.com/d/p.html"),
+    ("http://a.com/x;type=a;jsessionid=Z", "http://a.com/x;type=a"),
+    # kept: a short sid is as often a site or section id; look-alike names are other arguments
+    ("http://a.com/x?sid=12", "http://a.com/x?sid=12"),
+    ("http://a.com/x?mysessions=3", "http://a.com/x?mysessions=3"),
+    ("http://a.com/x;v=1", "http://a.com/x;v=1"),
+]
+
+
+@pytest.mark.parametrize(("url", "expected"), SESSION)
+def test_session_ids_are_removed(url: str, expected: str) -> None:
+    assert canonicalize(url) == expected
+    assert canonicalize(expected) == expected
+    assert fingerprint_url(url) == fingerprint_url(expected)

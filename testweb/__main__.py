@@ -15,6 +15,7 @@ from typing import Any
 
 from twisted.internet.error import CannotListenError
 
+from testweb.hostile import HostileFactory, build_hostile
 from testweb.server import RequestLog, listen_all, make_site, write_info
 from testweb.web import WEB_NAMES, build_web
 
@@ -23,7 +24,9 @@ logger = logging.getLogger(__name__)
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m testweb", description=__doc__)
-    parser.add_argument("--web", choices=WEB_NAMES, default="default", help="which web to serve")
+    parser.add_argument(
+        "--web", choices=(*WEB_NAMES, "hostile"), default="default", help="which web to serve"
+    )
     parser.add_argument("--port", type=int, default=0, help="port for every host (0: any free one)")
     parser.add_argument("--log", default=None, help="append one JSON line per request here")
     parser.add_argument("--slow-delay", type=float, default=1.5, help="seconds the slow host waits")
@@ -39,24 +42,29 @@ def main(argv: list[str] | None = None) -> int:
     from twisted.internet import reactor
 
     # the pages name the port, which is known only once bound; the IPs do not depend on it
-    placeholder = build_web(args.web, 0)
+    hostile = args.web == "hostile"
+    placeholder = build_hostile(0) if hostile else build_web(args.web, 0)
     ips = list(dict.fromkeys(placeholder.hosts.values()))
     log = RequestLog(args.log)
-    site = make_site(placeholder, log, args.slow_delay, reactor)
+    site: Any = (HostileFactory(placeholder, log, reactor) if hostile  # type: ignore[arg-type]
+                 else make_site(placeholder, log, args.slow_delay, reactor))  # type: ignore[arg-type]
     try:
         port, _ = listen_all(site, ips, args.port, reactor)
     except CannotListenError as exc:
         logger.error("cannot listen: %s", exc)
         return 2
-    web = build_web(args.web, port)
-    site.resource.web = web  # before reactor.run(), so no request ever sees the placeholder
+    web: Any = build_hostile(port) if hostile else build_web(args.web, port)
+    # before reactor.run(), so no request ever sees the placeholder
+    if hostile:
+        site.web = web
+    else:
+        site.resource.web = web
     info = {"port": port, "hosts": web.hosts, "seeds": web.seeds, "log": args.log}
     if args.info:
         write_info(args.info, info)
     print(json.dumps(info), flush=True)
-    logger.info(
-        "serving the %s web (%d pages) on %d IPs, port %d", args.web, len(web.pages), len(ips), port
-    )
+    pages = len(web.routes) if hostile else len(web.pages)
+    logger.info("serving the %s web (%d pages) on %d IPs, port %d", args.web, pages, len(ips), port)
     reactor.addSystemEventTrigger("after", "shutdown", log.close)
 
     def stop(signum: int, frame: Any) -> None:

@@ -21,6 +21,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from testweb.hostile import HostileWeb, build_hostile
 from testweb.web import Web, build_web
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,10 @@ class RunningWeb:
         self.hosts: dict[str, str] = info["hosts"]
         self.seeds: list[str] = info["seeds"]
         self.log_path = Path(info["log"])
-        self.web: Web = build_web(web_name, self.port)
+        self.web: Web | HostileWeb = (
+            build_hostile(self.port, bombs=False) if web_name == "hostile"
+            else build_web(web_name, self.port)
+        )
         self.stderr_path = stderr_path
 
     @property

@@ -7,6 +7,11 @@ that passes both becomes a ``Request``. Most links of a broad crawl were seen be
 cost a hash and a bit test, not a Request, middlewares and signals (profiled: that per-link work
 is most of plain Scrapy's ~25 ms of CPU per page on a broad crawl).
 
+Every link is handled whatever the string: one that ``Request()`` would refuse (a port out of
+range, a broken IPv6 literal, control characters...) is counted under ``larbin/filtered/invalid``
+and the page keeps its other links. New links then pass the trap accounting
+(``larbinscrapy/traps.py``: ``LARBIN_MAX_PAGES_PER_SITE``, ``LARBIN_MAX_QUERIES_PER_PATH``).
+
 Requests that a user's callbacks yield go through the same filters; seeds do not. When
 a response's output is exhausted, ``request_done`` tells the scheduler how many requests the page
 produced; it acknowledges the page's record once that many reached ``enqueue_request``.
@@ -25,7 +30,8 @@ from scrapy.http import Response
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.items import PageItem
-from larbinscrapy.urlfilter import DEPTH, UrlFilter
+from larbinscrapy.traps import TrapGuard
+from larbinscrapy.urlfilter import DEPTH, INVALID, UrlFilter
 from larbinscrapy.urls import host_of
 
 if TYPE_CHECKING:
@@ -38,11 +44,18 @@ logger = logging.getLogger(__name__)
 class LinkGateMiddleware:
     """Filters, cheap seen test, then Requests: see the module docstring."""
 
-    def __init__(self, crawler: Crawler, depth_limit: int, url_filter: UrlFilter) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        depth_limit: int,
+        url_filter: UrlFilter,
+        traps: TrapGuard | None = None,
+    ) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
         self.depth_limit = depth_limit
         self.url_filter = url_filter  # the spider's own filter replaces it at spider_opened
+        self._trap = traps.reason if traps is not None and traps.enabled else None
         self._fingerprint_url = getattr(crawler.request_fingerprinter, "fingerprint_url", None)
         self._seen: Any = None
         self._count_seen: Any = None
@@ -51,7 +64,10 @@ class LinkGateMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LinkGateMiddleware:
         s = crawler.settings
-        return cls(crawler, s.getint("DEPTH_LIMIT"), UrlFilter.from_settings(s))
+        traps = TrapGuard(
+            s.getint("LARBIN_MAX_PAGES_PER_SITE"), s.getint("LARBIN_MAX_QUERIES_PER_PATH")
+        )
+        return cls(crawler, s.getint("DEPTH_LIMIT"), UrlFilter.from_settings(s), traps)
 
     def _spider_opened(self, spider: Spider) -> None:
         self.url_filter = getattr(spider, "url_filter", None) or self.url_filter
@@ -161,12 +177,15 @@ class LinkGateMiddleware:
         referer = response.url
         errback = getattr(self.crawler.spider, "on_error", None)
         parent = {M.PARENT: meta[M.RID]} if M.RID in meta else {}
-        reason_of = self.url_filter.reason
+        reason_of, trap = self.url_filter.reason, self._trap
         fingerprint_url, seen = self._fingerprint_url, self._seen
         filtered: Counter[str] = Counter()
         requests = []
         n_seen = 0
         for url in links:
+            if type(url) is not str:  # a user's item may carry anything: never a traceback
+                filtered[INVALID] += 1
+                continue
             host = host_of(url)
             site_depth = parent_depth + 1 if host == source else 0
             reason = reason_of(url, host, site_depth, source)
@@ -180,19 +199,22 @@ class LinkGateMiddleware:
                 admitted = {M.ADMITTED: url}
             else:
                 admitted = {}
-            requests.append(
-                Request(
-                    url,
-                    errback=errback,
-                    meta={
-                        **admitted,
-                        **parent,
-                        "depth": depth,
-                        M.SITE_DEPTH: site_depth,
-                        M.REFERER: referer,
-                    },
-                )
-            )
+            if trap is not None:
+                reason = trap(url)
+                if reason is not None:
+                    filtered[reason] += 1
+                    continue
+            request_meta = {
+                **admitted,
+                **parent,
+                "depth": depth,
+                M.SITE_DEPTH: site_depth,
+                M.REFERER: referer,
+            }
+            try:
+                requests.append(Request(url, errback=errback, meta=request_meta))
+            except ValueError:  # is_valid_url() let it through: still this link only
+                filtered[INVALID] += 1
         for reason, n in filtered.items():
             self.stats.inc_value(f"larbin/filtered/{reason}", n)
         if n_seen and self._count_seen is not None:

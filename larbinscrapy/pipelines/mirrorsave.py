@@ -35,6 +35,8 @@ from urllib.parse import unquote_to_bytes, urlsplit
 import xxhash
 from scrapy.exceptions import NotConfigured
 
+from larbinscrapy.items import storable
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -112,6 +114,8 @@ def is_inside(path: str | os.PathLike[str], root: str) -> bool:
 class MirrorSavePipeline:
     """Writes each page body to ``<root>/<mirror_path(url)>`` (larbin MIRROR_SAVE)."""
 
+    content_types = ("*",)  # an archive keeps every type: larbin checkType stops none
+
     def __init__(self, directory: str, stats: StatsCollector | None = None) -> None:
         self.root = Path(directory)
         self.stats = stats
@@ -134,6 +138,9 @@ class MirrorSavePipeline:
         body = item.get("body")
         if body is None:
             self._inc("nobody")
+            return item
+        if not storable(item):  # the page asked for noindex (LARBIN_OBEY_NOINDEX)
+            self._inc("noindex")
             return item
         url = item.get("url") or ""
         try:

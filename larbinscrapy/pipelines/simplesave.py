@@ -24,6 +24,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
+from larbinscrapy.items import storable
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -106,6 +108,9 @@ class SimpleSavePipeline:
         body = item.get("body")
         if body is None:
             self._inc("nobody")
+            return item
+        if not storable(item):  # the page asked for noindex (LARBIN_OBEY_NOINDEX)
+            self._inc("noindex")
             return item
         if self._index is None:
             raise RuntimeError("SimpleSavePipeline used before open_spider()")

@@ -44,6 +44,8 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
+from larbinscrapy.items import storable
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -100,6 +102,8 @@ def warc_date(fetched_at: str | None) -> str | None:
 class WarcPipeline:
     """Archives each page as WARC request/response records, rotating files by size."""
 
+    content_types = ("*",)  # an archive keeps every type: larbin checkType stops none
+
     def __init__(
         self,
         directory: str,
@@ -146,6 +150,9 @@ class WarcPipeline:
         body = item.get("body")
         if body is None:
             self._inc("nobody")
+            return item
+        if not storable(item):  # the page asked for noindex (LARBIN_OBEY_NOINDEX)
+            self._inc("noindex")
             return item
         writer = self._writer or self._open_file()
         url = item["url"]

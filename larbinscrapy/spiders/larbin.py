@@ -22,7 +22,7 @@ from scrapy.exceptions import IgnoreRequest
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.items import PageItem
-from larbinscrapy.links import extract
+from larbinscrapy.links import extract, robots_directives
 from larbinscrapy.seeds import Seeds, SeedsError, parse_lines, parse_url_list, read_seeds_file
 from larbinscrapy.urlfilter import UrlFilter, parse_domains
 
@@ -69,6 +69,10 @@ class LarbinSpider(Spider):
     """Broad crawl from seeds (see the module docstring for the arguments)."""
 
     name = "larbin"
+    obey_nofollow: bool  # LARBIN_OBEY_NOFOLLOW
+    obey_noindex: bool  # LARBIN_OBEY_NOINDEX
+    robots_names: tuple[str, ...]  # <meta name=...> values that speak to us: robots, BOT_NAME
+    content_types: tuple[str, ...]  # what checktype.py downloads for us besides HTML
 
     def __init__(
         self,
@@ -109,6 +113,10 @@ class LarbinSpider(Spider):
         spider.images = (
             spider.images_arg if spider.images_arg is not None else s.getbool("LARBIN_IMAGES")
         )
+        spider.content_types = ("image/",) if spider.images else ()  # checktype.py downloads them
+        spider.obey_nofollow = s.getbool("LARBIN_OBEY_NOFOLLOW")
+        spider.obey_noindex = s.getbool("LARBIN_OBEY_NOINDEX")
+        spider.robots_names = ("robots", str(s.get("BOT_NAME")).lower())
         spider.url_filter = UrlFilter.from_settings(
             s,
             max_depth=spider.depth_arg,
@@ -167,6 +175,12 @@ class LarbinSpider(Spider):
             keywords=None,
             description=None,
             links=[],
+            noindex=False,
+            canonical=None,
+        )
+        robots = frozenset().union(
+            *(robots_directives(v.decode("latin-1"), self.robots_names)
+              for v in headers.getlist(b"X-Robots-Tag"))
         )
         if (count := response.meta.get(M.FETCH_COUNT)) is not None:  # LARBIN_REVISIT
             item["fetch_count"], item["changed"] = count, response.meta.get(M.CHANGED)
@@ -176,9 +190,19 @@ class LarbinSpider(Spider):
                 response.url,
                 images=self.images,
                 encoding=_charset(headers.get(b"Content-Type")),
+                robots_names=self.robots_names,
             )
             item["title"], item["keywords"] = page.title, page.keywords
-            item["description"], item["links"] = page.description, page.links
+            item["description"], item["canonical"] = page.description, page.canonical
+            item["links"] = page.links if self.obey_nofollow else [*page.links, *page.nofollow]
+            robots |= page.robots
+            unfollowed = len(page.nofollow) if self.obey_nofollow else 0
+            if self.obey_nofollow and "nofollow" in robots:
+                unfollowed += len(item["links"])
+                item["links"] = []
+            if unfollowed:
+                self.crawler.stats.inc_value("larbin/filtered/nofollow", unfollowed)
+        item["noindex"] = self.obey_noindex and "noindex" in robots
         yield item
 
     def on_error(self, failure: Failure) -> None:

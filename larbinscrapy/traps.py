@@ -1,0 +1,80 @@
+"""Crawler-trap accounting: the per-site page budget and the cap on query strings per path.
+
+The link gate asks ``TrapGuard.reason(url)`` for each link that passed the URL filters and the
+seen test, so every URL it counts is new: a calendar (``/cal?month=...``, one page per month
+for ever), sort orders and session ids in the query, or a site that generates pages without
+end cannot fill the frontier. Pure (no Scrapy, no I/O): counters in memory.
+
+Settings (read by the gate): ``LARBIN_MAX_PAGES_PER_SITE`` (URLs queued per site),
+``LARBIN_MAX_QUERIES_PER_PATH`` (distinct query strings queued per site + path); 0 turns a test
+off. Reasons: ``site_budget``, ``queries`` (counted by the gate under ``larbin/filtered/``).
+
+Memory: one dict entry per site (its name and a count) and one per path that had a query (an
+8-byte hash and a count), about 100 bytes each. The counts live as long as the process: a
+resumed JOBDIR crawl starts them again from zero (each run grants the budget anew).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from xxhash import xxh3_64_intdigest
+
+from larbinscrapy.urls import site_of
+
+logger = logging.getLogger(__name__)
+
+SITE_BUDGET = "site_budget"
+QUERIES = "queries"
+
+
+class TrapGuard:
+    """Counts new URLs per site and per path with a query; refuses those over the caps."""
+
+    def __init__(self, max_pages_per_site: int, max_queries_per_path: int) -> None:
+        if max_pages_per_site < 0 or max_queries_per_path < 0:
+            raise ValueError(
+                "LARBIN_MAX_PAGES_PER_SITE and LARBIN_MAX_QUERIES_PER_PATH must be >= 0 (0: off)"
+            )
+        self.max_pages_per_site = max_pages_per_site
+        self.max_queries_per_path = max_queries_per_path
+        self._sites: defaultdict[str, int] = defaultdict(int)
+        self._paths: defaultdict[int, int] = defaultdict(int)
+        self._logged: set[str] = set()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.max_pages_per_site or self.max_queries_per_path)
+
+    def reason(self, url: str) -> str | None:
+        """None (and ``url`` is counted) or the trap ``url`` falls in; ``url`` must be new."""
+        path_key = None
+        if self.max_queries_per_path:
+            query_at = url.find("?")
+            if query_at >= 0:
+                path_key = xxh3_64_intdigest(url[:query_at].encode())
+                if self._paths[path_key] >= self.max_queries_per_path:
+                    return self._refuse(QUERIES, url, "distinct queries of its path")
+        site = None
+        if self.max_pages_per_site:
+            site = site_of(url)
+            if self._sites[site] >= self.max_pages_per_site:
+                return self._refuse(SITE_BUDGET, url, "URLs of its site")
+            self._sites[site] += 1
+        if path_key is not None:
+            self._paths[path_key] += 1
+        return None
+
+    def _refuse(self, reason: str, url: str, what: str) -> str:
+        if reason not in self._logged:  # log the first, the gate counts them all
+            self._logged.add(reason)
+            cap = self.max_pages_per_site if reason == SITE_BUDGET else self.max_queries_per_path
+            logger.info(
+                "Trap defence: %s refused after %d %s (larbin/filtered/%s counts the rest)",
+                url,
+                cap,
+                what,
+                reason,
+            )
+        return reason
