@@ -44,6 +44,7 @@ def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
         "LARBIN_CHECKPOINT_INTERVAL": CHECKPOINT,
         "LARBIN_MAX_URLS_PER_SITE": 40,
         "LARBIN_IP_BACKOFF": 0.2,  # the dead addresses are dropped quickly
+        "LARBIN_STATS_INTERVAL": 0.5,  # killed runs leave their stats too
     }
     runs = []
     for n, after in enumerate(KILLS_AFTER):
