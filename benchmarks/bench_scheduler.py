@@ -7,7 +7,11 @@
    ours (JOBDIR on, dupefilter included) and Scrapy's ``Scheduler`` with a JOBDIR (disk queues,
    ``RFPDupeFilter``, ``ScrapyPriorityQueue``: the default DownloaderAwarePriorityQueue needs a
    running engine), each in a fresh subprocess so peak RSS is its own.
-2. Ours filled to ``--queued`` URLs (records pushed straight into the normal tier, as
+2. Overflow (``--overflow``): records written per URL queued when sites exceed their cap, on
+   one host with 100,000 links and on 12 hosts of 1,000 URLs, with the engine asking for a
+   request 20 times per fetch while every IP is busy (``larbin/frontier/to_wait`` +
+   ``enqueued``, over ``enqueued``), and the wall time of the whole drain.
+3. Ours filled to ``--queued`` URLs (records pushed straight into the normal tier, as
    ``enqueue_request`` writes them, so 10M does not take 10M ``Request()`` calls), then peak RSS,
    close, and the time to open again (the resume a crawl pays) and hand out the first request.
 """
@@ -124,6 +128,44 @@ def run_queued(n: int, jobdir: str) -> dict:
             "queued_after_resume": queued, "peak_rss_mib": _rss_mib()}
 
 
+def run_overflow(hosts: int, per_host: int, jobdir: str) -> dict:
+    """Queue ``hosts * per_host`` URLs, then fetch them all while the engine keeps polling."""
+    from scrapy import Request, signals
+
+    from larbinscrapy import signals as larbin_signals
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
+
+    settings = {"JOBDIR": jobdir, "DOWNLOAD_DELAY": 0, "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+                "LARBIN_DUPEFILTER_CAPACITY": 2 * hosts * per_host}
+    crawler = _crawler(settings)
+    sched = LarbinScheduler.from_crawler(crawler)
+    sched.open(crawler.spider)
+    for i in range(per_host):
+        for h in range(hosts):
+            sched.enqueue_request(Request(f"http://o{h:02d}.bench/p?id={i}"))
+    start = time.perf_counter()
+    fetched = 0
+    while True:
+        batch = [r for r in iter(sched.next_request, None)]
+        for _ in range(20):  # every IP is busy: the engine asks again and again
+            sched.next_request()
+        if not batch:
+            break
+        for r in batch:
+            crawler.signals.send_catch_log(signals.request_left_downloader, request=r,
+                                           spider=crawler.spider)
+            crawler.signals.send_catch_log(larbin_signals.request_done, request=r)
+        fetched += len(batch)
+    elapsed = time.perf_counter() - start
+    stats = crawler.stats
+    enqueued = stats.get_value("larbin/frontier/enqueued", 0)
+    moved = stats.get_value("larbin/frontier/to_wait", 0)
+    sched.close("finished")
+    return {"hosts": hosts, "per_host": per_host, "fetched": fetched, "enqueued": enqueued,
+            "to_wait": moved, "writes_per_url": (enqueued + moved) / enqueued,
+            "drain_s": elapsed, "peak_rss_mib": _rss_mib()}
+
+
 def _child(args: list[str]) -> dict:
     out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
                          check=False, cwd=ROOT)
@@ -136,20 +178,29 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--requests", type=int, default=200_000)
     p.add_argument("--queued", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    p.add_argument("--overflow", nargs="*", default=["1x100000", "12x1000"],
+                   help="HOSTSxURLS cases of sites over their cap")
     p.add_argument("--json")
-    p.add_argument("--child", choices=("larbin", "scrapy", "queued"))
+    p.add_argument("--child", choices=("larbin", "scrapy", "queued", "overflow"))
     p.add_argument("--n", type=int)
     p.add_argument("--dir")
     a = p.parse_args()
+    if a.child == "overflow":
+        hosts, per_host = (int(x) for x in a.overflow[0].split("x"))
+        print(json.dumps(run_overflow(hosts, per_host, a.dir)))
+        return
     if a.child:
         result = (run_queued(a.n, a.dir) if a.child == "queued" else run_rates(a.child, a.n, a.dir))
         print(json.dumps(result))
         return
-    results: dict = {"rates": [], "queued": []}
+    results: dict = {"rates": [], "queued": [], "overflow": []}
     with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
         for kind in ("larbin", "scrapy"):
             results["rates"].append(_child(["--child", kind, "--n", str(a.requests),
                                             "--dir", f"{tmp}/{kind}"]))
+        for case in a.overflow:
+            results["overflow"].append(_child(["--child", "overflow", "--overflow", case,
+                                               "--dir", f"{tmp}/o{case}"]))
         for n in a.queued:
             results["queued"].append(_child(["--child", "queued", "--n", str(n),
                                              "--dir", f"{tmp}/q{n}"]))
@@ -166,6 +217,12 @@ def main() -> None:
     for r in results["queued"]:
         print(f"| {r['queued']:,} | {r['fill_per_s']:,.0f} | {r['peak_rss_filled_mib']:.0f} | "
               f"{r['resume_open_s']:.3f} | {r['resume_first_request_s']:.3f} |")
+    print("\n| sites over the cap | URLs | records moved to wait | records written per URL |"
+          " drain s | peak RSS MiB |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in results["overflow"]:
+        print(f"| {r['hosts']} x {r['per_host']:,} | {r['enqueued']:,} | {r['to_wait']:,} | "
+              f"{r['writes_per_url']:.2f} | {r['drain_s']:.2f} | {r['peak_rss_mib']:.0f} |")
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
 
