@@ -31,8 +31,10 @@ from twisted.internet import defer
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.distributed.scheduler import RedisScheduler
+from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.scheduler import LarbinScheduler
 from larbinscrapy.frontier.segfile import frames
+from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import READY, IpRing, Site
 from settings import base, distributed
 from tests.conftest import ip_table, redis_server, settings_of
@@ -418,7 +420,7 @@ def test_a_move_to_the_wait_fifo_survives_a_crash_at_every_write_boundary(tmp_pa
     job = Path(h.jobdir)
     assert h.sched.next_request() is not None  # a refill: 3 to the site, 9 to the wait FIFO
     h.sched._flush_all()  # the writes a crash can cut: the moved records, then their acks
-    wait_seg = next((job / "frontier" / "normal-wait").glob("*.seg"))
+    wait_seg = next((job / "frontier" / "normal-overflow").glob("*.seg"))
     acks = job / "frontier" / "normal" / "acks.log"
     wait_data, ack_size = wait_seg.read_bytes(), acks.stat().st_size
     assert ack_size == 9 * 16
@@ -436,6 +438,19 @@ def test_a_move_to_the_wait_fifo_survives_a_crash_at_every_write_boundary(tmp_pa
         got = again.drain()
         assert sorted(got) == sorted(urls), f"cut at byte {cut}: {sorted(got)}"
         again.close()
+    h.close()
+
+
+def test_a_wait_fifo_of_the_older_layout_is_moved_into_its_tier(tmp_path):
+    legacy_urls = [url("old", n) for n in range(5)]
+    old = SegmentFifo(tmp_path / "job" / "frontier" / "normal-wait", 4)
+    for u in legacy_urls:  # records without a source id, as the older version wrote them
+        old.push(codec.encode(Request(u), FrontierSpider()))
+    old.close()
+    h = Harness("jobdir", tmp_path, {})
+    assert len(h.sched) == 5
+    assert not (tmp_path / "job" / "frontier" / "normal-wait").exists()
+    assert h.drain() == legacy_urls
     h.close()
 
 

@@ -17,7 +17,9 @@ Crash safety (``JOBDIR``): the FIFOs are append-only segment files (``segments.p
 popped into memory or handed out stays unacknowledged until its page has been parsed and every
 request it produced is on disk (``request_done`` signal), so ``kill -9`` at any moment re-queues
 at most what was in flight. Without ``JOBDIR`` the FIFOs live in a temporary directory removed
-at close. Files: ``JOBDIR/frontier/{priority,priority-wait,normal,normal-wait}/``.
+at close. Files: ``JOBDIR/frontier/{priority,priority-overflow,normal,normal-overflow}/``
+(a ``*-wait`` FIFO of an older version, whose records had no source id, is moved into its tier
+once at open).
 
 Overflow (larbin's URLsDiskWait): a URL whose site is full is written once to the wait FIFO and
 the site keeps its (id, offset) in memory (``sites.Overflow``, 16 bytes a URL); it is read back
@@ -62,7 +64,8 @@ logger = logging.getLogger(__name__)
 
 # FIFO indexes: a tier's main FIFO and its wait FIFO.
 PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT = range(4)
-FIFO_NAMES = ("priority", "priority-wait", "normal", "normal-wait")
+FIFO_NAMES = ("priority", "priority-overflow", "normal", "normal-overflow")
+_LEGACY_WAIT = {"priority-wait": PRIORITY, "normal-wait": NORMAL}  # before source ids
 _WAIT_OF = {PRIORITY: PRIORITY_WAIT, NORMAL: NORMAL_WAIT}
 _SOURCE_OF = {PRIORITY_WAIT: PRIORITY, NORMAL_WAIT: NORMAL}
 # Records only move from a main FIFO to its wait FIFO (push there, ack here): the wait FIFOs
@@ -131,6 +134,7 @@ class LarbinScheduler(FrontierScheduler):
             self._dir = Path(tempfile.mkdtemp(prefix="larbin-frontier-"))
             self._tempdir = True
         self.fifos = [SegmentFifo(self._dir / name, self.segment_records) for name in FIFO_NAMES]
+        self._adopt_legacy_wait()
         for name, fifo in zip(FIFO_NAMES, self.fifos, strict=True):
             if fifo.corrupt_records:
                 self.stats.inc_value("larbin/frontier/corrupt_records", fifo.corrupt_records)
@@ -278,6 +282,27 @@ class LarbinScheduler(FrontierScheduler):
             self.stats.inc_value("larbin/frontier/from_wait")
         if not overflow:
             site.overflow = None
+
+    def _adopt_legacy_wait(self) -> None:
+        """Move the records of an older version's wait FIFO into its tier, once.
+
+        Pushed and flushed there before the old FIFO is closed: a crash in between queues
+        them twice (the dupefilter does not see queued records), never loses one.
+        """
+        assert self._dir is not None
+        for name, index in _LEGACY_WAIT.items():
+            path = self._dir / name
+            if not path.is_dir():
+                continue
+            legacy, moved = SegmentFifo(path, self.segment_records), 0
+            while (popped := legacy.pop()) is not None:
+                self.fifos[index].push(popped[1])
+                legacy.ack(popped[0])
+                moved += 1
+            self.fifos[index].flush()
+            legacy.close()
+            logger.info("Moved %d queued URLs from %s (an older layout) to %s", moved, name,
+                        FIFO_NAMES[index])
 
     def _drop_stale_copies(self) -> None:
         """After a crash: drop the main copy of every record moved since the last checkpoint
