@@ -8,6 +8,7 @@ flight at a kill or fetched within one checkpoint interval before it.
 
 from __future__ import annotations
 
+import random
 import signal
 from collections import Counter
 from urllib.parse import urlsplit
@@ -17,7 +18,8 @@ import pytest
 from tests.conftest import run_crawl
 from tests.test_resume import run_until, seeds_arg, twice
 from testweb.harness import start_web
-from testweb.overflow import DEAD_IPS
+from testweb.overflow import DEAD_IPS, OVERFLOW_HOSTS
+from testweb.web import build_web
 
 DELAY = 0.15
 CHECKPOINT = 1.0
@@ -28,6 +30,18 @@ def recent_requests(requests: list[dict], seconds: float) -> int:
     """Requests logged in the last ``seconds`` of a run."""
     last = max(e["t"] for e in requests)
     return sum(1 for e in requests if e["t"] >= last - seconds)
+
+
+def test_the_overflow_web_has_every_site_over_the_cap() -> None:
+    web = build_web("overflow", 8080)
+    truth = web.ground_truth(web.seeds, depth=5)
+    by_host = Counter(urlsplit(u).hostname for u in truth)
+    assert all(by_host[h] >= 100 for h in OVERFLOW_HOSTS), by_host
+    assert {h for h in by_host if h in DEAD_IPS} == set(DEAD_IPS)  # linked, never served
+    assert not set(DEAD_IPS) & set(web.hosts.values())
+    assert any("?" in u and "&" in u for u in truth)  # query variants
+    for seed in range(3):  # the oracle does not depend on the crawl order
+        assert web.ground_truth(web.seeds, depth=5, order=random.Random(seed)) == truth
 
 
 @pytest.fixture
