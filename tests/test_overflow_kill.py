@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import run_crawl
-from tests.test_resume import run_until, seeds_arg, twice
+from tests.conftest import run_crawl, seeds_args
+from tests.test_resume import run_until, twice
 from testweb.harness import start_web
 from testweb.overflow import DEAD_IPS, OVERFLOW_HOSTS
 from testweb.web import build_web
@@ -65,7 +65,8 @@ def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
         run = run_until(web, tmp_path / f"run{n}", settings, after, sig=signal.SIGKILL)
         assert run.returncode == -signal.SIGKILL
         runs.append(run)
-    final = run_crawl(web, tmp_path / "final", *seeds_arg(web), settings=settings, timeout=180)
+    final = run_crawl(web, tmp_path / "final", *seeds_args(web.seeds), settings=settings,
+                      timeout=180)
     assert final.returncode == 0, final.stderr[-3000:]
     assert final.stats["finish_reason"] == "finished"
     runs.append(final)

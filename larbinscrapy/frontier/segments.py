@@ -404,7 +404,7 @@ class SegmentFifo(SegmentFiles):
         self._rpos = end
         return record
 
-    def _corrupt(self, seg: Segment, why: str) -> None:
+    def _corrupt(self, seg: Segment, why: str) -> bytes | None:
         """Cut a segment found bad while reading: later records in it cannot be trusted."""
         idx = self._ridx
         lost = seg.count - idx
