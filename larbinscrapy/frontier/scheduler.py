@@ -72,6 +72,7 @@ _SOURCE_OF = {PRIORITY_WAIT: PRIORITY, NORMAL_WAIT: NORMAL}
 # are flushed first, and the acks of moved records are written only after that flush.
 _FLUSH_ORDER = (PRIORITY_WAIT, NORMAL_WAIT, PRIORITY, NORMAL)
 _MOVED = struct.Struct("<Q")  # a wait record's prefix: the id of the main record it replaces
+_MOVED_BATCH = 4096  # moves whose acks wait for a flush at most (a long refill flushes early)
 
 
 class LarbinScheduler(FrontierScheduler):
@@ -105,6 +106,7 @@ class LarbinScheduler(FrontierScheduler):
         self.dead_hosts: dict[str, str] = {}  # host -> reason, so later URLs drop at once
         self.in_memory = 0  # records held in site queues
         self._moved: list[tuple[int, int]] = []  # main records moved to wait, ack not written
+        self._moves = 0  # records moved to a wait FIFO (larbin/frontier/to_wait)
         self._dir: Path | None = None
         self._tempdir = False
         self._loop: task.LoopingCall | None = None
@@ -217,6 +219,7 @@ class LarbinScheduler(FrontierScheduler):
             if self._refill_turn % 4
             else (PRIORITY_WAIT, PRIORITY, NORMAL_WAIT, NORMAL)
         )
+        moved = self._moves
         for index in order:
             fifo = self.fifos[index]
             before = fifo.resumed_end if index in _SOURCE_OF else None
@@ -226,6 +229,8 @@ class LarbinScheduler(FrontierScheduler):
                     break
                 budget -= 1
                 self._place_record(index, popped[0], popped[1], fifo.last_offset)
+        if self._moves != moved:  # counted once a call: a stats call costs more than a move
+            self.stats.inc_value("larbin/frontier/to_wait", self._moves - moved)
 
     def _place_record(self, index: int, rid: int, record: bytes, offset: int) -> None:
         payload = record[_MOVED.size :] if index in _SOURCE_OF else record
@@ -263,14 +268,17 @@ class LarbinScheduler(FrontierScheduler):
         site.overflow.append(_WAIT_OF[index], wait_rid, wait.last_offset)
         if self.jobdir:
             self._moved.append((index, rid))  # acked once the moved copy is flushed
+            if len(self._moved) >= _MOVED_BATCH:
+                self._flush_all()
         else:
             self.fifos[index].ack(rid)
-        self.stats.inc_value("larbin/frontier/to_wait")
+        self._moves += 1
 
     def _top_up(self, site: Site) -> None:
         """Refill a site's queue from its overflow: records read back by id, never rewritten."""
         overflow = site.overflow
         assert overflow is not None
+        read = 0
         while overflow and len(site.queue) < self.max_per_site:
             index, rid, offset = overflow.popleft()
             record = self.fifos[index].read_at(rid, offset)
@@ -278,8 +286,9 @@ class LarbinScheduler(FrontierScheduler):
                 self.stats.inc_value("larbin/frontier/corrupt_records")
                 continue
             site.queue.append((index, rid, record[_MOVED.size :]))
-            self.in_memory += 1
-            self.stats.inc_value("larbin/frontier/from_wait")
+            read += 1
+        self.in_memory += read
+        self.stats.inc_value("larbin/frontier/from_wait", read)
         if not overflow:
             site.overflow = None
 
