@@ -50,9 +50,8 @@ def overflow_web(tmp_path):
         yield running
 
 
-def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
-    web = overflow_web
-    settings = {
+def overflow_settings(tmp_path) -> dict:
+    return {
         "JOBDIR": str(tmp_path / "job"),
         "DOWNLOAD_DELAY": DELAY,
         "LARBIN_CHECKPOINT_INTERVAL": CHECKPOINT,
@@ -60,6 +59,17 @@ def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
         "LARBIN_IP_BACKOFF": 0.2,  # the dead addresses are dropped quickly
         "LARBIN_STATS_INTERVAL": 0.5,  # killed runs leave their stats too
     }
+
+
+def served_truth(web) -> set[str]:
+    """The ground truth without the dead addresses (the server never sees those)."""
+    return {u for u in web.web.ground_truth(web.seeds, depth=5)
+            if urlsplit(u).hostname not in DEAD_IPS}
+
+
+def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
+    web = overflow_web
+    settings = overflow_settings(tmp_path)
     runs = []
     for n, after in enumerate(KILLS_AFTER):
         run = run_until(web, tmp_path / f"run{n}", settings, after, sig=signal.SIGKILL)
@@ -71,8 +81,7 @@ def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
     assert final.stats["finish_reason"] == "finished"
     runs.append(final)
 
-    truth = {u for u in web.web.ground_truth(web.seeds, depth=5)
-             if urlsplit(u).hostname not in DEAD_IPS}
+    truth = served_truth(web)
     fetched = set().union(*(r.fetched(web.port) for r in runs))
     assert truth - fetched == set(), "URLs lost across the kills"
     assert fetched <= truth
@@ -95,3 +104,19 @@ def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
     assert refetched <= bound, (refetched, bound, sorted(dup)[:10])
     to_wait = sum(r.stats.get("larbin/frontier/to_wait", 0) for r in runs)
     assert to_wait, "the sites never overflowed: the test would not exercise the wait FIFOs"
+
+
+def test_sigint_then_resume_with_overflowing_sites_fetches_nothing_twice(overflow_web, tmp_path):
+    """A clean stop with most URLs in the overflow FIFOs: they are read back in place."""
+    web = overflow_web
+    settings = overflow_settings(tmp_path)
+    first = run_until(web, tmp_path / "run1", settings, 300, sig=signal.SIGINT)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run_crawl(web, tmp_path / "run2", *seeds_args(web.seeds), settings=settings,
+                       timeout=180)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "Resuming" in second.stderr
+    counts = first.fetch_counts(web.port) + second.fetch_counts(web.port)
+    assert set(counts) == served_truth(web)
+    assert twice(counts) == {}
+    assert not (tmp_path / "job" / "frontier").exists()  # every FIFO empty and removed
