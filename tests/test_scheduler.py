@@ -35,7 +35,7 @@ from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.scheduler import LarbinScheduler
 from larbinscrapy.frontier.segfile import frames
 from larbinscrapy.frontier.segments import SegmentFifo
-from larbinscrapy.frontier.sites import READY, IpRing, Site
+from larbinscrapy.frontier.sites import READY, IpRing, Overflow, Site
 from settings import base, distributed
 from tests.conftest import ip_table, redis_server, settings_of
 
@@ -399,6 +399,17 @@ def test_a_full_site_costs_no_write_per_refill(make_local):
     moved = h.crawler.stats.get_value("larbin/frontier/to_wait", 0)
     assert moved <= len(urls) - 3, f"{moved} moves for {len(urls)} URLs"
     assert h.crawler.stats.get_value("larbin/frontier/from_wait") == moved
+
+
+def test_overflow_index_keeps_order_compacts_and_widens_offsets():
+    ov = Overflow()
+    entries = [(n % 4, 10**12 + n, 16 + 120 * n) for n in range(10_000)]
+    for e in entries:
+        ov.append(*e)
+    got = [ov.popleft() for _ in range(6_000)]  # past the compaction point
+    assert got == entries[:6_000] and len(ov) == 4_000
+    ov.append(1, 7, 5 << 32)  # an offset past 4 GiB widens the offsets, keeps the rest
+    assert list(ov) == [*entries[6_000:], (1, 7, 5 << 32)]
 
 
 def _crash_copy(src: Path, dst: Path, cut: dict[Path, int]) -> None:

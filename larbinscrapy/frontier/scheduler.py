@@ -22,7 +22,7 @@ at close. Files: ``JOBDIR/frontier/{priority,priority-overflow,normal,normal-ove
 once at open).
 
 Overflow (larbin's URLsDiskWait): a URL whose site is full is written once to the wait FIFO and
-the site keeps its (id, offset) in memory (``sites.Overflow``, 16 bytes a URL); it is read back
+the site keeps its (id, offset) in memory (``sites.Overflow``, 12 bytes a URL); it is read back
 by id when that site has room, never copied again, so a URL is written at most twice however
 long its site stays full. A moved record carries the id of the one it replaces, whose ack is
 written only after the moved copy reached the OS: after a ``kill -9`` between the two, the

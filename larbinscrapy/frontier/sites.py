@@ -27,20 +27,23 @@ Entry = tuple[int, int, bytes]  # (fifo index, record id, record)
 class Overflow:
     """A crowded site's URLs kept on disk: (fifo index, record id, file offset), in order.
 
-    16 bytes a URL in two flat arrays, none of the record itself: the record stays where it
-    was written once (a wait FIFO) and is read back by id when the site has room, so a site
-    that stays full costs nothing however often the frontier is refilled.
+    12 bytes a URL in two flat arrays (8-byte offsets only past 4 GiB into a segment file),
+    none of the record itself: the record stays where it was written once (a wait FIFO) and is
+    read back by id when the site has room, so a site that stays full costs nothing however
+    often the frontier is refilled.
     """
 
     __slots__ = ("_head", "_keys", "_offsets")
 
     def __init__(self) -> None:
         self._keys = array("q")  # rid * 4 + fifo index
-        self._offsets = array("q")
+        self._offsets = array("I")  # file offsets in their segment
         self._head = 0
 
     def append(self, index: int, rid: int, offset: int) -> None:
         self._keys.append(rid * 4 + index)
+        if offset > 0xFFFF_FFFF and self._offsets.typecode == "I":  # huge records: widen
+            self._offsets = array("q", self._offsets)
         self._offsets.append(offset)
 
     def popleft(self) -> tuple[int, int, int]:
