@@ -452,6 +452,28 @@ def test_a_move_to_the_wait_fifo_survives_a_crash_at_every_write_boundary(tmp_pa
     h.close()
 
 
+def test_a_kill_right_after_dropping_stale_copies_keeps_them_dropped(tmp_path):
+    settings = {"LARBIN_MAX_URLS_PER_SITE": 3, "LARBIN_SEGMENT_URLS": 1000}
+    h = Harness("jobdir", tmp_path / "a", settings)
+    urls = [url("a", n) for n in range(12)]
+    h.push(*reqs(*urls))
+    h.sched.flush()
+    assert h.sched.next_request() is not None
+    h.sched._flush_all()
+    job = Path(h.jobdir)
+    acks = job / "frontier" / "normal" / "acks.log"
+    # killed after the moved records reached the disk, before their acks: both copies
+    _crash_copy(job, tmp_path / "b" / "job", {acks: 0})
+    h.close()
+    resumed = Harness("jobdir", tmp_path / "b", settings)  # drops the 9 stale copies...
+    assert resumed.crawler.stats.get_value("larbin/frontier/stale_copies") == 9
+    _crash_copy(tmp_path / "b" / "job", tmp_path / "c" / "job", {})  # ...and is killed at once
+    again = Harness("jobdir", tmp_path / "c", settings)
+    assert sorted(again.drain()) == sorted(urls)
+    again.close()
+    resumed.close()
+
+
 def test_a_wait_fifo_of_the_older_layout_is_moved_into_its_tier(tmp_path):
     legacy_urls = [url("old", n) for n in range(5)]
     old = SegmentFifo(tmp_path / "job" / "frontier" / "normal-wait", 4)

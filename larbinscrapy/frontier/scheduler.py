@@ -321,6 +321,8 @@ class LarbinScheduler(FrontierScheduler):
             for _, record in self.fifos[wait].tail():
                 (src,) = _MOVED.unpack_from(record)
                 stale += self.fifos[source].discard(src)
+            self.fifos[source].flush()  # the discards reach the OS before the tail is forgotten
+            self.fifos[wait].forget_tail()
             if stale:
                 self.stats.inc_value("larbin/frontier/stale_copies", stale)
                 logger.info("%s: dropped %d stale copies of records moved to %s before the "

@@ -97,7 +97,7 @@ class SegmentFifo(SegmentFiles):
         self._ready = 0  # on disk, not handed out, not acked
         self._unacked = 0  # handed out (popped or read_at) and not acked
         self._reads: set[int] = set()  # ids handed out by read_at, not acked yet
-        self._scanned: list[int] = []  # segments recovery had to scan: written since a checkpoint
+        self._scanned: list[int] = []  # segments written past a checkpoint, until forget_tail()
         self.last_offset = 0  # file offset of the record last pushed or popped (for read_at)
         self._closed = False
         # writer
@@ -238,7 +238,8 @@ class SegmentFifo(SegmentFiles):
         """(id, record) of the unacked records recovery found beyond the last checkpoint.
 
         Those are the only records whose companion writes elsewhere (an ack in another FIFO)
-        may not have reached the disk before a crash.
+        may not have reached the disk before a crash. They stay in the tail, across further
+        crashes, until ``forget_tail()``.
         """
         for no in self._scanned:
             seg = self._segments.get(no)
@@ -249,6 +250,10 @@ class SegmentFifo(SegmentFiles):
             for idx, (_, record) in enumerate(frames(data, SEG_HEADER.size, seg.count)):
                 if not seg.is_acked(idx):
                     yield no * self._n + idx, record
+
+    def forget_tail(self) -> None:
+        """The owner settled ``tail()`` durably: the next checkpoint forgets it."""
+        self._scanned = []
 
     def flush(self) -> None:
         """Hand buffered records and acks to the OS: a ``kill -9`` after this loses none."""

@@ -96,6 +96,8 @@ class SegmentFiles:
             count, nbytes = int(entry["records"]), int(entry["bytes"])
             if os.path.getsize(path) >= nbytes:
                 seg = Segment(no, count, sealed=True, nbytes=nbytes)
+                if entry.get("tail"):  # scanned by an earlier open, its tail not settled yet
+                    self._scanned.append(no)
             else:
                 seg = self._scan_segment(no)  # shorter than checkpointed: find the cut
                 self._scanned.append(no)
@@ -189,6 +191,8 @@ class SegmentFiles:
         segments = []
         for seg in self._segments.values():
             entry: dict[str, Any] = {"no": seg.no}
+            if seg.no in self._scanned:
+                entry["tail"] = 1  # kept in tail() until forget_tail(), across crashes
             if seg.sealed:
                 entry["records"] = seg.count
                 entry["bytes"] = seg.nbytes
