@@ -6,7 +6,9 @@ Records are ~100 bytes (a serialised request's size), taken from a small pool so
 measures the FIFO and not record building. The run: push N and flush; checkpoint with N queued;
 close; reopen without the state file (every segment scanned and CRC-checked: the worst case);
 reopen (the resume a crawl pays); pop N; ack N; checkpoint again (deletes every segment);
-close. Peak RSS is ``ru_maxrss`` of this process, which holds no record list.
+close. Then ``read_at``: push N/10 records, read them back by id in a shuffled order (what a
+crowded site's overflow costs when the site has room again) and ack them. Peak RSS is
+``ru_maxrss`` of this process, which holds no record list.
 """
 
 from __future__ import annotations
@@ -76,6 +78,25 @@ def _ack(fifo: SegmentFifo, n: int) -> None:
     fifo.flush()
 
 
+def _read_at(fifo: SegmentFifo, n: int, pool: list[bytes]) -> float:
+    """Records per second read back by id (random order), as a site's overflow is."""
+    import random
+
+    mask = len(pool) - 1
+    placed = []
+    for i in range(n):
+        rid = fifo.push(pool[i & mask])
+        placed.append((rid, fifo.last_offset))
+    fifo.flush()
+    random.Random(1).shuffle(placed)
+    start = time.perf_counter()
+    for rid, offset in placed:
+        if fifo.read_at(rid, offset) is None:
+            raise RuntimeError(f"record {rid} did not read back")
+        fifo.ack(rid)
+    return n / (time.perf_counter() - start)
+
+
 def run(records: int, directory: Path) -> dict[str, float]:
     pool = _records()
     t: dict[str, float] = {}
@@ -98,12 +119,16 @@ def run(records: int, directory: Path) -> dict[str, float]:
     fifo.close()
     if any((directory / "fifo").iterdir()):
         raise RuntimeError("an empty FIFO left files behind")
+    fifo = SegmentFifo(directory / "fifo")
+    read_at_per_s = _read_at(fifo, max(1, records // 10), pool)
+    fifo.close()
     return {
         "records": records,
         "record_bytes": nbytes / records,
         "push_per_s": records / t["push"],
         "pop_per_s": records / t["pop"],
         "ack_per_s": records / t["ack"],
+        "read_at_per_s": read_at_per_s,
         "checkpoint_queued_s": t["checkpoint_queued"],
         "checkpoint_drained_s": t["checkpoint_drained"],
         "reopen_s": t["reopen"],
@@ -121,6 +146,7 @@ def _table(r: dict[str, float]) -> str:
         ("push (buffered, then flush)", f"{r['push_per_s']:,.0f} records/s"),
         ("pop (chunked reads, CRC checked)", f"{r['pop_per_s']:,.0f} records/s"),
         ("ack (journaled, then flush)", f"{r['ack_per_s']:,.0f} acks/s"),
+        ("read_at + ack, random order (a site's overflow)", f"{r['read_at_per_s']:,.0f} records/s"),
         (f"checkpoint with {n:,} queued", f"{r['checkpoint_queued_s'] * 1000:.1f} ms"),
         (
             "checkpoint after all acked (deletes segments)",

@@ -7,7 +7,13 @@
    ours (JOBDIR on, dupefilter included) and Scrapy's ``Scheduler`` with a JOBDIR (disk queues,
    ``RFPDupeFilter``, ``ScrapyPriorityQueue``: the default DownloaderAwarePriorityQueue needs a
    running engine), each in a fresh subprocess so peak RSS is its own.
-2. Ours filled to ``--queued`` URLs (records pushed straight into the normal tier, as
+2. Overflow (``--overflow``): records written per URL queued when sites exceed their cap, on
+   one host with 100,000 links and on 12 hosts of 1,000 URLs, with the engine asking for a
+   request 20 times per fetch while every IP is busy (``larbin/frontier/to_wait`` +
+   ``enqueued``, over ``enqueued``), and the wall time of the whole drain.
+3. ``--overflow-queued``: 10M URLs over 100 hosts pushed, then all sequenced, so nearly all
+   wait in the overflow FIFO with their ids in memory (the worst case for RSS), then resume.
+4. Ours filled to ``--queued`` URLs (records pushed straight into the normal tier, as
    ``enqueue_request`` writes them, so 10M does not take 10M ``Request()`` calls), then peak RSS,
    close, and the time to open again (the resume a crawl pays) and hand out the first request.
 """
@@ -52,8 +58,8 @@ def _crawler(settings: dict):
     return crawler
 
 
-def _url(i: int) -> str:
-    return f"http://h{i % HOSTS:05d}.bench/dir/page-{i:09d}.html"
+def _url(i: int, hosts: int = HOSTS) -> str:
+    return f"http://h{i % hosts:05d}.bench/dir/page-{i:09d}.html"
 
 
 def run_rates(kind: str, n: int, jobdir: str) -> dict:
@@ -89,39 +95,117 @@ def run_rates(kind: str, n: int, jobdir: str) -> dict:
             "dequeue_per_s": got / dequeue if dequeue else 0.0, "peak_rss_mib": _rss_mib()}
 
 
-def run_queued(n: int, jobdir: str) -> dict:
-    """Fill our frontier to ``n`` queued URLs, then measure RSS and resume."""
+def _fill(sched, crawler, n: int, hosts: int) -> float:
+    """Push ``n`` records straight into the normal tier, as ``enqueue_request`` writes them;
+    return pushes per second."""
     from scrapy import Request
 
     from larbinscrapy.frontier import codec
-    from larbinscrapy.frontier.scheduler import NORMAL, LarbinScheduler
+    from larbinscrapy.frontier.scheduler import NORMAL
+
+    template = codec.encode(Request(_url(0, hosts), meta={"depth": 1, "larbin_site_depth": 1}),
+                            crawler.spider)
+    prefix = _url(0, hosts).encode()
+    push = sched.fifos[NORMAL].push
+    start = time.perf_counter()
+    for i in range(n):
+        push(template.replace(prefix, _url(i, hosts).encode(), 1))
+    return n / (time.perf_counter() - start)
+
+
+def _reopen(settings: dict):
+    """A new scheduler on the same JOBDIR: (scheduler, open s, open to first request s)."""
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
+
+    crawler = _crawler(settings)
+    sched = LarbinScheduler.from_crawler(crawler)
+    start = time.perf_counter()
+    sched.open(crawler.spider)
+    opened = time.perf_counter() - start
+    first = sched.next_request()
+    return sched, first, opened, time.perf_counter() - start
+
+
+def run_queued(n: int, jobdir: str) -> dict:
+    """Fill our frontier to ``n`` queued URLs, then measure RSS and resume."""
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
 
     settings = {"JOBDIR": jobdir, "DOWNLOAD_DELAY": 0}
     crawler = _crawler(settings)
     sched = LarbinScheduler.from_crawler(crawler)
     sched.open(crawler.spider)
-    template = codec.encode(Request(_url(0), meta={"depth": 1, "larbin_site_depth": 1}),
-                            crawler.spider)
-    prefix = _url(0).encode()
-    push = sched.fifos[NORMAL].push
-    start = time.perf_counter()
-    for i in range(n):
-        push(template.replace(prefix, _url(i).encode(), 1))
-    fill = time.perf_counter() - start
+    fill = _fill(sched, crawler, n, HOSTS)
     rss_filled = _rss_mib()
     assert len(sched) == n
     sched.close("shutdown")
-    crawler2 = _crawler(settings)
-    sched2 = LarbinScheduler.from_crawler(crawler2)
-    start = time.perf_counter()
-    sched2.open(crawler2.spider)
-    opened = time.perf_counter() - start
-    first = sched2.next_request()
-    first_request = time.perf_counter() - start
+    sched2, first, opened, first_request = _reopen(settings)
     queued = len(sched2) + (first is not None)
-    return {"queued": n, "fill_per_s": n / fill, "peak_rss_filled_mib": rss_filled,
+    return {"queued": n, "fill_per_s": fill, "peak_rss_filled_mib": rss_filled,
             "resume_open_s": opened, "resume_first_request_s": first_request,
             "queued_after_resume": queued, "peak_rss_mib": _rss_mib()}
+
+
+def run_queued_overflow(n: int, hosts: int, jobdir: str) -> dict:
+    """``n`` URLs over a few ``hosts``, all sequenced: nearly all wait in the overflow FIFO,
+    their ids in memory (the worst case for RSS). Then close and resume."""
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
+
+    settings = {"JOBDIR": jobdir, "DOWNLOAD_DELAY": 0}
+    crawler = _crawler(settings)
+    sched = LarbinScheduler.from_crawler(crawler)
+    sched.open(crawler.spider)
+    _fill(sched, crawler, n, hosts)
+    start = time.perf_counter()
+    sched._refill(sched.table.clock(), budget=n)  # every record to its site or its overflow
+    sched.flush()
+    sequence = time.perf_counter() - start
+    overflowed = sum(len(s.overflow or ()) for s in sched.sites.values())
+    rss = _rss_mib()
+    assert len(sched) == n
+    sched.close("shutdown")
+    sched2, first, opened, first_request = _reopen(settings)
+    return {"queued": n, "hosts": hosts, "overflowed": overflowed, "sequence_s": sequence,
+            "peak_rss_sequenced_mib": rss, "resume_open_s": opened,
+            "resume_first_request_s": first_request,
+            "queued_after_resume": len(sched2) + (first is not None)}
+
+
+def run_overflow(hosts: int, per_host: int, jobdir: str) -> dict:
+    """Queue ``hosts * per_host`` URLs, then fetch them all while the engine keeps polling."""
+    from scrapy import Request, signals
+
+    from larbinscrapy import signals as larbin_signals
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
+
+    settings = {"JOBDIR": jobdir, "DOWNLOAD_DELAY": 0, "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+                "LARBIN_DUPEFILTER_CAPACITY": 2 * hosts * per_host}
+    crawler = _crawler(settings)
+    sched = LarbinScheduler.from_crawler(crawler)
+    sched.open(crawler.spider)
+    for i in range(per_host):
+        for h in range(hosts):
+            sched.enqueue_request(Request(f"http://o{h:02d}.bench/p?id={i}"))
+    start = time.perf_counter()
+    fetched = 0
+    while True:
+        batch = [r for r in iter(sched.next_request, None)]
+        for _ in range(20):  # every IP is busy: the engine asks again and again
+            sched.next_request()
+        if not batch:
+            break
+        for r in batch:
+            crawler.signals.send_catch_log(signals.request_left_downloader, request=r,
+                                           spider=crawler.spider)
+            crawler.signals.send_catch_log(larbin_signals.request_done, request=r)
+        fetched += len(batch)
+    elapsed = time.perf_counter() - start
+    stats = crawler.stats
+    enqueued = stats.get_value("larbin/frontier/enqueued", 0)
+    moved = stats.get_value("larbin/frontier/to_wait", 0)
+    sched.close("finished")
+    return {"hosts": hosts, "per_host": per_host, "fetched": fetched, "enqueued": enqueued,
+            "to_wait": moved, "writes_per_url": (enqueued + moved) / enqueued,
+            "drain_s": elapsed, "peak_rss_mib": _rss_mib()}
 
 
 def _child(args: list[str]) -> dict:
@@ -136,20 +220,40 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--requests", type=int, default=200_000)
     p.add_argument("--queued", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    p.add_argument("--overflow", nargs="*", default=["1x100000", "12x1000"],
+                   help="HOSTSxURLS cases of sites over their cap")
+    p.add_argument("--overflow-queued", nargs="*", default=["100x10000000"],
+                   help="HOSTSxURLS: URLs queued on few hosts, sequenced into the overflow")
     p.add_argument("--json")
-    p.add_argument("--child", choices=("larbin", "scrapy", "queued"))
+    p.add_argument("--child", choices=("larbin", "scrapy", "queued", "overflow",
+                                       "overflow-queued"))
     p.add_argument("--n", type=int)
     p.add_argument("--dir")
     a = p.parse_args()
+    if a.child == "overflow-queued":
+        hosts, n = (int(x) for x in a.overflow_queued[0].split("x"))
+        print(json.dumps(run_queued_overflow(n, hosts, a.dir)))
+        return
+    if a.child == "overflow":
+        hosts, per_host = (int(x) for x in a.overflow[0].split("x"))
+        print(json.dumps(run_overflow(hosts, per_host, a.dir)))
+        return
     if a.child:
         result = (run_queued(a.n, a.dir) if a.child == "queued" else run_rates(a.child, a.n, a.dir))
         print(json.dumps(result))
         return
-    results: dict = {"rates": [], "queued": []}
+    results: dict = {"rates": [], "queued": [], "overflow": [], "overflow_queued": []}
     with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
         for kind in ("larbin", "scrapy"):
             results["rates"].append(_child(["--child", kind, "--n", str(a.requests),
                                             "--dir", f"{tmp}/{kind}"]))
+        for case in a.overflow:
+            results["overflow"].append(_child(["--child", "overflow", "--overflow", case,
+                                               "--dir", f"{tmp}/o{case}"]))
+        for case in a.overflow_queued:
+            results["overflow_queued"].append(_child(["--child", "overflow-queued",
+                                                      "--overflow-queued", case,
+                                                      "--dir", f"{tmp}/oq{case}"]))
         for n in a.queued:
             results["queued"].append(_child(["--child", "queued", "--n", str(n),
                                              "--dir", f"{tmp}/q{n}"]))
@@ -165,6 +269,19 @@ def main() -> None:
     print("|---:|---:|---:|---:|---:|")
     for r in results["queued"]:
         print(f"| {r['queued']:,} | {r['fill_per_s']:,.0f} | {r['peak_rss_filled_mib']:.0f} | "
+              f"{r['resume_open_s']:.3f} | {r['resume_first_request_s']:.3f} |")
+    print("\n| sites over the cap | URLs | records moved to wait | records written per URL |"
+          " drain s | peak RSS MiB |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in results["overflow"]:
+        print(f"| {r['hosts']} x {r['per_host']:,} | {r['enqueued']:,} | {r['to_wait']:,} | "
+              f"{r['writes_per_url']:.2f} | {r['drain_s']:.2f} | {r['peak_rss_mib']:.0f} |")
+    print("\n| queued on few hosts, sequenced | in overflow | sequence s | peak RSS MiB |"
+          " open (resume) s | first request s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in results["overflow_queued"]:
+        print(f"| {r['queued']:,} over {r['hosts']} hosts | {r['overflowed']:,} | "
+              f"{r['sequence_s']:.1f} | {r['peak_rss_sequenced_mib']:.0f} | "
               f"{r['resume_open_s']:.3f} | {r['resume_first_request_s']:.3f} |")
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))

@@ -18,6 +18,7 @@ What the Redis frontier cannot honour is stated where it shows (``reports_duplic
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from pathlib import Path
 
@@ -30,8 +31,11 @@ from twisted.internet import defer
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.distributed.scheduler import RedisScheduler
+from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.scheduler import LarbinScheduler
-from larbinscrapy.frontier.sites import READY, IpRing, Site
+from larbinscrapy.frontier.segfile import frames
+from larbinscrapy.frontier.segments import SegmentFifo
+from larbinscrapy.frontier.sites import READY, IpRing, Overflow, Site
 from settings import base, distributed
 from tests.conftest import ip_table, redis_server, settings_of
 
@@ -378,6 +382,109 @@ def test_redirect_reenqueue_acks_the_old_record(make_persistent):
     assert M.RID not in redirected.meta and M.DOWNLOAD_SLOT not in redirected.meta
     h.reopen()  # the old record must not come back; the new one must
     assert h.drain() == [url("a", "new")]
+
+
+# -- a full site's overflow: written once, moved atomically (#13) -----------------------------
+
+def test_a_full_site_costs_no_write_per_refill(make_local):
+    h = make_local(LARBIN_MAX_URLS_PER_SITE=3, LARBIN_DUPEFILTER_BITS=1 << 22)
+    urls = [url("a", n) for n in range(200)]
+    assert all(h.push(*reqs(*urls)))
+    leased = h.sched.next_request()  # the site's only connection is busy from now on
+    for _ in range(50):  # the engine asks again and again while the site stays full
+        assert h.sched.next_request() is None
+    h.finish(leased)
+    out = [leased.url, *h.drain()]
+    assert out == urls
+    moved = h.crawler.stats.get_value("larbin/frontier/to_wait", 0)
+    assert moved <= len(urls) - 3, f"{moved} moves for {len(urls)} URLs"
+    assert h.crawler.stats.get_value("larbin/frontier/from_wait") == moved
+
+
+def test_overflow_index_keeps_order_compacts_and_widens_offsets():
+    ov = Overflow()
+    entries = [(n % 4, 10**12 + n, 16 + 120 * n) for n in range(10_000)]
+    for e in entries:
+        ov.append(*e)
+    got = [ov.popleft() for _ in range(6_000)]  # past the compaction point
+    assert got == entries[:6_000] and len(ov) == 4_000
+    ov.append(1, 7, 5 << 32)  # an offset past 4 GiB widens the offsets, keeps the rest
+    assert list(ov) == [*entries[6_000:], (1, 7, 5 << 32)]
+
+
+def _crash_copy(src: Path, dst: Path, cut: dict[Path, int]) -> None:
+    """What a kill -9 leaves: the job directory with some files cut short."""
+    shutil.copytree(src, dst)
+    for path, size in cut.items():
+        target = dst / path.relative_to(src)
+        if target.exists():
+            with open(target, "r+b") as f:
+                f.truncate(size)
+
+
+def test_a_move_to_the_wait_fifo_survives_a_crash_at_every_write_boundary(tmp_path):
+    settings = {"LARBIN_MAX_URLS_PER_SITE": 3, "LARBIN_SEGMENT_URLS": 1000}
+    h = Harness("jobdir", tmp_path, settings)
+    urls = [url("a", n) for n in range(12)]
+    h.push(*reqs(*urls))
+    h.sched.flush()  # checkpoint: the 12 records are on disk, nothing moved yet
+    job = Path(h.jobdir)
+    assert h.sched.next_request() is not None  # a refill: 3 to the site, 9 to the wait FIFO
+    h.sched._flush_all()  # the writes a crash can cut: the moved records, then their acks
+    wait_seg = next((job / "frontier" / "normal-overflow").glob("*.seg"))
+    acks = job / "frontier" / "normal" / "acks.log"
+    wait_data, ack_size = wait_seg.read_bytes(), acks.stat().st_size
+    assert ack_size == 9 * 16
+    moved = [off for off, _ in frames(wait_data, 16, 9)]
+    assert len(moved) == 9
+    cuts = [0, 8]  # the crash order: the wait segment's bytes, then the main FIFO's acks
+    for off in [*moved[1:], len(wait_data)]:
+        cuts += [off - 3, off]
+    cuts += [len(wait_data) + a for a in range(8, ack_size + 1, 8)]
+    for n, cut in enumerate(cuts):
+        case = tmp_path / f"crash{n}"
+        _crash_copy(job, case / "job", {wait_seg: min(cut, len(wait_data)),
+                                        acks: max(0, cut - len(wait_data))})
+        again = Harness("jobdir", case, settings)
+        got = again.drain()
+        assert sorted(got) == sorted(urls), f"cut at byte {cut}: {sorted(got)}"
+        again.close()
+    h.close()
+
+
+def test_a_kill_right_after_dropping_stale_copies_keeps_them_dropped(tmp_path):
+    settings = {"LARBIN_MAX_URLS_PER_SITE": 3, "LARBIN_SEGMENT_URLS": 1000}
+    h = Harness("jobdir", tmp_path / "a", settings)
+    urls = [url("a", n) for n in range(12)]
+    h.push(*reqs(*urls))
+    h.sched.flush()
+    assert h.sched.next_request() is not None
+    h.sched._flush_all()
+    job = Path(h.jobdir)
+    acks = job / "frontier" / "normal" / "acks.log"
+    # killed after the moved records reached the disk, before their acks: both copies
+    _crash_copy(job, tmp_path / "b" / "job", {acks: 0})
+    h.close()
+    resumed = Harness("jobdir", tmp_path / "b", settings)  # drops the 9 stale copies...
+    assert resumed.crawler.stats.get_value("larbin/frontier/stale_copies") == 9
+    _crash_copy(tmp_path / "b" / "job", tmp_path / "c" / "job", {})  # ...and is killed at once
+    again = Harness("jobdir", tmp_path / "c", settings)
+    assert sorted(again.drain()) == sorted(urls)
+    again.close()
+    resumed.close()
+
+
+def test_a_wait_fifo_of_the_older_layout_is_moved_into_its_tier(tmp_path):
+    legacy_urls = [url("old", n) for n in range(5)]
+    old = SegmentFifo(tmp_path / "job" / "frontier" / "normal-wait", 4)
+    for u in legacy_urls:  # records without a source id, as the older version wrote them
+        old.push(codec.encode(Request(u), FrontierSpider()))
+    old.close()
+    h = Harness("jobdir", tmp_path, {})
+    assert len(h.sched) == 5
+    assert not (tmp_path / "job" / "frontier" / "normal-wait").exists()
+    assert h.drain() == legacy_urls
+    h.close()
 
 
 # -- IpRing and Site with a real IpTable ---------------------------------------------------------

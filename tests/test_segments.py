@@ -385,3 +385,74 @@ def test_torn_or_garbled_ack_journal(qdir: Path, caplog: pytest.LogCaptureFixtur
     with caplog.at_level(logging.WARNING), SegmentFifo(qdir, SEG) as fifo:
         assert "garbled ack" in caplog.text
         assert [rid for rid, _ in drain(fifo)] == list(range(4, 12))
+
+
+# -- records kept in place: read by id, leases given back, stale copies dropped (#13) ---------
+
+def test_read_at_hands_out_a_record_by_id_and_ack_accepts_it(qdir: Path) -> None:
+    fifo = SegmentFifo(qdir, segment_records=SEG)
+    placed = []
+    for i in range(25):
+        rid = fifo.push(rec(i))
+        placed.append((rid, fifo.last_offset))
+    rid, offset = placed[23]  # in the segment still being written (buffered)
+    assert fifo.read_at(rid, offset) == rec(23)
+    assert (len(fifo), fifo.unacked) == (24, 1)
+    fifo.ack(rid)
+    rid, offset = placed[2]  # a sealed segment
+    assert fifo.read_at(rid, offset) == rec(2)
+    fifo.close()  # rec(2) leased, never acked: it comes back; rec(23) does not
+    fifo = SegmentFifo(qdir, segment_records=SEG)
+    assert [r for _, r in drain(fifo)] == [rec(i) for i in range(25) if i != 23]
+    fifo.close()
+
+
+def test_release_keeps_a_popped_record_on_disk_without_a_write(qdir: Path) -> None:
+    fifo = SegmentFifo(qdir, segment_records=SEG)
+    for i in range(5):
+        fifo.push(rec(i))
+    fifo.close()
+    fifo = SegmentFifo(qdir, segment_records=SEG)
+    rid, _ = fifo.pop()
+    offset = fifo.last_offset
+    size = sum(p.stat().st_size for p in qdir.glob("*.seg"))
+    fifo.release(rid)
+    assert (len(fifo), fifo.unacked) == (5, 0)
+    assert [r for _, r in drain(fifo)] == [rec(i) for i in range(1, 5)]  # not popped again
+    assert sum(p.stat().st_size for p in qdir.glob("*.seg")) == size  # nothing rewritten
+    assert fifo.read_at(rid, offset) == rec(0)
+    fifo.ack(rid)
+    fifo.close()
+    fifo = SegmentFifo(qdir, segment_records=SEG)
+    assert [r for _, r in drain(fifo)] == [rec(i) for i in range(1, 5)]
+    fifo.close()
+
+
+def test_discard_acks_a_record_never_handed_out(qdir: Path) -> None:
+    fifo = SegmentFifo(qdir, segment_records=SEG)
+    rids = [fifo.push(rec(i)) for i in range(4)]
+    assert fifo.discard(rids[1]) and not fifo.discard(rids[1])
+    assert len(fifo) == 3
+    assert [r for _, r in drain(fifo)] == [rec(0), rec(2), rec(3)]
+    fifo.flush()
+    fifo.close()
+    fifo = SegmentFifo(qdir, segment_records=SEG)
+    assert [r for _, r in drain(fifo)] == [rec(0), rec(2), rec(3)]
+    fifo.close()
+
+
+def test_tail_is_what_was_written_after_the_last_checkpoint(tmp_path: Path) -> None:
+    qdir = tmp_path / "fifo"
+    run_child(qdir, [["push", 0, 12], ["checkpoint"], ["push", 12, 27], ["flush"]])
+    fifo = SegmentFifo(qdir, segment_records=SEG)
+    tail = [r for _, r in fifo.tail()]
+    # the checkpoint knew segment 0 sealed; segments 1 and 2 were scanned
+    assert tail == [rec(i) for i in range(10, 27)]
+    fifo.close()
+    fifo = SegmentFifo(qdir, segment_records=SEG)  # not settled by its owner: still the tail
+    assert [r for _, r in fifo.tail()] == tail
+    fifo.forget_tail()
+    fifo.close()
+    fifo = SegmentFifo(qdir, segment_records=SEG)
+    assert list(fifo.tail()) == []
+    fifo.close()

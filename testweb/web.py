@@ -30,7 +30,7 @@ HTML = "text/html; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
 ROBOTS_AGENT = BOT_NAME  # the product token robots.txt groups are matched against
 DEFAULT_FORBIDDEN_EXTENSIONS = frozenset(e.lower() for e in LARBIN_FORBIDDEN_EXTENSIONS.split())
-WEB_NAMES = ("default", "demo", "skewed", "politeness")
+WEB_NAMES = ("default", "demo", "skewed", "politeness", "overflow")
 
 _FILLER = (  # the vocabulary of filler paragraphs
     "crawler frontier politeness robots queue site host page link anchor depth seed "
@@ -438,6 +438,10 @@ def build_web(name: str, port: int) -> Web:
         web = _build_skewed(port)
     elif name == "politeness":
         web = _build_politeness(port)
+    elif name == "overflow":
+        from testweb.overflow import build_overflow  # it builds on this module
+
+        web = build_overflow(port)
     else:
         raise ValueError(f"unknown web {name!r}; choose one of {', '.join(WEB_NAMES)}")
     web.name = name

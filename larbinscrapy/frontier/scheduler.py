@@ -4,8 +4,9 @@ Where a request goes::
 
     enqueue_request --dupefilter--> tier FIFO on disk (priority or normal)
     sequencer (_refill) -> per-site queue in memory (<= LARBIN_MAX_URLS_PER_SITE)
-                        -> else the tier's "wait" FIFO on disk, read back later
-    next_request      -> round robin over IPs whose politeness delay has passed
+                        -> else the tier's "wait" FIFO on disk, its place kept per site
+    next_request      -> round robin over IPs whose politeness delay has passed; the site's
+                         queue is topped up from its own overflow (records read back by id)
 
 The two tiers are larbin's URLsPriority/URLsPriorityWait and URLsDisk/URLsDiskWait. A site's
 URLs are served only once its host has passed the host gate (one DNS lookup per host, the SSRF
@@ -16,7 +17,19 @@ Crash safety (``JOBDIR``): the FIFOs are append-only segment files (``segments.p
 popped into memory or handed out stays unacknowledged until its page has been parsed and every
 request it produced is on disk (``request_done`` signal), so ``kill -9`` at any moment re-queues
 at most what was in flight. Without ``JOBDIR`` the FIFOs live in a temporary directory removed
-at close. Files: ``JOBDIR/frontier/{priority,priority-wait,normal,normal-wait}/``.
+at close. Files: ``JOBDIR/frontier/{priority,priority-overflow,normal,normal-overflow}/``
+(a ``*-wait`` FIFO of an older version, whose records had no source id, is moved into its tier
+once at open).
+
+Overflow (larbin's URLsDiskWait): a URL whose site is full is written once to the wait FIFO and
+the site keeps its (id, offset) in memory (``sites.Overflow``, 12 bytes a URL); it is read back
+by id when that site has room, never copied again, so a URL is written at most twice however
+long its site stays full. A moved record carries the id of the one it replaces, whose ack is
+written only after the moved copy reached the OS: after a ``kill -9`` between the two, the
+records recovery finds past the wait FIFO's checkpoint drop their stale source copies
+(``larbin/frontier/stale_copies``). Wait records of an earlier run are read once, in order, and
+kept in place for their site. Stats: ``larbin/frontier/to_wait`` (records moved),
+``larbin/frontier/from_wait`` (read back by id).
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import struct
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +47,7 @@ from twisted.internet import task
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.frontier.segments import SegmentFifo
-from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Site
+from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Overflow, Site
 from larbinscrapy.politeness import NOCONNECTION, IpTable
 from larbinscrapy.urls import host_of, site_of
 
@@ -50,16 +64,15 @@ logger = logging.getLogger(__name__)
 
 # FIFO indexes: a tier's main FIFO and its wait FIFO.
 PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT = range(4)
-FIFO_NAMES = ("priority", "priority-wait", "normal", "normal-wait")
-_WAIT_OF = {
-    PRIORITY: PRIORITY_WAIT,
-    PRIORITY_WAIT: PRIORITY_WAIT,
-    NORMAL: NORMAL_WAIT,
-    NORMAL_WAIT: NORMAL_WAIT,
-}
-# Records only move from a main FIFO to its wait FIFO (push there, ack here): flushing the
-# wait FIFOs first means an ack never reaches the disk before the record it moved.
+FIFO_NAMES = ("priority", "priority-overflow", "normal", "normal-overflow")
+_LEGACY_WAIT = {"priority-wait": PRIORITY, "normal-wait": NORMAL}  # before source ids
+_WAIT_OF = {PRIORITY: PRIORITY_WAIT, NORMAL: NORMAL_WAIT}
+_SOURCE_OF = {PRIORITY_WAIT: PRIORITY, NORMAL_WAIT: NORMAL}
+# Records only move from a main FIFO to its wait FIFO (push there, ack here): the wait FIFOs
+# are flushed first, and the acks of moved records are written only after that flush.
 _FLUSH_ORDER = (PRIORITY_WAIT, NORMAL_WAIT, PRIORITY, NORMAL)
+_MOVED = struct.Struct("<Q")  # a wait record's prefix: the id of the main record it replaces
+_MOVED_BATCH = 4096  # moves whose acks wait for a flush at most (a long refill flushes early)
 
 
 class LarbinScheduler(FrontierScheduler):
@@ -92,6 +105,8 @@ class LarbinScheduler(FrontierScheduler):
         self.sites: dict[str, Site] = {}
         self.dead_hosts: dict[str, str] = {}  # host -> reason, so later URLs drop at once
         self.in_memory = 0  # records held in site queues
+        self._moved: list[tuple[int, int]] = []  # main records moved to wait, ack not written
+        self._moves = 0  # records moved to a wait FIFO (larbin/frontier/to_wait)
         self._dir: Path | None = None
         self._tempdir = False
         self._loop: task.LoopingCall | None = None
@@ -121,11 +136,13 @@ class LarbinScheduler(FrontierScheduler):
             self._dir = Path(tempfile.mkdtemp(prefix="larbin-frontier-"))
             self._tempdir = True
         self.fifos = [SegmentFifo(self._dir / name, self.segment_records) for name in FIFO_NAMES]
+        self._adopt_legacy_wait()
         for name, fifo in zip(FIFO_NAMES, self.fifos, strict=True):
             if fifo.corrupt_records:
                 self.stats.inc_value("larbin/frontier/corrupt_records", fifo.corrupt_records)
             if len(fifo):
                 logger.info("Resuming %d queued URLs from %s", len(fifo), name)
+        self._drop_stale_copies()
         if self.jobdir:
             self._loop = task.LoopingCall(self.flush)
             self._loop.start(self.flush_interval, now=False)
@@ -135,6 +152,7 @@ class LarbinScheduler(FrontierScheduler):
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._cancel_wakeup()
+        self._flush_all()  # moved records, then their acks
         for index in _FLUSH_ORDER:  # records before acks, then the dupefilter's bits
             self.fifos[index].close()
         self.df_flush()
@@ -178,6 +196,8 @@ class LarbinScheduler(FrontierScheduler):
         st, site = picked
         fifo_index, rid, record = site.queue.popleft()
         self.in_memory -= 1
+        if site.overflow is not None:
+            self._top_up(site)
         if not site.queue:
             self.ring.site_emptied(site)
             del self.sites[site.key]
@@ -190,8 +210,8 @@ class LarbinScheduler(FrontierScheduler):
     def _refill(self, now: float, budget: int = 256) -> None:
         """Move up to ``budget`` records from disk into site queues, priority tier first.
 
-        Every fourth call starts with the wait FIFOs, so URLs of crowded sites are read back
-        while new sites keep being discovered.
+        A wait FIFO is read in order only for what an earlier run left there (its records of
+        this run are read back by id, per site); every fourth call starts with those.
         """
         self._refill_turn += 1
         order = (
@@ -199,21 +219,22 @@ class LarbinScheduler(FrontierScheduler):
             if self._refill_turn % 4
             else (PRIORITY_WAIT, PRIORITY, NORMAL_WAIT, NORMAL)
         )
+        moved = self._moves
         for index in order:
             fifo = self.fifos[index]
-            # A wait FIFO is read at most once around per call: records of a still full site
-            # go back to its end, and must not be read (and re-pushed) again in this pass.
-            left = len(fifo) if _WAIT_OF[index] == index else budget
-            while budget > 0 and left > 0 and self.in_memory < self.mem_limit:
-                left -= 1
-                popped = fifo.pop()
+            before = fifo.resumed_end if index in _SOURCE_OF else None
+            while budget > 0 and self.in_memory < self.mem_limit:
+                popped = fifo.pop(before)
                 if popped is None:
                     break
                 budget -= 1
-                self._place_record(index, *popped)
+                self._place_record(index, popped[0], popped[1], fifo.last_offset)
+        if self._moves != moved:  # counted once a call: a stats call costs more than a move
+            self.stats.inc_value("larbin/frontier/to_wait", self._moves - moved)
 
-    def _place_record(self, index: int, rid: int, record: bytes) -> None:
-        url = codec.url_of(record)
+    def _place_record(self, index: int, rid: int, record: bytes, offset: int) -> None:
+        payload = record[_MOVED.size :] if index in _SOURCE_OF else record
+        url = codec.url_of(payload)
         host = host_of(url)
         dead = self.dead_hosts.get(host)
         if dead is not None:
@@ -226,16 +247,86 @@ class LarbinScheduler(FrontierScheduler):
             self._resolve(site)
         if site.state == DEAD:  # refused synchronously (an IP literal the SSRF guard refuses)
             return self._drop(index, rid, self.dead_hosts[host])
-        if len(site.queue) >= self.max_per_site:
-            wait = _WAIT_OF[index]
-            self.fifos[wait].push(record)
-            self.fifos[index].ack(rid)
-            self.stats.inc_value("larbin/frontier/to_wait")
+        if len(site.queue) >= self.max_per_site or site.overflow is not None:
+            self._overflow(site, index, rid, record, offset)
             return
-        site.queue.append((index, rid, record))
+        site.queue.append((index, rid, payload))
         self.in_memory += 1
         if site.state == READY and len(site.queue) == 1:
             self.ring.add_site(site)
+
+    def _overflow(self, site: Site, index: int, rid: int, record: bytes, offset: int) -> None:
+        """Keep a full site's record on disk and its place in the site's overflow."""
+        if site.overflow is None:
+            site.overflow = Overflow()
+        if index in _SOURCE_OF:  # an earlier run's wait record: it stays where it is
+            self.fifos[index].release(rid)
+            site.overflow.append(index, rid, offset)
+            return
+        wait = self.fifos[_WAIT_OF[index]]
+        wait_rid = wait.push(_MOVED.pack(rid) + record)
+        site.overflow.append(_WAIT_OF[index], wait_rid, wait.last_offset)
+        if self.jobdir:
+            self._moved.append((index, rid))  # acked once the moved copy is flushed
+            if len(self._moved) >= _MOVED_BATCH:
+                self._flush_all()
+        else:
+            self.fifos[index].ack(rid)
+        self._moves += 1
+
+    def _top_up(self, site: Site) -> None:
+        """Refill a site's queue from its overflow: records read back by id, never rewritten."""
+        overflow = site.overflow
+        assert overflow is not None
+        read = 0
+        while overflow and len(site.queue) < self.max_per_site:
+            index, rid, offset = overflow.popleft()
+            record = self.fifos[index].read_at(rid, offset)
+            if record is None:
+                self.stats.inc_value("larbin/frontier/corrupt_records")
+                continue
+            site.queue.append((index, rid, record[_MOVED.size :]))
+            read += 1
+        self.in_memory += read
+        self.stats.inc_value("larbin/frontier/from_wait", read)
+        if not overflow:
+            site.overflow = None
+
+    def _adopt_legacy_wait(self) -> None:
+        """Move the records of an older version's wait FIFO into its tier, once.
+
+        Pushed and flushed there before the old FIFO is closed: a crash in between queues
+        them twice (the dupefilter does not see queued records), never loses one.
+        """
+        assert self._dir is not None
+        for name, index in _LEGACY_WAIT.items():
+            path = self._dir / name
+            if not path.is_dir():
+                continue
+            legacy, moved = SegmentFifo(path, self.segment_records), 0
+            while (popped := legacy.pop()) is not None:
+                self.fifos[index].push(popped[1])
+                legacy.ack(popped[0])
+                moved += 1
+            self.fifos[index].flush()
+            legacy.close()
+            logger.info("Moved %d queued URLs from %s (an older layout) to %s", moved, name,
+                        FIFO_NAMES[index])
+
+    def _drop_stale_copies(self) -> None:
+        """After a crash: drop the main copy of every record moved since the last checkpoint
+        whose ack did not reach the disk (both copies would be fetched)."""
+        for wait, source in _SOURCE_OF.items():
+            stale = 0
+            for _, record in self.fifos[wait].tail():
+                (src,) = _MOVED.unpack_from(record)
+                stale += self.fifos[source].discard(src)
+            self.fifos[source].flush()  # the discards reach the OS before the tail is forgotten
+            self.fifos[wait].forget_tail()
+            if stale:
+                self.stats.inc_value("larbin/frontier/stale_copies", stale)
+                logger.info("%s: dropped %d stale copies of records moved to %s before the "
+                            "crash", FIFO_NAMES[source], stale, FIFO_NAMES[wait])
 
     def _resolve(self, site: Site) -> None:
         d = self.politeness.resolve(site.host)
@@ -261,6 +352,11 @@ class LarbinScheduler(FrontierScheduler):
             self._drop(index, rid, reason)
         self.in_memory -= len(site.queue)
         site.queue.clear()
+        if site.overflow is not None:
+            for index, rid, _ in site.overflow:
+                self.fifos[index].discard(rid)
+            self.politeness.count_drop(reason, len(site.overflow))
+            site.overflow = None
 
     def _drop(self, index: int, rid: int, reason: str) -> None:
         self.fifos[index].ack(rid)
@@ -291,6 +387,10 @@ class LarbinScheduler(FrontierScheduler):
         disk without its record would lose the URL for good, the reverse only fetches it twice.
         """
         for index in _FLUSH_ORDER:
+            if index == PRIORITY and self._moved:  # the wait FIFOs are flushed: now the acks
+                for source, rid in self._moved:
+                    self.fifos[source].ack(rid)
+                self._moved.clear()
             self.fifos[index].flush()
         self.df_flush()
 

@@ -25,7 +25,14 @@ Recovery reads the checkpoint, scans the segments it did not know as sealed (onl
 one or two, normally), replays the journal, and makes every unacked record poppable again in
 rid order. A new process never appends to an old segment: it starts a fresh one, so a torn
 tail is never followed by good records. Pops, leases and the read position are not persisted:
-that is what makes popped-but-unacked records come back.
+that is what makes popped-but-unacked records come back. Recovery and the state file are in
+``segrecovery.py``, the framing in ``segfile.py``.
+
+Records can also stay where they are while their id waits elsewhere (a crowded site's
+overflow): ``read_at`` hands one out by id and offset, ``release`` gives a popped record's lease
+back without a write, ``discard`` acks one never handed out, and ``tail`` lists what recovery
+found past the last checkpoint (the only records whose companion writes in another FIFO a
+crash may have cut).
 
 Only the acked bitmaps of live segments (``segment_records`` bits each, created when a
 segment is first acked), two file handles and their buffers are in memory.
@@ -33,16 +40,28 @@ segment is first acked), two file handles and their buffers are in memory.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import errno
-import fcntl
-import json
 import logging
 import os
-import struct
 import zlib
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+from larbinscrapy.frontier.segfile import (
+    ACK,
+    ACK_MASK,
+    HDR,
+    MAGIC,
+    MAX_RECORD,
+    READ_CHUNK,
+    REC_HEADER,
+    SEG_HEADER,
+    Segment,
+    frames,
+    popcount,
+    read_frame,
+    truncate_segment,
+    unlink,
+)
+from larbinscrapy.frontier.segrecovery import ACKS, STATE, SegmentFiles
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -50,46 +69,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_MAGIC = b"LSG1"
-_SEG_HEADER = struct.Struct("<4sIQ")  # magic, segment_records, segment number
-_REC_HEADER = struct.Struct("<II")  # payload length, crc32(payload, length)
-_ACK = struct.Struct("<QQ")  # rid, rid ^ _ACK_MASK
-_ACK_MASK = 0xA5A5_A5A5_A5A5_A5A5
-_HDR = _REC_HEADER.size
-_pack_header = _REC_HEADER.pack
-_unpack_header = _REC_HEADER.unpack_from
+_pack_header = REC_HEADER.pack
+_unpack_header = REC_HEADER.unpack_from
 _crc32 = zlib.crc32
-MAX_RECORD = 1 << 26  # a length above this is garbage, not a record (requests are ~100 B)
 _WRITE_BUFFER = 256 * 1024
-_READ_CHUNK = 256 * 1024
-_STATE = "state.json"
-_ACKS = "acks.log"
-_LOCK = "lock"
-_SUFFIX = ".seg"
 
-
-class _Segment:
-    """One segment file: how many valid records it holds and which of them are acked."""
-
-    __slots__ = ("acked", "acked_count", "count", "nbytes", "no", "sealed")
-
-    def __init__(self, no: int, count: int = 0, sealed: bool = False, nbytes: int = 0) -> None:
-        self.no = no
-        self.count = count  # valid records (pushed so far, or up to a torn/corrupt one)
-        self.sealed = sealed  # no record will ever be appended again
-        self.nbytes = nbytes  # file size covering `count` records, known once sealed
-        self.acked: bytearray | None = None  # bit i set: record i acked
-        self.acked_count = 0
-
-
-def _popcount(bitmap: bytearray, lo: int, hi: int) -> int:
-    """Set bits in [lo, hi) of a little-endian bitmap (rare paths only)."""
-    if hi <= lo:
-        return 0
-    return ((int.from_bytes(bitmap, "little") >> lo) & ((1 << (hi - lo)) - 1)).bit_count()
-
-
-class SegmentFifo:
+class SegmentFifo(SegmentFiles):
     """Crash-safe FIFO of byte records in append-only segment files, with leases and acks.
 
     ``push`` appends (buffered), ``pop`` hands out the next record and leases it, ``ack``
@@ -107,24 +92,28 @@ class SegmentFifo:
         os.makedirs(self.directory, exist_ok=True)
         self._lock_fd = self._lock()
         self._n = segment_records
-        self._segments: dict[int, _Segment] = {}  # live segments in segment-number order
+        self._segments: dict[int, Segment] = {}  # live segments in segment-number order
         self._next_no = 0  # number of the next segment to create
-        self._ready = 0  # pushed and not popped since open
-        self._unacked = 0  # popped and not acked
+        self._ready = 0  # on disk, not handed out, not acked
+        self._unacked = 0  # handed out (popped or read_at) and not acked
+        self._reads: set[int] = set()  # ids handed out by read_at, not acked yet
+        self._scanned: list[int] = []  # segments written past a checkpoint, until forget_tail()
+        self.last_offset = 0  # file offset of the record last pushed or popped (for read_at)
         self._closed = False
         # writer
-        self._wseg: _Segment | None = None
+        self._wseg: Segment | None = None
         self._wfile: BinaryIO | None = None
         # reader: cursor rid = _rno * _n + _ridx
         self._rno = 0
         self._ridx = 0
-        self._rseg: _Segment | None = None
+        self._rseg: Segment | None = None
         self._rfile: BinaryIO | None = None
         self._rbuf = b""
         self._rpos = 0
         self._rbase = 0  # file offset of _rbuf[0]
         self._recover()
-        self._afile: BinaryIO = open(self._path(_ACKS), "ab", buffering=64 * 1024)  # noqa: SIM115
+        self.resumed_end = self._next_no * self._n  # ids below: written before this open
+        self._afile: BinaryIO = open(self._path(ACKS), "ab", buffering=64 * 1024)  # noqa: SIM115
         self.checkpoint()
 
     # -- public API ---------------------------------------------------------------------
@@ -140,6 +129,8 @@ class SegmentFifo:
         wfile = self._wfile
         wfile.write(_pack_header(n, _crc32(record, n)))  # type: ignore[union-attr]
         wfile.write(record)  # type: ignore[union-attr]
+        self.last_offset = seg.nbytes
+        seg.nbytes += HDR + n
         idx = seg.count
         seg.count = idx + 1
         self._ready += 1
@@ -147,8 +138,12 @@ class SegmentFifo:
             self._seal_writer()
         return seg.no * self._n + idx
 
-    def pop(self) -> tuple[int, bytes] | None:
-        """Next record not popped since open, leased until ``ack``; None when empty."""
+    def pop(self, before: int | None = None) -> tuple[int, bytes] | None:
+        """Next record not popped since open, leased until ``ack``; None when empty.
+
+        ``before``: stop at the first record whose id is not below it (``resumed_end`` reads
+        only what an earlier process wrote).
+        """
         while True:
             seg = self._rseg
             if seg is None:
@@ -161,6 +156,9 @@ class SegmentFifo:
                     return None  # caught up with the writer
                 self._advance_reader()
                 continue
+            if before is not None and seg.no * self._n + idx >= before:
+                return None
+            self.last_offset = self._rbase + self._rpos
             record = self._read_record(seg)
             if record is None:
                 continue  # corrupt: the rest of the segment was dropped
@@ -173,13 +171,16 @@ class SegmentFifo:
             return seg.no * self._n + idx, record
 
     def ack(self, rid: int) -> None:
-        """Mark a popped record done (journaled). Unknown, unpopped or acked ids are ignored."""
+        """Mark a handed-out record done (journaled). Unknown, not handed out or acked ids are
+        ignored."""
         no, idx = divmod(rid, self._n)
         seg = self._segments.get(no)
         if seg is None or idx >= seg.count or rid < 0:
             return
-        if no > self._rno or (no == self._rno and idx >= self._ridx):
-            return  # not popped (a lease is only what pop() handed out)
+        if rid in self._reads:
+            self._reads.discard(rid)
+        elif no > self._rno or (no == self._rno and idx >= self._ridx):
+            return  # not popped (a lease is only what pop() or read_at() handed out)
         bitmap = seg.acked
         if bitmap is None:
             bitmap = seg.acked = bytearray((self._n + 7) >> 3)
@@ -189,7 +190,70 @@ class SegmentFifo:
         bitmap[idx >> 3] |= mask
         seg.acked_count += 1
         self._unacked -= 1
-        self._afile.write(_ACK.pack(rid, rid ^ _ACK_MASK))
+        self._afile.write(ACK.pack(rid, rid ^ ACK_MASK))
+
+    def read_at(self, rid: int, offset: int) -> bytes | None:
+        """The record ``rid`` at file ``offset`` (from ``last_offset``), leased until ``ack``.
+
+        Random access for records kept on disk while their id waits elsewhere (a crowded
+        site's overflow). None, and the record counted as corrupt and dropped, if it is bad.
+        """
+        no, idx = divmod(rid, self._n)
+        seg = self._segments.get(no)
+        if seg is None or idx >= seg.count or seg.is_acked(idx):
+            return None
+        if seg is self._wseg:
+            self._wfile.flush()  # type: ignore[union-attr]
+        record = read_frame(self._seg_path(no), offset)
+        self._ready -= 1
+        self._unacked += 1
+        self._reads.add(rid)
+        if record is None:
+            logger.warning("%s: bad record %d at offset %d: dropped", self._seg_path(no), rid,
+                           offset)
+            self.corrupt_records += 1
+            self.ack(rid)
+        return record
+
+    def release(self, rid: int) -> None:
+        """Give a popped record's lease back without a write: it stays on disk, unacked, and
+        is handed out again only by ``read_at`` (or by ``pop`` after the next open)."""
+        self._unacked -= 1
+        self._ready += 1
+        self._reads.discard(rid)
+
+    def discard(self, rid: int) -> bool:
+        """Ack a record that is not handed out (a stale copy, a dropped URL): ``pop`` skips
+        it. False if it was acked already (or is unknown)."""
+        no, idx = divmod(rid, self._n)
+        seg = self._segments.get(no)
+        if seg is None or idx >= seg.count or rid < 0 or seg.is_acked(idx):
+            return False
+        self._set_acked(rid)
+        self._ready -= 1
+        self._afile.write(ACK.pack(rid, rid ^ ACK_MASK))
+        return True
+
+    def tail(self) -> Iterator[tuple[int, bytes]]:
+        """(id, record) of the unacked records recovery found beyond the last checkpoint.
+
+        Those are the only records whose companion writes elsewhere (an ack in another FIFO)
+        may not have reached the disk before a crash. They stay in the tail, across further
+        crashes, until ``forget_tail()``.
+        """
+        for no in self._scanned:
+            seg = self._segments.get(no)
+            if seg is None or not seg.count:
+                continue
+            with open(self._seg_path(no), "rb") as f:
+                data = f.read(seg.nbytes)
+            for idx, (_, record) in enumerate(frames(data, SEG_HEADER.size, seg.count)):
+                if not seg.is_acked(idx):
+                    yield no * self._n + idx, record
+
+    def forget_tail(self) -> None:
+        """The owner settled ``tail()`` durably: the next checkpoint forgets it."""
+        self._scanned = []
 
     def flush(self) -> None:
         """Hand buffered records and acks to the OS: a ``kill -9`` after this loses none."""
@@ -207,9 +271,9 @@ class SegmentFifo:
                 self._close_reader()
         self._write_state()
         self._afile.close()
-        self._afile = open(self._path(_ACKS), "wb", buffering=64 * 1024)  # noqa: SIM115
+        self._afile = open(self._path(ACKS), "wb", buffering=64 * 1024)  # noqa: SIM115
         for seg in dead:
-            _unlink(self._seg_path(seg.no))
+            unlink(self._seg_path(seg.no))
         if dead:
             logger.debug("deleted %d fully acked segment(s) in %s", len(dead), self.directory)
 
@@ -223,8 +287,8 @@ class SegmentFifo:
         self._afile.close()
         self._closed = True
         if not self._segments:
-            for name in (_STATE, _ACKS):
-                _unlink(self._path(name))
+            for name in (STATE, ACKS):
+                unlink(self._path(name))
         else:
             logger.info(
                 "%s closed with %d record(s) queued and %d leased (back on next open)",
@@ -260,13 +324,14 @@ class SegmentFifo:
 
     # -- writer -------------------------------------------------------------------------
 
-    def _start_segment(self) -> _Segment:
+    def _start_segment(self) -> Segment:
         no = self._next_no
         self._next_no += 1
-        seg = _Segment(no)
+        seg = Segment(no)
         self._segments[no] = seg
         self._wfile = open(self._seg_path(no), "wb", buffering=_WRITE_BUFFER)  # noqa: SIM115
-        self._wfile.write(_SEG_HEADER.pack(_MAGIC, self._n, no))
+        self._wfile.write(SEG_HEADER.pack(MAGIC, self._n, no))
+        seg.nbytes = SEG_HEADER.size
         self._wseg = seg
         return seg
 
@@ -275,21 +340,20 @@ class SegmentFifo:
         seg, wfile = self._wseg, self._wfile
         if seg is None or wfile is None:
             return
-        seg.nbytes = wfile.tell()
         wfile.close()
         seg.sealed = True
         self._wseg = self._wfile = None
 
     # -- reader -------------------------------------------------------------------------
 
-    def _open_reader(self) -> _Segment | None:
+    def _open_reader(self) -> Segment | None:
         """Position the reader on the first live segment at or after the cursor."""
         for no, seg in self._segments.items():
             if no >= self._rno:
                 self._rno, self._ridx = no, 0  # a live segment is never reopened mid-way
                 self._rseg = seg
                 self._rfile = open(self._seg_path(no), "rb", buffering=0)  # noqa: SIM115
-                self._rbase = _SEG_HEADER.size
+                self._rbase = SEG_HEADER.size
                 self._rfile.seek(self._rbase)
                 self._rbuf, self._rpos = b"", 0
                 return seg
@@ -306,14 +370,14 @@ class SegmentFifo:
         self._rfile = self._rseg = None
         self._rbuf, self._rpos = b"", 0
 
-    def _fill(self, need: int, seg: _Segment) -> bool:
+    def _fill(self, need: int, seg: Segment) -> bool:
         """Make at least ``need`` unread bytes available in the read buffer."""
         buf = self._rbuf[self._rpos :]
         self._rbase += self._rpos
         self._rpos = 0
         flushed = False
         while len(buf) < need:
-            chunk = self._rfile.read(max(_READ_CHUNK, need - len(buf)))  # type: ignore[union-attr]
+            chunk = self._rfile.read(max(READ_CHUNK, need - len(buf)))  # type: ignore[union-attr]
             if chunk:
                 buf += chunk
             elif seg is self._wseg and not flushed:
@@ -324,33 +388,33 @@ class SegmentFifo:
         self._rbuf = buf
         return len(buf) >= need
 
-    def _read_record(self, seg: _Segment) -> bytes | None:
+    def _read_record(self, seg: Segment) -> bytes | None:
         """The record at the read position, or None (and the segment cut) if it is bad."""
         buf, pos = self._rbuf, self._rpos
-        if pos + _HDR > len(buf):
-            if not self._fill(_HDR, seg):
+        if pos + HDR > len(buf):
+            if not self._fill(HDR, seg):
                 return self._corrupt(seg, "truncated record header")
             buf, pos = self._rbuf, 0
         n, crc = _unpack_header(buf, pos)
-        end = pos + _HDR + n
+        end = pos + HDR + n
         if end > len(buf):
             if n > MAX_RECORD:
                 return self._corrupt(seg, f"impossible record length {n}")
-            if not self._fill(_HDR + n, seg):
+            if not self._fill(HDR + n, seg):
                 return self._corrupt(seg, "truncated record")
-            buf, pos, end = self._rbuf, 0, _HDR + n
-        record = buf[pos + _HDR : end]
+            buf, pos, end = self._rbuf, 0, HDR + n
+        record = buf[pos + HDR : end]
         if _crc32(record, n) != crc:
             return self._corrupt(seg, "CRC mismatch")
         self._rpos = end
         return record
 
-    def _corrupt(self, seg: _Segment, why: str) -> None:
+    def _corrupt(self, seg: Segment, why: str) -> bytes | None:
         """Cut a segment found bad while reading: later records in it cannot be trusted."""
         idx = self._ridx
         lost = seg.count - idx
         if seg.acked is not None:
-            lost -= _popcount(seg.acked, idx, seg.count)
+            lost -= popcount(seg.acked, idx, seg.count)
         logger.warning(
             "%s: %s at offset %d (record %d): dropping the %d unacked record(s) after it "
             "in this segment, which cannot be trusted after a bad record",
@@ -362,250 +426,8 @@ class SegmentFifo:
         )
         self.corrupt_records += 1
         self._ready -= lost
-        _truncate_segment(seg, idx, self._rbase + self._rpos)
+        truncate_segment(seg, idx, self._rbase + self._rpos)
         if seg is self._wseg:
             self._seal_writer()  # never append after a bad record
         seg.sealed = True
         return None
-
-    # -- recovery and state -------------------------------------------------------------
-
-    def _recover(self) -> None:
-        state = self._read_state()
-        known: dict[int, dict[str, Any]] = {}
-        if state is not None:
-            self._adopt_segment_records(int(state["segment_records"]), "state.json")
-            self._next_no = int(state["next_segment"])
-            self._created_dir = self._created_dir or bool(state.get("own_directory"))
-            known = {int(e["no"]): e for e in state["segments"]}
-        on_disk = sorted(self._segment_files())
-        for no in on_disk:
-            if no < self._next_no and no not in known:
-                _unlink(self._seg_path(no))  # deleted at a checkpoint, crash before unlink
-                continue
-            self._segments[no] = self._load_segment(no, known.get(no))
-        for no, entry in known.items():
-            if no not in self._segments:
-                lost = int(entry.get("records", 0))
-                logger.warning("%s is missing: its records are lost", self._seg_path(no))
-                self.corrupt_records += lost
-        if on_disk:
-            self._next_no = max(self._next_no, on_disk[-1] + 1)
-        self._replay_acks()
-        self._ready = sum(s.count - s.acked_count for s in self._segments.values())
-        self._rno = next(iter(self._segments), self._next_no)
-        if self._segments:
-            logger.info(
-                "reopened %s: %d segment(s), %d record(s) to pop, %d corrupt",
-                self.directory,
-                len(self._segments),
-                self._ready,
-                self.corrupt_records,
-            )
-
-    def _load_segment(self, no: int, entry: dict[str, Any] | None) -> _Segment:
-        """A segment from the checkpoint if it was sealed there, else by scanning its file."""
-        path = self._seg_path(no)
-        if entry is not None and "records" in entry:
-            count, nbytes = int(entry["records"]), int(entry["bytes"])
-            if os.path.getsize(path) >= nbytes:
-                seg = _Segment(no, count, sealed=True, nbytes=nbytes)
-            else:
-                seg = self._scan_segment(no)  # shorter than checkpointed: find the cut
-        else:
-            seg = self._scan_segment(no)
-        if entry is not None and entry.get("acked"):
-            bitmap = bytearray(zlib.decompress(base64.b64decode(entry["acked"])))
-            bitmap.extend(bytes(max(0, ((self._n + 7) >> 3) - len(bitmap))))
-            seg.acked = bitmap
-            _truncate_segment(seg, seg.count, seg.nbytes)  # drop bits past a cut, recount
-        return seg
-
-    def _scan_segment(self, no: int) -> _Segment:
-        """Count the valid records of a segment file, stopping at the first bad one."""
-        path = self._seg_path(no)
-        count, offset, error = 0, 0, None
-        with open(path, "rb", buffering=0) as f:
-            head = f.read(_SEG_HEADER.size)
-            if not head:
-                return _Segment(no, 0, sealed=True, nbytes=0)  # killed before the first flush
-            if len(head) < _SEG_HEADER.size:
-                error = "truncated segment header"
-            else:
-                magic, seg_records, seg_no = _SEG_HEADER.unpack(head)
-                if magic != _MAGIC or seg_no != no:
-                    error = "not a segment file (bad header)"
-                else:
-                    self._adopt_segment_records(seg_records, path)
-                    offset = _SEG_HEADER.size
-                    count, offset, error = _scan_records(f, offset)
-        if error is not None:
-            logger.warning(
-                "%s: %s at offset %d after %d good record(s): the rest of this segment "
-                "cannot be trusted after a torn or corrupt write and is skipped",
-                path,
-                error,
-                offset,
-                count,
-            )
-            self.corrupt_records += 1
-        return _Segment(no, count, sealed=True, nbytes=offset)
-
-    def _adopt_segment_records(self, value: int, where: str) -> None:
-        if value != self._n:
-            logger.warning(
-                "%s was written with segment_records=%d, not %d: keeping %d",
-                where,
-                value,
-                self._n,
-                value,
-            )
-            self._n = value
-
-    def _replay_acks(self) -> None:
-        """Apply the ack journal; a torn last entry is dropped (that record comes back)."""
-        path = self._path(_ACKS)
-        if not os.path.exists(path):
-            return
-        bad = 0
-        with open(path, "rb") as f:
-            while True:
-                chunk = f.read(_ACK.size * 65536)
-                usable = len(chunk) - len(chunk) % _ACK.size
-                for rid, check in _ACK.iter_unpack(chunk[:usable]):
-                    if check != rid ^ _ACK_MASK:
-                        bad += 1
-                        continue
-                    self._set_acked(rid)
-                if len(chunk) < _ACK.size * 65536:
-                    break
-        if bad:
-            logger.warning("%s: %d garbled ack entr(y/ies) ignored", path, bad)
-
-    def _set_acked(self, rid: int) -> None:
-        no, idx = divmod(rid, self._n)
-        seg = self._segments.get(no)
-        if seg is None or idx >= seg.count:
-            return
-        if seg.acked is None:
-            seg.acked = bytearray((self._n + 7) >> 3)
-        mask = 1 << (idx & 7)
-        if not seg.acked[idx >> 3] & mask:
-            seg.acked[idx >> 3] |= mask
-            seg.acked_count += 1
-
-    def _read_state(self) -> dict[str, Any] | None:
-        path = self._path(_STATE)
-        try:
-            with open(path, "rb") as f:
-                state = json.loads(f.read())
-        except FileNotFoundError:
-            return None
-        except ValueError as exc:  # replaced atomically, so this is damage, not a crash
-            logger.warning("%s is unreadable (%s): rescanning every segment", path, exc)
-            return None
-        if state.get("format") != 1:
-            raise ValueError(f"{path}: unknown state format {state.get('format')!r}")
-        return state
-
-    def _write_state(self) -> None:
-        segments = []
-        for seg in self._segments.values():
-            entry: dict[str, Any] = {"no": seg.no}
-            if seg.sealed:
-                entry["records"] = seg.count
-                entry["bytes"] = seg.nbytes
-            if seg.acked_count:
-                entry["acked"] = base64.b64encode(zlib.compress(seg.acked, 1)).decode()  # type: ignore[arg-type]
-            segments.append(entry)
-        state = {
-            "format": 1,
-            "segment_records": self._n,
-            "next_segment": self._next_no,
-            "own_directory": self._created_dir,  # so the last close removes it
-            "segments": segments,
-        }
-        path = self._path(_STATE)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(json.dumps(state, separators=(",", ":")).encode())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-    # -- files --------------------------------------------------------------------------
-
-    def _path(self, name: str) -> str:
-        return os.path.join(self.directory, name)
-
-    def _seg_path(self, no: int) -> str:
-        return os.path.join(self.directory, f"{no:08d}{_SUFFIX}")
-
-    def _segment_files(self) -> Iterator[int]:
-        for name in os.listdir(self.directory):
-            stem, dot, ext = name.partition(".")
-            if dot and "." + ext == _SUFFIX and stem.isdigit():
-                yield int(stem)
-
-    def _lock(self) -> int:
-        fd = os.open(self._path(_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise RuntimeError(f"{self.directory} is open in another SegmentFifo") from exc
-            raise
-        return fd
-
-    def _unlock(self, remove: bool) -> None:
-        if remove:
-            _unlink(self._path(_LOCK))
-        os.close(self._lock_fd)
-
-
-def _scan_records(f: BinaryIO, offset: int) -> tuple[int, int, str | None]:
-    """Walk the records from ``offset``: (good records, offset after them, error or None)."""
-    count, buf, pos = 0, b"", 0
-    while True:
-        avail = len(buf) - pos
-        need = _HDR
-        if avail >= _HDR:
-            n, crc = _unpack_header(buf, pos)
-            if n > MAX_RECORD:
-                return count, offset, f"impossible record length {n}"
-            need = _HDR + n
-            if avail >= need:
-                if _crc32(memoryview(buf)[pos + _HDR : pos + need], n) != crc:
-                    return count, offset, "CRC mismatch"
-                count += 1
-                offset += need
-                pos += need
-                continue
-        chunk = f.read(max(4 * _READ_CHUNK, need - avail))
-        if not chunk:
-            break
-        buf, pos = buf[pos:] + chunk, 0
-    if avail:
-        return count, offset, "truncated record" if avail >= _HDR else "truncated record header"
-    return count, offset, None
-
-
-def _truncate_segment(seg: _Segment, count: int, nbytes: int) -> None:
-    """Cut a segment to its first ``count`` records; acked bits past the cut go."""
-    seg.count = count
-    seg.nbytes = nbytes
-    if seg.acked is not None:
-        for i in range(count, len(seg.acked) * 8):
-            seg.acked[i >> 3] &= ~(1 << (i & 7)) & 0xFF
-        seg.acked_count = _popcount(seg.acked, 0, count)
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)

@@ -8,17 +8,61 @@ tracked here; whether an IP may go, and when, is the shared ``IpTable``'s answer
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from larbinscrapy.politeness import IpState, IpTable
 
 # Site states: waiting for DNS, servable, dropped (DNS failure, SSRF guard, dead IP).
 RESOLVING, READY, DEAD = "resolving", "ready", "dead"
 
 Entry = tuple[int, int, bytes]  # (fifo index, record id, record)
+
+
+class Overflow:
+    """A crowded site's URLs kept on disk: (fifo index, record id, file offset), in order.
+
+    12 bytes a URL in two flat arrays (8-byte offsets only past 4 GiB into a segment file),
+    none of the record itself: the record stays where it was written once (a wait FIFO) and is
+    read back by id when the site has room, so a site that stays full costs nothing however
+    often the frontier is refilled.
+    """
+
+    __slots__ = ("_head", "_keys", "_offsets")
+
+    def __init__(self) -> None:
+        self._keys = array("q")  # rid * 4 + fifo index
+        self._offsets = array("I")  # file offsets in their segment
+        self._head = 0
+
+    def append(self, index: int, rid: int, offset: int) -> None:
+        self._keys.append(rid * 4 + index)
+        if offset > 0xFFFF_FFFF and self._offsets.typecode == "I":  # huge records: widen
+            self._offsets = array("q", self._offsets)
+        self._offsets.append(offset)
+
+    def popleft(self) -> tuple[int, int, int]:
+        """The oldest entry: (fifo index, record id, offset)."""
+        head = self._head
+        key, offset = self._keys[head], self._offsets[head]
+        self._head = head = head + 1
+        if head >= 4096 and head * 2 >= len(self._keys):  # compact, amortised O(1)
+            del self._keys[:head]
+            del self._offsets[:head]
+            self._head = 0
+        return key & 3, key >> 2, offset
+
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:
+        for i in range(self._head, len(self._keys)):
+            yield self._keys[i] & 3, self._keys[i] >> 2, self._offsets[i]
+
+    def __len__(self) -> int:
+        return len(self._keys) - self._head
 
 
 @dataclass(slots=True, eq=False)
@@ -31,6 +75,7 @@ class Site:
     ip: str | None = None
     reason: str | None = None
     queue: deque[Entry] = field(default_factory=deque)
+    overflow: Overflow | None = None  # URLs past the cap, on disk (created when first needed)
 
 
 class IpRing:
