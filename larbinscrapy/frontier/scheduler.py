@@ -65,6 +65,8 @@ logger = logging.getLogger(__name__)
 # FIFO indexes: a tier's main FIFO and its wait FIFO.
 PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT = range(4)
 FIFO_NAMES = ("priority", "priority-overflow", "normal", "normal-overflow")
+# What the status page calls them: larbin's URLsPriority, URLsPriorityWait, URLsDisk, URLsDiskWait.
+FIFO_LABELS = ("priority", "priority-wait", "normal", "normal-wait")
 _LEGACY_WAIT = {"priority-wait": PRIORITY, "normal-wait": NORMAL}  # before source ids
 _WAIT_OF = {PRIORITY: PRIORITY_WAIT, NORMAL: NORMAL_WAIT}
 _SOURCE_OF = {PRIORITY_WAIT: PRIORITY, NORMAL_WAIT: NORMAL}
@@ -427,7 +429,7 @@ class LarbinScheduler(FrontierScheduler):
         resolving = sum(1 for site in self.sites.values() if site.state != READY)
         return {
             "queued": len(self),
-            "fifos": {name: len(fifo) for name, fifo in zip(FIFO_NAMES, self.fifos, strict=True)},
+            "fifos": {name: len(fifo) for name, fifo in zip(FIFO_LABELS, self.fifos, strict=True)},
             "in_memory": self.in_memory + len(self.memory_only),
             "sites": {"in_memory": len(self.sites), "resolving": resolving,
                       "dead": len(self.dead_hosts)},
