@@ -208,13 +208,19 @@ def _count_lines(path: Path) -> int:
 
 # --- what nginx saw --------------------------------------------------------------------------
 def analyze_fetches(web: SynthWeb, entries: list[LogEntry]) -> dict[str, Any]:
-    """Pages fetched, coverage and duplicates of one crawl, from its access-log entries."""
+    """Pages fetched, coverage and duplicates of one crawl, from its access-log entries.
+
+    robots.txt and /sitemap.xml (larbinscrapy's LARBIN_SITEMAPS; the synthetic web has none)
+    are per-site requests, counted apart: never pages, never duplicates.
+    """
     fetched: Counter[str] = Counter()
-    robots = other = non_200 = 0
+    robots = sitemaps = other = non_200 = 0
     for e in entries:
         url = web.entry_url(e)
         if e.uri == "/robots.txt":
             robots += 1
+        elif e.uri == "/sitemap.xml":
+            sitemaps += 1
         elif url in web.pages and e.status == 200:
             fetched[url] += 1
         else:
@@ -230,6 +236,7 @@ def analyze_fetches(web: SynthWeb, entries: list[LogEntry]) -> dict[str, Any]:
         "duplicates": sum(fetched.values()) - len(fetched),
         "duplicate_urls": sum(1 for n in fetched.values() if n > 1),
         "robots_requests": robots,
+        "sitemap_requests": sitemaps,
         "other_requests": other,
         "non_200": non_200,
         "active_s": max(times) - min(times) if times else 0.0,

@@ -1,7 +1,8 @@
 """``SitemapReader``: each site's sitemaps feed its URLs to the frontier (``LARBIN_SITEMAPS``).
 
-An extension. For every site the crawl reaches, once: the ``Sitemap:`` lines of its robots.txt
-(the ``robots_parsed`` signal; protego lists them) and ``/sitemap.xml``. Sitemap indexes are
+An extension, on by default (a broad crawl finds pages no link reaches). For every site the crawl
+reaches, once: the same-site ``Sitemap:`` lines of its robots.txt (the ``robots_parsed`` signal;
+protego lists them), or ``/sitemap.xml`` when it names none. Sitemap indexes are
 followed on the same site, gzipped files unpacked, and at most ``LARBIN_SITEMAP_MAX_FILES`` files
 are read per site, each at most ``LARBIN_SITEMAP_MAX_BYTES`` (uncompressed) and
 ``LARBIN_SITEMAP_MAX_URLS`` URLs (the protocol's 50 MB / 50,000). Parsing is Scrapy's
@@ -9,14 +10,16 @@ are read per site, each at most ``LARBIN_SITEMAP_MAX_BYTES`` (uncompressed) and
 the reactor.
 
 Sitemap files are fetched with ``engine.download_async`` (like robots.txt: downloader
-middlewares, hence politeness and robots rules, apply; the spider and the frontier do not). The
+middlewares apply, hence the site's robots.txt first and the IP's politeness; the spider, the
+items and the frontier do not). A guessed ``/sitemap.xml`` that is missing (404, the common
+case) or not a sitemap (a soft 404) costs one request and a DEBUG line, counted in ``missing``. The
 URLs they list go through the link gate (``LinkGateMiddleware.admit``: the link filters, then the
 seen test) into the frontier through ``engine.crawl``, in the tier ``LARBIN_SITEMAP_PRIORITY``
 names, as links of depth 1 of their site; ``<changefreq>``/``<lastmod>`` ride along as a
 revisit hint (``meta.REVISIT_HINT``, used with ``LARBIN_REVISIT``). A site is marked read in
 the dupefilter (the bit of its ``/sitemap.xml``), so a resumed crawl does not read it again and
 no per-site set grows in memory. A sitemap that is not one (not XML, bad gzip, too big) is
-counted, never fatal.
+counted (and the first one logged), never fatal.
 
 Stats: ``larbin/sitemaps/{sites,files,urls,queued,missing,failed,broken,truncated,capped}``.
 """
@@ -50,6 +53,11 @@ logger = logging.getLogger(__name__)
 
 TIERS = ("priority", "normal")
 _GZIP_MAGIC = b"\x1f\x8b"
+
+
+def guessed_sitemap(site: str) -> str:
+    """The sitemap a site is asked for when its robots.txt names none (the protocol's place)."""
+    return site + "/sitemap.xml"
 
 
 class BrokenSitemap(ValueError):
@@ -151,15 +159,12 @@ class SitemapReader:
             return
         self.stats.inc_value("larbin/sitemaps/sites")
         urls = [u for u in listed if site_of(urljoin(site + "/", u)) == site]
-        default = site + "/sitemap.xml"
-        if default not in urls:
-            urls.append(default)
-        deferred_from_coro(self._read_site(site, urls))
+        deferred_from_coro(self._read_site(site, urls or [guessed_sitemap(site)]))
 
     def _read_before(self, site: str) -> bool:
         """Test and mark ``site`` as read (its /sitemap.xml bit in the dupefilter)."""
         if self._seen is not None:
-            return bool(self._seen(fingerprint_url(site + "/sitemap.xml")))
+            return bool(self._seen(fingerprint_url(guessed_sitemap(site))))
         if site in self._sites:
             return True
         self._sites.add(site)
@@ -181,7 +186,10 @@ class SitemapReader:
                 kind, entries, truncated = await maybe_deferred_to_future(deferToThread(
                     parse_sitemap, response.body, self.max_bytes, self.max_urls))
             except BrokenSitemap as exc:
-                self._broken(url, exc)
+                if url == guessed_sitemap(site):  # nobody said a sitemap was there: a soft 404
+                    self._missing(url, f"not a sitemap ({exc})")
+                else:
+                    self._broken(url, exc)
                 continue
             self.stats.inc_value("larbin/sitemaps/files")
             if truncated:
@@ -202,9 +210,13 @@ class SitemapReader:
             logger.debug("Sitemap %s unavailable: %s", url, exc)
             return None
         if response.status != 200:
-            self.stats.inc_value("larbin/sitemaps/missing")
+            self._missing(url, f"HTTP {response.status}")
             return None
         return response
+
+    def _missing(self, url: str, why: str) -> None:
+        self.stats.inc_value("larbin/sitemaps/missing")
+        logger.debug("No sitemap at %s: %s", url, why)
 
     def _broken(self, url: str, exc: BrokenSitemap) -> None:
         self.stats.inc_value(f"larbin/sitemaps/{exc.reason}")

@@ -209,7 +209,7 @@ LARBIN_REVISIT_BUCKET = 300.0  # seconds of due time per schedule file; a due pa
 LARBIN_REVISIT_INFLIGHT = 10_000  # due pages handed to the frontier and not yet fetched, at most
 LARBIN_REVISIT_LEASE = 3600.0  # seconds a due page may stay unfetched in the frontier before it is rescheduled
 LARBIN_REDIS_REVISIT_KEY = "%(spider)s:revisit"  # distributed: prefix of the schedule's keys (:due, :flight, :state)
-LARBIN_SITEMAPS = False  # read each site's sitemaps (robots.txt Sitemap: lines and /sitemap.xml)
+LARBIN_SITEMAPS = True  # read each site's sitemaps (robots.txt Sitemap: lines, else /sitemap.xml); False = off
 LARBIN_SITEMAP_PRIORITY = "normal"  # frontier tier of sitemap URLs: "priority" or "normal"
 LARBIN_SITEMAP_MAX_FILES = 20  # sitemap files (indexes included) read per site
 LARBIN_SITEMAP_MAX_URLS = 50_000  # URLs taken from one sitemap file (the protocol's limit)

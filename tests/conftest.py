@@ -25,7 +25,14 @@ from scrapy.utils.reactor import install_reactor, is_reactor_installed
 
 from larbinscrapy.politeness import IpTable
 from settings import base
-from testweb.harness import RunningWeb, free_port, page_counts, pages, start_web
+from testweb.harness import (
+    RunningWeb,
+    free_port,
+    page_counts,
+    pages,
+    sitemap_counts,
+    start_web,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
@@ -88,11 +95,15 @@ class Crawl:
     requests: list[dict[str, Any]] = field(default_factory=list)  # the web's log for this run
 
     def fetched(self, port: int) -> set[str]:
-        """URLs requested from the server during the run (robots.txt excluded)."""
+        """URLs requested from the server during the run (robots.txt, /sitemap.xml set apart)."""
         return pages(self.requests, port)
 
     def fetch_counts(self, port: int) -> Counter[str]:
         return page_counts(self.requests, port)
+
+    def sitemap_counts(self, port: int) -> Counter[str]:
+        """How often each site's /sitemap.xml was requested during the run."""
+        return sitemap_counts(self.requests, port)
 
 
 @contextmanager

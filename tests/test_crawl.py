@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -101,6 +101,22 @@ def test_each_page_is_requested_once_and_each_robots_txt_once(default_crawl):
         if entry["path"] == "/robots.txt":
             robots[entry["host"]] += 1
     assert set(robots.values()) == {1}
+
+
+def test_each_site_is_asked_once_for_its_sitemap_quietly(default_crawl):
+    # LARBIN_SITEMAPS is on by default: each site the crawl reaches is asked for /sitemap.xml
+    # (no robots.txt of the test web names a sitemap) once, after its robots.txt
+    # (assert_robots_first). The test web has none: a 404, counted, no item, no warning.
+    web, crawl, _ = default_crawl
+    truth = web.web.sitemap_truth(web.seeds, depth=5)
+    assert len(truth) >= 10
+    assert crawl.sitemap_counts(web.port) == Counter(dict.fromkeys(truth, 1))
+    assert crawl.stats["larbin/sitemaps/missing"] == len(truth)
+    assert "larbin/sitemaps/broken" not in crawl.stats
+    assert not any(urlsplit(i["url"]).path == "/sitemap.xml" for i in crawl.items)
+    noisy = [line for line in crawl.stderr.splitlines()
+             if "sitemap" in line.lower() and ("WARNING" in line or "ERROR" in line)]
+    assert noisy == []
 
 
 def test_every_item_has_every_field(default_crawl):

@@ -57,6 +57,7 @@ def test_no_two_requests_to_one_ip_closer_than_the_delay(polite_and_control):
     assert polite.returncode == 0, polite.stderr[-3000:]
     assert polite.fetched(web.port) == truth
     assert any(e["path"] == "/robots.txt" for e in polite.requests)  # robots.txt is counted
+    assert polite.sitemap_counts(web.port)  # and so are the sitemaps (LARBIN_SITEMAPS)
     # h01.test and alias01.test share 127.0.1.2: one budget for both names
     shared = {e["host"] for e in polite.requests if e["ip"] == "127.0.1.2"}
     assert shared == {"h01.test", "alias01.test"}
@@ -138,7 +139,7 @@ def test_slow_hosts_do_not_slow_the_rest(tmp_path):
     n_alone, span_alone = _fast_span(alone, web.port)
     n_mixed, span_mixed = _fast_span(mixed, web.port)
     n_hogged, span_hogged = _fast_span(hogged, web.port)
-    assert n_alone == n_mixed == n_hogged == 18 * 16  # 15 pages + robots.txt per fast host
+    assert n_alone == n_mixed == n_hogged == 18 * 17  # 15 pages, robots.txt, /sitemap.xml a host
     assert {e["host"] for e in mixed.requests} >= set(POLITENESS_SLOW_HOSTS)
     ratio = (n_mixed / span_mixed) / (n_alone / span_alone)
     ratio_hogged = (n_hogged / span_hogged) / (n_alone / span_alone)

@@ -39,21 +39,31 @@ def free_port() -> int:
 
 # -- reading the request log ---------------------------------------------------------------------
 ROBOTS = "/robots.txt"
+SITEMAP = "/sitemap.xml"  # what a crawler asks a site for when its robots.txt names no sitemap
+SITE_FILES = (ROBOTS, SITEMAP)  # per-site requests that are not pages (the test webs serve none)
+
+
+def _url(entry: dict[str, Any], port: int) -> str:
+    return f"http://{entry['host']}:{port}{entry['path']}"
 
 
 def page_counts(records: Iterable[dict[str, Any]], port: int) -> Counter[str]:
-    """How often each page URL was requested (robots.txt left out)."""
-    return Counter(f"http://{e['host']}:{port}{e['path']}" for e in records
-                   if e["path"] != ROBOTS)
+    """How often each page URL was requested (robots.txt and /sitemap.xml set apart)."""
+    return Counter(_url(e, port) for e in records if e["path"] not in SITE_FILES)
 
 
 def pages(records: Iterable[dict[str, Any]], port: int) -> set[str]:
-    """The page URLs requested (robots.txt left out)."""
+    """The page URLs requested (robots.txt and /sitemap.xml set apart)."""
     return set(page_counts(records, port))
 
 
+def sitemap_counts(records: Iterable[dict[str, Any]], port: int) -> Counter[str]:
+    """How often each site's /sitemap.xml was requested (compare with ``Web.sitemap_truth``)."""
+    return Counter(_url(e, port) for e in records if e["path"] == SITEMAP)
+
+
 def gaps_by_ip(records: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
-    """Per server IP, the intervals between consecutive request arrivals (robots.txt counted)."""
+    """Per server IP, the intervals between consecutive request arrivals (every request counted)."""
     times: dict[str, list[float]] = defaultdict(list)
     for entry in records:
         times[entry["ip"]].append(entry["t"])

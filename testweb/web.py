@@ -18,6 +18,7 @@ import logging
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 from protego import Protego
@@ -151,6 +152,7 @@ class Web:
         forbidden_extensions: Iterable[str] = DEFAULT_FORBIDDEN_EXTENSIONS,
         max_url_length: int = LARBIN_MAX_URL_LENGTH,
         order: random.Random | None = None,
+        reached: set[str] | None = None,
     ) -> set[str]:
         """The URLs a correct polite crawler requests from ``seeds`` (robots.txt excluded).
 
@@ -162,6 +164,8 @@ class Web:
         (the redirect middleware, not the link filters, fetches it). Error and non-HTML pages
         have no links followed. ``order`` fetches in a random order instead of breadth-first:
         the answer must not change (the web is built so), as a real crawler's order is not fixed.
+        ``reached`` is filled with the sites (``scheme://netloc``) whose URLs reach the
+        downloader, allowed by robots.txt or not (``sitemap_truth``).
         """
         return self._crawl(
             list(seeds),
@@ -172,7 +176,24 @@ class Web:
             forbidden=frozenset("." + e.lower().lstrip(".") for e in forbidden_extensions),
             max_url_length=max_url_length,
             order=order,
+            reached=set() if reached is None else reached,
         )
+
+    def sitemap_truth(self, seeds: Iterable[str], **options: Any) -> set[str]:
+        """The sitemap URLs a correct crawler also requests (``options``: ``ground_truth``'s).
+
+        Once per site the crawl reaches: the same-site ``Sitemap:`` lines of its robots.txt,
+        else its ``/sitemap.xml``, each unless robots.txt disallows it. The test webs serve no
+        sitemap (a 404), so nothing more is requested through them.
+        """
+        reached: set[str] = set()
+        self.ground_truth(seeds, reached=reached, **options)
+        wanted: set[str] = set()
+        for site in reached:
+            parser = self.robots_parser(urlsplit(site).hostname or "")
+            listed = [u for u in (parser.sitemaps if parser else ()) if u.startswith(site + "/")]
+            wanted.update(u for u in listed or [site + "/sitemap.xml"] if self.can_fetch(u))
+        return wanted
 
     def _crawl(
         self,
@@ -185,6 +206,7 @@ class Web:
         forbidden: frozenset[str],
         max_url_length: int,
         order: random.Random | None = None,
+        reached: set[str],
     ) -> set[str]:
         """Breadth-first crawl, or in a random order with ``order`` (to prove it does not matter).
 
@@ -201,6 +223,8 @@ class Web:
         requested: set[str] = set()
         while frontier:
             url, site_depth = frontier.pop(order.randrange(len(frontier)) if order else 0)
+            parts = urlsplit(url)
+            reached.add(f"{parts.scheme}://{parts.netloc}")
             if not self.can_fetch(url):
                 continue
             requested.add(url)
