@@ -2,7 +2,8 @@
 
 ``s1.test``'s pages are linked from nowhere: robots.txt names a sitemap index, which names a
 plain and a gzipped sitemap. ``s2.test`` has only ``/sitemap.xml``. ``s3.test``'s robots.txt
-names a sitemap that is HTML and one whose gzip is garbage.
+names a sitemap that is HTML and one whose gzip is garbage. ``s4.test`` has no robots.txt and
+answers ``/sitemap.xml`` with an HTML page (a soft 404).
 """
 
 from __future__ import annotations
@@ -39,11 +40,16 @@ def test_pages_listed_only_in_sitemaps_are_crawled(sites, tmp_path):
     crawl, fetched = crawl_sites(sites, tmp_path / "on", LARBIN_SITEMAPS=True)
     assert fetched >= ONLY
     stats = crawl.stats
-    assert stats["larbin/sitemaps/sites"] == 3
+    assert stats["larbin/sitemaps/sites"] == 4
     assert stats["larbin/sitemaps/files"] == 4  # s1: index, a.xml, b.xml.gz; s2: sitemap.xml
     assert stats["larbin/sitemaps/broken"] == 2  # s3: not XML, bad gzip; the crawl goes on
+    assert stats["larbin/sitemaps/missing"] == 1  # s4's soft 404: not broken, nobody listed it
     assert stats["larbin/sitemaps/queued"] == len(ONLY)
     assert "Unreadable sitemap" in crawl.stderr and "Traceback" not in crawl.stderr
+    assert "s4.test" not in crawl.stderr
+    # /sitemap.xml is a guess for sites whose robots.txt names no sitemap (s2, s4), asked once
+    guesses = sorted(r["host"] for r in crawl.requests if r["path"] == "/sitemap.xml")
+    assert guesses == ["s2.test", "s4.test"]
     # and each sitemap file was read once
     maps = [r["path"] for r in crawl.requests if "/maps/" in r["path"]]
     assert sorted(maps) == ["/maps/a.xml", "/maps/b.xml.gz", "/maps/index.xml"]
@@ -57,12 +63,12 @@ def test_without_sitemaps_those_pages_are_unreachable(sites, tmp_path):
 
 def test_files_and_urls_per_site_are_bounded(sites, tmp_path):
     crawl, fetched = crawl_sites(sites, tmp_path / "capped", LARBIN_SITEMAPS=True,
-                                 LARBIN_SITEMAP_MAX_FILES=3, LARBIN_SITEMAP_MAX_URLS=2)
+                                 LARBIN_SITEMAP_MAX_FILES=2, LARBIN_SITEMAP_MAX_URLS=2)
     s1 = {url for url in fetched if url.startswith("s1.test/only/")}
     assert s1 == {"s1.test/only/a0.html", "s1.test/only/a1.html"}  # 2 URLs of a.xml; no b
-    assert "s1.test/maps/b.xml.gz" not in fetched
-    assert crawl.stats["larbin/sitemaps/capped"] >= 1
-    assert crawl.stats["larbin/sitemaps/truncated"] >= 2
+    assert "s1.test/maps/b.xml.gz" not in fetched  # s1's third file: index, a.xml, b.xml.gz
+    assert crawl.stats["larbin/sitemaps/capped"] == 1
+    assert crawl.stats["larbin/sitemaps/truncated"] == 2  # a.xml (5 URLs), s2's (3)
 
 
 URLSET = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'

@@ -20,7 +20,8 @@
 * ``s1.test``: pages reachable only through sitemaps: robots.txt lists a sitemap index, which
   lists one plain and one gzipped sitemap (with ``<lastmod>``/``<changefreq>``);
   ``s2.test``: no ``Sitemap:`` line, a ``/sitemap.xml``; ``s3.test``: a robots.txt listing a
-  sitemap that is not XML and one whose gzip is broken.
+  sitemap that is not XML and one whose gzip is broken; ``s4.test``: no robots.txt, and its
+  ``/sitemap.xml`` is an HTML page with status 200 (a soft 404, as many sites answer).
 
 Every request is logged as a JSON line: ``t``, ``host``, ``path``, ``status``, ``bytes`` (body
 bytes sent), ``inm`` / ``ims`` (the conditional headers received, or null).
@@ -52,7 +53,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REVISIT_HOSTS = {f"r{i}.test": f"127.0.4.{i + 1}" for i in range(4)}
-SITEMAP_HOSTS = {"s1.test": "127.0.4.11", "s2.test": "127.0.4.12", "s3.test": "127.0.4.13"}
+SITEMAP_HOSTS = {"s1.test": "127.0.4.11", "s2.test": "127.0.4.12", "s3.test": "127.0.4.13",
+                 "s4.test": "127.0.4.14"}
 KINDS = {"never": 3, "always": 3, "periodic": 2, "lmonly": 1, "plain": 1}  # kind -> pages per host
 PADDING = 4000  # body bytes per page, so a 304 visibly saves them
 _FILLER = (b"revisit schedule interval streak validator " * 100)[:PADDING]
@@ -155,6 +157,7 @@ def sitemap_files(web: ChangingWeb) -> dict[tuple[str, str], tuple[bytes, str]]:
             f"Sitemap: {web.url('s3.test', '/bad.xml.gz')}\n".encode(), text),
         ("s3.test", "/bad.xml"): (b"<html><body>not a sitemap</body></html>", xml),
         ("s3.test", "/bad.xml.gz"): (b"\x1f\x8b\x08\x00garbage, not gzip", gz),
+        ("s4.test", "/sitemap.xml"): (b"<html><body>Page not found</body></html>", "text/html"),
     }
 
 
