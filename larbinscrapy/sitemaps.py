@@ -17,9 +17,12 @@ URLs they list go through the link gate (``LinkGateMiddleware.admit``: the link 
 seen test) into the frontier through ``engine.crawl``, in the tier ``LARBIN_SITEMAP_PRIORITY``
 names, as links of depth 1 of their site; ``<changefreq>``/``<lastmod>`` ride along as a
 revisit hint (``meta.REVISIT_HINT``, used with ``LARBIN_REVISIT``). A site is marked read in
-the dupefilter (the bit of its ``/sitemap.xml``), so a resumed crawl does not read it again and
-no per-site set grows in memory. A sitemap that is not one (not XML, bad gzip, too big) is
-counted (and the first one logged), never fatal.
+the dupefilter (``read_key``: no request has that fingerprint) once its files are read and their
+URLs queued (each file's own URL is marked seen when it is fetched: a link to it is no new page),
+so a resumed crawl does not read it again, a ``kill -9`` during the read makes the resumed
+crawl read it again instead of never, and only the sites being read are held in memory. A
+sitemap that is not one (not XML, bad gzip, too big) is counted (and the first one logged),
+never fatal.
 
 Stats: ``larbin/sitemaps/{sites,files,urls,queued,missing,failed,broken,truncated,capped}``.
 """
@@ -39,6 +42,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 from twisted.internet.threads import deferToThread
+from xxhash import xxh3_128_digest
 
 from larbinscrapy import meta as M
 from larbinscrapy.middlewares.filters import LinkGateMiddleware
@@ -53,6 +57,11 @@ logger = logging.getLogger(__name__)
 
 TIERS = ("priority", "normal")
 _GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_key(site: str) -> bytes:
+    """The dupefilter key of "``site``'s sitemaps were read" (no method: no request has it)."""
+    return xxh3_128_digest(("SITEMAPS " + site).encode())
 
 
 def guessed_sitemap(site: str) -> str:
@@ -115,8 +124,10 @@ class SitemapReader:
         self.max_urls = max_urls
         self.max_bytes = max_bytes
         self._gate: LinkGateMiddleware | None = None
-        self._seen: Any = None
-        self._sites: set[str] = set()  # only without a dupefilter fast path
+        self._mark: Any = None  # the dupefilter's test-and-set of a fingerprint
+        self._known: Any = None  # its test without set
+        self._sites: set[str] = set()  # sites read, only without a dupefilter to mark them in
+        self._reading: set[str] = set()  # sites whose files are being read now
         self._logged_broken = False
         sig = crawler.signals
         sig.connect(self._spider_opened, signal=signals.spider_opened)
@@ -142,7 +153,9 @@ class SitemapReader:
     def _spider_opened(self, spider: Any = None) -> None:
         self._gate = self.crawler.get_spider_middleware(LinkGateMiddleware)
         df = getattr(self.crawler.engine.scheduler, "df", None)
-        self._seen = getattr(df, "seen_fingerprint", None)
+        bits = getattr(df, "bitset", None) or getattr(df, "local", None)  # local or Redis filter
+        if bits is not None and hasattr(df, "seen_fingerprint"):
+            self._mark, self._known = df.seen_fingerprint, bits.__contains__
 
     # -- which sites ------------------------------------------------------------------------
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
@@ -155,23 +168,33 @@ class SitemapReader:
             self._start(site_of(response.url), [])
 
     def _start(self, site: str, listed: list[str]) -> None:
-        if not site or self._read_before(site):
+        if not site or site in self._reading or self._was_read(site):
             return
+        self._reading.add(site)
         self.stats.inc_value("larbin/sitemaps/sites")
         urls = [u for u in listed if site_of(urljoin(site + "/", u)) == site]
         deferred_from_coro(self._read_site(site, urls or [guessed_sitemap(site)]))
 
-    def _read_before(self, site: str) -> bool:
-        """Test and mark ``site`` as read (its /sitemap.xml bit in the dupefilter)."""
-        if self._seen is not None:
-            return bool(self._seen(fingerprint_url(guessed_sitemap(site))))
-        if site in self._sites:
-            return True
-        self._sites.add(site)
-        return False
+    def _was_read(self, site: str) -> bool:
+        """Whether ``site``'s sitemaps were read, in this run or (JOBDIR) an earlier one."""
+        if self._known is not None:
+            return bool(self._known(read_key(site)))
+        return site in self._sites
+
+    def _read(self, site: str) -> None:
+        """Mark ``site`` read: its files were fetched (or failed) and their URLs queued."""
+        self._reading.discard(site)
+        if self._mark is not None:
+            self._mark(read_key(site))
+        else:
+            self._sites.add(site)
 
     # -- reading ------------------------------------------------------------------------------
     async def _read_site(self, site: str, queue: list[str]) -> None:
+        await self._read_files(site, queue)
+        self._read(site)  # not reached if the process dies first: a resumed crawl reads it
+
+    async def _read_files(self, site: str, queue: list[str]) -> None:
         files = 0
         while queue:
             if files >= self.max_files:
@@ -200,6 +223,8 @@ class SitemapReader:
                 self._queue(response, entries)
 
     async def _fetch(self, url: str) -> Response | None:
+        if self._mark is not None:
+            self._mark(fingerprint_url(url))
         request = Request(url, callback=NO_CALLBACK, meta={M.DOWNLOAD_MAXSIZE: self.max_bytes})
         try:
             response = await self.crawler.engine.download_async(request)

@@ -406,5 +406,6 @@ def test_finished_jobdir_crawl_run_again_fetches_nothing(web, tmp_path):
     again = run_crawl(web, tmp_path / "again", *args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.fetch_counts(web.port) == {}  # not even the seeds
+    assert again.sitemap_counts(web.port) == {}  # the sites' sitemaps were read: not again
     assert again.items == []
     assert again.stats["finish_reason"] == "finished"

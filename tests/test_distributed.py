@@ -22,7 +22,7 @@ from larbinscrapy.frontier import codec
 from larbinscrapy.meta import seed_meta
 from larbinscrapy.urls import fingerprint_url
 from tests.conftest import ROOT, CountingStats, crawl_command, seeds_args
-from testweb.harness import gaps_by_ip, page_counts, pages
+from testweb.harness import gaps_by_ip, page_counts, pages, sitemap_counts
 
 DELAY = 0.3
 TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
@@ -87,6 +87,7 @@ def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url)
     fetched = pages(records, web.port)
     assert set(fetched) == truth
     assert _fetched_twice(records, web.port) == []
+    assert sitemap_counts(records, web.port) == {}  # off in this profile (settings/distributed.py)
     intervals = _min_interval_per_ip(records)
     assert min(intervals.values()) >= DELAY - TOLERANCE, intervals
     # every worker did a share of the work, and the frontier is empty at the end

@@ -80,6 +80,13 @@ def check_resumed(web, first: Crawl, second: Crawl) -> Counter[str]:
     return counts
 
 
+def sitemap_reads(web, first: Crawl, second: Crawl) -> Counter[str]:
+    """How often each site's /sitemap.xml was asked for over both runs; every site was."""
+    reads = first.sitemap_counts(web.port) + second.sitemap_counts(web.port)
+    assert set(reads) == web.web.sitemap_truth(web.seeds, depth=5)
+    return reads
+
+
 def twice(counts: Counter[str]) -> dict[str, int]:
     return {u: n for u, n in counts.items() if n > 1}
 
@@ -94,6 +101,7 @@ def test_sigint_then_resume_fetches_nothing_twice(web, tmp_path):
     assert "Resuming" in second.stderr
     counts = check_resumed(web, first, second)
     assert twice(counts) == {}, "fetched twice across the restart (seeds included)"
+    assert twice(sitemap_reads(web, first, second)) == {}  # a read site is marked in JOBDIR
     for seed in web.seeds:
         assert seed not in second.fetched(web.port)
     assert (tmp_path / "job").exists()
@@ -111,6 +119,8 @@ def test_kill9_then_resume_loses_nothing(web, tmp_path, after_requests):
     in_flight_bound = len(set(web.resolve.values()))
     assert len(twice(counts)) <= in_flight_bound, twice(counts)
     assert max(counts.values()) <= 2
+    # a site whose sitemap read the kill cut short is read again (once), never skipped
+    assert max(sitemap_reads(web, first, second).values()) <= 2
 
 
 def test_torn_segment_is_reported_and_the_crawl_completes(web, tmp_path):

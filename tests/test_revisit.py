@@ -24,6 +24,7 @@ import pytest
 from larbinscrapy.revisit.rule import RevisitRule
 from tests.conftest import ROOT, crawl_command, run_crawl, seeds_args
 from testweb.changing import REVISIT_HOSTS, start_changing
+from testweb.harness import SITE_FILES
 
 RULE = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0, "LARBIN_REVISIT_MIN": 0.25,
         "LARBIN_REVISIT_MAX": 8.0, "LARBIN_REVISIT_STREAK": 2, "LARBIN_REVISIT_BUCKET": 0.05,
@@ -40,7 +41,7 @@ def changing(tmp_path: Path):
 def by_page(log: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     pages: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in log:
-        if record["host"] in REVISIT_HOSTS and record["path"] != "/robots.txt":
+        if record["host"] in REVISIT_HOSTS and record["path"] not in SITE_FILES:
             pages[record["host"] + record["path"]].append(record)
     return pages
 

@@ -9,13 +9,16 @@ answers ``/sitemap.xml`` with an HTML page (a soft 404).
 from __future__ import annotations
 
 import gzip
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from larbinscrapy.revisit.rule import sitemap_hint
 from larbinscrapy.sitemaps import BrokenSitemap, parse_sitemap
-from tests.conftest import run_crawl, seeds_args
+from tests.conftest import ROOT, crawl_command, run_crawl, seeds_args
 from testweb.changing import SITEMAP_HOSTS, start_changing
 
 ONLY = {f"s1.test/only/a{i}.html" for i in range(5)} | {f"s1.test/only/b{i}.html" for i in range(5)}
@@ -59,6 +62,40 @@ def test_without_sitemaps_those_pages_are_unreachable(sites, tmp_path):
     _, fetched = crawl_sites(sites, tmp_path / "off", LARBIN_SITEMAPS=False)
     assert not (ONLY & fetched)
     assert not any("/maps/" in path or "sitemap" in path for path in fetched)
+
+
+def test_a_sitemap_a_kill_cut_short_is_read_on_resume(sites, tmp_path):
+    # s1.test's robots.txt names its sitemap index, asked for a delay after the robots.txt. A
+    # kill -9 in that delay (once the seen-set journal reached the disk) must not leave the site
+    # marked read: the resumed crawl reads its sitemaps and fetches the pages only they list.
+    settings = {"JOBDIR": str(tmp_path / "job"), "DOWNLOAD_DELAY": 3}
+    seeds = seeds_args([sites.url("s1.test")])
+    out = tmp_path / "run1"
+    out.mkdir()
+    log_start = len(sites.read_log())
+    with open(out / "stderr.log", "w") as err:
+        proc = subprocess.Popen(crawl_command(sites, out, *seeds, settings=settings), cwd=ROOT,
+                                stdout=err, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 30
+        while not any(r["path"] == "/robots.txt" for r in sites.read_log()[log_start:]):
+            assert proc.poll() is None and time.monotonic() < deadline, "no robots.txt request"
+            time.sleep(0.02)
+        time.sleep(2.0)  # the dupefilter journal is flushed every second; the delay is 3 s
+        proc.kill()
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [r["path"] for r in sites.read_log()[log_start:]] == ["/robots.txt"]
+    settings["DOWNLOAD_DELAY"] = 0.2  # the resumed run need not wait
+    crawl = run_crawl(sites, tmp_path / "run2", *seeds, settings=settings, timeout=60)
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    paths = [r["path"] for r in crawl.requests]
+    assert {u.removeprefix("s1.test") for u in ONLY if u.startswith("s1.test")} <= set(paths)
+    assert paths.count("/maps/index.xml") == 1
 
 
 def test_files_and_urls_per_site_are_bounded(sites, tmp_path):
