@@ -26,7 +26,7 @@ import requests
 from scrapy.settings import default_settings
 
 from settings.base import RETRY_TIMES
-from testweb.harness import RunningWeb
+from testweb.harness import RunningWeb, page_counts, sitemap_counts
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -282,12 +282,8 @@ def refetched(web: RunningWeb, counts: Counter[str]) -> list[str]:
 
 
 def fetch_counts(web: RunningWeb, start: int = 0) -> Counter[str]:
-    """Pages requested from the test web (robots.txt excluded), from its log."""
-    return Counter(
-        f"http://{e['host']}:{web.port}{e['path']}"
-        for e in web.read_log()[start:]
-        if e["path"] != "/robots.txt"
-    )
+    """Pages requested from the test web (robots.txt, /sitemap.xml set apart), from its log."""
+    return page_counts(web.read_log()[start:], web.port)
 
 
 # --- deploy and auth ------------------------------------------------------------------------
@@ -352,6 +348,8 @@ def test_crawl_scheduled_with_urls_equals_ground_truth(project: Scrapyd, web: Ru
     fetched = fetch_counts(web)
     assert set(fetched) == truth
     assert refetched(web, fetched) == []
+    sitemaps = sitemap_counts(web.read_log(), web.port)  # LARBIN_SITEMAPS: each site asked once
+    assert sitemaps == Counter(dict.fromkeys(web.web.sitemap_truth(web.seeds, depth=5), 1))
     # Items: one per fetched 2xx page, except byte-identical bodies (the content-duplicate
     # pipeline keeps the first of each group, whichever the crawl order made first).
     items = Counter(item["url"] for item in job_items(project, entry))
@@ -411,6 +409,8 @@ def test_cancel_and_reschedule_with_same_jobdir_resumes(
     union = first_run + second_run
     assert set(union) == truth
     assert refetched(web, union) == []
+    sitemaps = sitemap_counts(web.read_log(), web.port)  # read once, the cancel in between
+    assert sitemaps == Counter(dict.fromkeys(web.web.sitemap_truth(web.seeds, depth=5), 1))
 
 
 def test_seeds_file_shipped_in_the_package(
