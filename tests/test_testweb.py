@@ -63,6 +63,18 @@ def test_default_web_shape(web: Web) -> None:
     assert web.too_long and web.disallowed
 
 
+def test_sitemap_truth_is_one_guess_per_site_reached(web: Web) -> None:
+    # no robots.txt of the test web names a sitemap: a correct crawler guesses /sitemap.xml,
+    # once for every site whose URLs reached its downloader, the robots-disallowed ones too
+    sitemaps = web.sitemap_truth(web.seeds, depth=5)
+    assert all(urlsplit(u).path == "/sitemap.xml" for u in sitemaps)
+    assert not sitemaps & set(web.pages)  # the web serves none: set apart, never a page
+    sites = {s.removesuffix("/sitemap.xml") for s in sitemaps}
+    assert sites >= {f"http://{urlsplit(u).netloc}" for u in web.ground_truth(web.seeds, depth=5)}
+    assert web.sitemap_truth(web.seeds, depth=5, order=random.Random(7)) == sitemaps
+    assert len(web.sitemap_truth(web.seeds, depth=0)) < len(sitemaps)
+
+
 def test_ground_truth_self_consistent(web: Web) -> None:
     truth = web.ground_truth(web.seeds)
     assert set(web.seeds) <= truth
