@@ -152,10 +152,11 @@ class SitemapReader:
 
     def _spider_opened(self, spider: Any = None) -> None:
         self._gate = self.crawler.get_spider_middleware(LinkGateMiddleware)
-        df = getattr(self.crawler.engine.scheduler, "df", None)
+        df: Any = getattr(self.crawler.engine.scheduler, "df", None)
         bits = getattr(df, "bitset", None) or getattr(df, "local", None)  # local or Redis filter
-        if bits is not None and hasattr(df, "seen_fingerprint"):
-            self._mark, self._known = df.seen_fingerprint, bits.__contains__
+        mark = getattr(df, "seen_fingerprint", None)
+        if bits is not None and mark is not None:
+            self._mark, self._known = mark, bits.__contains__
 
     # -- which sites ------------------------------------------------------------------------
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
