@@ -102,6 +102,12 @@ def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
     assert max(counts.values()) <= len(KILLS_AFTER) + 1
     refetched = sum(n - 1 for n in dup.values())
     assert refetched <= bound, (refetched, bound, sorted(dup)[:10])
+    # each site's sitemap is asked for, and again only after a kill cut its read short
+    sitemaps = Counter()
+    for r in runs:
+        sitemaps.update(r.sitemap_counts(web.port))
+    assert set(sitemaps) == web.web.sitemap_truth(web.seeds, depth=5)
+    assert max(sitemaps.values()) <= len(KILLS_AFTER) + 1
     to_wait = sum(r.stats.get("larbin/frontier/to_wait", 0) for r in runs)
     assert to_wait, "the sites never overflowed: the test would not exercise the wait FIFOs"
 
@@ -119,4 +125,6 @@ def test_sigint_then_resume_with_overflowing_sites_fetches_nothing_twice(overflo
     counts = first.fetch_counts(web.port) + second.fetch_counts(web.port)
     assert set(counts) == served_truth(web)
     assert twice(counts) == {}
+    sitemaps = first.sitemap_counts(web.port) + second.sitemap_counts(web.port)
+    assert sitemaps == Counter(dict.fromkeys(web.web.sitemap_truth(web.seeds, depth=5), 1))
     assert not (tmp_path / "job" / "frontier").exists()  # every FIFO empty and removed

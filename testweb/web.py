@@ -164,8 +164,8 @@ class Web:
         (the redirect middleware, not the link filters, fetches it). Error and non-HTML pages
         have no links followed. ``order`` fetches in a random order instead of breadth-first:
         the answer must not change (the web is built so), as a real crawler's order is not fixed.
-        ``reached`` is filled with the sites (``scheme://netloc``) whose URLs reach the
-        downloader, allowed by robots.txt or not (``sitemap_truth``).
+        ``reached`` is filled with the sites (``scheme://netloc``) of this web whose URLs reach
+        the downloader, allowed by robots.txt or not (``sitemap_truth``).
         """
         return self._crawl(
             list(seeds),
@@ -224,7 +224,8 @@ class Web:
         while frontier:
             url, site_depth = frontier.pop(order.randrange(len(frontier)) if order else 0)
             parts = urlsplit(url)
-            reached.add(f"{parts.scheme}://{parts.netloc}")
+            if parts.hostname in self.hosts:  # one nobody serves gets no robots.txt, no answer
+                reached.add(f"{parts.scheme}://{parts.netloc}")
             if not self.can_fetch(url):
                 continue
             requested.add(url)
