@@ -7,14 +7,19 @@ honoured); the bit positions come from its first 16 bytes (``larbinscrapy.bitset
 
 Modes (``LARBIN_DUPEFILTER_MODE``):
 
+- ``scalable`` (the default): a chain of Bloom filters (``larbinscrapy.bitchain``), the first
+  sized for ``LARBIN_DUPEFILTER_CAPACITY`` keys, each next one ``LARBIN_DUPEFILTER_GROWTH``
+  times larger and ``LARBIN_DUPEFILTER_TIGHTENING`` times tighter, so a crawl of unknown size
+  keeps its false-positive rate under ``LARBIN_DUPEFILTER_ERROR_RATE`` as it grows.
+- ``bloom``: one Bloom filter, m and k from ``LARBIN_DUPEFILTER_CAPACITY`` and
+  ``LARBIN_DUPEFILTER_ERROR_RATE`` (m = -n ln p / ln(2)^2, k = round(m/n ln 2)); past its
+  capacity the false-positive rate climbs.
 - ``bitmap``: one hash, ``LARBIN_DUPEFILTER_BITS`` bits (larbin's default 64,000,000).
-- ``bloom``: k hashes, m and k from ``LARBIN_DUPEFILTER_CAPACITY`` and
-  ``LARBIN_DUPEFILTER_ERROR_RATE`` (m = -n ln p / ln(2)^2, k = round(m/n ln 2)).
 
-Both use our own k-hash bit array, not pybloom-live (the user's named package): pybloom-live
-re-hashes every key with hashlib and measures ~160k checks/s here, against ~2.3M/s for our bitmap
-and ~450k/s for our Bloom filter at k=10 (the fingerprint is already a hash, so we only slice it);
-it also hashes non-``str`` keys as ``str(key)`` and cannot be checked against a journal.
+All use our own k-hash bit array, not pybloom-live (the user's named package): pybloom-live
+re-hashes every key with hashlib and is several times slower per check (the fingerprint is
+already a hash, so we only slice it: figures in ``benchmarks/RESULTS.md``); it also hashes
+non-``str`` keys as ``str(key)`` and cannot be checked against a journal.
 
 The link gate calls ``seen_fingerprint(fp)`` for every link before building a ``Request``, then
 marks the request with ``meta["larbin_admitted"] = url`` so ``request_seen`` does not test it
@@ -26,15 +31,17 @@ one WARNING, saying what to set, when the estimate passes ``LARBIN_DUPEFILTER_ER
 
 Files, with ``JOBDIR`` (none without it), in ``JOBDIR/dupefilter/``:
 
-- ``snapshot``: a 36-byte header (magic, version, mode, m, k, bits set, crc32 of the bits) and
-  the bit array; written to ``snapshot.tmp``, fsynced and renamed over the old one (larbin
+- ``snapshot``: per bit array (one, or one per filter of the chain) a 36-byte header (magic,
+  version, mode, m, k, bits set, crc32 of the bits) and the bits (``larbinscrapy.seenfile``);
+  written to ``snapshot.tmp``, fsynced and renamed over the old one (larbin
   renames ``hashtable.bak``) when the filter opens, every ``LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL``
   seconds and at close. The write is synchronous in the reactor thread: it is rare and short
-  (8 MB, tens of ms), and doing it inline means no key can be set between the copy that is saved
-  and the journal truncation that follows it, which a threaded write would have to handle.
+  (8-18 MB, tens of ms), and doing it inline means no key can be set between the copy that is
+  saved and the journal truncation that follows it, which a threaded write would have to handle.
 - ``journal``: the 16-byte keys set since the snapshot, appended and handed to the OS every
   second and on ``flush()`` (the scheduler calls it before it records that outlinks were queued),
   so ``kill -9`` loses nothing marked seen. Replayed on open; a torn last record is ignored.
+  The chain grows by a rule that reads only its bits, so the replay grows it at the same keys.
 
 A corrupt snapshot stops the crawl unless ``LARBIN_DUPEFILTER_RESET_CORRUPT`` is set; then it is
 renamed aside (``snapshot.corrupt-<time>``) and the filter starts empty.
@@ -45,9 +52,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-import struct
 import time
-import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -57,11 +62,18 @@ from scrapy.utils.request import RequestFingerprinter, referer_str
 from twisted.internet.task import LoopingCall
 
 from larbinscrapy import meta as M
-from larbinscrapy.bitset import (
-    KEY_BYTES,
-    KHashBitSet,
-    bitmap_bits_for,
-    bloom_size,
+from larbinscrapy.bitchain import BloomChain
+from larbinscrapy.bitset import KHashBitSet, bitmap_bits_for, bloom_size
+from larbinscrapy.seenfile import (
+    JOURNAL_NAME,
+    SNAPSHOT_HEADER,
+    SNAPSHOT_NAME,
+    CorruptSnapshotError,
+    SnapshotError,
+    SnapshotMismatchError,
+    read_snapshot,
+    replay_journal,
+    write_snapshot,
 )
 
 if TYPE_CHECKING:
@@ -76,36 +88,19 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MODES = {"bitmap": 0, "bloom": 1}
-SNAPSHOT_MAGIC = b"LRBNDUPF"
-SNAPSHOT_VERSION = 1
-# magic, version, mode, reserved, m, k, bits set, crc32 of the bit array
-SNAPSHOT_HEADER = struct.Struct(">8sHBBQIQI")
-SNAPSHOT_NAME = "snapshot"
-JOURNAL_NAME = "journal"
+MODES = {"bitmap": 0, "bloom": 1, "scalable": 2}
 FLUSH_INTERVAL = 1.0  # seconds: the journal reaches the OS at least this often
 STATS_INTERVAL = 5.0  # seconds between fill-ratio stats updates
 
 
-class SnapshotError(Exception):
-    """The dupefilter snapshot in JOBDIR cannot be used."""
-
-
-class CorruptSnapshotError(SnapshotError):
-    """The snapshot file is damaged (magic, crc, length)."""
-
-    def __init__(self, path: Path, what: str) -> None:
-        super().__init__(
-            f"Dupefilter snapshot {path} is corrupt: {what}. Set"
-            " LARBIN_DUPEFILTER_RESET_CORRUPT=True to move it aside and start with an empty"
-            " dupefilter (pages seen before may be fetched again)."
-        )
-        self.path = path
-        self.what = what
-
-
-class SnapshotMismatchError(SnapshotError):
-    """The snapshot was written with another mode, m or k than the settings give now."""
+__all__ = [
+    "SNAPSHOT_HEADER",
+    "BitmapDupeFilter",
+    "CorruptSnapshotError",
+    "CountingDupeFilter",
+    "SnapshotError",
+    "SnapshotMismatchError",
+]
 
 
 class CountingDupeFilter(BaseDupeFilter):
@@ -144,10 +139,11 @@ class CountingDupeFilter(BaseDupeFilter):
 
 
 class BitmapDupeFilter(CountingDupeFilter):
-    """Seen-URL bit array (bitmap or Bloom) with a crash-safe snapshot + journal in JOBDIR.
+    """Seen-URL bits (bitmap, Bloom or scalable Bloom) with a crash-safe snapshot + journal.
 
     Settings: ``LARBIN_DUPEFILTER_MODE``, ``_BITS``, ``_CAPACITY``, ``_ERROR_RATE``,
-    ``_SNAPSHOT_INTERVAL``, ``_RESET_CORRUPT``; Scrapy's ``JOBDIR`` and ``DUPEFILTER_DEBUG``.
+    ``_GROWTH``, ``_TIGHTENING``, ``_SNAPSHOT_INTERVAL``, ``_RESET_CORRUPT``; Scrapy's
+    ``JOBDIR`` and ``DUPEFILTER_DEBUG``.
     """
 
     def __init__(
@@ -157,6 +153,8 @@ class BitmapDupeFilter(CountingDupeFilter):
         bits: int = 64_000_000,
         capacity: int = 10_000_000,
         error_rate: float = 0.001,
+        growth: int = 2,
+        tightening: float = 0.5,
         path: str | os.PathLike[str] | None = None,
         snapshot_interval: float = 300.0,
         reset_corrupt: bool = False,
@@ -166,17 +164,24 @@ class BitmapDupeFilter(CountingDupeFilter):
         clock: IReactorTime | None = None,
     ) -> None:
         if mode not in MODES:
-            raise ValueError(f"LARBIN_DUPEFILTER_MODE must be 'bitmap' or 'bloom', got {mode!r}")
+            raise ValueError(
+                "LARBIN_DUPEFILTER_MODE must be 'scalable', 'bloom' or 'bitmap',"
+                f" got {mode!r}"
+            )
         if not 0.0 < error_rate < 1.0:
             raise ValueError(f"LARBIN_DUPEFILTER_ERROR_RATE must be in (0, 1), got {error_rate!r}")
         if snapshot_interval <= 0:
             raise ValueError(
                 f"LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL must be > 0 s, got {snapshot_interval!r}"
             )
-        m, k = (bits, 1) if mode == "bitmap" else bloom_size(capacity, error_rate)
         self.mode = mode
         self.error_rate = error_rate
-        self.bitset = KHashBitSet.create(m, k)
+        self.bitset: KHashBitSet | BloomChain
+        if mode == "scalable":
+            self.bitset = BloomChain(capacity, error_rate, growth, tightening)
+        else:
+            m, k = (bits, 1) if mode == "bitmap" else bloom_size(capacity, error_rate)
+            self.bitset = KHashBitSet.create(m, k)
         # The hot path: the gate calls this per link, so skip one Python call level.
         self.seen_fingerprint = self.bitset.test_and_set
         self.fingerprinter: RequestFingerprinterProtocol = fingerprinter or RequestFingerprinter()
@@ -201,6 +206,8 @@ class BitmapDupeFilter(CountingDupeFilter):
             bits=settings.getint("LARBIN_DUPEFILTER_BITS"),
             capacity=settings.getint("LARBIN_DUPEFILTER_CAPACITY"),
             error_rate=settings.getfloat("LARBIN_DUPEFILTER_ERROR_RATE"),
+            growth=settings.getint("LARBIN_DUPEFILTER_GROWTH"),
+            tightening=settings.getfloat("LARBIN_DUPEFILTER_TIGHTENING"),
             path=os.path.join(jobdir, "dupefilter") if jobdir else None,
             snapshot_interval=settings.getfloat("LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL"),
             reset_corrupt=settings.getbool("LARBIN_DUPEFILTER_RESET_CORRUPT"),
@@ -315,25 +322,7 @@ class BitmapDupeFilter(CountingDupeFilter):
             return
         started = time.perf_counter()
         bitset = self.bitset
-        header = SNAPSHOT_HEADER.pack(
-            SNAPSHOT_MAGIC,
-            SNAPSHOT_VERSION,
-            MODES[self.mode],
-            0,
-            bitset.m,
-            bitset.k,
-            bitset.count,
-            bitset.crc32(),
-        )
-        final = self.dir / SNAPSHOT_NAME
-        tmp = self.dir / (SNAPSHOT_NAME + ".tmp")
-        with tmp.open("wb") as f:
-            f.write(header)
-            f.write(bitset.buffer())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-        _fsync_dir(self.dir)
+        write_snapshot(self.dir, MODES[self.mode], self._arrays())
         # Only now is everything in the journal also in a durable snapshot.
         if bitset.added is not None:
             bitset.added.clear()
@@ -395,64 +384,48 @@ class BitmapDupeFilter(CountingDupeFilter):
                 aside,
             )
 
-    def _read_snapshot(self, path: Path) -> None:
-        data = path.read_bytes()
-        size = SNAPSHOT_HEADER.size
-        if len(data) < size:
-            raise CorruptSnapshotError(
-                path, f"the file is {len(data)} bytes, shorter than its header"
-            )
-        magic, version, mode, _, m, k, count, crc = SNAPSHOT_HEADER.unpack_from(data)
-        if magic != SNAPSHOT_MAGIC:
-            raise CorruptSnapshotError(path, f"bad magic {magic!r} (expected {SNAPSHOT_MAGIC!r})")
-        if version != SNAPSHOT_VERSION or mode not in MODES.values():
-            raise CorruptSnapshotError(path, f"unknown version {version} or mode {mode}")
+    def _arrays(self) -> list[KHashBitSet]:
+        """The bit arrays, in snapshot order (the chain's filters, oldest first)."""
         bitset = self.bitset
-        if (mode, m, k) != (MODES[self.mode], bitset.m, bitset.k):
-            saved = next(name for name, code in MODES.items() if code == mode)
+        return bitset.filters if isinstance(bitset, BloomChain) else [bitset]
+
+    def _read_snapshot(self, path: Path) -> None:
+        blocks = read_snapshot(path, MODES.values())
+        bitset = self.bitset
+        if isinstance(bitset, BloomChain):
+            expected = [bitset.plan(i)[:2] for i in range(len(blocks))]
+        else:
+            expected = [(bitset.m, bitset.k)]
+        found = [(block.m, block.k) for block in blocks]
+        if {block.mode for block in blocks} != {MODES[self.mode]} or found != expected:
+            saved = next(name for name, code in MODES.items() if code == blocks[0].mode)
             raise SnapshotMismatchError(
-                f"{path} was written with mode={saved} m={m} k={k}, but the settings now give"
-                f" mode={self.mode} m={bitset.m} k={bitset.k}: a bit array cannot be resized."
-                " Use the LARBIN_DUPEFILTER_MODE/BITS/CAPACITY/ERROR_RATE the job started with,"
-                " or a new JOBDIR."
+                f"{path} was written with mode={saved} m={blocks[0].m} k={blocks[0].k}"
+                f" ({len(blocks)} bit arrays), but the settings now give mode={self.mode}"
+                f" m={expected[0][0]} k={expected[0][1]}: a bit array cannot be resized."
+                " Use the LARBIN_DUPEFILTER_MODE/BITS/CAPACITY/ERROR_RATE/GROWTH/TIGHTENING"
+                " the job started with, or a new JOBDIR."
             )
-        body = memoryview(data)[size:]
-        if len(body) != bitset.nbytes:
-            raise CorruptSnapshotError(
-                path, f"{len(body)} bytes of bits after the header, expected {bitset.nbytes}"
-            )
-        if zlib.crc32(body) != crc:
-            raise CorruptSnapshotError(path, "the crc32 of the bit array does not match its header")
+        if isinstance(bitset, BloomChain):
+            bitset.grow_to(len(blocks))
         try:
-            bitset.load(body, count)
+            for array, block in zip(self._arrays(), blocks, strict=True):
+                array.load(block.bits, block.count)
         except ValueError as exc:
             raise CorruptSnapshotError(path, str(exc)) from exc
+        if isinstance(bitset, BloomChain):
+            bitset.settle()
 
     def _replay_journal(self, path: Path) -> int:
         """Set the bits of every whole journal record; a torn last record is ignored."""
-        if not path.exists():
-            return 0
-        data = path.read_bytes()
-        whole = len(data) - len(data) % KEY_BYTES
-        if whole != len(data):
+        replayed, torn = replay_journal(path, self.bitset.test_and_set)
+        if torn:
             logger.warning(
                 "Dupefilter journal %s ends with a torn %d-byte record (an unclean stop); ignored",
                 path,
-                len(data) - whole,
+                torn,
             )
-        test_and_set = self.bitset.test_and_set
-        for start in range(0, whole, KEY_BYTES):
-            test_and_set(data[start : start + KEY_BYTES])
-        return whole // KEY_BYTES
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename durable (the directory entry is data too)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return replayed
 
 
 def _log_loop_failure(failure: object) -> None:

@@ -126,10 +126,13 @@ LARBIN_CHECKPOINT_INTERVAL = 1.0  # seconds between flushes of queue files and c
 LARBIN_LOADED_SITES = 2000  # sites with URLs in memory at once (larbin: namedSiteListSize cap)
 
 # --- Dupefilter (larbin hashTable) ---------------------------------------------------------
-LARBIN_DUPEFILTER_MODE = "bloom"  # "bloom" (k hashes: 1.8 bytes/URL at 0.1%) or "bitmap" (larbin: one hash, fast, FP grows)
+LARBIN_DUPEFILTER_MODE = "scalable"  # "scalable" (Bloom filters that grow with the crawl), "bloom" (one, 1.8 bytes/URL at 0.1%) or "bitmap" (larbin: one hash, FP grows)
 LARBIN_DUPEFILTER_BITS = 64_000_000  # bitmap size in bits (larbin hashSize: 64,000,000 = 8 MB)
-LARBIN_DUPEFILTER_CAPACITY = 10_000_000  # bloom: URLs it is sized for
-LARBIN_DUPEFILTER_ERROR_RATE = 0.001  # bloom: target false-positive rate; bitmap: warning threshold
+LARBIN_DUPEFILTER_CAPACITY = 10_000_000  # bloom: URLs it is sized for; scalable: URLs of its first filter
+LARBIN_DUPEFILTER_ERROR_RATE = 0.001  # bloom, scalable: target false-positive rate; bitmap: warning threshold
+LARBIN_DUPEFILTER_GROWTH = 2  # scalable: each next filter holds this many times the URLs of the last
+LARBIN_DUPEFILTER_TIGHTENING = 0.5  # scalable: each next filter's error rate is this times the last's
+LARBIN_DUPEFILTER_URL_CACHE = 32_768  # link gate: raw link strings remembered (x2 generations) to skip hashing repeats; 0 = off
 LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL = 300  # seconds between snapshots (journal in between)
 LARBIN_DUPEFILTER_RESET_CORRUPT = False  # start clean if the snapshot is corrupt, instead of failing
 

@@ -30,6 +30,7 @@ from scrapy.http import Response
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.items import PageItem
+from larbinscrapy.seencache import url_seen_test
 from larbinscrapy.traps import TrapGuard
 from larbinscrapy.urlfilter import DEPTH, INVALID, UrlFilter
 from larbinscrapy.urls import host_of
@@ -49,9 +50,11 @@ class LinkGateMiddleware:
         crawler: Crawler,
         depth_limit: int,
         url_filter: UrlFilter,
+        url_cache: int,
         traps: TrapGuard | None = None,
     ) -> None:
         self.crawler = crawler
+        self.url_cache = url_cache  # LARBIN_DUPEFILTER_URL_CACHE (larbinscrapy.seencache)
         self.stats = crawler.stats
         self.depth_limit = depth_limit
         self.url_filter = url_filter  # the spider's own filter replaces it at spider_opened
@@ -67,14 +70,20 @@ class LinkGateMiddleware:
         traps = TrapGuard(
             s.getint("LARBIN_MAX_PAGES_PER_SITE"), s.getint("LARBIN_MAX_QUERIES_PER_PATH")
         )
-        return cls(crawler, s.getint("DEPTH_LIMIT"), UrlFilter.from_settings(s), traps)
+        return cls(
+            crawler,
+            s.getint("DEPTH_LIMIT"),
+            UrlFilter.from_settings(s),
+            s.getint("LARBIN_DUPEFILTER_URL_CACHE"),
+            traps,
+        )
 
     def _spider_opened(self, spider: Spider) -> None:
         self.url_filter = getattr(spider, "url_filter", None) or self.url_filter
         df = getattr(self.crawler.engine.scheduler, "df", None)
         seen = getattr(df, "seen_fingerprint", None)
         if seen is not None and self._fingerprint_url is not None:
-            self._seen = seen
+            self._seen = url_seen_test(seen, self._fingerprint_url, self.url_cache)
             self._count_seen = getattr(df, "count_filtered", None)
         else:
             logger.info(
@@ -178,7 +187,7 @@ class LinkGateMiddleware:
         errback = getattr(self.crawler.spider, "on_error", None)
         parent = {M.PARENT: meta[M.RID]} if M.RID in meta else {}
         reason_of, trap = self.url_filter.reason, self._trap
-        fingerprint_url, seen = self._fingerprint_url, self._seen
+        seen = self._seen  # url -> seen? (raw-link cache, fingerprint, seen-set)
         filtered: Counter[str] = Counter()
         requests = []
         n_seen = 0
@@ -193,7 +202,7 @@ class LinkGateMiddleware:
                 filtered[reason] += 1
                 continue
             if seen is not None:
-                if seen(fingerprint_url(url)):
+                if seen(url):
                     n_seen += 1
                     continue
                 admitted = {M.ADMITTED: url}
