@@ -36,9 +36,9 @@ from larbinscrapy.urls import CanonicalUrlFingerprinter
 from tests.conftest import LARBIN_DEFAULTS, redis_server
 
 SMALL_BITS = 1 << 20
-# Every seen-set implementation the crawl can use: the local filter in both modes, and the
+# Every seen-set implementation the crawl can use: the local filter in its three modes, and the
 # Redis one (a real redis-server) in both modes.
-KINDS = ["bitmap", "bloom", "redis-bitmap", "redis-bloom"]
+KINDS = ["bitmap", "bloom", "scalable", "redis-bitmap", "redis-bloom"]
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_scrapy_sha1_fingerprints_work_too(
     assert df.request_seen(second) is duplicate
 
 
-@pytest.mark.parametrize("mode", ["bitmap", "bloom"])
+@pytest.mark.parametrize("mode", ["bitmap", "bloom", "scalable"])
 @pytest.mark.parametrize("key", [b"", b"short", b"x" * 15, b"y" * 16, b"z" * 20, b"w" * 64])
 def test_any_key_length(mode: str, key: bytes) -> None:
     df = make_filter(mode=mode, capacity=1000)
@@ -187,7 +187,7 @@ def test_bad_mode_is_an_error() -> None:
 # --- persistence --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["bitmap", "bloom"])
+@pytest.mark.parametrize("mode", ["bitmap", "bloom", "scalable"])
 def test_snapshot_and_journal_survive_close_and_reopen(tmp_path: Path, mode: str) -> None:
     ks = keys(500, seed=3)
     df = make_filter(tmp_path, mode=mode, capacity=10_000)
