@@ -410,7 +410,7 @@ class BitmapDupeFilter(CountingDupeFilter):
             bitset.grow_to(len(blocks))
         try:
             for array, block in zip(self._arrays(), blocks, strict=True):
-                array.load(block.bits, block.count)
+                array.load(block.bits, block.bits_set)
         except ValueError as exc:
             raise CorruptSnapshotError(path, str(exc)) from exc
         if isinstance(bitset, BloomChain):

@@ -69,7 +69,7 @@ class Block(NamedTuple):
     mode: int
     m: int
     k: int
-    count: int
+    bits_set: int
     bits: memoryview
 
 

@@ -8,6 +8,7 @@ was flushed (what the frontier's records depend on).
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -64,7 +65,7 @@ def state(chain: BloomChain) -> list[tuple[int, int, bytes]]:
 
 def test_plan_sizes_grow_and_error_budgets_sum_below_target() -> None:
     plans = [chain_plan(1000, 0.001, 2, 0.5, i) for i in range(12)]
-    assert all(m2 > m1 and k2 >= k1 for (m1, k1, _), (m2, k2, _) in zip(plans, plans[1:]))
+    assert all(m2 > m1 and k2 >= k1 for (m1, k1, _), (m2, k2, _) in itertools.pairwise(plans))
     assert sum(p for _, _, p in plans) < 0.001
     assert plans[0][2] == pytest.approx(0.0005)
 
