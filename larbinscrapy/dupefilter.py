@@ -26,8 +26,10 @@ marks the request with ``meta["larbin_admitted"] = url`` so ``request_seen`` doe
 twice. Filtered links and requests are counted in ``larbin/dupefilter/filtered``.
 
 False positives drop new URLs silently, so they are reported: ``larbin/dupefilter/bits_set``,
-``fill_ratio`` and ``estimated_fp_rate`` (fill_ratio ** k) every few seconds and at close, and
-one WARNING, saying what to set, when the estimate passes ``LARBIN_DUPEFILTER_ERROR_RATE``.
+``fill_ratio`` and ``estimated_fp_rate`` (fill_ratio ** k; over a chain, the chance that any
+filter answers) every few seconds and at close, and one WARNING, saying what to set, when the
+estimate passes ``LARBIN_DUPEFILTER_ERROR_RATE``. The scalable mode also sets
+``larbin/dupefilter/filters`` and logs each growth at INFO.
 
 Files, with ``JOBDIR`` (none without it), in ``JOBDIR/dupefilter/``:
 
@@ -196,6 +198,7 @@ class BitmapDupeFilter(CountingDupeFilter):
         self._loops: list[LoopingCall] = []
         self._logdupes = True
         self._warned = False
+        self._filters_reported = 0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -245,9 +248,26 @@ class BitmapDupeFilter(CountingDupeFilter):
             self.stats.set_value("larbin/dupefilter/bits_set", bitset.count)
             self.stats.set_value("larbin/dupefilter/fill_ratio", bitset.fill_ratio)
             self.stats.set_value("larbin/dupefilter/estimated_fp_rate", bitset.estimated_fp_rate)
+        if isinstance(bitset, BloomChain):
+            self._report_growth(bitset)
         if not self._warned and bitset.estimated_fp_rate > self.error_rate:
             self._warned = True
             logger.warning("%s", self.sizing_advice())
+
+    def _report_growth(self, chain: BloomChain) -> None:
+        """Count the chain's filters; say so (INFO: it is rare, and memory grows) when it grew."""
+        filters = len(chain.filters)
+        if self.stats is not None:
+            self.stats.set_value("larbin/dupefilter/filters", filters)
+        if filters > self._filters_reported:
+            if self._filters_reported:
+                logger.info(
+                    "Dupefilter grew to %d Bloom filters (%.1f MiB) at ~%d URLs seen",
+                    filters,
+                    chain.nbytes / 2**20,
+                    chain.estimated_items,
+                )
+            self._filters_reported = filters
 
     def sizing_advice(self) -> str:
         """What is wrong and what to set, for room for twice the URLs seen so far."""

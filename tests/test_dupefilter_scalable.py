@@ -9,6 +9,7 @@ was flushed (what the frontier's records depend on).
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import random
 import signal
@@ -312,3 +313,21 @@ def test_url_cache_is_bounded() -> None:
     held = sum(len(c.cell_contents) for c in cells if isinstance(c.cell_contents, set))
     assert held <= 200
     assert seen("http://a.test/5") is True  # rotated out of the cache: the seen-set answers
+
+
+def test_growth_is_counted_and_logged_once_per_filter(caplog: pytest.LogCaptureFixture) -> None:
+    crawler = get_crawler(settings_dict={**SETTINGS, "LARBIN_DUPEFILTER_CAPACITY": 200})
+    df = BitmapDupeFilter.from_crawler(crawler)
+    df.publish_stats()
+    assert crawler.stats.get_value("larbin/dupefilter/filters") == 1
+    with caplog.at_level(logging.INFO, logger="larbinscrapy.dupefilter"):
+        for key in keys(1500, seed=10):
+            df.seen_fingerprint(key)
+        df.publish_stats()
+        df.publish_stats()
+    filters = len(chain_of(df).filters)
+    assert filters >= 3
+    assert crawler.stats.get_value("larbin/dupefilter/filters") == filters
+    grew = [r.getMessage() for r in caplog.records if "grew" in r.getMessage()]
+    assert len(grew) == 1 and f"grew to {filters} Bloom filters" in grew[0]
+    assert crawler.stats.get_value("larbin/dupefilter/estimated_fp_rate") <= 0.001
