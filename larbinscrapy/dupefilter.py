@@ -38,8 +38,10 @@ Files, with ``JOBDIR`` (none without it), in ``JOBDIR/dupefilter/``:
   written to ``snapshot.tmp``, fsynced and renamed over the old one (larbin
   renames ``hashtable.bak``) when the filter opens, every ``LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL``
   seconds and at close. The write is synchronous in the reactor thread: it is rare and short
-  (8-18 MB, tens of ms), and doing it inline means no key can be set between the copy that is
+  (8-20 MB, tens of ms), and doing it inline means no key can be set between the copy that is
   saved and the journal truncation that follows it, which a threaded write would have to handle.
+  A chain grown far past its capacity makes it long (~370 MB at 100M URLs, 10x the default):
+  then raise ``LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL``, or start with a larger capacity.
 - ``journal``: the 16-byte keys set since the snapshot, appended and handed to the OS every
   second and on ``flush()`` (the scheduler calls it before it records that outlinks were queued),
   so ``kill -9`` loses nothing marked seen. Replayed on open; a torn last record is ignored.
