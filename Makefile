@@ -8,7 +8,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # chromium: the status page's real-browser test (Playwright drives /usr/bin/chromium)
 APT_PACKAGES := redis-server nginx chromium
 
-.PHONY: install install-system crawl demo test lint bench bench-quick deploy clean
+.PHONY: install install-system crawl demo test lint bench bench-quick bench-system bench-crawlee-venv deploy clean
 
 $(BIN)/scrapy: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -41,10 +41,27 @@ test: install install-system
 lint: install
 	$(BIN)/ruff check larbinscrapy settings testweb tests benchmarks
 
-bench: install install-system
+# The benchmark's peers: crawlee-python in a virtualenv of its own (its pins must not move the
+# project's), and Debian's wget.
+CRAWLEE_VENV := benchmarks/.venv-crawlee
+CRAWLEE_VERSION ?= 1.11.0
+BENCH_APT_PACKAGES := nginx wget
+
+$(CRAWLEE_VENV)/bin/python:
+	$(PYTHON) -m venv $(CRAWLEE_VENV)
+	$(CRAWLEE_VENV)/bin/pip install --quiet --upgrade "pip>=23"
+	$(CRAWLEE_VENV)/bin/pip install --quiet "crawlee[parsel]==$(CRAWLEE_VERSION)"
+	@touch $@
+
+bench-crawlee-venv: $(CRAWLEE_VENV)/bin/python
+
+bench-system:
+	@$(MAKE) --no-print-directory install-system APT_PACKAGES="$(BENCH_APT_PACKAGES)"
+
+bench: install bench-system bench-crawlee-venv
 	$(BIN)/python -m benchmarks.run
 
-bench-quick: install install-system
+bench-quick: install bench-system bench-crawlee-venv
 	$(BIN)/python -m benchmarks.run --quick
 
 # Deploy to scrapyd: URL and credentials from SCRAPYD_URL/USERNAME/PASSWORD, or
@@ -54,4 +71,4 @@ deploy: install
 	$(BIN)/scrapyd-deploy $(DEPLOY_TARGET)
 
 clean:
-	rm -rf $(VENV) output build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(CRAWLEE_VENV) output build *.egg-info .pytest_cache

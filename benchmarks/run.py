@@ -1,20 +1,25 @@
-"""The benchmark runner: plain Scrapy and larbinscrapy, side by side, on one synthetic web.
+"""The benchmark runner: larbinscrapy and its peers, side by side, on one synthetic web.
 
     python -m benchmarks.run [--quick] [--reps N] [--json PATH] [--md PATH]
-                             [--scenario all|cpu|polite] [--profile] [--no-micro]
+                             [--scenario all|cpu|large|polite] [--profile] [--no-micro]
+                             [--crawlers plain,crawlee,wget,larbin]
 
-Scenarios (see benchmarks/README.md for what each number means):
+Peers (``benchmarks/peers.py``): plain Scrapy, crawlee-python, wget and larbinscrapy. Scenarios
+(see benchmarks/README.md for what each number means):
 
-- ``cpu``: ``DOWNLOAD_DELAY=0``, 100 requests in flight, the same per-host concurrency for both;
-  both crawlers are CPU-bound, so CPU ms per page and pages/s compare their per-page cost.
-- ``polite``: a delay long enough that neither is CPU-bound; from nginx's log, per server IP:
-  intervals between requests, the count shorter than the delay, and efficiency.
+- ``cpu``: ``DOWNLOAD_DELAY=0``, 100 requests in flight; the crawlers are CPU-bound, so CPU ms
+  per page and pages/s compare their per-page cost. Several repetitions, alternating order.
+- ``large``: the same on a web 25x bigger (50 hosts x 1,000 pages), once per peer: whether a
+  crawler's cost per page and its memory stay flat as the crawl grows.
+- ``polite``: a delay long enough that no crawler is CPU-bound; from nginx's log, per server IP:
+  intervals between requests, the count shorter than the delay, and efficiency (plain Scrapy and
+  larbinscrapy: the two with a per-host delay).
 
 Each crawl is a subprocess measured from outside: wall time, CPU user+sys and peak RSS from
-``os.wait4``'s rusage, what was fetched and when from nginx's access log, nginx's own CPU.
-Repetitions alternate the order of the two crawlers. A crawler that fails is reported (exit
-code, stderr tail) and the other is still measured. Then the micro-benchmarks
-(``benchmarks/bench_*.py``) run if present. ``--profile`` instead profiles one crawl.
+``os.wait4``'s rusage, what was fetched and when from nginx's access log, nginx's own CPU. A
+crawler that fails is reported (exit code, stderr tail) and the others are still measured. Then
+the micro-benchmarks (``benchmarks/bench_*.py``) run if present. ``--profile`` instead profiles
+one crawl.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks import peers
+from benchmarks.peers import CRAWLERS, LABELS, REPO
+from benchmarks.report import fmt, render_markdown
 from benchmarks.synthweb import SynthWeb
 
 if TYPE_CHECKING:
@@ -47,16 +55,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("benchmarks.run")
 
-REPO = Path(__file__).resolve().parent.parent
-PLAIN_SPIDER = Path(__file__).resolve().parent / "plain_spider.py"
-CRAWLERS = ("plain", "larbin")
-LABELS = {"plain": "plain Scrapy", "larbin": "larbinscrapy"}
 MICRO = ("bench_links", "bench_dupefilter", "bench_frontier_fifo", "bench_scheduler")
 MICRO_QUICK_SIZES = {"--urls": "100000", "--records": "100000", "--pages": "100",
                      "--requests": "20000", "--queued": "100000"}
-STALL_SECONDS = 30.0  # no new request in nginx's log for this long: the crawl is stuck
+STALL_SECONDS = 60.0  # no new request in nginx's log for this long: the crawl is stuck
 TAIL_LINES = 30
 MSEC_TOLERANCE = 0.001  # nginx's $msec has millisecond resolution
+POLITE_CRAWLERS = ("plain", "larbin")  # the peers with a per-host delay to enforce
+REFERENCE = "larbin"  # ratios are every other peer against this one
 
 
 @dataclass
@@ -68,54 +74,27 @@ class Scenario:
     pages_per_host: int
     delay: float
     reps: int
-    per_domain: int | None  # CONCURRENT_REQUESTS_PER_DOMAIN for both; None: each its default
-    concurrent: int | None  # CONCURRENT_REQUESTS for larbin; None: its default
+    per_domain: int | None  # CONCURRENT_REQUESTS_PER_DOMAIN for the Scrapy peers; None: default
+    concurrent: int | None  # requests in flight for larbin and crawlee; None: their default
+    startup: bool = True  # also measure each crawler closed after its first page
 
 
 # --- running one crawl -----------------------------------------------------------------------
-def crawler_command(crawler: str, sc: Scenario, web: SynthWeb, work: Path,
-                    items: Path, extra: tuple[str, ...] = ()) -> tuple[list[str], Path,
-                                                                      dict[str, str]]:
-    """The command line, working directory and environment of one crawl.
-
-    ``extra`` are ``KEY=VALUE`` settings given to either crawler (``-s``).
-    """
-    extra_args = [a for kv in extra for a in ("-s", kv)]
-    seeds = work / "seeds.txt"
-    if not seeds.exists():
-        seeds.write_text("\n".join(web.seeds) + "\n")
-    resolve = json.dumps(web.resolve)
-    env = dict(os.environ)
-    env.pop("SCRAPY_SETTINGS_MODULE", None)
-    if crawler == "plain":
-        cmd = [sys.executable, str(PLAIN_SPIDER), "--seeds-file", str(seeds),
-               "--resolve", resolve, "--out", str(items), "--delay", str(sc.delay)]
-        if sc.per_domain is not None:
-            cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={sc.per_domain}"]
-        if sc.delay:
-            # jitter is Scrapy's default; off so violations measure enforcement, not chance
-            cmd += ["-s", "RANDOMIZE_DOWNLOAD_DELAY=False"]
-        return cmd + extra_args, work, env
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    if not (REPO / "scrapy.cfg").exists():
-        env["SCRAPY_SETTINGS_MODULE"] = "settings.base"
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}",
-           "-s", f"LARBIN_RESOLVE={resolve}", "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
-           "-s", f"DOWNLOAD_DELAY={sc.delay:g}"]
-    if sc.concurrent is not None:
-        cmd += ["-s", f"CONCURRENT_REQUESTS={sc.concurrent}"]
-    if sc.per_domain is not None:
-        cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={sc.per_domain}"]
-    cmd += ["-s", "LARBIN_DEPTH=1000", "-s", "LOG_LEVEL=INFO", "-O", str(items)]
-    return cmd + extra_args, REPO, env
+def crawler_command(crawler: str, sc: Scenario, web: SynthWeb, work: Path, items: Path,
+                    one_page: bool = False) -> tuple[list[str], Path, dict[str, str]]:
+    """The command line, working directory and environment of one crawl of ``sc``."""
+    return peers.command(crawler, web=web, work=work, items=items, delay=sc.delay,
+                         per_domain=sc.per_domain, concurrent=sc.concurrent, one_page=one_page)
 
 
 def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path,
                 timeout: float, web: SynthWeb | None = None) -> dict[str, Any]:
-    """Run ``cmd`` to the end; its wall time, rusage and status.
+    """Run ``cmd`` to the end; its wall time, rusage, peak RSS and status.
 
-    Stopped (SIGINT, then SIGKILL after 10 s) after ``timeout`` seconds, or when ``web``'s
-    access log has not grown for ``STALL_SECONDS``.
+    Peak RSS is the child's ``VmHWM`` (read while it runs), not ``ru_maxrss``: that one keeps
+    the high-water mark of the forked runner from before ``exec`` (~60 MB here), which would
+    put a floor under every crawler's figure. Stopped (SIGINT, then SIGKILL after 10 s) after
+    ``timeout`` seconds, or when ``web``'s access log has not grown for ``STALL_SECONDS``.
     """
     stdout_path, stderr_path = Path(f"{log_prefix}.stdout"), Path(f"{log_prefix}.stderr")
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -124,7 +103,9 @@ def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path
                                 stderr=err, start_new_session=True)
         stopped, stop_at = "", 0.0
         log_size, log_moved = -1, start
+        hwm_kib = 0
         while True:
+            hwm_kib = max(hwm_kib, _vm_hwm_kib(proc.pid))
             pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
@@ -151,10 +132,22 @@ def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path
         "cpu_user_s": rusage.ru_utime,
         "cpu_sys_s": rusage.ru_stime,
         "cpu_s": rusage.ru_utime + rusage.ru_stime,
-        "maxrss_mb": rusage.ru_maxrss / 1024,  # KiB on Linux
+        "maxrss_mb": (hwm_kib or rusage.ru_maxrss) / 1024,  # KiB on Linux
         "stderr_tail": _tail(stderr_path, TAIL_LINES),
         "stderr_path": str(stderr_path),
     }
+
+
+def _vm_hwm_kib(pid: int) -> int:
+    """The peak resident set of ``pid`` since its ``exec``, KiB (0 when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _tail(path: Path, n: int) -> list[str]:
@@ -164,29 +157,37 @@ def _tail(path: Path, n: int) -> list[str]:
 
 
 def crawl_once(crawler: str, sc: Scenario, web: SynthWeb, work: Path, rep: int,
-               timeout: float, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+               timeout: float, one_page: bool = False) -> dict[str, Any]:
     """One measured crawl: process figures plus what nginx saw during it."""
     items = work / f"{sc.name}-{crawler}-{rep}.jsonl"
-    cmd, cwd, env = crawler_command(crawler, sc, web, work, items, extra)
+    cmd, cwd, env = crawler_command(crawler, sc, web, work, items, one_page)
     log_start, cpu_start = web.log_offset(), web.cpu_seconds()
-    logger.info("%s rep %d: %s", sc.name, rep + 1, LABELS[crawler])
+    logger.info("%s %s: %s", sc.name, f"rep {rep + 1}" if rep >= 0 else "start-up",
+                LABELS[crawler])
     result: dict[str, Any] = {"crawler": crawler, "scenario": sc.name, "rep": rep,
                               "cmd": cmd}
+    started = time.time()
     result |= run_process(cmd, cwd, env, work / f"{sc.name}-{crawler}-{rep}", timeout, web)
     time.sleep(0.2)  # nginx logs a request after its last byte is sent
     entries = web.access_log_entries(log_start)
+    result["first_request_s"] = (min(e.msec for e in entries) - started) if entries else None
     result["nginx_cpu_s"] = web.cpu_seconds() - cpu_start
     result["items"] = _count_lines(items)
     result |= analyze_fetches(web, entries)
     if sc.delay:
-        result["politeness"] = analyze_politeness(entries, sc.delay, len(web.resolve))
+        result["politeness"] = analyze_politeness(entries, sc.delay, len(web.ips))
     pages = result["pages_fetched"]
     result["pages_per_s"] = pages / result["wall_s"] if result["wall_s"] else 0.0
+    # over the fetch span (first to last request nginx saw): the rate while crawling, without
+    # start-up and the wait before exit
+    span = result["active_s"]
+    result["fetch_pages_per_s"] = pages / span if span else None
+    result["tail_s"] = result["wall_s"] - span - result["first_request_s"] if span else None
     result["cpu_ms_per_page"] = 1000 * result["cpu_s"] / pages if pages else None
     result["status"] = _status(result)
-    logger.info("  %s: %d pages in %.1f s, %.1f pages/s, %s ms CPU/page, coverage %.3f",
-                result["status"], pages, result["wall_s"], result["pages_per_s"],
-                _fmt(result["cpu_ms_per_page"]), result["coverage"])
+    logger.info("  %s: %d pages in %.1f s (fetch span %.1f s), %s ms CPU/page, coverage %.3f, "
+                "RSS %.0f MB", result["status"], pages, result["wall_s"], span,
+                fmt(result["cpu_ms_per_page"], 2), result["coverage"], result["maxrss_mb"])
     return result
 
 
@@ -279,27 +280,32 @@ def analyze_politeness(entries: list[LogEntry], delay: float, n_ips: int) -> dic
 # --- a scenario: alternating repetitions -----------------------------------------------------
 def run_scenario(sc: Scenario, crawlers: list[str], work: Path,
                  timeout: float | None) -> dict[str, Any]:
-    """All repetitions of one scenario on one synthetic web, crawlers in alternating order."""
+    """All repetitions of one scenario on one synthetic web, crawlers in rotating order."""
     sc_work = work / sc.name
     sc_work.mkdir(parents=True, exist_ok=True)
     if timeout is None:
         per_host = (sc.pages_per_host + 1) * sc.delay * 2
         timeout = 120 + max(sc.hosts * sc.pages_per_host / 10, per_host)
+    absent = {c: why for c in crawlers if (why := peers.missing(c))}
+    for crawler, why in absent.items():
+        logger.warning("%s: %s is absent: %s", sc.name, LABELS[crawler], why)
+    present = [c for c in crawlers if c not in absent]
     runs: list[dict[str, Any]] = []
     with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web")) as web:
-        logger.info("%s: %d hosts x %d pages = %d pages (%.1f KiB/page), nginx pid %d",
-                    sc.name, sc.hosts, sc.pages_per_host, len(web.pages),
-                    web.page_bytes / len(web.pages) / 1024, web.pid)
+        logger.info("%s: %d hosts x %d pages = %d pages (%.1f KiB/page), %d dead addresses, "
+                    "nginx pid %d", sc.name, sc.hosts, sc.pages_per_host, len(web.pages),
+                    web.page_bytes / len(web.pages) / 1024, len(web.dead_hosts), web.pid)
         startup: dict[str, dict[str, Any]] = {}
-        if not sc.delay:
+        if sc.startup and not sc.delay:
             # Start-up and shut-down cost (imports, reactor, first connections): a crawl of the
             # same web closed after its first page. Subtracted, it leaves the marginal CPU per
             # page, what a crawl of millions of pages pays.
-            for crawler in crawlers:
-                startup[crawler] = crawl_once(crawler, sc, web, sc_work, -1, timeout,
-                                              ("CLOSESPIDER_PAGECOUNT=1",))
+            for crawler in present:
+                startup[crawler] = crawl_once(crawler, sc, web, sc_work, -1, timeout, True)
         for rep in range(sc.reps):
-            order = crawlers if rep % 2 == 0 else crawlers[::-1]
+            # rotate, so no crawler always runs first (a cold page cache) or last
+            shift = rep % len(present) if present else 0
+            order = present[shift:] + present[:shift]
             for crawler in order:
                 run = crawl_once(crawler, sc, web, sc_work, rep, timeout)
                 base = startup.get(crawler)
@@ -309,19 +315,31 @@ def run_scenario(sc: Scenario, crawlers: list[str], work: Path,
                         / (run["pages_fetched"] - base["pages_fetched"]))
                 runs.append(run)
         web_info = {"hosts": sc.hosts, "pages_per_host": sc.pages_per_host,
-                    "pages": len(web.pages), "bytes_per_page": web.page_bytes / len(web.pages)}
+                    "pages": len(web.pages), "bytes_per_page": web.page_bytes / len(web.pages),
+                    "dead_addresses": len(web.dead_hosts)}
     return {"config": vars(sc) | {"timeout_s": timeout}, "web": web_info, "runs": runs,
-            "startup": startup, "summary": summarize(runs, crawlers, sc.reps)}
+            "startup": startup, "absent": absent,
+            "summary": summarize(runs, present, sc.reps)}
 
 
 SUMMARY_KEYS = ("wall_s", "pages_fetched", "unique_pages", "coverage", "duplicates",
-                "pages_per_s", "cpu_s", "cpu_ms_per_page", "marginal_cpu_ms_per_page",
-                "maxrss_mb", "nginx_cpu_s", "robots_requests", "items")
+                "pages_per_s", "fetch_pages_per_s", "active_s", "tail_s", "first_request_s",
+                "cpu_s", "cpu_ms_per_page", "marginal_cpu_ms_per_page", "maxrss_mb",
+                "nginx_cpu_s", "robots_requests", "items")
 POLITE_KEYS = ("efficiency", "violations", "min_interval_s", "span_s")
+# ratio name -> (run key, True when it is peer / larbin, False for larbin / peer); each is
+# written so that > 1 means larbinscrapy does better
+RATIOS = {
+    "cpu_ms_per_page": ("cpu_ms_per_page", True),
+    "marginal_cpu_ms_per_page": ("marginal_cpu_ms_per_page", True),
+    "fetch_pages_per_s": ("fetch_pages_per_s", False),
+    "wall_s": ("wall_s", True),
+    "maxrss_mb": ("maxrss_mb", True),
+}
 
 
 def summarize(runs: list[dict[str, Any]], crawlers: list[str], reps: int) -> dict[str, Any]:
-    """Medians over the ok runs of each crawler; per-pair (same rep) ratios."""
+    """Medians over the ok runs of each crawler; per-repetition ratios against larbinscrapy."""
     summary: dict[str, Any] = {}
     for crawler in crawlers:
         ok = [r for r in runs if r["crawler"] == crawler and r["status"] == "ok"]
@@ -331,25 +349,26 @@ def summarize(runs: list[dict[str, Any]], crawlers: list[str], reps: int) -> dic
         nginx, cpu = med["nginx_cpu_s"], med["cpu_s"]
         med["nginx_cpu_share"] = nginx / cpu if nginx is not None and cpu else None
         summary[crawler] = {"ok_runs": len(ok), "runs": reps, "median": med}
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for rep in range(reps):
         by = {r["crawler"]: r for r in runs if r["rep"] == rep and r["status"] == "ok"}
-        if "plain" in by and "larbin" in by and by["larbin"]["cpu_ms_per_page"]:
-            p, lb = by["plain"], by["larbin"]
-            pairs.append({
-                "rep": rep,
-                "cpu_ms_per_page_plain_over_larbin": p["cpu_ms_per_page"] / lb["cpu_ms_per_page"],
-                "pages_per_s_larbin_over_plain": lb["pages_per_s"] / p["pages_per_s"],
-                "rss_larbin_over_plain": lb["maxrss_mb"] / p["maxrss_mb"],
-                "marginal_cpu_plain_over_larbin": (
-                    p["marginal_cpu_ms_per_page"] / lb["marginal_cpu_ms_per_page"]
-                    if p.get("marginal_cpu_ms_per_page") and lb.get("marginal_cpu_ms_per_page")
-                    else None),
-            })
+        ref = by.get(REFERENCE)
+        if ref is None:
+            continue
+        for peer, run in by.items():
+            if peer == REFERENCE:
+                continue
+            pair: dict[str, Any] = {"rep": rep, "peer": peer}
+            for name, (key, peer_over_ref) in RATIOS.items():
+                num, den = (run.get(key), ref.get(key))
+                if not peer_over_ref:
+                    num, den = den, num
+                pair[name] = num / den if num and den else None
+            pairs.append(pair)
     summary["pairs"] = pairs
-    summary["ratios"] = {k: _median([p[k] for p in pairs]) for k in
-                         ("cpu_ms_per_page_plain_over_larbin", "pages_per_s_larbin_over_plain",
-                          "rss_larbin_over_plain", "marginal_cpu_plain_over_larbin")}
+    summary["ratios"] = {
+        peer: {name: _median([p[name] for p in pairs if p["peer"] == peer]) for name in RATIOS}
+        for peer in crawlers if peer != REFERENCE}
     return summary
 
 
@@ -496,19 +515,7 @@ def _short_path(file: str) -> str:
     return file.replace(str(REPO) + "/", "")
 
 
-# --- the report ------------------------------------------------------------------------------
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
-
-
+# --- the machine -----------------------------------------------------------------------------
 def machine_info() -> dict[str, Any]:
     """What the numbers were measured on."""
     info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
@@ -532,156 +539,6 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def render_markdown(report: dict[str, Any]) -> str:
-    m = report["machine"]
-    lines = ["# larbinscrapy benchmark", "",
-             f"`{report['command']}` on {m.get('cpu', '?')}, {m['cpus']} CPUs, "
-             f"{m.get('mem_gib', '?')} GiB; Python {m['python']}, Scrapy {m.get('scrapy', '?')}, "
-             f"Twisted {m.get('twisted', '?')}, nginx {m.get('nginx', '?')}; "
-             f"load average at start {m['loadavg_start'][0]:.2f}; total {report['seconds']:.0f} s.",
-             ""]
-    if "cpu" in report["scenarios"]:
-        lines += _render_cpu(report["scenarios"]["cpu"])
-    if "polite" in report["scenarios"]:
-        lines += _render_polite(report["scenarios"]["polite"])
-    if report.get("profile"):
-        lines += render_profile(report["profile"])
-    if report.get("micro"):
-        lines += _render_micro(report["micro"])
-    return "\n".join(lines) + "\n"
-
-
-def _render_cpu(res: dict[str, Any]) -> list[str]:
-    c, w, s = res["config"], res["web"], res["summary"]
-    crawlers = [k for k in CRAWLERS if k in s]
-    lines = [f"## CPU-bound crawl: {w['hosts']} hosts x {w['pages_per_host']} pages = "
-             f"{w['pages']} pages ({w['bytes_per_page'] / 1024:.1f} KiB/page)", "",
-             f"DOWNLOAD_DELAY 0, CONCURRENT_REQUESTS 100, CONCURRENT_REQUESTS_PER_DOMAIN "
-             f"{c['per_domain']} for both; medians of the ok runs out of {c['reps']}; "
-             "ratios are medians of the per-repetition ratios.", "",
-             "| | " + " | ".join(LABELS[k] for k in crawlers) + " | ratio |",
-             "|---|" + "---:|" * (len(crawlers) + 1)]
-    ratios = s["ratios"]
-    rows = [
-        ("runs ok", lambda k: f"{s[k]['ok_runs']}/{s[k]['runs']}", ""),
-        ("pages fetched (200)", lambda k: _fmt(s[k]["median"]["pages_fetched"], 0), ""),
-        ("coverage", lambda k: _pct(s[k]["median"]["coverage"]), ""),
-        ("duplicate fetches", lambda k: _fmt(s[k]["median"]["duplicates"], 0), ""),
-        ("wall time, s", lambda k: _fmt(s[k]["median"]["wall_s"]), ""),
-        ("**pages/s**", lambda k: _fmt(s[k]["median"]["pages_per_s"]),
-         f"{_fmt(ratios['pages_per_s_larbin_over_plain'], 2)} (larbin / plain)"),
-        ("CPU user+sys, s", lambda k: _fmt(s[k]["median"]["cpu_s"]), ""),
-        ("**CPU ms/page**", lambda k: _fmt(s[k]["median"]["cpu_ms_per_page"], 2),
-         f"{_fmt(ratios['cpu_ms_per_page_plain_over_larbin'], 2)} (plain / larbin)"),
-        ("**CPU ms/page above start-up**",
-         lambda k: _fmt(s[k]["median"]["marginal_cpu_ms_per_page"], 2),
-         f"{_fmt(ratios.get('marginal_cpu_plain_over_larbin'), 2)} (plain / larbin)"),
-        ("start-up CPU, s (a crawl closed after 1 page)",
-         lambda k: _fmt(res.get("startup", {}).get(k, {}).get("cpu_s"), 2), ""),
-        ("peak RSS, MB", lambda k: _fmt(s[k]["median"]["maxrss_mb"]),
-         f"{_fmt(ratios['rss_larbin_over_plain'], 2)} (larbin / plain)"),
-        ("nginx CPU, s (share of crawler's)",
-         lambda k: f"{_fmt(s[k]['median']['nginx_cpu_s'], 3)} "
-                   f"({_pct(s[k]['median']['nginx_cpu_share'])})", ""),
-    ]
-    for label, cell, ratio in rows:
-        lines.append(f"| {label} | " + " | ".join(cell(k) for k in crawlers) + f" | {ratio} |")
-    lines += ["", *_render_runs(res["runs"], polite=False), *_render_failures(res["runs"])]
-    return lines
-
-
-def _render_runs(runs: list[dict[str, Any]], polite: bool) -> list[str]:
-    head = ("| rep | crawler | status | wall s | pages | coverage | dup | pages/s | CPU s "
-            "| CPU ms/page | RSS MB | nginx CPU s |")
-    if polite:
-        head += " efficiency | violations | min interval ms |"
-    lines = ["### Runs", "", head, "|" + "---|" * (head.count("|") - 1)]
-    for r in runs:
-        row = (f"| {r['rep'] + 1} | {LABELS[r['crawler']]} | {r['status']} | {r['wall_s']:.1f} "
-               f"| {r['pages_fetched']} | {_pct(r['coverage'])} | {r['duplicates']} "
-               f"| {r['pages_per_s']:.1f} | {r['cpu_s']:.2f} | {_fmt(r['cpu_ms_per_page'], 2)} "
-               f"| {r['maxrss_mb']:.0f} | {r['nginx_cpu_s']:.3f} |")
-        if polite:
-            p = r["politeness"]
-            mi = None if p["min_interval_s"] is None else 1000 * p["min_interval_s"]
-            row += f" {_fmt(p['efficiency'], 3)} | {p['violations']} | {_fmt(mi, 0)} |"
-        lines.append(row)
-    return [*lines, ""]
-
-
-def _render_failures(runs: list[dict[str, Any]]) -> list[str]:
-    lines: list[str] = []
-    for r in runs:
-        if r["status"] == "ok":
-            continue
-        lines += [f"**{LABELS[r['crawler']]}, rep {r['rep'] + 1}: {r['status']}** "
-                  f"(exit code {r['exit_code']}); last lines of stderr:", "", "```",
-                  *r["stderr_tail"], "```", ""]
-    return lines
-
-
-def _render_polite(res: dict[str, Any]) -> list[str]:
-    c, w, s = res["config"], res["web"], res["summary"]
-    crawlers = [k for k in CRAWLERS if k in s]
-    lines = [f"## Politeness-bound crawl: {w['hosts']} hosts (one IP each) x "
-             f"{w['pages_per_host']} pages, DOWNLOAD_DELAY {c['delay']} s", "",
-             "Intervals per server IP from nginx's log, robots.txt included. Efficiency = "
-             "intervals per second over the active period / (IPs / delay). Plain Scrapy runs "
-             "with RANDOMIZE_DOWNLOAD_DELAY=False.", "",
-             "| | " + " | ".join(LABELS[k] for k in crawlers) + " |",
-             "|---|" + "---:|" * len(crawlers)]
-    for label, key, digits in (("runs ok", None, 0), ("efficiency", "efficiency", 3),
-                               ("violations (intervals < delay)", "violations", 0),
-                               ("min interval, ms", "min_interval_s", 0),
-                               ("active period, s", "span_s", 1),
-                               ("coverage", "coverage", 0), ("wall time, s", "wall_s", 1),
-                               ("CPU ms/page", "cpu_ms_per_page", 2)):
-        cells = []
-        for k in crawlers:
-            if key is None:
-                cells.append(f"{s[k]['ok_runs']}/{s[k]['runs']}")
-                continue
-            v = s[k]["median"][key]
-            if key == "min_interval_s" and v is not None:
-                v *= 1000
-            cells.append(_pct(v) if key == "coverage" else _fmt(v, digits))
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", *_render_runs(res["runs"], polite=True), *_render_failures(res["runs"])]
-    return lines
-
-
-def render_profile(prof: dict[str, Any]) -> list[str]:
-    f = prof["fetches"]
-    proc = prof["process"]
-    lines = [f"## Profile: {LABELS[prof['target']]} under {prof['profiler']}", "",
-             f"{f['pages_fetched']} pages in {proc['wall_s']:.1f} s (profiler overhead "
-             f"included); top {len(prof['rows'])} functions by self time.", "",
-             "| # | self % | incl % | function |", "|---:|---:|---:|---|"]
-    for i, row in enumerate(prof["rows"], 1):
-        lines.append(f"| {i} | {row['self_pct']:.1f} | {row['incl_pct']:.1f} "
-                     f"| `{row['function']}` |")
-    if not prof["rows"] or proc["exit_code"] != 0 or not f["pages_fetched"]:
-        how = proc["stopped"] or f"exit code {proc['exit_code']}"
-        lines += ["", f"**The crawl failed** ({how}, {f['pages_fetched']} pages): the profile "
-                  "is not of a crawl. Last lines of stderr:", "", "```",
-                  *proc["stderr_tail"], "```"]
-    return [*lines, ""]
-
-
-def _render_micro(micro: list[dict[str, Any]]) -> list[str]:
-    lines = ["## Micro-benchmarks", ""]
-    for m in micro:
-        if m["status"] == "absent":
-            lines += [f"### {m['name']}: not present", ""]
-            continue
-        lines += [f"### {m['name']} ({m['status']}, {m['seconds']:.0f} s)", "",
-                  m["stdout"].rstrip(), ""]
-        if m["status"] != "ok":
-            lines += [f"exit code {m['exit_code']}; last lines of stderr:", "", "```",
-                      *m["stderr_tail"], "```", ""]
-    return lines
-
-
 # --- main ------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
@@ -689,12 +546,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, help="repetitions per crawler (default 3; quick 1)")
     p.add_argument("--json", type=Path, help="write the full results as JSON here")
     p.add_argument("--md", type=Path, help="write the markdown report here")
-    p.add_argument("--scenario", choices=("all", "cpu", "polite"), default="all")
-    p.add_argument("--crawlers", default="plain,larbin", help="comma list of plain,larbin")
+    p.add_argument("--scenario", choices=("all", "cpu", "large", "polite"), default="all",
+                   help="all: cpu, large (not with --quick) and polite")
+    p.add_argument("--crawlers", default=",".join(CRAWLERS),
+                   help=f"comma list of {','.join(CRAWLERS)}")
     p.add_argument("--hosts", type=int, help="CPU scenario hosts (default 20; quick 10)")
     p.add_argument("--pages", type=int, help="CPU scenario pages per host (default 100; quick 40)")
+    p.add_argument("--large-hosts", type=int, default=50, help="large scenario hosts")
+    p.add_argument("--large-pages", type=int, default=1000, help="large scenario pages per host")
     p.add_argument("--per-domain", type=int, default=8,
-                   help="CONCURRENT_REQUESTS_PER_DOMAIN for both crawlers (CPU scenario)")
+                   help="CONCURRENT_REQUESTS_PER_DOMAIN for the Scrapy peers (CPU scenarios)")
     p.add_argument("--polite-hosts", type=int, help="polite scenario hosts (default 10; quick 5)")
     p.add_argument("--polite-pages", type=int, help="polite pages per host (default 15; quick 8)")
     p.add_argument("--delay", type=float, default=0.5, help="polite scenario DOWNLOAD_DELAY")
@@ -718,6 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     reps = args.reps or (1 if q else 3)
     cpu = Scenario("cpu", args.hosts or (10 if q else 20), args.pages or (40 if q else 100),
                    0.0, reps, args.per_domain, 100)
+    # once per peer, no start-up run: at 50,000 pages start-up is ~2% of the whole
+    large = Scenario("large", args.large_hosts, args.large_pages, 0.0, 1, args.per_domain, 100,
+                     startup=False)
     polite = Scenario("polite", args.polite_hosts or (5 if q else 10),
                       args.polite_pages or (8 if q else 15), args.delay, reps, None, None)
     work = Path(tempfile.mkdtemp(prefix="larbin-bench-"))
@@ -730,8 +594,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             if args.scenario in ("all", "cpu"):
                 report["scenarios"]["cpu"] = run_scenario(cpu, crawlers, work, args.timeout)
-            if args.scenario in ("all", "polite"):
-                report["scenarios"]["polite"] = run_scenario(polite, crawlers, work,
+            if args.scenario == "large" or (args.scenario == "all" and not q):
+                report["scenarios"]["large"] = run_scenario(large, crawlers, work, args.timeout)
+            polite_crawlers = [c for c in crawlers if c in POLITE_CRAWLERS]
+            if args.scenario in ("all", "polite") and polite_crawlers:
+                report["scenarios"]["polite"] = run_scenario(polite, polite_crawlers, work,
                                                              args.timeout)
             if not args.no_micro:
                 report["micro"] = run_micro(q, work)

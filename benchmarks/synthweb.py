@@ -1,11 +1,19 @@
 """A deterministic synthetic web on loopback, served by Debian's nginx.
 
-``N`` hosts ``hNN.bench``, each on its own IP ``127.0.2.N`` (all of 127.0.0.0/8 is routed to
-``lo`` on Linux, so no address has to be added) and one shared port. Each host has a start page
-``/``, ``P - 1`` pages ``/sK/pageI.html``, and a ``robots.txt`` that allows everything. Each page
-has 30-60 links: mostly same-host (relative, root-relative or absolute), ~10% to other hosts
-(absolute, with the port); page ``i`` always links to page ``i + 1``, so every page is reachable
-from the start pages (the seeds). The ground truth (``SynthWeb.pages``) is every page URL.
+``N`` hosts, each on its own IP ``127.0.2.N`` (all of 127.0.0.0/8 is routed to ``lo`` on Linux,
+so no address has to be added) and one shared port. Each host has a start page ``/``, ``P - 1``
+pages ``/sK/pageI.html``, and a ``robots.txt`` that allows everything. Each page has 30-60 links:
+mostly same-host (relative, root-relative or absolute), ~10% to other hosts (absolute, with the
+port); page ``i`` always links to page ``i + 1``, so every page is reachable from the start pages
+(the seeds) through ``<a href>`` alone. Some pages also link through ``<iframe src>`` (5%) and
+an image map's ``<area href>`` (3%), and 2% link to one of ``dead`` addresses ``127.0.3.K``
+where nothing listens (connections are refused), as the real web links to dead hosts. The
+ground truth (``SynthWeb.pages``) is every page URL.
+
+By default the URLs name the hosts by IP (``http://127.0.2.N:PORT/``): crawlee-python and wget,
+two of the benchmark's peers, have no resolver override, and the web must not go through
+/etc/hosts. ``named=True`` names them ``hNN.bench`` (dead ones ``dNN.bench``) with ``resolve``
+mapping names to IPs, for crawlers that take such a map (larbinscrapy's ``LARBIN_RESOLVE``).
 
 nginx runs in the foreground (``daemon off``) from a generated config in a temp dir, one worker,
 and writes an access log ``$msec $server_addr $host $request_uri $status``, which is how the
@@ -40,6 +48,9 @@ logger = logging.getLogger(__name__)
 
 NGINX = "/usr/sbin/nginx"
 SECTIONS = 8
+IFRAME_SHARE = 0.05  # pages with an <iframe src> to a page of their host
+AREA_SHARE = 0.03  # pages with an image map (<area href>)
+DEAD_LINK_SHARE = 0.02  # pages with a link to a dead address
 LOG_FORMAT = "$msec $server_addr $host $request_uri $status"
 
 _WORD_TEXT = (
@@ -99,11 +110,15 @@ class SynthWeb:
         workdir: str | None = None,
         nginx: str = NGINX,
         keep: bool = False,
+        named: bool = False,
+        dead: int = 3,
     ) -> None:
         if not 1 <= hosts <= 254:
             raise ValueError("hosts must be 1..254 (one 127.0.2.N address each)")
         if pages_per_host < 2:
             raise ValueError("pages_per_host must be at least 2")
+        if not 0 <= dead <= 254:
+            raise ValueError("dead must be 0..254 (one 127.0.3.K address each)")
         self.hosts = hosts
         self.pages_per_host = pages_per_host
         self.seed = seed
@@ -112,8 +127,17 @@ class SynthWeb:
         self.keep = keep
         self._workdir = workdir
         self.dir = Path()
-        self.hostnames = [f"h{n:02d}.bench" for n in range(1, hosts + 1)]
-        self.resolve = {name: f"127.0.2.{n}" for n, name in enumerate(self.hostnames, 1)}
+        ips = [f"127.0.2.{n}" for n in range(1, hosts + 1)]
+        dead_ips = [f"127.0.3.{k}" for k in range(1, dead + 1)]
+        if named:
+            self.hostnames = [f"h{n:02d}.bench" for n in range(1, hosts + 1)]
+            self.dead_hosts = [f"d{k:02d}.bench" for k in range(1, dead + 1)]
+            self.resolve = dict(zip(self.hostnames + self.dead_hosts, ips + dead_ips,
+                                    strict=True))
+        else:
+            self.hostnames, self.dead_hosts, self.resolve = ips, dead_ips, {}
+        self.ips = dict(zip(self.hostnames, ips, strict=True))  # serving host -> its IP
+        self._dirs = {host: f"h{n:02d}" for n, host in enumerate(self.hostnames, 1)}
         self.seeds: list[str] = []
         self.pages: set[str] = set()
         self.page_bytes = 0
@@ -161,7 +185,7 @@ class SynthWeb:
         """Write every host's pages and robots.txt under ``self.dir/hNN``."""
         self.page_bytes = 0
         for host_no, host in enumerate(self.hostnames):
-            root = self.dir / host.split(".")[0]
+            root = self.dir / self._dirs[host]
             for sec in range(SECTIONS):
                 (root / f"s{sec}").mkdir(parents=True, exist_ok=True)
             (root / "robots.txt").write_text("User-agent: *\nAllow: /\n")
@@ -188,7 +212,27 @@ class SynthWeb:
             if rng.random() < 0.05:
                 href += "#comments"
             links.append((href, _words(rng, 1, 5)))
+        if self.dead_hosts and rng.random() < DEAD_LINK_SHARE:
+            dead = rng.choice(self.dead_hosts)
+            links.insert(2, (f"http://{dead}:{self.port}{page_path(rng.randrange(n_pages))}",
+                             _words(rng, 1, 3)))
         return links
+
+    def _extra_links(self, rng: random.Random, host: str, index: int) -> list[str]:
+        """An <iframe> and/or an image map for some pages (links other than <a>)."""
+        here, n_pages = page_path(index), self.pages_per_host
+        parts = []
+        if rng.random() < IFRAME_SHARE:
+            src = self._href(rng, here, host, host, rng.randrange(n_pages), "relative")
+            parts.append(f"<iframe src=\"{src}\" title=\"related\"></iframe>\n")
+        if rng.random() < AREA_SHARE:
+            areas = "".join(
+                f"<area shape=\"rect\" coords=\"{10 * k},0,{10 * k + 9},9\" href=\""
+                f"{self._href(rng, here, host, host, rng.randrange(n_pages), 'root')}\" "
+                f"alt=\"{_words(rng, 1, 2)}\">"
+                for k in range(rng.randint(1, 3)))
+            parts.append(f"<map name=\"nav{index}\">{areas}</map>\n")
+        return parts
 
     def _href(self, rng: random.Random, here: str, host: str, to_host: str, index: int,
               style: str) -> str:
@@ -218,6 +262,7 @@ class SynthWeb:
         nav, body_links = links[:6], links[6:]
         parts += [f"<li><a href=\"{href}\">{text}</a></li>\n" for href, text in nav]
         parts.append(f"</ul></nav></header>\n<main>\n<article>\n<h1>{title}</h1>\n")
+        parts += self._extra_links(rng, host, index)
         target_size = rng.randint(10_000, 18_000)
         size = sum(map(len, parts))
         while body_links or size < target_size:
@@ -243,8 +288,8 @@ class SynthWeb:
         (d / "tmp").mkdir(exist_ok=True)
         servers = "".join(
             f"  server {{ listen {ip}:{self.port}; server_name {host}; "
-            f"root {d / host.split('.')[0]}; }}\n"
-            for host, ip in self.resolve.items()
+            f"root {d / self._dirs[host]}; }}\n"
+            for host, ip in self.ips.items()
         )
         temp_paths = "".join(
             f"  {kind}_temp_path {d / 'tmp' / kind};\n"
@@ -274,7 +319,7 @@ class SynthWeb:
         with open(self.dir / "nginx.stderr", "wb") as stderr:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 10
-        pending = list(self.resolve.values())
+        pending = list(self.ips.values())
         while pending:
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 err = (self.dir / "nginx.stderr").read_text(errors="replace")
