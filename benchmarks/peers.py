@@ -55,8 +55,7 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
     are ``KEY=VALUE`` settings for the Scrapy-based peers (``-s``).
     """
     seeds = work / "seeds.txt"
-    if not seeds.exists():
-        seeds.write_text("\n".join(web.seeds) + "\n")
+    seeds.write_text("\n".join(web.seeds) + "\n")
     env = dict(os.environ)
     env.pop("SCRAPY_SETTINGS_MODULE", None)
     extra_args = [a for kv in extra for a in ("-s", kv)]

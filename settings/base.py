@@ -7,6 +7,8 @@ Where Scrapy already has a setting with the meaning we need (``DOWNLOAD_DELAY``,
 
 from __future__ import annotations
 
+import scrapy.settings.default_settings as scrapy_defaults
+
 BOT_NAME = "larbinscrapy"
 SPIDER_MODULES = ["larbinscrapy.spiders"]
 NEWSPIDER_MODULE = "larbinscrapy.spiders"
@@ -33,6 +35,7 @@ TELNETCONSOLE_ENABLED = False  # never open a code-running port by default
 REMOTE_CONTROL_ENABLED = False
 AJAXCRAWL_ENABLED = False
 FEED_EXPORT_ENCODING = "utf-8"
+LOG_FORMATTER = "larbinscrapy.logformatter.QuietLogFormatter"  # no per-page "Crawled"/"Scraped" DEBUG records unless LOG_LEVEL=DEBUG
 
 SCHEDULER = "larbinscrapy.frontier.scheduler.LarbinScheduler"
 DUPEFILTER_CLASS = "larbinscrapy.dupefilter.BitmapDupeFilter"
@@ -51,6 +54,12 @@ SPIDER_MIDDLEWARES = {
     "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
     "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
     "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
+    # Scrapy's start and referer middlewares without their layer over every page's output:
+    # the gate sets Referer (same policies and settings) on what it lets through.
+    "scrapy.spidermiddlewares.start.StartSpiderMiddleware": None,
+    "larbinscrapy.middlewares.folded.StartOnlyMiddleware": 25,
+    "scrapy.spidermiddlewares.referer.RefererMiddleware": None,
+    "larbinscrapy.middlewares.folded.GateRefererMiddleware": 700,
 }
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
@@ -69,6 +78,20 @@ DOWNLOADER_MIDDLEWARES = {
     "larbinscrapy.middlewares.politeness.PolitenessMiddleware": 950,
     # LARBIN_REVISIT: conditional GET on revisits; below retry/redirect, so it sees final outcomes
     "larbinscrapy.revisit.middleware.ConditionalGetMiddleware": 540,
+}
+# Scrapy's base lists less two components that are off by default and cost start-up only to be
+# imported (Scrapy imports every key of these dicts, even one set to None): the remote-control
+# extension (aiohttp, ~120 ms; REMOTE_CONTROL_ENABLED is off) and the cookies middleware
+# (tldextract, ~45 ms; COOKIES_ENABLED is off), which larbinscrapy's shim imports only if
+# COOKIES_ENABLED is turned on.
+EXTENSIONS_BASE = {  # Scrapy's, without RemoteControl (to use it: add it to EXTENSIONS and set REMOTE_CONTROL_ENABLED)
+    k: v for k, v in scrapy_defaults.EXTENSIONS_BASE.items()
+    if k != "scrapy.extensions.remote_control.RemoteControl"
+}
+DOWNLOADER_MIDDLEWARES_BASE = {  # Scrapy's, its CookiesMiddleware built only when COOKIES_ENABLED
+    **{k: v for k, v in scrapy_defaults.DOWNLOADER_MIDDLEWARES_BASE.items()
+       if k != "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"},
+    "larbinscrapy.middlewares.folded.CookiesMiddleware": 700,
 }
 ITEM_PIPELINES = {
     # Each raises NotConfigured unless its LARBIN_* setting turns it on (docs/pipelines.md).

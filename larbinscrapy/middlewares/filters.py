@@ -30,6 +30,7 @@ from scrapy.http import Response
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.items import PageItem
+from larbinscrapy.middlewares.folded import chainless_referer
 from larbinscrapy.seencache import url_seen_test
 from larbinscrapy.traps import TrapGuard
 from larbinscrapy.urlfilter import DEPTH, INVALID, UrlFilter
@@ -62,6 +63,7 @@ class LinkGateMiddleware:
         self._fingerprint_url = getattr(crawler.request_fingerprinter, "fingerprint_url", None)
         self._seen: Any = None
         self._count_seen: Any = None
+        self._referer: Any = None  # GateRefererMiddleware: sets Referer on what we let through
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
 
     @classmethod
@@ -80,6 +82,7 @@ class LinkGateMiddleware:
 
     def _spider_opened(self, spider: Spider) -> None:
         self.url_filter = getattr(spider, "url_filter", None) or self.url_filter
+        self._referer = chainless_referer(self.crawler)
         df = getattr(self.crawler.engine.scheduler, "df", None)
         seen = getattr(df, "seen_fingerprint", None)
         if seen is not None and self._fingerprint_url is not None:
@@ -170,6 +173,8 @@ class LinkGateMiddleware:
             parent = response.meta.get(M.RID) if response is not None else None
             if parent is not None:
                 meta[M.PARENT] = parent
+            if self._referer is not None:
+                self._referer.get_processed_request(request, response)
             return True
         self.stats.inc_value(f"larbin/filtered/{reason}")
         return False
@@ -188,6 +193,7 @@ class LinkGateMiddleware:
         parent = {M.PARENT: meta[M.RID]} if M.RID in meta else {}
         reason_of, trap = self.url_filter.reason, self._trap
         seen = self._seen  # url -> seen? (raw-link cache, fingerprint, seen-set)
+        referer_mw = self._referer
         filtered: Counter[str] = Counter()
         requests = []
         n_seen = 0
@@ -221,9 +227,13 @@ class LinkGateMiddleware:
                 M.REFERER: referer,
             }
             try:
-                requests.append(Request(url, errback=errback, meta=request_meta))
+                request = Request(url, errback=errback, meta=request_meta)
             except ValueError:  # is_valid_url() let it through: still this link only
                 filtered[INVALID] += 1
+                continue
+            if referer_mw is not None:
+                referer_mw.get_processed_request(request, response)
+            requests.append(request)
         for reason, n in filtered.items():
             self.stats.inc_value(f"larbin/filtered/{reason}", n)
         if n_seen and self._count_seen is not None:
