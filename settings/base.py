@@ -35,6 +35,7 @@ TELNETCONSOLE_ENABLED = False  # never open a code-running port by default
 REMOTE_CONTROL_ENABLED = False
 AJAXCRAWL_ENABLED = False
 FEED_EXPORT_ENCODING = "utf-8"
+STATS_CLASS = "larbinscrapy.stats.LeanStatsCollector"  # Scrapy's in-memory stats without a deprecation wrapper around every call
 LOG_FORMATTER = "larbinscrapy.logformatter.QuietLogFormatter"  # no per-page "Crawled"/"Scraped" DEBUG records unless LOG_LEVEL=DEBUG
 
 SCHEDULER = "larbinscrapy.frontier.scheduler.LarbinScheduler"

@@ -235,3 +235,28 @@ def test_downloader_stats_equal_scrapys():
             mw.process_exception(request, ConnectionRefusedError())
     assert ours_crawler.stats.get_stats() == theirs_crawler.stats.get_stats()
     assert ours_crawler.stats.get_value("downloader/request_count") == len(STATS_REQUESTS)
+
+
+# --- LeanStatsCollector ---------------------------------------------------------------------
+def test_lean_stats_collector_behaves_as_scrapys_without_the_wrapper():
+    from scrapy.statscollectors import MemoryStatsCollector
+
+    from larbinscrapy.stats import LeanStatsCollector
+
+    crawler = get_crawler(settings_dict=BASE_SETTINGS)
+    assert isinstance(crawler.stats, LeanStatsCollector)
+    # the bound method itself: no per-call deprecation wrapper in between
+    assert crawler.stats.inc_value.__func__ is MemoryStatsCollector.inc_value
+    ours, theirs = LeanStatsCollector(crawler), MemoryStatsCollector(get_crawler())
+    for stats in (ours, theirs):
+        stats.inc_value("a")
+        stats.inc_value("a", 2)
+        stats.inc_value("b", start=10)
+        stats.set_value("c", "x")
+        stats.max_value("m", 3)
+        stats.max_value("m", 1)
+        stats.min_value("n", 3)
+        stats.min_value("n", 1)
+    assert ours.get_stats() == theirs.get_stats() == {
+        "a": 3, "b": 11, "c": "x", "m": 3, "n": 1}
+    assert ours.get_value("missing", 5) == 5
