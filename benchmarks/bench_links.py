@@ -14,6 +14,13 @@ parse included: a fresh ``HtmlResponse`` per page per run, built outside the tim
 tags, runs of ``<``, character references, random bytes, 100,000 links) at 256 KB, 1 MB and 4 MB:
 a linear scan costs the same per MB at every size (the ``4MB/256KB`` column stays near 1; a
 back-tracking regex would grow with the size).
+
+The lexbor comparison (issue #18): selectolax's ``LexborHTMLParser`` (an HTML5 tree in C)
+finding the same tags (``a``/``area``/``link``/``base`` href, ``frame``/``iframe`` src, title,
+meta keywords/description/refresh), with the URLs resolved by the same code as ``links.extract``
+(its ``_link``), so that only the scan differs: pages/s of each and whether every page gave the
+same links, title, keywords and description. On these pages and on the benchmark web's
+(``benchmarks/synthweb.py``). Skipped if selectolax is not installed.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -185,6 +193,93 @@ def bench_extraction(pages: list[tuple[str, bytes]], runs: int) -> dict[str, flo
     }
 
 
+_LEXBOR_TAGS = ("a[href], area[href], link[href], base[href], frame[src], iframe[src], "
+                "title, meta")
+
+
+def lexbor_extract(body: bytes, base_url: str, encoding: str = "utf-8") -> links.Page:
+    """What ``links.extract`` finds, found by lexbor's HTML5 parser instead of the regex scan.
+
+    URL resolution is ``links``' own (``_link``, ``_Base``: private, used here so that only the
+    scan differs; the module is not changed).
+    """
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(body.decode(encoding, "replace"))
+    base = links._Base(base_url)
+    base_seen = False
+    found: list[str] = []
+    title = keywords = description = None
+    for node in tree.css(_LEXBOR_TAGS):
+        tag, attrs = node.tag, node.attributes
+        if tag == "title":
+            if title is None:
+                title = " ".join(node.text().split()) or None
+            continue
+        if tag == "meta":
+            name = (attrs.get("name") or "").strip().lower()
+            equiv = (attrs.get("http-equiv") or "").strip().lower()
+            content = attrs.get("content")
+            if content is None:
+                continue
+            if name == "keywords" and keywords is None:
+                keywords = " ".join(content.split())
+            elif name == "description" and description is None:
+                description = " ".join(content.split())
+            elif equiv == "refresh":
+                target = links._REFRESH_URL(content)
+                if target is not None and target.group(1).strip():
+                    url = links._link(target.group(1), base, encoding, False)
+                    if url is not None:
+                        found.append(url)
+            continue
+        value = attrs.get("src" if tag in ("frame", "iframe") else "href")
+        if value is None:
+            continue
+        url = links._link(value, base, encoding, False)
+        if url is None:
+            continue
+        if tag == "base":
+            if not base_seen:
+                base_seen = True
+                base = links._Base(url)
+            continue
+        found.append(url)
+    return links.Page(list(dict.fromkeys(found)), title, keywords, description)
+
+
+def synthweb_pages(count: int) -> list[tuple[str, bytes]]:
+    """Pages of the benchmark web (``SynthWeb``'s generator, no server started)."""
+    from benchmarks.synthweb import SynthWeb
+
+    web = SynthWeb(hosts=10, pages_per_host=max(2, count // 10))
+    web.port = 8000
+    out = []
+    for host_no, host in enumerate(web.hostnames):
+        for index in range(web.pages_per_host):
+            rng = random.Random(f"{web.seed}:{host_no}:{index}")
+            out.append((web.url(host, index), web._page_html(rng, host, index).encode()))
+    return out[:count]
+
+
+def bench_lexbor(sets: dict[str, list[tuple[str, bytes]]], runs: int) -> dict[str, Any]:
+    """links.extract against lexbor + the same URL resolution, per page set."""
+    try:
+        import selectolax
+    except ImportError:
+        return {"skipped": "selectolax is not installed"}
+    out: dict[str, Any] = {"selectolax": selectolax.__version__}
+    for name, pages in sets.items():
+        ours = _median_seconds(lambda p=pages: [links.extract(b, u) for u, b in p], runs)
+        theirs = _median_seconds(lambda p=pages: [lexbor_extract(b, u) for u, b in p], runs)
+        differ = [u for u, b in pages if links.extract(b, u) != lexbor_extract(b, u)]
+        out[name] = {"pages": len(pages), "ours_pages_per_s": len(pages) / ours,
+                     "lexbor_pages_per_s": len(pages) / theirs,
+                     "lexbor_over_ours_time": theirs / ours,
+                     "pages_differing": len(differ), "first_differing": differ[:3]}
+    return out
+
+
 def bench_urls(pages: list[tuple[str, bytes]], runs: int) -> dict[str, float]:
     found = [u for url, body in pages for u in links.extract(body, url).links]
     sample = found[:5000]
@@ -271,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     problems = compare(pages)
     ext = bench_extraction(pages, args.runs)
     url = bench_urls(pages, args.runs)
+    lexbor = bench_lexbor({"these pages": pages, "benchmark web": synthweb_pages(args.pages)},
+                          args.runs)
 
     print(f"{ext['pages']} pages, {ext['links']} links; median of {args.runs} runs\n")
     print("| what | larbinscrapy | Scrapy | speed-up |")
@@ -297,10 +394,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nsame links as LinkExtractor (a/area/link): {not problems}")
     for problem in problems[:10]:
         print(f"  {problem}")
+    _print_lexbor(lexbor)
     if args.json:
-        result = {**ext, **url, "link_differences": len(problems)}
+        result = {**ext, **url, "link_differences": len(problems), "lexbor": lexbor}
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 1 if problems else 0
+
+
+def _print_lexbor(lexbor: dict[str, Any]) -> None:
+    if "skipped" in lexbor:
+        print(f"\nlexbor comparison skipped: {lexbor['skipped']}")
+        return
+    print(f"\n| page set | links.extract, pages/s | selectolax (lexbor) {lexbor['selectolax']}"
+          " + same resolution, pages/s | lexbor time / ours | pages with different results |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in lexbor.items():
+        if name == "selectolax":
+            continue
+        print(f"| {name} ({r['pages']}) | {r['ours_pages_per_s']:,.0f} | "
+              f"{r['lexbor_pages_per_s']:,.0f} | {r['lexbor_over_ours_time']:.2f} | "
+              f"{r['pages_differing']} |")
 
 
 if __name__ == "__main__":
