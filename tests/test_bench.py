@@ -1,0 +1,102 @@
+"""The benchmark's own measuring pieces: the synthetic web, peak RSS, the ratios.
+
+Not timings (those live in benchmarks/): that the web every peer crawls is what RESULTS.md says
+it is, and that the runner measures what it claims to.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from benchmarks import peers
+from benchmarks.run import Scenario, analyze_fetches, crawler_command, run_process, summarize
+from benchmarks.synthweb import SynthWeb
+
+NGINX = Path("/usr/sbin/nginx")
+HREF = re.compile(r'<a href="([^"]*)"')
+
+
+@pytest.fixture
+def web(tmp_path):
+    if not NGINX.exists():
+        pytest.fail("nginx is missing: make install-system")
+    with SynthWeb(4, 60, workdir=str(tmp_path / "web")) as running:
+        yield running
+
+
+def _a_links(web: SynthWeb, url: str) -> set[str]:
+    body = urllib.request.urlopen(url, timeout=10).read().decode()
+    return {urllib.parse.urljoin(url, h).partition("#")[0] for h in HREF.findall(body)}
+
+
+def test_every_page_is_reachable_through_a_links_alone(web):
+    # so that every peer (plain Scrapy's LinkExtractor ignores frames) can reach the ground truth
+    seen, todo = set(web.seeds), list(web.seeds)
+    while todo:
+        for link in _a_links(web, todo.pop()):
+            if link in web.pages and link not in seen:
+                seen.add(link)
+                todo.append(link)
+    assert seen == web.pages
+
+
+def test_the_web_has_dead_addresses_iframes_and_image_maps(web):
+    html = "".join(p.read_text() for p in web.dir.glob("h*/**/*.html"))
+    assert "<iframe src=" in html and "<area " in html
+    dead = set(re.findall(r"http://(127\.0\.3\.\d+):", html))
+    assert dead and dead <= {"127.0.3.1", "127.0.3.2", "127.0.3.3"}
+    assert all(url.startswith("http://127.0.2.") for url in web.pages)  # named by IP
+
+
+def test_access_log_counts_what_was_fetched(web):
+    log_start = web.log_offset()
+    for url in (web.seeds[0], web.seeds[0], web.seeds[1]):
+        urllib.request.urlopen(url, timeout=10).read()
+    import time
+
+    time.sleep(0.2)
+    fetched = analyze_fetches(web, web.access_log_entries(log_start))
+    assert (fetched["pages_fetched"], fetched["unique_pages"], fetched["duplicates"]) == (3, 2, 1)
+
+
+def test_peak_rss_is_the_childs_own(tmp_path):
+    # ru_maxrss of a forked child keeps the parent's high-water mark from before exec: a child
+    # that allocates nothing must not report this test process's size
+    ballast = bytearray(200 * 1024 * 1024)  # make the runner big
+    small = run_process([sys.executable, "-c", "pass"], tmp_path, {}, tmp_path / "small", 60)
+    big = run_process([sys.executable, "-c", "b = bytearray(150 * 2**20); b[::4096] = b'x' * "
+                       "len(b[::4096])"], tmp_path, {}, tmp_path / "big", 60)
+    del ballast
+    assert small["exit_code"] == big["exit_code"] == 0
+    assert small["maxrss_mb"] < 60, small["maxrss_mb"]
+    assert big["maxrss_mb"] > 150, big["maxrss_mb"]
+
+
+def test_ratios_are_per_repetition_and_favour_larbin_above_one():
+    def run(crawler: str, rep: int, cpu: float, pps: float, wall: float) -> dict:
+        return {"crawler": crawler, "rep": rep, "status": "ok", "cpu_ms_per_page": cpu,
+                "fetch_pages_per_s": pps, "wall_s": wall, "maxrss_mb": 100.0,
+                "marginal_cpu_ms_per_page": None}
+
+    runs = [run("larbin", 0, 1.0, 800, 4), run("plain", 0, 5.0, 160, 20),
+            run("larbin", 1, 2.0, 400, 8), run("plain", 1, 6.0, 200, 16)]
+    ratios = summarize(runs, ["plain", "larbin"], 2)["ratios"]["plain"]
+    assert ratios["cpu_ms_per_page"] == pytest.approx((5.0 + 3.0) / 2)
+    assert ratios["fetch_pages_per_s"] == pytest.approx((5.0 + 2.0) / 2)
+    assert ratios["wall_s"] == pytest.approx((5.0 + 2.0) / 2)
+    assert ratios["marginal_cpu_ms_per_page"] is None
+
+
+def test_every_peer_has_a_command(web, tmp_path):
+    sc = Scenario("cpu", 4, 60, 0.0, 1, 8, 100)
+    for crawler in peers.CRAWLERS:
+        for one_page in (False, True):
+            cmd, cwd, _env = crawler_command(crawler, sc, web, tmp_path, tmp_path / "i.jsonl",
+                                             one_page)
+            assert cmd and cwd.exists()
+    assert (tmp_path / "seeds.txt").read_text().split() == web.seeds
