@@ -5,7 +5,9 @@
 - ``crawlee``: ``crawlee_spider.py``, crawlee-python's ``ParselCrawler`` with in-memory storage,
   in its own venv ``benchmarks/.venv-crawlee`` (``make bench-crawlee-venv``);
 - ``wget``: ``wget -r -l inf -H``, robots on, one try, files kept in the work dir (Debian's);
-- ``larbin``: ``python -m scrapy crawl larbin`` from the repository root.
+- ``larbin``: ``python -m scrapy crawl larbin`` from the repository root;
+- ``baseline``: the same from another checkout (``--baseline DIR``, e.g. the main branch), to
+  measure a change before and after in one run.
 
 Every peer follows ``<a>``/``<area>`` links; crawlee, wget and larbinscrapy also
 ``<frame>``/``<iframe>`` (Scrapy's ``LinkExtractor`` does not: the synthetic web keeps every page
@@ -31,9 +33,10 @@ PLAIN_SPIDER = HERE / "plain_spider.py"
 CRAWLEE_SPIDER = HERE / "crawlee_spider.py"
 CRAWLEE_PYTHON = Path(os.environ.get("BENCH_CRAWLEE_PYTHON", HERE / ".venv-crawlee/bin/python"))
 WGET = "wget"
-CRAWLERS = ("plain", "crawlee", "wget", "larbin")
+CRAWLERS = ("plain", "crawlee", "wget", "baseline", "larbin")
 LABELS = {"plain": "plain Scrapy", "crawlee": "crawlee-python", "wget": "wget -r",
-          "larbin": "larbinscrapy"}
+          "baseline": "larbinscrapy baseline", "larbin": "larbinscrapy"}
+BASELINE_ENV = "BENCH_BASELINE_REPO"  # the checkout the baseline peer runs from
 INSTALL_HINT = {"crawlee": "make bench-crawlee-venv", "wget": "apt-get install wget"}
 
 
@@ -43,6 +46,10 @@ def missing(crawler: str) -> str | None:
         return f"{CRAWLEE_PYTHON} not found ({INSTALL_HINT['crawlee']})"
     if crawler == "wget" and shutil.which(WGET) is None:
         return f"wget not found ({INSTALL_HINT['wget']})"
+    if crawler == "baseline":
+        root = os.environ.get(BASELINE_ENV)
+        if not root or not (Path(root) / "larbinscrapy").is_dir():
+            return f"no larbinscrapy checkout given (--baseline DIR; {BASELINE_ENV}={root!r})"
     return None
 
 
@@ -76,10 +83,11 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
         return cmd + (["--max-pages", "1"] if one_page else []), work, env
     if crawler == "wget":
         return _wget(web, work, items, seeds, delay, one_page), work, env
-    if crawler != "larbin":
+    if crawler not in ("larbin", "baseline"):
         raise ValueError(f"unknown crawler {crawler!r}: choose from {', '.join(CRAWLERS)}")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    if not (REPO / "scrapy.cfg").exists():
+    repo = REPO if crawler == "larbin" else Path(os.environ[BASELINE_ENV]).resolve()
+    env["PYTHONPATH"] = str(repo)  # that checkout only: never the other one's modules
+    if not (repo / "scrapy.cfg").exists():
         env["SCRAPY_SETTINGS_MODULE"] = "settings.base"
     cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}",
            "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8", "-s", f"DOWNLOAD_DELAY={delay:g}"]
@@ -90,7 +98,7 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
     if per_domain is not None:
         cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={per_domain}"]
     cmd += ["-s", "LARBIN_DEPTH=1000", "-s", "LOG_LEVEL=INFO", "-O", str(items)]
-    return cmd + extra_args, REPO, env
+    return cmd + extra_args, repo, env
 
 
 def _wget(web: SynthWeb, work: Path, items: Path, seeds: Path, delay: float,

@@ -61,7 +61,7 @@ MICRO_QUICK_SIZES = {"--urls": "100000", "--records": "100000", "--pages": "100"
 STALL_SECONDS = 60.0  # no new request in nginx's log for this long: the crawl is stuck
 TAIL_LINES = 30
 MSEC_TOLERANCE = 0.001  # nginx's $msec has millisecond resolution
-POLITE_CRAWLERS = ("plain", "larbin")  # the peers with a per-host delay to enforce
+POLITE_CRAWLERS = ("plain", "baseline", "larbin")  # the peers with a per-host delay to enforce
 REFERENCE = "larbin"  # ratios are every other peer against this one
 
 
@@ -560,6 +560,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--polite-pages", type=int, help="polite pages per host (default 15; quick 8)")
     p.add_argument("--delay", type=float, default=0.5, help="polite scenario DOWNLOAD_DELAY")
     p.add_argument("--timeout", type=float, help="seconds before a crawl is stopped")
+    p.add_argument("--baseline", type=Path,
+                   help="also run larbinscrapy from this checkout (before/after in one run)")
     p.add_argument("--no-micro", action="store_true", help="skip the micro-benchmarks")
     p.add_argument("--profile", action="store_true",
                    help="only profile one crawl (CPU scenario web), print the top 25 functions")
@@ -575,6 +577,12 @@ def main(argv: list[str] | None = None) -> int:
     crawlers = [c for c in args.crawlers.split(",") if c]
     if not crawlers or set(crawlers) - set(CRAWLERS):
         raise SystemExit(f"--crawlers: choose from {', '.join(CRAWLERS)}")
+    if args.baseline:
+        os.environ[peers.BASELINE_ENV] = str(args.baseline.resolve())
+        if "baseline" not in crawlers:
+            crawlers.insert(crawlers.index("larbin") if "larbin" in crawlers else 0, "baseline")
+    elif "baseline" in crawlers and not os.environ.get(peers.BASELINE_ENV):
+        crawlers.remove("baseline")
     q = args.quick
     reps = args.reps or (1 if q else 3)
     cpu = Scenario("cpu", args.hosts or (10 if q else 20), args.pages or (40 if q else 100),
