@@ -88,13 +88,16 @@ def crawler_command(crawler: str, sc: Scenario, web: SynthWeb, work: Path, items
 
 
 def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path,
-                timeout: float, web: SynthWeb | None = None) -> dict[str, Any]:
+                timeout: float, web: SynthWeb | None = None,
+                watch: tuple[Path, ...] = ()) -> dict[str, Any]:
     """Run ``cmd`` to the end; its wall time, rusage, peak RSS and status.
 
     Peak RSS is the child's ``VmHWM`` (read while it runs), not ``ru_maxrss``: that one keeps
     the high-water mark of the forked runner from before ``exec`` (~60 MB here), which would
     put a floor under every crawler's figure. Stopped (SIGINT, then SIGKILL after 10 s) after
-    ``timeout`` seconds, or when ``web``'s access log has not grown for ``STALL_SECONDS``.
+    ``timeout`` seconds, or when neither ``web``'s access log nor the child's output (stdout,
+    stderr, the files in ``watch``) has grown for ``STALL_SECONDS``: a crawler trying its dead
+    addresses is busy, not stuck.
     """
     stdout_path, stderr_path = Path(f"{log_prefix}.stdout"), Path(f"{log_prefix}.stderr")
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -111,7 +114,7 @@ def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path
                 break
             now = time.perf_counter()
             if web is not None:
-                size = web.log_offset()
+                size = web.log_offset() + sum(_size(f) for f in (stdout_path, stderr_path, *watch))
                 if size != log_size:
                     log_size, log_moved = size, now
             if not stopped and (now - start > timeout or now - log_moved > STALL_SECONDS):
@@ -136,6 +139,13 @@ def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path
         "stderr_tail": _tail(stderr_path, TAIL_LINES),
         "stderr_path": str(stderr_path),
     }
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _vm_hwm_kib(pid: int) -> int:
@@ -167,7 +177,8 @@ def crawl_once(crawler: str, sc: Scenario, web: SynthWeb, work: Path, rep: int,
     result: dict[str, Any] = {"crawler": crawler, "scenario": sc.name, "rep": rep,
                               "cmd": cmd}
     started = time.time()
-    result |= run_process(cmd, cwd, env, work / f"{sc.name}-{crawler}-{rep}", timeout, web)
+    result |= run_process(cmd, cwd, env, work / f"{sc.name}-{crawler}-{rep}", timeout, web,
+                          (items,))
     time.sleep(0.2)  # nginx logs a request after its last byte is sent
     entries = web.access_log_entries(log_start)
     result["first_request_s"] = (min(e.msec for e in entries) - started) if entries else None
