@@ -37,6 +37,9 @@ CRAWLERS = ("plain", "crawlee", "wget", "baseline", "larbin")
 LABELS = {"plain": "plain Scrapy", "crawlee": "crawlee-python", "wget": "wget -r",
           "baseline": "larbinscrapy baseline", "larbin": "larbinscrapy"}
 BASELINE_ENV = "BENCH_BASELINE_REPO"  # the checkout the baseline peer runs from
+# wget exits 4 when a connection failed (the web's dead addresses) and 8 on an error status:
+# both are what a crawl of a real web ends with
+OK_EXIT_CODES = {"wget": (0, 4, 8)}
 INSTALL_HINT = {"crawlee": "make bench-crawlee-venv", "wget": "apt-get install wget"}
 
 

@@ -205,7 +205,7 @@ def crawl_once(crawler: str, sc: Scenario, web: SynthWeb, work: Path, rep: int,
 def _status(result: dict[str, Any]) -> str:
     if result["stopped"]:
         return result["stopped"]
-    if result["exit_code"] != 0:
+    if result["exit_code"] not in peers.OK_EXIT_CODES.get(result["crawler"], (0,)):
         return "failed"
     return "ok" if result["pages_fetched"] else "no pages"
 
