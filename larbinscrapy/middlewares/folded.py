@@ -40,8 +40,6 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.python import global_object_name, to_bytes
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -84,10 +82,10 @@ class CookiesMiddleware:
         return build_from_crawler(Scrapys, crawler)
 
 
-def header_size(headers: Mapping[bytes, list[bytes]]) -> int:
+def header_size(headers: dict[bytes, list[bytes]]) -> int:
     """``get_header_size`` of Scrapy's stats middleware, on ``Headers``' own storage."""
     size = 0
-    for key, values in dict.items(headers):  # type: ignore[arg-type]
+    for key, values in dict.items(headers):
         for value in values:
             size += 2 + len(key) + len(value)
     return size + 2 * (len(headers) - 1)
