@@ -92,7 +92,9 @@ def test_ratios_are_per_repetition_and_favour_larbin_above_one():
     assert ratios["marginal_cpu_ms_per_page"] is None
 
 
-def test_every_peer_has_a_command(web, tmp_path):
+def test_every_peer_has_a_command(web, tmp_path, monkeypatch):
+    monkeypatch.setenv(peers.BASELINE_ENV, str(Path(__file__).resolve().parent.parent))
+    assert peers.missing("baseline") is None
     sc = Scenario("cpu", 4, 60, 0.0, 1, 8, 100)
     for crawler in peers.CRAWLERS:
         for one_page in (False, True):
