@@ -5,10 +5,12 @@ drives it with a fake clock. Two parts, bundled in ``Politeness``:
 
 * ``IpTable`` / ``IpState``: per server IP, the connections in use, when the next fetch may
   start (the larger of ``DOWNLOAD_DELAY`` and the robots.txt Crawl-delay, plus
-  ``LARBIN_IP_BACKOFF`` per consecutive failure) and whether the IP was dropped after
-  ``LARBIN_IP_MAX_FAILURES`` failures (larbin noConnection). The scheduler asks it which IP may
-  go next, the politeness middleware asks it again at send time: both through ``wait`` /
-  ``next_start``, the one place where a per-host level (Retry-After, host delays) plugs in.
+  ``LARBIN_IP_BACKOFF`` per consecutive failure, none for an IP that never answered) and
+  whether the IP was dropped after ``LARBIN_IP_MAX_FAILURES`` failures that say it is gone
+  (larbin noConnection; ``larbinscrapy.failures`` says which failure is the host's). The
+  scheduler asks it which IP may go next, the politeness middleware asks it again at send
+  time: both through ``wait`` / ``next_start``, the one place where a per-host level
+  (Retry-After, host delays) plugs in.
   Listeners hear of every change (``add_listener``) and of every lease given back
   (``add_release_listener``), so no component patches another's methods.
 * the host gate (``Politeness.resolve``): DNS through the process's ``DnsCache`` -> the SSRF
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
 
+from larbinscrapy import failures
 from larbinscrapy.exceptions import DroppedRequest
 
 if TYPE_CHECKING:
@@ -69,8 +72,10 @@ class IpState:
     busy: int = 0
     ready_at: float = 0.0
     crawl_delay: float = 0.0
-    failures: int = 0
+    failures: int = 0  # consecutive failures that say "gone" (larbinscrapy.failures)
     dead: bool = False
+    answered: bool = False  # a server answered here once: it may come back, back off long
+    strikes: int = 0  # consecutive failures of single URLs (timeouts, resets): back-off only
     # requests the send-time gate holds until the IP is free (the middleware's Deferreds)
     waiters: deque[Deferred[None]] = field(default_factory=deque)
 
@@ -124,7 +129,13 @@ class IpTable:
         return st
 
     def delay(self, st: IpState) -> float:
-        return max(self.default_delay, st.crawl_delay) + st.failures * self.backoff
+        return max(self.default_delay, st.crawl_delay) + self.backoff_of(st)
+
+    def backoff_of(self, st: IpState) -> float:
+        """``LARBIN_IP_BACKOFF`` per consecutive failure, but none for the refusals of an IP
+        that never answered: it is gone, and its URLs must not hold the crawl's end open."""
+        gone = st.failures if st.answered else 0
+        return (gone + min(st.strikes, self.max_failures)) * self.backoff
 
     def connections(self, st: IpState) -> int:
         """One connection when a delay applies (larbin); several only for delay-free crawls."""
@@ -157,18 +168,40 @@ class IpTable:
     def acquire(self, st: IpState) -> None:
         st.busy += 1
 
-    def finish(self, st: IpState, *, release: bool, failed: bool | None) -> None:
-        """A fetch on ``st`` ended: start its delay; ``failed`` None means "not the IP's fault"."""
+    def finish(self, st: IpState, *, release: bool, failed: bool | str | None) -> None:
+        """A fetch on ``st`` ended: start its delay and count its outcome (``count_outcome``)."""
         if release:
             st.busy = max(0, st.busy - 1)
-        if failed:
-            st.failures += 1
-            if st.failures >= self.max_failures:
-                st.dead = True
-        elif failed is False:
-            st.failures = 0
+        self.count_outcome(st, failed)
         st.ready_at = max(st.ready_at, self.clock() + self.delay(st))
         self._notify(st)
+
+    def count_outcome(self, st: IpState, failed: bool | str | None) -> None:
+        """Whose failure it was (``larbinscrapy.failures``), and drop the IP once it is gone.
+
+        ``failed``: False, an answer (any status: a server is there, every count is cleared);
+        None, not the IP's fault; a ``GONE`` kind (or True), counted toward
+        ``LARBIN_IP_MAX_FAILURES``; a ``URL`` kind, a strike (back-off) only: a reset or a
+        malformed answer also proves a server is there, a timeout of an IP that never answered
+        is as good as gone.
+        """
+        if failed is None:
+            return
+        if failed is False:
+            st.failures = st.strikes = 0
+            st.answered = True
+            return
+        if failed is True or failed in failures.GONE:
+            st.failures += 1
+        else:
+            st.strikes += 1
+            if failed in failures.ALIVE:  # a server is there: what looked gone was not
+                st.answered = True
+                st.failures = 0
+            elif not st.answered:
+                st.failures += 1
+        if st.failures >= self.max_failures:
+            st.dead = True
 
     def release(self, st: IpState) -> None:
         """Give back a connection leased by the scheduler."""
@@ -297,7 +330,7 @@ class Politeness:
         return reason
 
     # -- the end of a fetch -------------------------------------------------------------------
-    def fetch_ended(self, ip: str, *, release: bool, failed: bool | None) -> None:
+    def fetch_ended(self, ip: str, *, release: bool, failed: bool | str | None) -> None:
         """A request sent to ``ip`` ended: start the IP's delay, drop the IP if it keeps failing.
 
         ``release``: the request held a connection the send-time gate acquired itself.

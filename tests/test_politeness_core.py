@@ -86,6 +86,7 @@ def test_several_connections_only_without_a_delay(clock):
 def test_backoff_grows_per_failure_and_a_success_resets_it(clock):
     p = core(clock, delay=1.0, backoff=2.0, max_failures=5)
     st = p.table.get("10.0.0.1")
+    p.fetch_ended(st.ip, release=False, failed=False)  # it answered: a failure now backs off
     for failures in (1, 2):
         p.fetch_ended(st.ip, release=False, failed=True)
         assert p.table.delay(st) == 1.0 + 2.0 * failures

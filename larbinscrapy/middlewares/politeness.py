@@ -8,8 +8,9 @@ Placed right before the download handler. For every request it
 * holds the request until the IP is free and its delay has passed since the end of the previous
   fetch (larbin waitDuration): politeness is enforced at send time, so CPU load cannot squeeze
   two requests closer than ``DOWNLOAD_DELAY`` at the server;
-* when the request ends, starts the IP's delay, counts a timeout/refusal against the IP (backoff,
-  then larbin noConnection) and gives back the connection the scheduler leased.
+* when the request ends, starts the IP's delay, tells the core whose failure it was
+  (``larbinscrapy.failures``: a refusal is the IP's, a timeout or reset one URL's) and gives
+  back the connection the scheduler leased.
 
 Requests a scheduler leased carry ``meta[LEASE]`` (or ``meta[BORROW]``, robots.txt on the lease
 of the page that needs it) and only wait out a delay; any other request (a user's
@@ -28,19 +29,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import (
-    DownloadConnectionRefusedError,
-    DownloadFailedError,
-    DownloadTimeoutError,
-    IgnoreRequest,
-    ResponseDataLossError,
-)
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import defer, task
-from twisted.internet.error import ConnectError, ConnectionLost, TCPTimedOutError, TimeoutError
-from twisted.web._newclient import ResponseFailed
 
+from larbinscrapy import failures
 from larbinscrapy import meta as M
 from larbinscrapy.dns import SsrfGuard, dns_cache
 from larbinscrapy.exceptions import DroppedRequest
@@ -53,20 +47,6 @@ if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
-
-# Exceptions that say "this IP does not answer well" (larbin noConnection / timeout). Scrapy
-# 2.13+ wraps Twisted's errors in its own (DownloadTimeoutError...): both kinds are listed.
-_IP_FAILURES = (
-    TimeoutError,
-    TCPTimedOutError,
-    ConnectError,
-    ConnectionLost,
-    ResponseFailed,
-    DownloadTimeoutError,
-    DownloadConnectionRefusedError,
-    DownloadFailedError,
-    ResponseDataLossError,
-)
 
 
 class PolitenessMiddleware(PolitenessProvider):
@@ -163,9 +143,9 @@ class PolitenessMiddleware(PolitenessProvider):
             self._finished(request, failed=None)  # refused before it reached the server
             return
         self.stats.inc_value(f"larbin/errors/{type(exception).__name__}")
-        self._finished(request, failed=isinstance(exception, _IP_FAILURES))
+        self._finished(request, failed=failures.classify(exception))
 
-    def _finished(self, request: Request, *, failed: bool | None) -> None:
+    def _finished(self, request: Request, *, failed: bool | str | None) -> None:
         """Start the IP's delay after a fetch; give back the connection the request held.
 
         Every request ends here, whatever middleware ended it (Scrapy calls every

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 
+from larbinscrapy import failures
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.items import PageItem
@@ -211,6 +212,9 @@ class LarbinSpider(Spider):
         if not failure.check(IgnoreRequest):
             logger.debug("Fetch of %s failed: %s", request.url, failure.getErrorMessage())
             self.crawler.stats.inc_value(f"larbin/failed/{failure.type.__name__}")
+            kind = failures.classify(failure.value)  # retries are over: the URL is dropped
+            if kind is not None:
+                self.crawler.stats.inc_value(f"larbin/dropped/{kind}")
         # Once per request: an error status (HttpError) already went through the link gate's
         # process_spider_exception, which sent it.
         if not request.meta.get(M.OUTPUT_DONE):

@@ -1,0 +1,78 @@
+"""Which failure is whose: the host's (it is gone) or one URL's (it is hostile or broken).
+
+Pure: an exception in, a kind out. larbin's noConnection is for an IP that cannot be connected
+to; a page that times out or breaks is that page's failure, and dropping its host for it loses
+every good page of the host. So:
+
+* ``GONE`` kinds (``refused``, ``unreachable``, ``dns``) count toward the IP's
+  ``LARBIN_IP_MAX_FAILURES`` (``IpTable`` drops the IP after that many in a row);
+* ``URL`` kinds (``timeout``, ``reset``, ``malformed``) back the IP off but count against the
+  URL: Scrapy's retry middleware tries it again once (``RETRY_TIMES``), then it is dropped and
+  counted under ``larbin/dropped/<kind>``. ``reset`` and ``malformed`` also prove that a server
+  is there (it accepted and sent bytes); a ``timeout`` proves nothing, so an IP that never
+  answered and only times out is given up like a refusing one.
+
+Scrapy 2.13+ wraps Twisted's errors in its own (``DownloadTimeoutError``...), keeping the
+Twisted one as ``__cause__``: both forms are recognised.
+"""
+
+from __future__ import annotations
+
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    ResponseDataLossError,
+)
+from twisted.internet import defer
+from twisted.internet import error as tx
+from twisted.web import _newclient
+from twisted.web.http import _DataLoss
+
+REFUSED = "refused"  # nothing listens: the connection was refused
+UNREACHABLE = "unreachable"  # no route, connect timed out, or another connect error
+DNS = "dns"  # the name did not resolve at connect time
+TIMEOUT = "timeout"  # larbin's page timeout: connected (maybe), no complete answer in time
+RESET = "reset"  # the connection broke in the middle of an answer
+MALFORMED = "malformed"  # bytes that are not a valid HTTP answer, or a close instead of one
+
+GONE = frozenset({REFUSED, UNREACHABLE, DNS})
+URL = frozenset({TIMEOUT, RESET, MALFORMED})
+ALIVE = frozenset({RESET, MALFORMED})  # a server is there: the IP is not gone
+
+_TIMEOUTS = (DownloadTimeoutError, tx.TimeoutError, defer.TimeoutError)
+_RESETS = (ResponseDataLossError, tx.ConnectionLost, _DataLoss)
+
+
+def classify(exc: BaseException) -> str | None:
+    """The failure kind of a download exception, or None when it is no one's (a bug, a drop)."""
+    if isinstance(exc, (DownloadConnectionRefusedError, tx.ConnectionRefusedError)):
+        return REFUSED
+    if isinstance(exc, (CannotResolveHostError, tx.DNSLookupError)):
+        return DNS
+    if isinstance(exc, tx.TCPTimedOutError):  # the SYN was never answered
+        return UNREACHABLE
+    if isinstance(exc, _TIMEOUTS):
+        return TIMEOUT
+    if isinstance(exc, _RESETS):
+        return RESET
+    if isinstance(exc, DownloadFailedError):
+        cause = exc.__cause__
+        return _response_failed(cause) if cause is not None else MALFORMED
+    if isinstance(exc, _newclient.ResponseFailed):
+        return _response_failed(exc)
+    if isinstance(exc, tx.ConnectionDone):
+        return MALFORMED
+    if isinstance(exc, tx.ConnectError):
+        return UNREACHABLE
+    return None
+
+
+def _response_failed(exc: BaseException) -> str:
+    """``ResponseFailed`` lists why: a reset if the connection broke, else malformed."""
+    reasons = getattr(exc, "reasons", None) or []
+    values = [getattr(r, "value", r) for r in reasons]
+    if any(isinstance(v, _RESETS) for v in values):
+        return RESET
+    return MALFORMED

@@ -1,0 +1,55 @@
+"""A redirect's target passes the same rules as a link: URL filters and the SSRF guard.
+
+A raw-socket server (``testweb.rawweb``) answers each seed with a 302 to one forbidden target.
+The proof that nothing forbidden was requested is at the server: its request log, and a second
+listener on a loopback address outside ``LARBIN_ALLOWED_NETWORKS`` that must see no request.
+Addresses outside 127.0.0.0/8 (169.254.169.254, 10.0.0.1) are only ever named, never reached:
+the guard refuses them before any connection.
+"""
+
+from __future__ import annotations
+
+from tests.conftest import run_crawl
+from testweb.rawweb import RawWeb
+
+HOST_IP = "127.0.5.1"
+OUTSIDE_IP = "127.0.6.1"  # loopback, but outside the crawl's allowed networks
+
+
+def test_redirect_targets_are_filtered_like_links(tmp_path):
+    hosts = {"h.test": HOST_IP, "other.test": HOST_IP, "h.example": HOST_IP,
+             "inside.test": OUTSIDE_IP}
+    port = "{port}"  # the server's own port, filled in by the server
+    base = f"http://h.test:{port}"
+    targets = {
+        "extension": f"{base}/report.pdf",
+        "domain": f"http://h.example:{port}/",
+        "external": f"http://other.test:{port}/",
+        "length": f"{base}/{'a' * 600}.html",
+        "cgi": f"{base}/search.html?q=1",
+        "ssrf-loopback": f"http://{OUTSIDE_IP}:{port}/secret.html",
+        "ssrf-name": f"http://inside.test:{port}/secret.html",
+        "ssrf-metadata": "http://169.254.169.254/latest/meta-data/",
+        "ssrf-private": "http://10.0.0.1/admin.html",
+    }
+    pages: dict[str, dict] = {f"/{name}.html": {"redirect": url} for name, url in targets.items()}
+    pages["/ok.html"] = {"redirect": f"{base}/target.html"}  # allowed: followed
+    pages["/target.html"] = {"links": []}
+    with RawWeb(tmp_path / "web", pages, hosts) as web:
+        seeds = [web.url("h.test", p) for p in pages if p != "/target.html"]
+        crawl = run_crawl(
+            web, tmp_path / "out", "-a", "depth=3", "-a", "domains=test", "-a", "external=false",
+            "-a", "urls=" + ",".join(seeds),
+            settings={"LARBIN_ALLOWED_NETWORKS": "127.0.5.0/24", "LARBIN_CGI_LEVEL": 1,
+                      "ROBOTSTXT_OBEY": False})
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]
+    requested = {(e["ip"], e["path"]) for e in crawl.requests}
+    assert not [r for r in requested if r[0] != HOST_IP], requested  # the outside listener: nothing
+    assert {p for _, p in requested} == {*(p for p in pages if p != "/target.html"),
+                                        "/target.html"}, requested
+    stats = crawl.stats
+    for reason in ("extension", "domain", "external", "length", "cgi"):
+        assert stats.get(f"larbin/filtered/{reason}") == 1, (reason, stats)
+    assert stats.get("larbin/dropped/ssrf") == 4, stats
+    assert [item["url"] for item in crawl.items] == [web.url("h.test", "/target.html")]
