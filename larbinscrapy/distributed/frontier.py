@@ -11,6 +11,10 @@ the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for man
 * a site's URLs are served only once its host is resolved: ``P:dns`` maps host -> IP (or
   ``!reason``); until then its site waits in ``P:hostsites:<host>`` and the host in
   ``P:unresolved`` for a worker to resolve it and call ``resolved``;
+* dead ends leave the frontier: a worker that drops an IP (``release`` with ``dead``) adds it
+  to ``P:deadips`` and drops the sites queued on it; entries of its hosts that reach the
+  sequencer later are dropped there (and the host marked ``!noconnection``), so a frontier
+  left with only dead hosts' URLs empties and the workers close;
 * per-IP round robin: ``P:ipsites:<ip>`` lists an IP's sites with work; ``P:ready`` is a sorted
   set of the IPs with work whose connections are not all taken, scored by the time (ms, Redis
   ``TIME``: one clock for all workers) before which they must not be used (``P:readyat``);
@@ -127,6 +131,12 @@ local function refill()
       budget = budget - 1
       local site, host, rec = string.match(e, '^([^\t]*)\t([^\t]*)\t(.*)$')
       local ip = redis.call('HGET', P .. ':dns', host)
+      if ip and string.sub(ip, 1, 1) ~= '!'
+         and redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then
+        -- resolved before its IP was dropped: its URLs go too, never parked in a site list
+        ip = '!noconnection'
+        redis.call('HSET', P .. ':dns', host, ip)
+      end
       if ip and string.sub(ip, 1, 1) == '!' then
         count('queued', -1) stats.dropped = stats.dropped + 1
       else
