@@ -78,6 +78,9 @@ DOWNLOADER_MIDDLEWARES = {
     # the same downloader/* stats at a fifth of the cost per page
     "scrapy.downloadermiddlewares.stats.DownloaderStats": None,
     "larbinscrapy.middlewares.folded.DownloaderStatsMiddleware": 850,
+    # redirect targets pass the link gate's URL filters (same priority as Scrapy's)
+    "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
+    "larbinscrapy.middlewares.redirect.FilteredRedirectMiddleware": 600,
     # per-IP politeness, DNS pinning and the SSRF guard, right before the download
     "larbinscrapy.middlewares.politeness.PolitenessMiddleware": 950,
     # LARBIN_REVISIT: conditional GET on revisits; below retry/redirect, so it sees final outcomes

@@ -35,21 +35,35 @@ def test_redirect_targets_are_filtered_like_links(tmp_path):
     pages: dict[str, dict] = {f"/{name}.html": {"redirect": url} for name, url in targets.items()}
     pages["/ok.html"] = {"redirect": f"{base}/target.html"}  # allowed: followed
     pages["/target.html"] = {"links": []}
+    # a seed moved to another host is followed even with external=false (the user's choice)
+    pages["/moved.html"] = {"redirect": f"http://other.test:{port}/new-home.html"}
+    pages["/new-home.html"] = {"links": []}
+    # the SSRF cases are seeds, whose redirects are never "external": only the guard stops them
+    ssrf = [p for p in pages if p.startswith("/ssrf-")]
+    linked = [p for p in pages if p not in ("/target.html", "/moved.html", "/new-home.html")
+              and p not in ssrf]
+    pages["/"] = {"links": linked}
     with RawWeb(tmp_path / "web", pages, hosts) as web:
-        seeds = [web.url("h.test", p) for p in pages if p != "/target.html"]
+        seeds = [web.url("h.test", p) for p in ("/", "/moved.html", *ssrf)]
         crawl = run_crawl(
-            web, tmp_path / "out", "-a", "depth=3", "-a", "domains=test", "-a", "external=false",
+            # the literal addresses are inside -a domains: only the SSRF guard stands in the way
+            web, tmp_path / "out", "-a", "depth=3", "-a", "external=false",
+            "-a", f"domains=test,{OUTSIDE_IP},169.254.169.254,10.0.0.1",
             "-a", "urls=" + ",".join(seeds),
             settings={"LARBIN_ALLOWED_NETWORKS": "127.0.5.0/24", "LARBIN_CGI_LEVEL": 1,
                       "ROBOTSTXT_OBEY": False})
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]
-    requested = {(e["ip"], e["path"]) for e in crawl.requests}
+    requested = {(e["ip"], e["host"], e["path"]) for e in crawl.requests}
     assert not [r for r in requested if r[0] != HOST_IP], requested  # the outside listener: nothing
-    assert {p for _, p in requested} == {*(p for p in pages if p != "/target.html"),
-                                        "/target.html"}, requested
+    assert {(h, p) for _, h, p in requested} == {
+        ("h.test", "/"), *(("h.test", p) for p in linked), ("h.test", "/target.html"),
+        ("h.test", "/moved.html"), ("other.test", "/new-home.html"),
+        *(("h.test", p) for p in ssrf)}, requested
     stats = crawl.stats
     for reason in ("extension", "domain", "external", "length", "cgi"):
         assert stats.get(f"larbin/filtered/{reason}") == 1, (reason, stats)
     assert stats.get("larbin/dropped/ssrf") == 4, stats
-    assert [item["url"] for item in crawl.items] == [web.url("h.test", "/target.html")]
+    assert {item["url"] for item in crawl.items} == {
+        web.url("h.test", "/"), web.url("h.test", "/target.html"),
+        web.url("other.test", "/new-home.html")}

@@ -1,0 +1,90 @@
+"""Redirects obey the rules links obey: a 3xx target passes the link gate's URL filters.
+
+Scrapy's ``RedirectMiddleware`` follows a ``Location`` wherever it points, so a page could lead
+the crawl out of ``-a domains=``, to a forbidden extension, past ``LARBIN_MAX_URL_LENGTH`` or
+``LARBIN_CGI_LEVEL``, or (with ``-a external=false``) to another host.
+``FilteredRedirectMiddleware`` replaces it (``DOWNLOADER_MIDDLEWARES``, same priority) and tests
+every target with the crawl's ``UrlFilter`` first (the spider's, with its arguments), counted
+under the same ``larbin/filtered/<reason>`` stats as links (``invalid``: a ``Location`` no
+request can be built from). A target on another host starts its site depth at 0 (larbin
+depthInSite), one on the same host keeps the depth of the URL that redirected. A seed's
+redirect is not "external": like the seed, it is the user's choice (``http://a.org`` ->
+``https://www.a.org`` is the common case); every other filter applies to it.
+
+The SSRF guard needs no second copy here: the target is a new request, resolved and checked by
+the politeness core before anything is sent (``larbin/dropped/ssrf``), and the pinned resolver
+refuses the address again at connect time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.downloadermiddlewares.redirect import RedirectMiddleware
+from scrapy.exceptions import IgnoreRequest
+
+from larbinscrapy import meta as M
+from larbinscrapy.urlfilter import UrlFilter
+from larbinscrapy.urls import host_of
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+INVALID = "invalid"  # a Location that no Request can be built from (a port out of range...)
+
+
+class FilteredRedirectMiddleware(RedirectMiddleware):
+    """``RedirectMiddleware`` whose targets pass the crawl's ``UrlFilter`` (module doc)."""
+
+    url_filter: UrlFilter
+    _logged: set[str]  # reasons whose first drop was logged
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        mw = super().from_crawler(crawler)
+        mw.url_filter = UrlFilter.from_settings(crawler.settings)
+        mw._logged = set()
+        crawler.signals.connect(mw._spider_opened, signal=signals.spider_opened)
+        return mw
+
+    def _spider_opened(self, spider: Spider) -> None:
+        self.url_filter = getattr(spider, "url_filter", None) or self.url_filter
+
+    def _build_redirect_request(
+        self, source_request: Request, response: Response, *, url: str, **kwargs: Any
+    ) -> Request:
+        try:
+            return super()._build_redirect_request(source_request, response, url=url, **kwargs)
+        except ValueError as exc:  # Request() refuses the target: one counted drop, no traceback
+            self._refuse(INVALID, url, str(exc))
+            raise  # not reached: _refuse raises
+
+    def _redirect(self, redirected: Request, request: Request, reason: Any) -> Request:
+        redirected = super()._redirect(redirected, request, reason)
+        source, host = host_of(request.url), host_of(redirected.url)
+        meta = redirected.meta
+        meta[M.SITE_DEPTH] = request.meta.get(M.SITE_DEPTH, 0) if host == source else 0
+        seed = M.REFERER not in request.meta
+        why = self.url_filter.reason(
+            redirected.url, host, meta[M.SITE_DEPTH], None if seed else source
+        )
+        if why is not None:
+            self._refuse(why, redirected.url, f"redirected from {request.url}")
+        return redirected
+
+    def _refuse(self, reason: str, url: str, detail: str) -> None:
+        """Count the target under ``larbin/filtered/<reason>`` (log the first) and drop it."""
+        self.crawler.stats.inc_value(f"larbin/filtered/{reason}")
+        if reason not in self._logged:
+            self._logged.add(reason)
+            logger.info("Not following a redirect to %s (%s, %s); further ones are counted in "
+                        "larbin/filtered/%s", url[:200], reason, detail[:200], reason)
+        raise IgnoreRequest(f"redirect target filtered ({reason}): {url[:200]}")
