@@ -118,7 +118,7 @@ EXTENSIONS = {
     "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_HTTP_*)
 }
 ADDONS = {"larbinscrapy.larbinconf.LarbinConfAddon": 0}  # reads LARBIN_CONF (larbin.conf)
-COMMANDS_MODULE = "larbinscrapy.commands"  # scrapy addurls
+COMMANDS_MODULE = "larbinscrapy.commands"  # scrapy addurls; scrapy crawl exits 1 when a crawl stops on a fatal error
 
 # --- Seeds and link following (spider arguments override these) ---------------------------
 LARBIN_SEEDS = ""  # path of the seeds file (one URL per line); -a seeds=... overrides

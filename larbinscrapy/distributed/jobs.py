@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+import redis
 from scrapy.utils.log import failure_to_exc_info
 from twisted.internet import defer
 from twisted.internet.threads import deferToThreadPool
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
 logger = logging.getLogger(__name__)
+
+_REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 class RedisJobs:
@@ -73,8 +76,9 @@ class RedisJobs:
             return result
 
         def log(failure: Failure) -> None:
-            logger.error("Redis %s failed: %s", what, failure.getErrorMessage(),
-                         exc_info=failure_to_exc_info(failure))
+            # Redis gone or slow is a fact, not a bug: one line; anything else with its stack
+            trace = None if failure.check(*_REDIS_DOWN) else failure_to_exc_info(failure)
+            logger.error("Redis %s failed: %s", what, failure.getErrorMessage(), exc_info=trace)
             if failed is not None:
                 failed()
 

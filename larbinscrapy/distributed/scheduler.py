@@ -54,11 +54,13 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+import redis
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy_redis.connection import get_redis_from_settings
 from twisted.internet import defer, task
 
+from larbinscrapy import fatal
 from larbinscrapy import meta as M
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, Popped, RedisFrontier
@@ -107,11 +109,14 @@ class RedisScheduler(FrontierScheduler):
         loaded_sites: int,
         priority_extensions: frozenset[str],
         local_table: IpTable,
+        redis_where: str = "",
     ) -> None:
         super().__init__(crawler, dupefilter, max_per_site=max_per_site,
                          loaded_sites=loaded_sites, priority_extensions=priority_extensions,
                          local_table=local_table)
         self.server = server
+        self.redis_where = redis_where or fatal.redis_location(server)  # for messages
+        self._unreachable = False
         self.frontier_key = frontier_key
         self.seeds = seeds
         self.lease_timeout = lease_timeout
@@ -155,6 +160,7 @@ class RedisScheduler(FrontierScheduler):
         return cls(
             crawler,
             server=get_redis_from_settings(s),
+            redis_where=fatal.redacted(s.get("REDIS_URL") or ""),
             frontier_key=s["LARBIN_REDIS_FRONTIER_KEY"] % names,
             seeds=seeds,
             lease_timeout=s.getfloat("LARBIN_LEASE_TIMEOUT"),
@@ -186,8 +192,15 @@ class RedisScheduler(FrontierScheduler):
 
         # Not submit: a failure here must fail the start (Scrapy awaits this Deferred).
         d = self.jobs.run(join)
-        d.addCallback(self._joined)
+        d.addCallbacks(self._joined, self._join_failed)
         return d
+
+    def _join_failed(self, failure: Failure) -> None:
+        """Redis is not there: one line naming it, and the crawl ends (``fatal``), exit 1."""
+        failure.trap(redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+        self._unreachable = True
+        fatal.stop(self.crawler, fatal.REDIS_UNREACHABLE,
+                   f"cannot reach Redis at {self.redis_where}: {failure.getErrorMessage()}")
 
     def _joined(self, result: tuple[tuple[int, int], dict[str, int]]) -> None:
         reaped, status = result
@@ -205,6 +218,9 @@ class RedisScheduler(FrontierScheduler):
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._cancel_wakeup()
+        if self._unreachable:  # it never joined: nothing to hand back, no Redis to tell
+            self.jobs.stop()
+            return defer.succeed(None)
         self.flush()
 
         def retire() -> tuple[int, dict[str, int], int | None]:

@@ -1,0 +1,40 @@
+"""``scrapy crawl`` whose exit status is 1 when the crawl ended on a fatal error.
+
+Scrapy's own command exits 1 only when the crawler could not be built; a crawl that had to stop
+(Redis unreachable, the job directory full: ``larbinscrapy.fatal``) closes the spider cleanly
+and would exit 0, so a shell script, scrapyd or cron could not tell it from a finished crawl.
+Installed by ``COMMANDS_MODULE = "larbinscrapy.commands"``; every other command is Scrapy's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy.commands.crawl import Command as ScrapyCrawl
+
+from larbinscrapy import fatal
+
+if TYPE_CHECKING:
+    import argparse
+
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+
+class Command(ScrapyCrawl):
+    """``scrapy crawl``, plus exit status 1 for a ``larbinscrapy.fatal`` finish reason."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._crawlers: list[Crawler] = []
+
+    def _create_crawler(self, spidercls: type[Spider] | str) -> Crawler:
+        crawler = super()._create_crawler(spidercls)
+        self._crawlers.append(crawler)
+        return crawler
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().run(args, opts)
+        for crawler in self._crawlers:
+            if crawler.stats.get_value("finish_reason") in fatal.REASONS:
+                self.exitcode = 1
