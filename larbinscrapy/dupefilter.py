@@ -65,6 +65,7 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
 from twisted.internet.task import LoopingCall
 
+from larbinscrapy import fatal
 from larbinscrapy import meta as M
 from larbinscrapy.bitchain import BloomChain
 from larbinscrapy.bitset import KHashBitSet, bitmap_bits_for, bloom_size
@@ -81,6 +82,7 @@ from larbinscrapy.seenfile import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Self
 
     from scrapy.crawler import Crawler
@@ -197,6 +199,8 @@ class BitmapDupeFilter(CountingDupeFilter):
         self.filtered = 0
         self._clock = clock
         self._journal: BinaryIO | None = None
+        # Called with the error when a journal or snapshot write fails (the scheduler's stop).
+        self.on_disk_error: Callable[[OSError], None] | None = None
         self._loops: list[LoopingCall] = []
         self._logdupes = True
         self._warned = False
@@ -378,14 +382,37 @@ class BitmapDupeFilter(CountingDupeFilter):
     def _tick_flush(self) -> None:
         try:
             self.flush()
-        except OSError:
-            logger.exception("Dupefilter journal flush failed; retrying in %s s", FLUSH_INTERVAL)
+        except OSError as exc:
+            self._disk_failed(f"Dupefilter journal flush failed; retry in {FLUSH_INTERVAL} s", exc)
 
     def _tick_snapshot(self) -> None:
         try:
             self.write_snapshot()
-        except OSError:
-            logger.exception("Dupefilter snapshot failed; the journal grows until one works")
+        except OSError as exc:
+            self._disk_failed("Dupefilter snapshot failed; the journal grows until one works", exc)
+
+    def _disk_failed(self, message: str, exc: OSError) -> None:
+        """A write failed: the owner (the scheduler) stops the crawl, or we log and retry."""
+        if self.on_disk_error is not None:
+            self.on_disk_error(exc)
+        else:
+            logger.error("%s: %s", message, exc)
+
+    def abandon(self) -> None:
+        """Stop writing for good (the job directory failed): what is on disk stays as it is.
+
+        Bits not yet in the journal are dropped, never written after the frontier records
+        that had to precede them failed to reach the disk: on resume such a URL is at worst
+        fetched twice, never lost.
+        """
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        self._loops = []
+        journal, self._journal = self._journal, None
+        if journal is not None:
+            fatal.abandon_file(journal)
+        self.bitset.added = None
 
     def _load_snapshot(self, path: Path) -> None:
         if not path.exists():

@@ -15,8 +15,11 @@ state file) is not a bug: a traceback hides the one fact the user needs. Compone
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from typing import Any
+import os
+from collections.abc import Callable
+from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from scrapy import signals
@@ -77,6 +80,32 @@ def redis_location(server: Any) -> str:
     if "path" in kw:
         return f"unix://{kw['path']}"
     return f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+
+
+def abandon_file(f: IO[bytes]) -> None:
+    """Close ``f`` without writing what its buffer still holds (a write to it failed).
+
+    The bytes go to ``/dev/null`` instead: a later flush must not put them on disk after
+    the writes that had to precede them failed (the journals' order is what resume trusts).
+    """
+    if f.closed:
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, f.fileno())
+    finally:
+        os.close(null)
+    with contextlib.suppress(OSError, ValueError):
+        f.close()
+
+
+def disk_stopper(crawler: Any, where: str) -> Callable[[OSError], None]:
+    """What a component calls when a write under ``where`` failed: the crawl stops."""
+
+    def stop_crawl(exc: OSError) -> None:
+        stop(crawler, JOBDIR_ERROR, f"job directory {where}: {exc}")
+
+    return stop_crawl
 
 
 def redacted(url: str) -> str:

@@ -110,6 +110,9 @@ ITEM_PIPELINES = {
 }
 EXTENSIONS = {
     "scrapy.extensions.telnet.TelnetConsole": None,
+    "larbinscrapy.jobdir.JobDirCheck": -1,  # before Scrapy's SpiderState creates JOBDIR: one clear line
+    "scrapy.extensions.spiderstate.SpiderState": None,  # truncates spider.state before writing it
+    "larbinscrapy.jobdir.AtomicSpiderState": 0,
     "larbinscrapy.statsfile.StatsFile": 500,  # on when LARBIN_STATS_FILE is set
     "larbinscrapy.revisit.extension.RevisitExtension": 510,  # on when LARBIN_REVISIT is set
     "larbinscrapy.sitemaps.SitemapReader": 520,  # on when LARBIN_SITEMAPS is set

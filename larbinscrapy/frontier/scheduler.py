@@ -30,6 +30,11 @@ records recovery finds past the wait FIFO's checkpoint drop their stale source c
 (``larbin/frontier/stale_copies``). Wait records of an earlier run are read once, in order, and
 kept in place for their site. Stats: ``larbin/frontier/to_wait`` (records moved),
 ``larbin/frontier/from_wait`` (read back by id).
+
+A frontier file that cannot be read at open (damaged, in use by another crawl) or written
+later (the disk is full, ``ENOSPC``) stops the crawl with one line and finish reason
+``jobdir_error`` (``larbinscrapy.fatal``, exit status 1); from then on nothing is written, so the
+files are left as a ``kill -9`` would leave them, and a crawl run again reads them back.
 """
 
 from __future__ import annotations
@@ -44,8 +49,11 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet import task
 
+from larbinscrapy import fatal
+from larbinscrapy.dupefilter import SnapshotError
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.base import FrontierScheduler
+from larbinscrapy.frontier.diskguard import writes
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Overflow, Site
 from larbinscrapy.politeness import NOCONNECTION, IpTable
@@ -61,6 +69,7 @@ if TYPE_CHECKING:
     from larbinscrapy.politeness import IpState
 
 logger = logging.getLogger(__name__)
+
 
 # FIFO indexes: a tier's main FIFO and its wait FIFO.
 PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT = range(4)
@@ -112,6 +121,7 @@ class LarbinScheduler(FrontierScheduler):
         self._dir: Path | None = None
         self._tempdir = False
         self._loop: task.LoopingCall | None = None
+        self.disk_error: BaseException | None = None  # set once a frontier file failed
         self._refill_turn = 0
         self.ring: IpRing
 
@@ -137,7 +147,24 @@ class LarbinScheduler(FrontierScheduler):
         else:
             self._dir = Path(tempfile.mkdtemp(prefix="larbin-frontier-"))
             self._tempdir = True
-        self.fifos = [SegmentFifo(self._dir / name, self.segment_records) for name in FIFO_NAMES]
+        try:
+            self._open_fifos(self._dir)
+            opened = self.df.open()
+        except (OSError, ValueError, RuntimeError, SnapshotError) as exc:  # full, damaged, in use
+            for fifo in self.fifos:  # the ones that opened: back as they were (an empty one
+                with contextlib.suppress(OSError):  # it created goes away again)
+                    fifo.close()
+            self._disk_failed(exc)  # the crawl closes at once; nothing more is written
+            return None
+        if self.jobdir:
+            self._loop = task.LoopingCall(self.flush)
+            self._loop.start(self.flush_interval, now=False)
+        return opened
+
+    def _open_fifos(self, directory: Path) -> None:
+        self.df.on_disk_error = self._disk_failed  # type: ignore[attr-defined]
+        for name in FIFO_NAMES:
+            self.fifos.append(SegmentFifo(directory / name, self.segment_records))
         self._adopt_legacy_wait()
         for name, fifo in zip(FIFO_NAMES, self.fifos, strict=True):
             if fifo.corrupt_records:
@@ -145,15 +172,31 @@ class LarbinScheduler(FrontierScheduler):
             if len(fifo):
                 logger.info("Resuming %d queued URLs from %s", len(fifo), name)
         self._drop_stale_copies()
-        if self.jobdir:
-            self._loop = task.LoopingCall(self.flush)
-            self._loop.start(self.flush_interval, now=False)
-        return self.df.open()
+
+    def _disk_failed(self, exc: BaseException) -> None:
+        """The frontier's files cannot be written or read: stop writing, stop the crawl.
+
+        Nothing more is written, in particular no dupefilter bit after a frontier record
+        that failed to reach the disk (``df.abandon``): on resume, what the files hold is read
+        back as after a ``kill -9``.
+        """
+        if self.disk_error is not None:
+            return
+        self.disk_error = exc
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        abandon = getattr(self.df, "abandon", None)
+        if abandon is not None:
+            abandon()
+        where = self.jobdir or "the frontier's temporary directory"
+        fatal.stop(self.crawler, fatal.JOBDIR_ERROR, f"job directory {where}: {exc}")
 
     def close(self, reason: str) -> Deferred[None] | None:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._cancel_wakeup()
+        if self.disk_error is not None:  # stopped writing: leave the files as they are
+            return None
         self._flush_all()  # moved records, then their acks
         for index in _FLUSH_ORDER:  # records before acks, then the dupefilter's bits
             self.fifos[index].close()
@@ -172,6 +215,7 @@ class LarbinScheduler(FrontierScheduler):
     def __len__(self) -> int:
         return sum(len(f) for f in self.fifos) + self.in_memory + len(self.memory_only)
 
+    @writes(False)
     def _enqueue(self, request: Request, previous: Any) -> bool:
         if not request.dont_filter and self.df.request_seen(request):
             self.df.log(request, self.spider)
@@ -184,6 +228,7 @@ class LarbinScheduler(FrontierScheduler):
         self._ack(previous)
         return True
 
+    @writes(None)
     def next_request(self) -> Request | None:
         if self.memory_only:
             return self.memory_only.popleft()
@@ -347,6 +392,7 @@ class LarbinScheduler(FrontierScheduler):
         self.dead_hosts[site.host] = reason
         self._drop_site(site, reason)
 
+    @writes(None)
     def _drop_site(self, site: Site, reason: str) -> None:
         site.state = DEAD
         self.sites.pop(site.key, None)
@@ -365,6 +411,7 @@ class LarbinScheduler(FrontierScheduler):
         self.politeness.count_drop(reason)
 
     # -- leases and acknowledgements -------------------------------------------------------
+    @writes(None)
     def _page_complete(self, rid: Any) -> None:
         self._ack(rid)
 
@@ -401,6 +448,7 @@ class LarbinScheduler(FrontierScheduler):
         if flush is not None:
             flush()
 
+    @writes(None)
     def flush(self) -> None:
         """Periodic: hand buffered frontier and dupefilter writes to the OS; checkpoint."""
         self._flush_all()
@@ -408,6 +456,7 @@ class LarbinScheduler(FrontierScheduler):
             self.fifos[index].checkpoint()
 
     # -- IP readiness and waking the engine ------------------------------------------------
+    @writes(None)
     def _ip_changed(self, st: IpState) -> None:
         if st.dead:
             for site in self.ring.dead_ip_sites(st.ip):

@@ -43,7 +43,11 @@ from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.job import job_dir
 
+from larbinscrapy import fatal
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.asyncio import CallLaterResult
@@ -138,6 +142,7 @@ class ContentDupPipeline:
         self._end = 0  # journal length, flushed or not
         self._timer: CallLaterResult | None = None
         self._logged_drop = False
+        self.on_disk_error: Callable[[OSError], None] | None = None  # stops the crawl
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ContentDupPipeline:
@@ -145,12 +150,14 @@ class ContentDupPipeline:
         if not settings.getbool("LARBIN_CONTENT_DUP"):
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
         jobdir = job_dir(settings)
-        return cls(
+        pipeline = cls(
             directory=str(Path(jobdir, "contentdup")) if jobdir else None,
             near_distance=settings.getint("LARBIN_NEAR_DUP_DISTANCE"),
             flush_interval=settings.getfloat("LARBIN_CONTENT_DUP_FLUSH_INTERVAL"),
             stats=crawler.stats,
         )
+        pipeline.on_disk_error = fatal.disk_stopper(crawler, pipeline.directory or "(temporary)")
+        return pipeline
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -169,13 +176,31 @@ class ContentDupPipeline:
             self._timer.cancel()
             self._timer = None
         if self._journal is not None:
-            self._journal.close()  # flushes the buffer
+            try:
+                self._journal.close()  # flushes the buffer
+            except OSError as exc:
+                self._disk_failed(exc)
             self._journal = None
 
     def flush(self) -> None:
         """Hand buffered journal records to the OS (survives a killed process, not a power cut)."""
         if self._journal is not None:
-            self._journal.flush()
+            try:
+                self._journal.flush()
+            except OSError as exc:
+                self._disk_failed(exc)
+
+    def _disk_failed(self, exc: OSError) -> None:
+        """The journal cannot be written (a full disk): stop the crawl, write nothing more.
+
+        Pages already kept stay in the journal; a record that did not reach it only means
+        the page's duplicates are not recognised after a resume.
+        """
+        journal, self._journal = self._journal, None
+        if journal is not None:
+            fatal.abandon_file(journal)
+        if self.on_disk_error is not None:
+            self.on_disk_error(exc)
 
     def _tick(self) -> None:
         self.flush()
@@ -239,15 +264,25 @@ class ContentDupPipeline:
     def _append(self, digest: bytes, sim: int, url: str) -> int:
         """Append one record; return the offset of its URL."""
         raw = url.encode("utf-8")[:_MAX_URL]
-        self._file().write(_HEADER.pack(digest, sim, len(raw)) + raw)
+        if self._journal is not None:  # None after a failed write: keep deduplicating in memory
+            try:
+                self._journal.write(_HEADER.pack(digest, sim, len(raw)) + raw)
+            except OSError as exc:
+                self._disk_failed(exc)
         url_offset = self._end + _HEADER.size
         self._end = url_offset + len(raw)
         return url_offset
 
     def _url_at(self, offset: int) -> str:
         """Read a kept page's URL back from the journal: one small read, only on a drop."""
-        journal = self._file()
-        journal.flush()
+        journal = self._journal
+        if journal is None:  # abandoned after a failed write
+            return "a page kept earlier"
+        try:
+            journal.flush()
+        except OSError as exc:
+            self._disk_failed(exc)
+            return "a page kept earlier"
         (length,) = struct.unpack("<H", os.pread(journal.fileno(), 2, offset - 2))
         return os.pread(journal.fileno(), length, offset).decode("utf-8", "replace")
 

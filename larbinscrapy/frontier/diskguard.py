@@ -1,0 +1,42 @@
+"""A frontier that cannot write its files any more stops writing at once, and stops the crawl.
+
+``writes(default)`` wraps each entry point of ``LarbinScheduler`` that may write a FIFO (Scrapy's
+calls, the flush loop, signal and listener callbacks). The first ``OSError`` (a full disk,
+``ENOSPC``; a failing one) goes to the scheduler's ``_disk_failed``, which stops the crawl with
+one line (``larbinscrapy.fatal``); from then on the entry points return ``default`` and write
+nothing, so no acknowledgement can reach the disk without the records it follows, and the files
+are read back on the next run as after a ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class Guarded(Protocol):
+    disk_error: BaseException | None
+
+    def _disk_failed(self, exc: BaseException) -> None: ...
+
+
+def writes(default: Any) -> Callable[[_F], _F]:
+    """Decorate a method that may write the frontier's files (module docstring)."""
+
+    def wrap(method: _F) -> _F:
+        @functools.wraps(method)
+        def guarded(self: Guarded, *args: Any, **kwargs: Any) -> Any:
+            if self.disk_error is not None:
+                return default
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                self._disk_failed(exc)
+                return default
+
+        return guarded  # type: ignore[return-value]
+
+    return wrap
