@@ -125,3 +125,6 @@ def test_full_jobdir_is_one_line_and_what_is_on_disk_still_resumes(web, tmp_path
     assert "Traceback" not in resumed.stderr
     assert resumed.stats.get("larbin/frontier/corrupt_records", 0) == 0
     assert resumed.stats["finish_reason"] == "finished"
+    # the two runs together fetched the whole web: nothing queued before the failure was lost
+    fetched = {f"http://{e['host']}:{web.port}{e['path']}" for e in web.read_log()}
+    assert web.web.ground_truth(web.seeds, depth=5) <= fetched
