@@ -160,12 +160,13 @@ class Web:
         disallows them; a link is followed if it is http(s), at most ``max_url_length`` long,
         without a forbidden extension (case-insensitive), inside ``domains`` (host suffix), to
         the same site or ``external``, and its site depth (parent + 1 on the same site, 0 on
-        another) is at most ``depth``. A redirect target inherits the redirecting URL's depth
-        (the redirect middleware, not the link filters, fetches it). Error and non-HTML pages
-        have no links followed. ``order`` fetches in a random order instead of breadth-first:
-        the answer must not change (the web is built so), as a real crawler's order is not fixed.
-        ``reached`` is filled with the sites (``scheme://netloc``) of this web whose URLs reach
-        the downloader, allowed by robots.txt or not (``sitemap_truth``).
+        another) is at most ``depth``. A redirect target passes the same filters as a link
+        (but depth: it inherits the redirecting URL's), except a seed's, which is the seed's.
+        Error and non-HTML pages have no links followed. ``order`` fetches in a random order
+        instead of breadth-first: the answer must not change (the web is built so), as a real
+        crawler's order is not fixed. ``reached`` is filled with the sites (``scheme://netloc``)
+        of this web whose URLs reach the downloader, allowed by robots.txt or not
+        (``sitemap_truth``).
         """
         return self._crawl(
             list(seeds),
@@ -213,12 +214,22 @@ class Web:
         A URL counts as seen when admitted (as the link gate sets its bit); robots.txt is
         applied when it is fetched, as the downloader middleware does.
         """
+        def passes(link: str, source: str, external: bool) -> bool:
+            """The link filters but depth, for a link or a redirect target found at ``source``."""
+            if len(link) > max_url_length or _extension(link) in forbidden:
+                return False
+            if domains and not _in_domains(urlsplit(link).hostname or "", domains):
+                return False
+            return external or _site(link) == _site(source)
+
         seen: set[str] = set()
+        seed_urls: set[str] = set()
         frontier: list[tuple[str, int]] = []
         for seed in seeds:
             url = resolve_link(seed, seed)
             if url is not None and url not in seen:
                 seen.add(url)
+                seed_urls.add(url)
                 frontier.append((url, 0))
         requested: set[str] = set()
         while frontier:
@@ -233,22 +244,18 @@ class Web:
             if page is None:
                 continue
             if page.redirect is not None:
-                if page.redirect not in seen:
-                    seen.add(page.redirect)
-                    frontier.append((page.redirect, site_depth))
+                target = page.redirect
+                if target not in seen and (url in seed_urls or passes(target, url, external)):
+                    seen.add(target)
+                    frontier.append((target, site_depth))
                 continue
             if page.status >= 400 or not page.is_html:
                 continue
             site = _site(url)
             for link in (page.links + page.images) if images else page.links:
-                if link in seen or len(link) > max_url_length or _extension(link) in forbidden:
+                if link in seen or not passes(link, url, external):
                     continue
-                if domains and not _in_domains(urlsplit(link).hostname or "", domains):
-                    continue
-                same_site = _site(link) == site
-                if not same_site and not external:
-                    continue
-                link_depth = site_depth + 1 if same_site else 0
+                link_depth = site_depth + 1 if _site(link) == site else 0
                 if depth is not None and link_depth > depth:
                     continue
                 seen.add(link)

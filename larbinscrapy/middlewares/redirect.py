@@ -6,10 +6,10 @@ the crawl out of ``-a domains=``, to a forbidden extension, past ``LARBIN_MAX_UR
 ``FilteredRedirectMiddleware`` replaces it (``DOWNLOADER_MIDDLEWARES``, same priority) and tests
 every target with the crawl's ``UrlFilter`` first (the spider's, with its arguments), counted
 under the same ``larbin/filtered/<reason>`` stats as links (``invalid``: a ``Location`` no
-request can be built from). A target on another host starts its site depth at 0 (larbin
-depthInSite), one on the same host keeps the depth of the URL that redirected. A seed's
-redirect is not "external": like the seed, it is the user's choice (``http://a.org`` ->
-``https://www.a.org`` is the common case); every other filter applies to it.
+request can be built from). The target keeps the site depth of the URL that redirected (it is
+a fetch of that URL, not a link followed). A seed's redirect is the seed's: like the seed, it
+is the user's choice and only gets the seen test (``http://a.org`` -> ``https://www.a.org`` is
+the common case).
 
 The SSRF guard needs no second copy here: the target is a new request, resolved and checked by
 the politeness core before anything is sent (``larbin/dropped/ssrf``), and the pinned resolver
@@ -69,12 +69,11 @@ class FilteredRedirectMiddleware(RedirectMiddleware):
 
     def _redirect(self, redirected: Request, request: Request, reason: Any) -> Request:
         redirected = super()._redirect(redirected, request, reason)
-        source, host = host_of(request.url), host_of(redirected.url)
-        meta = redirected.meta
-        meta[M.SITE_DEPTH] = request.meta.get(M.SITE_DEPTH, 0) if host == source else 0
-        seed = M.REFERER not in request.meta
+        if M.REFERER not in request.meta:  # a seed (or a seed's redirect): the user's choice
+            return redirected
+        depth = request.meta.get(M.SITE_DEPTH, 0)  # the redirecting URL's, as a fetch of it
         why = self.url_filter.reason(
-            redirected.url, host, meta[M.SITE_DEPTH], None if seed else source
+            redirected.url, host_of(redirected.url), depth, host_of(request.url)
         )
         if why is not None:
             self._refuse(why, redirected.url, f"redirected from {request.url}")
