@@ -10,17 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import subprocess
 from pathlib import Path
 
 from tests.conftest import ROOT, crawl_command, run_crawl
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from testweb.harness import free_port
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None,
@@ -44,7 +38,7 @@ def _assert_one_clear_line(log: str, *words: str) -> None:
 
 
 def test_unreachable_redis_is_one_line_naming_the_url(web, tmp_path):
-    url = f"redis://127.0.0.1:{_free_port()}/0"
+    url = f"redis://127.0.0.1:{free_port()}/0"
     cmd = crawl_command(web, tmp_path, "-a", "urls=" + web.seeds[0], settings={"REDIS_URL": url})
     result = _run(cmd, env={"SCRAPY_SETTINGS_MODULE": "settings.distributed"})
     assert result.returncode != 0

@@ -28,10 +28,8 @@ from twisted.web.http import _DataLoss
 from larbinscrapy import failures
 from larbinscrapy.distributed.frontier import RedisFrontier
 from tests.conftest import ip_table, run_crawl
-from tests.test_distributed import _assert_clean_logs, _entry, _start_worker, _wait, redis_url
+from tests.test_distributed import _assert_clean_logs, _entry, _start_worker, _wait
 from testweb.rawweb import RawWeb
-
-__all__ = ["redis_url"]  # the fixture, shared with test_distributed.py
 
 HOST_IP = "127.0.5.1"
 DEAD_IPS = ("127.0.9.1", "127.0.9.2", "127.0.9.3")
