@@ -33,12 +33,12 @@ from scrapy.utils.misc import load_object
 from twisted.internet import defer, task
 
 from larbinscrapy import meta as M
+from larbinscrapy.fatal import retrieve_task_exception
 from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule
 from larbinscrapy.revisit.entry import Entry
 from larbinscrapy.revisit.observe import observe
 from larbinscrapy.revisit.rule import RevisitRule
 from larbinscrapy.revisit.store import RevisitStore
-from larbinscrapy.spiders.larbin import retrieve_task_exception
 from larbinscrapy.urls import fingerprint_url
 
 if TYPE_CHECKING:

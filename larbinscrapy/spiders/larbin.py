@@ -10,7 +10,6 @@ of its bytes (``links.extract``) plus a hash and a bit test per link.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import UTC, datetime
 from importlib import resources
@@ -22,6 +21,7 @@ from scrapy.exceptions import IgnoreRequest
 from larbinscrapy import failures
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
+from larbinscrapy.fatal import retrieve_task_exception
 from larbinscrapy.items import PageItem
 from larbinscrapy.links import extract, robots_directives
 from larbinscrapy.seeds import Seeds, SeedsError, parse_lines, parse_url_list, read_seeds_file
@@ -234,22 +234,6 @@ def _headers(headers: Any) -> dict[str, str]:
         name.decode("latin-1"): b", ".join(values).decode("latin-1")
         for name, values in dict.items(headers)
     }
-
-
-def retrieve_task_exception() -> None:
-    """Keep asyncio from printing a traceback for an error already logged in one line.
-
-    Scrapy creates the spider inside the crawl's asyncio task and, when that fails, only notes
-    it (exit code 1) and re-raises "so asyncio still logs it": as "Task exception was never
-    retrieved" with a full traceback. Retrieving the exception when the task ends leaves our line.
-    Outside a task (a caller building the spider itself) the exception simply propagates.
-    """
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # no running event loop
-        return
-    if task is not None:
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
 def _read_seeds(path: str) -> Seeds:
