@@ -64,7 +64,12 @@ def stop(crawler: Any, reason: str, message: str) -> None:
     if engine is not None and engine.running:
         d = deferred_from_coro(engine.close_spider_async(reason=reason))
         _closing.add(d)
-        d.addBoth(lambda result: _closing.discard(d) or result)
+
+        def closed(result: Any) -> Any:
+            _closing.discard(d)
+            return result
+
+        d.addBoth(closed)
         d.addErrback(lambda f: logger.debug("Closing after %s: %s", reason, f.getErrorMessage()))
         return
 
