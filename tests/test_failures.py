@@ -32,6 +32,7 @@ from tests.test_distributed import _assert_clean_logs, _entry, _start_worker, _w
 from testweb.rawweb import RawWeb
 
 HOST_IP = "127.0.5.1"
+TARPIT_IP = "127.0.5.2"
 DEAD_IPS = ("127.0.9.1", "127.0.9.2", "127.0.9.3")
 HOSTILE = ("/tarpit.html", "/reset.html", "/bigheader.html", "/garbage.html")
 GOOD = tuple(f"/good{i}.html" for i in range(5))
@@ -67,6 +68,28 @@ def test_hostile_urls_never_drop_a_host_whose_pages_answer(tmp_path):
     assert stats["larbin/dropped/timeout"] == 1
     assert stats["larbin/dropped/reset"] == 1
     assert stats["larbin/dropped/malformed"] == 2
+
+
+def test_a_host_that_never_answers_robots_txt_included_ends_its_part(tmp_path):
+    # Everything on t.test is a tarpit, robots.txt first: the site's pages wait for a robots.txt
+    # that never comes, then time out themselves. The IP never answered, so its timeouts say
+    # "gone": it is dropped after LARBIN_IP_MAX_FAILURES and the crawl ends; h.test is unharmed.
+    pages: dict[str, dict] = {p: {"links": []} for p in GOOD}
+    tarpit = {"behaviour": "tarpit"}
+    pages.update({"/robots.txt": tarpit, **{f"/t{i}.html": tarpit for i in range(5)}})
+    hosts = {"h.test": HOST_IP, "t.test": TARPIT_IP}
+    with RawWeb(tmp_path / "web", pages, hosts) as web:
+        urls = [web.url("t.test", f"/t{i}.html") for i in range(5)]
+        urls += [web.url("h.test", p) for p in GOOD]
+        crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", "-a", "urls=" + ",".join(urls),
+                          settings={"DOWNLOAD_TIMEOUT": 1, "LARBIN_IP_BACKOFF": 0.2},
+                          timeout=60)
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]
+    assert {item["url"] for item in crawl.items} == {web.url("h.test", p) for p in GOOD}
+    assert crawl.stats["larbin/ip/dropped"] == 1
+    assert f"Dropping IP {TARPIT_IP}" in crawl.stderr
+    assert sum(e["ip"] == TARPIT_IP for e in crawl.requests) == 3  # then nothing more was sent
 
 
 PAGES = 8
