@@ -478,7 +478,8 @@ class LarbinScheduler(FrontierScheduler):
         resolving = sum(1 for site in self.sites.values() if site.state != READY)
         return {
             "queued": len(self),
-            "fifos": {name: len(fifo) for name, fifo in zip(FIFO_LABELS, self.fifos, strict=True)},
+            # not strict: after an open that failed (jobdir_error) only some FIFOs exist
+            "fifos": {name: len(fifo) for name, fifo in zip(FIFO_LABELS, self.fifos)},  # noqa: B905
             "in_memory": self.in_memory + len(self.memory_only),
             "sites": {"in_memory": len(self.sites), "resolving": resolving,
                       "dead": len(self.dead_hosts)},
