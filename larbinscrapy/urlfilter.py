@@ -29,6 +29,7 @@ CGI = "cgi"
 DOMAIN = "domain"
 EXTERNAL = "external"
 DEPTH = "depth"
+PAGE_LINKS = "page_links"  # over LARBIN_MAX_LINKS_PER_PAGE (the spider counts it, not the filter)
 
 
 _REPEAT_WINDOW = 32  # segments the repetition test looks at: bounds its cost on hostile paths

@@ -144,6 +144,9 @@ LARBIN_CGI_LEVEL = 0  # larbin CGILEVEL: 0 all URLs, 1 none with ? or =, 2 also 
 LARBIN_OBEY_NOFOLLOW = True  # obey <meta name=robots|BOT_NAME content=nofollow>, X-Robots-Tag and rel="nofollow"
 LARBIN_OBEY_NOINDEX = True  # noindex pages: item["noindex"] = True and storage pipelines skip them
 
+# --- Bounded memory per response (the spider) ----------------------------------------------
+LARBIN_MAX_LINKS_PER_PAGE = 10_000  # links kept from one page (item links and the gate); the rest counted as page_links; 0 = all
+
 # --- Trap defence (larbinscrapy/urlfilter.py, larbinscrapy/traps.py); 0 turns a test off ------
 LARBIN_MAX_PATH_SEGMENTS = 20  # URLs with more path segments are dropped (path_segments)
 LARBIN_MAX_PATH_REPEATS = 2  # a run of path segments repeated more often in a row is a trap (path_repeat)

@@ -1,0 +1,104 @@
+"""The hostile web's worst overlap, made deterministic: peak RSS stays under 300 MB (issue #14).
+
+Six hosts (six loopback IPs, so politeness fetches them at once) each serve a home page of
+~4.5 MB holding 120,000 links: just under ``DOWNLOAD_MAXSIZE``, the most one response may bring
+in. All six arrive together and are parsed back to back, with the default per-site budget
+(100,000), so nothing but the per-page bounds keeps their links from turning into
+hundreds of thousands of ``Request`` objects at once. The crawl is stopped by
+``CLOSESPIDER_TIMEOUT`` after the six pages are handled (their items in the feed prove it: a
+page's item comes after all its requests). The peak RSS is the crawl process's own
+(``os.wait4``), as in tests/test_hostile_web.py.
+
+The servers are ``http.server`` threads of this test process, one per IP: real HTTP on loopback,
+nothing hostile about the protocol here, only the size of the pages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+
+import pytest
+
+from settings import base
+from tests.conftest import ROOT, crawl_command
+
+RSS_LIMIT_MB = 300
+HOSTS = {f"big{i}.test": f"127.0.6.{i}" for i in range(1, 7)}
+LINKS_PER_PAGE = 120_000
+TIMEOUT = 180
+RUN_FOR = 25  # CLOSESPIDER_TIMEOUT: long enough to parse the six pages on a loaded machine
+
+
+def _links_page(host: str) -> bytes:
+    """Its own title per host: the content-duplicate pipeline would drop identical homes."""
+    anchors = "".join(f'<a href="/l/{i}.html">{i}</a>\n' for i in range(LINKS_PER_PAGE))
+    return f"<html><head><title>{host}</title></head><body>{anchors}</body></html>".encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    home: bytes = b""
+
+    def do_GET(self) -> None:
+        body = self.home if self.path == "/" else b"<html><body>leaf</body></html>"
+        self.send_response(200 if self.path != "/robots.txt" else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the crawl's stats are what the test reads."""
+
+
+@pytest.fixture
+def big_web() -> Iterator[dict[str, int]]:
+    """One HTTP server per host IP; yields {host: port}."""
+    servers = {
+        host: ThreadingHTTPServer((ip, 0), type("H", (_Handler,), {"home": _links_page(host)}))
+        for host, ip in HOSTS.items()
+    }
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers.values()]
+    for thread in threads:
+        thread.start()
+    try:
+        yield {host: s.server_address[1] for host, s in servers.items()}
+    finally:
+        for server in servers.values():
+            server.shutdown()
+            server.server_close()
+
+
+def test_six_link_heavy_pages_at_once_stay_under_300_mb(big_web, tmp_path):
+    assert len(_links_page("big1.test")) < base.DOWNLOAD_MAXSIZE  # each page is parsed, not dropped
+    seeds = [f"http://{host}:{port}/" for host, port in big_web.items()]
+    cmd = crawl_command(SimpleNamespace(resolve=HOSTS), tmp_path, "-a", "urls=" + ",".join(seeds),
+                        settings={"CONCURRENT_REQUESTS": 256, "CLOSESPIDER_TIMEOUT": RUN_FOR,
+                                  "LARBIN_DOMAINS": "test"})
+    with open(tmp_path / "crawl.log", "w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+    timer = threading.Timer(TIMEOUT, proc.kill)
+    timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    log_text = (tmp_path / "crawl.log").read_text()
+    assert os.waitstatus_to_exitcode(status) == 0, log_text[-3000:]
+    assert "Traceback" not in log_text, log_text[log_text.find("Traceback") - 2000:][:5000]
+    items = [json.loads(line) for line in (tmp_path / "items.jsonl").read_text().splitlines()]
+    homes = {i["url"] for i in items} & set(seeds)
+    assert homes == set(seeds), "the crawl closed before every big page was handled"
+    peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
+    print(f"peak RSS {peak_mb:.0f} MB")
+    assert peak_mb < RSS_LIMIT_MB, f"peak RSS {peak_mb:.0f} MB"
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    cap = base.LARBIN_MAX_LINKS_PER_PAGE
+    assert stats["larbin/filtered/page_links"] == len(seeds) * (LINKS_PER_PAGE - cap)
+    assert all(len(i["links"]) <= cap for i in items)
