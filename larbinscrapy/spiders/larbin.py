@@ -189,27 +189,38 @@ class LarbinSpider(Spider):
         if (count := response.meta.get(M.FETCH_COUNT)) is not None:  # LARBIN_REVISIT
             item["fetch_count"], item["changed"] = count, response.meta.get(M.CHANGED)
         if ctype in _HTML_TYPES and body:
-            page = extract(
-                body,
-                response.url,
-                images=self.images,
-                encoding=_charset(headers.get(b"Content-Type")),
-                robots_names=self.robots_names,
-            )
-            item["title"], item["keywords"] = page.title, page.keywords
-            item["description"], item["canonical"] = page.description, page.canonical
-            item["links"] = page.links if self.obey_nofollow else [*page.links, *page.nofollow]
-            robots |= page.robots
-            unfollowed = len(page.nofollow) if self.obey_nofollow else 0
-            if self.obey_nofollow and "nofollow" in robots:
-                unfollowed += len(item["links"])
-                item["links"] = []
-            if unfollowed:
-                self.crawler.stats.inc_value("larbin/filtered/nofollow", unfollowed)
-            if self.max_links and len(item["links"]) > self.max_links:
-                self._cap_links(item)
+            robots = self._read_html(item, body, headers.get(b"Content-Type"), robots)
         item["noindex"] = self.obey_noindex and "noindex" in robots
         yield item
+
+    def _read_html(
+        self, item: PageItem, body: bytes, content_type: bytes | None, robots: frozenset[str]
+    ) -> frozenset[str]:
+        """Fill ``item`` from the page's HTML; return ``robots`` with the page's own directives.
+
+        A method of its own so the parser's whole output (every link of a 100,000-link page)
+        is freed when it returns, not held by ``parse`` while it waits at ``yield item``.
+        """
+        page = extract(
+            body,
+            item["url"],
+            images=self.images,
+            encoding=_charset(content_type),
+            robots_names=self.robots_names,
+        )
+        item["title"], item["keywords"] = page.title, page.keywords
+        item["description"], item["canonical"] = page.description, page.canonical
+        item["links"] = page.links if self.obey_nofollow else [*page.links, *page.nofollow]
+        robots |= page.robots
+        unfollowed = len(page.nofollow) if self.obey_nofollow else 0
+        if self.obey_nofollow and "nofollow" in robots:
+            unfollowed += len(item["links"])
+            item["links"] = []
+        if unfollowed:
+            self.crawler.stats.inc_value("larbin/filtered/nofollow", unfollowed)
+        if self.max_links and len(item["links"]) > self.max_links:
+            self._cap_links(item)
+        return robots
 
     def _cap_links(self, item: PageItem) -> None:
         """Keep the first ``max_links`` links (larbin capped links per page too).
