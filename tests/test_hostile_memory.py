@@ -10,7 +10,9 @@ page's item comes after all its requests). The peak RSS is the crawl process's o
 (``os.wait4``), as in tests/test_hostile_web.py.
 
 The servers are ``http.server`` threads of this test process, one per IP: real HTTP on loopback,
-nothing hostile about the protocol here, only the size of the pages.
+nothing hostile about the protocol here, only the size of the pages. Unit tests of the three
+bounds (the per-page link cap, the gate's streaming, the parser's output freed before
+``yield item``) come first.
 """
 
 from __future__ import annotations
@@ -24,15 +26,69 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 import pytest
+from scrapy import Request
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
 
+from larbinscrapy.items import PageItem
+from larbinscrapy.links import Page
+from larbinscrapy.spiders.larbin import LarbinSpider
 from settings import base
 from tests.conftest import ROOT, crawl_command
+from tests.test_hostile_links import gate, page_response
+from tests.test_hostile_robots import SETTINGS, parse
 
 RSS_LIMIT_MB = 300
 HOSTS = {f"big{i}.test": f"127.0.6.{i}" for i in range(1, 7)}
 LINKS_PER_PAGE = 120_000
 TIMEOUT = 180
 RUN_FOR = 25  # CLOSESPIDER_TIMEOUT: long enough to parse the six pages on a loaded machine
+
+
+def _anchors(n: int) -> bytes:
+    return b"".join(b'<a href="/l/%d.html">x</a>' % i for i in range(n))
+
+
+def test_a_page_keeps_its_first_links_up_to_the_cap_and_counts_the_rest():
+    item, stats = parse(_anchors(8), LARBIN_MAX_LINKS_PER_PAGE=5)
+    assert item["links"] == [f"http://h.test/l/{i}.html" for i in range(5)]
+    assert stats.get_value("larbin/filtered/page_links") == 3
+    item, stats = parse(_anchors(8), LARBIN_MAX_LINKS_PER_PAGE=0)  # 0: no cap
+    assert len(item["links"]) == 8
+    assert stats.get_value("larbin/filtered/page_links") is None
+
+
+def test_parse_holds_no_parser_output_while_it_waits_at_yield_item():
+    crawler = get_crawler(LarbinSpider, {**SETTINGS, "LARBIN_MAX_LINKS_PER_PAGE": 5})
+    spider = LarbinSpider.from_crawler(crawler, urls="http://h.test/")
+    url = "http://h.test/p.html"
+    response = HtmlResponse(url, body=_anchors(50), request=Request(url),
+                            headers={"Content-Type": "text/html"})
+    parsing = spider.parse(response)
+    item = next(parsing)
+    held = parsing.gi_frame.f_locals.values()  # type: ignore[attr-defined]
+    assert not [v for v in held if isinstance(v, Page)], "the whole parse result is still held"
+    assert len(item["links"]) == 5
+
+
+def test_the_gate_builds_one_request_at_a_time():
+    middleware, stats = gate()
+    taken = 0
+
+    def links():
+        nonlocal taken
+        for i in range(1000):
+            taken += 1
+            yield f"http://h.test/l/{i}.html"
+
+    item = PageItem(url=page_response().url, links=links())
+    out = middleware.process_spider_output(page_response(), [item])
+    first = next(out)
+    assert first.url == "http://h.test/l/0.html"
+    assert taken == 1, f"{taken} links were turned into Requests before the first was taken"
+    rest = list(out)
+    assert len(rest) == 1000  # 999 Requests, then the item
+    assert rest[-1] is item
 
 
 def _links_page(host: str) -> bytes:
