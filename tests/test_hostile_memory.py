@@ -72,7 +72,7 @@ def test_parse_holds_no_parser_output_while_it_waits_at_yield_item():
 
 
 def test_the_gate_builds_one_request_at_a_time():
-    middleware, stats = gate()
+    middleware, _ = gate()
     taken = 0
 
     def links():
