@@ -55,7 +55,10 @@ def gate(**overrides) -> tuple[LinkGateMiddleware, object]:
     crawler = get_crawler(LarbinSpider, {**SETTINGS, **overrides})
     middleware = LinkGateMiddleware.from_crawler(crawler)
     df = BitmapDupeFilter(mode="bloom", capacity=100_000, stats=crawler.stats)
-    crawler.engine = SimpleNamespace(scheduler=SimpleNamespace(df=df))  # what the gate reads
+    crawler.engine = SimpleNamespace(  # what the gate reads: the seen-set, the spider middlewares
+        scheduler=SimpleNamespace(df=df),
+        scraper=SimpleNamespace(spidermw=SimpleNamespace(middlewares=())),
+    )
     middleware._spider_opened(None)
     return middleware, crawler.stats
 
