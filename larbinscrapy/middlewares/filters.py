@@ -5,7 +5,9 @@ tested in the cheapest order: the URL filters (string tests, ``larbin/filtered/<
 the seen test (fingerprint of the URL string + a bit test in the dupefilter), and only a link
 that passes both becomes a ``Request``. Most links of a broad crawl were seen before, so most
 cost a hash and a bit test, not a Request, middlewares and signals (profiled: that per-link work
-is most of plain Scrapy's ~25 ms of CPU per page on a broad crawl).
+is most of plain Scrapy's ~25 ms of CPU per page on a broad crawl). Each Request is built when
+the scheduler has taken the one before it (``iter_admit``): a page's links never all exist as
+Requests at once.
 
 Every link is handled whatever the string: one that ``Request()`` would refuse (a port out of
 range, a broken IPv6 literal, control characters...) is counted under ``larbin/filtered/invalid``

@@ -5,7 +5,9 @@
 
 Each argument defaults to its ``LARBIN_*`` setting. The spider only parses: links are turned
 into requests by ``LinkGateMiddleware`` (filters, then the seen test), so a page costs one scan
-of its bytes (``links.extract``) plus a hash and a bit test per link.
+of its bytes (``links.extract``) plus a hash and a bit test per link. A page keeps at most
+``LARBIN_MAX_LINKS_PER_PAGE`` links (the rest counted under ``larbin/filtered/page_links``), so
+one hostile page cannot swell the item, the feed or the gate's work.
 """
 
 from __future__ import annotations
