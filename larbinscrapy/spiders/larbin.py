@@ -77,6 +77,8 @@ class LarbinSpider(Spider):
     robots_names: tuple[str, ...]  # <meta name=...> values that speak to us: robots, BOT_NAME
     content_types: tuple[str, ...]  # what checktype.py downloads for us besides HTML
     max_links: int  # LARBIN_MAX_LINKS_PER_PAGE (0: no cap)
+    images: bool  # -a images / LARBIN_IMAGES
+    url_filter: UrlFilter  # the link gate takes it at spider_opened
 
     def __init__(
         self,
