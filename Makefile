@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 SEEDS  ?= seeds.txt
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # chromium: the status page's real-browser test (Playwright drives /usr/bin/chromium)
-APT_PACKAGES := redis-server nginx chromium
+APT_PACKAGES := redis-server nginx chromium tinyproxy
 
 .PHONY: install install-system crawl demo test lint bench bench-quick bench-system bench-crawlee-venv deploy clean
 
@@ -18,7 +18,7 @@ $(BIN)/scrapy: pyproject.toml setup.py
 
 install: $(BIN)/scrapy
 
-# System packages the tests and benchmarks start for real (redis-server, nginx).
+# System packages the tests and benchmarks start for real (redis-server, nginx, tinyproxy).
 install-system:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -98,8 +98,9 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
         cmd += ["-s", f"LARBIN_RESOLVE={json.dumps(web.resolve)}"]
     if concurrent is not None:
         cmd += ["-s", f"CONCURRENT_REQUESTS={concurrent}"]
-    if per_domain is not None:
-        cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={per_domain}"]
+    if per_domain is not None:  # one host per IP: the same budget at both levels
+        cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={per_domain}",
+                "-s", f"LARBIN_IP_CONNECTIONS={per_domain}"]
     cmd += ["-s", "LARBIN_DEPTH=1000", "-s", "LOG_LEVEL=INFO", "-O", str(items)]
     return cmd + extra_args, repo, env
 

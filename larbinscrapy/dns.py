@@ -55,7 +55,8 @@ def parse_resolve(value: Any) -> dict[str, str]:
     return resolved
 
 
-def _is_ip(host: str) -> bool:
+def is_ip(host: str) -> bool:
+    """True for an IPv4 or IPv6 literal (brackets allowed)."""
     try:
         ipaddress.ip_address(host.strip("[]"))
     except ValueError:
@@ -77,6 +78,9 @@ class SsrfGuard:
     def __init__(self, enabled: bool = True, allowed: tuple[Any, ...] = ()) -> None:
         self.enabled = enabled
         self.allowed = allowed
+        # proxy hostnames the crawl was told to use (HTTP_PROXY, meta["proxy"]): the operator
+        # chose them, so their own address is allowed whatever network it is in
+        self.proxies: set[str] = set()
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SsrfGuard:
@@ -138,7 +142,7 @@ class DnsCache:
 
     def cached(self, host: str) -> str | bool | None:
         """The cached answer without waiting: an IP, None (known failure), False (unknown)."""
-        if _is_ip(host):
+        if is_ip(host):
             return host.strip("[]")
         entry = self._entries.get(host.lower())
         if entry is None or entry[0] < self._clock():
@@ -237,9 +241,17 @@ class PinnedResolver:
         return self.cache.resolve(name).addCallback(self._check, name)
 
     def _check(self, ip: str, name: str) -> str:
-        if self.guard.refuses(ip):
+        if name not in self.guard.proxies and self.guard.refuses(ip):
             raise DNSLookupError(f"{name}: {ip} refused by the SSRF guard")
         return ip
+
+
+def allow_proxy(crawler: Any, hostname: str) -> None:
+    """Let connections to the proxy ``hostname`` through the process resolver's SSRF guard."""
+    dns_cache(crawler)  # installs the resolver if no one did
+    from twisted.internet import reactor
+
+    reactor.resolver.guard.proxies.add(hostname)  # type: ignore[attr-defined]
 
 
 def dns_cache(crawler: Any) -> DnsCache:

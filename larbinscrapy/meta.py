@@ -24,6 +24,7 @@ REVISIT_HINT = "larbin_revisit_hint"  # seconds between fetches a sitemap entry 
 FETCH_COUNT = "larbin_fetch_count"  # on a response: fetches of this page, this one included
 CHANGED = "larbin_changed"  # on a response: the content changed since the last fetch (first: True)
 HANDLE_HTTPSTATUS_LIST = "handle_httpstatus_list"  # Scrapy's: statuses the spider is given (304)
+PROXY = "proxy"  # Scrapy's: the proxy URL of a request (HttpProxyMiddleware, or the user's)
 DOWNLOAD_MAXSIZE = "download_maxsize"  # Scrapy's: per-request body cap (sitemaps: 50 MB)
 
 # -- set by the frontier codec only inside a stored record ------------------------------------
@@ -38,9 +39,10 @@ BORROW = "larbin_borrow"  # robots.txt fetched on the lease of the page that nee
 IP = "larbin_ip"  # the resolved IP the request is pinned to
 SENT = "larbin_sent"  # passed the politeness gate: its end starts the IP's delay
 OWN = "larbin_own"  # holds a connection the politeness gate acquired itself
-DOWNLOAD_SLOT = "download_slot"  # Scrapy's: our slot is the IP
+BANDWIDTH = "larbin_bandwidth"  # bytes the gate reserved for this fetch (LARBIN_MAX_BANDWIDTH)
+DOWNLOAD_SLOT = "download_slot"  # Scrapy's: the scheduler sets the IP, the politeness gate the host
 
-TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, DOWNLOAD_SLOT)
+TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, BANDWIDTH, DOWNLOAD_SLOT)
 
 
 def seed_meta() -> dict[str, Any]:

@@ -3,14 +3,15 @@
 Pure: no Scrapy component is imported, no I/O of its own, the clock is passed in, so a test
 drives it with a fake clock. Two parts, bundled in ``Politeness``:
 
-* ``IpTable`` / ``IpState``: per server IP, the connections in use, when the next fetch may
-  start (the larger of ``DOWNLOAD_DELAY`` and the robots.txt Crawl-delay, plus
-  ``LARBIN_IP_BACKOFF`` per consecutive failure, none for an IP that never answered) and
-  whether the IP was dropped after ``LARBIN_IP_MAX_FAILURES`` failures that say it is gone
-  (larbin noConnection; ``larbinscrapy.failures`` says which failure is the host's). The
-  scheduler asks it which IP may go next, the politeness middleware asks it again at send
-  time: both through ``wait`` / ``next_start``, the one place where a per-host level
-  (Retry-After, host delays) plugs in.
+* ``IpTable`` / ``IpState``: per server IP, the connections in use (``LARBIN_IP_CONNECTIONS``),
+  when the next fetch may start (``LARBIN_IP_DELAY`` after the end of the last one, plus
+  ``LARBIN_IP_BACKOFF`` per consecutive failure, none for an IP that never answered, or later
+  if a throttling answer paused it) and whether the IP was dropped after
+  ``LARBIN_IP_MAX_FAILURES`` failures that say it is gone (larbin noConnection;
+  ``larbinscrapy.failures`` says which failure is the host's). The table owns the host level
+  (``larbinscrapy.hosts``: ``DOWNLOAD_DELAY`` per hostname, Crawl-delay, Retry-After) and the
+  crawl's ``Bandwidth``; ``next_start(st, host)`` joins them. The scheduler asks it which IP may
+  go next, the politeness middleware asks it again at send time.
   Listeners hear of every change (``add_listener``) and of every lease given back
   (``add_release_listener``), so no component patches another's methods.
 * the host gate (``Politeness.resolve``): DNS through the process's ``DnsCache`` -> the SSRF
@@ -40,7 +41,9 @@ from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
 
 from larbinscrapy import failures
+from larbinscrapy.dns import is_ip
 from larbinscrapy.exceptions import DroppedRequest
+from larbinscrapy.hosts import Bandwidth, HostTable
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -71,11 +74,11 @@ class IpState:
     ip: str
     busy: int = 0
     ready_at: float = 0.0
-    crawl_delay: float = 0.0
     failures: int = 0  # consecutive failures that say "gone" (larbinscrapy.failures)
     dead: bool = False
     answered: bool = False  # a server answered here once: it may come back, back off long
     strikes: int = 0  # consecutive failures of single URLs (timeouts, resets): back-off only
+    last_host: str | None = None  # the hostname of the last fetch sent (a release's host level)
     # requests the send-time gate holds until the IP is free (the middleware's Deferreds)
     waiters: deque[Deferred[None]] = field(default_factory=deque)
 
@@ -90,28 +93,53 @@ class IpTable:
         *,
         max_failures: int,
         backoff: float,
-        max_crawl_delay: float,
+        hosts: HostTable | None = None,
+        bandwidth: Bandwidth | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.default_delay = delay
         self.max_connections = max(1, max_connections)
         self.max_failures = max_failures
         self.backoff = backoff
-        self.max_crawl_delay = max_crawl_delay
         self.clock = clock
+        # without a host level (a bare table in a unit test) no host delay applies
+        self.hosts = hosts or HostTable(0.0, max_crawl_delay=0.0, max_retry_after=0.0,
+                                        throttle_backoff=0.0, max_backoff=0.0, clock=clock)
+        self.bandwidth = bandwidth or Bandwidth(0.0, clock)
         self.ips: dict[str, IpState] = {}
         self._listeners: list[Listener] = []
         self._release_listeners: list[Listener] = []
 
     @classmethod
-    def from_settings(cls, settings: Any) -> IpTable:
-        """The table for Scrapy ``settings`` (read by the caller's ``from_crawler``)."""
+    def from_settings(cls, settings: Any, *, local: bool = False) -> IpTable:
+        """The table for Scrapy ``settings`` (read by the caller's ``from_crawler``).
+
+        ``local``: for a scheduler without the send-time gate, where the host is the IP: the
+        IP then follows the host settings (``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS_PER_DOMAIN``).
+        The IP delay is never longer than the host delay, so ``DOWNLOAD_DELAY = 0`` means no
+        delay at all, as in Scrapy.
+        """
+        host_delay = settings.getfloat("DOWNLOAD_DELAY")
+        host_connections = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
+        if local:
+            return cls(host_delay, host_connections,
+                       max_failures=settings.getint("LARBIN_IP_MAX_FAILURES"),
+                       backoff=settings.getfloat("LARBIN_IP_BACKOFF"))
+        hosts = HostTable(
+            host_delay,
+            max_connections=host_connections,
+            max_crawl_delay=settings.getfloat("LARBIN_MAX_CRAWL_DELAY"),
+            max_retry_after=settings.getfloat("LARBIN_MAX_RETRY_AFTER"),
+            throttle_backoff=settings.getfloat("LARBIN_THROTTLE_BACKOFF"),
+            max_backoff=settings.getfloat("LARBIN_THROTTLE_MAX_BACKOFF"),
+        )
         return cls(
-            settings.getfloat("DOWNLOAD_DELAY"),
-            settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
+            min(settings.getfloat("LARBIN_IP_DELAY"), host_delay),
+            settings.getint("LARBIN_IP_CONNECTIONS"),
             max_failures=settings.getint("LARBIN_IP_MAX_FAILURES"),
             backoff=settings.getfloat("LARBIN_IP_BACKOFF"),
-            max_crawl_delay=settings.getfloat("LARBIN_MAX_CRAWL_DELAY"),
+            hosts=hosts,
+            bandwidth=Bandwidth(settings.getfloat("LARBIN_MAX_BANDWIDTH")),
         )
 
     def add_listener(self, listener: Listener) -> None:
@@ -129,7 +157,7 @@ class IpTable:
         return st
 
     def delay(self, st: IpState) -> float:
-        return max(self.default_delay, st.crawl_delay) + self.backoff_of(st)
+        return self.default_delay + self.backoff_of(st)
 
     def backoff_of(self, st: IpState) -> float:
         """``LARBIN_IP_BACKOFF`` per consecutive failure, but none for the refusals of an IP
@@ -138,18 +166,19 @@ class IpTable:
         return (gone + min(st.strikes, self.max_failures)) * self.backoff
 
     def connections(self, st: IpState) -> int:
-        """One connection when a delay applies (larbin); several only for delay-free crawls."""
-        return 1 if self.delay(st) > 0 else self.max_connections
+        """``LARBIN_IP_CONNECTIONS``: the fetches one IP may have open at once."""
+        return self.max_connections
 
     # -- the question both the scheduler and the send-time gate ask ------------------------
     def next_start(self, st: IpState, host: str | None = None) -> float:
         """When (clock time) the next request for ``host`` on ``st`` may start, by delays only.
 
-        ``host`` is where per-host state (a Retry-After pause, a host delay) joins the IP's:
-        the send-time gate passes the request's host; the scheduler's ``IpRing`` asks per IP
-        (``host`` None), so a host level must also be asked there for the site it picks.
+        With ``host``, the host's delay and pause count too (``HostTable.next_start``); the
+        scheduler's ``IpRing`` asks it for the site it picks, the send-time gate for the request.
         """
-        return st.ready_at
+        if host is None:
+            return st.ready_at
+        return max(st.ready_at, self.hosts.next_start(host))
 
     def wait(self, st: IpState, now: float, host: str | None = None) -> float | None:
         """Seconds until a new request for ``host`` may take a connection of ``st``.
@@ -210,17 +239,9 @@ class IpTable:
         for listener in self._release_listeners:
             listener(st)
 
-    def set_crawl_delay(self, st: IpState, seconds: float) -> None:
-        """Raise the IP's delay to a robots.txt Crawl-delay; a pause already started grows too.
-
-        Hostnames sharing the IP share its budget, so the largest Crawl-delay among them holds.
-        robots.txt is parsed after its own fetch has started the IP's pause with the old
-        delay, so without the shift the next page would follow it at the old delay.
-        """
-        before = self.delay(st)
-        st.crawl_delay = max(st.crawl_delay, min(max(0.0, seconds), self.max_crawl_delay))
-        if st.ready_at > 0:
-            st.ready_at = max(st.ready_at + self.delay(st) - before, 0.0)
+    def pause(self, st: IpState, seconds: float) -> None:
+        """A throttling answer came from ``st``: no fetch starts there for ``seconds``."""
+        st.ready_at = max(st.ready_at, self.clock() + seconds)
         self._notify(st)
 
     def gauges(self, now: float) -> tuple[int, int]:
@@ -258,6 +279,13 @@ class Politeness:
         self.dns = dns
         self.guard = guard
         self._refused: dict[str, bool] = {}  # IP -> the SSRF guard's verdict
+        # True when the scheduler picks requests by host readiness too (LarbinScheduler): a
+        # leased request whose host must still wait (after its robots.txt) can go back to it
+        # instead of holding the IP's connection idle meanwhile.
+        self.hosts_scheduled = False
+        # True when every request goes through a proxy (HTTP_PROXY/HTTPS_PROXY): targets are
+        # not resolved, the "IP" of a host is its name, and only IP literals meet the guard.
+        self.proxied = False
         self._logged_reasons: set[str] = set()
 
     @classmethod
@@ -270,6 +298,11 @@ class Politeness:
         """The IP to crawl ``host`` at; fails with ``DroppedRequest`` if it must not be."""
         if self.dns is None:
             return defer.succeed(host)
+        if self.proxied and not is_ip(host):
+            try:
+                return defer.succeed(self.check_ip(host))
+            except DroppedRequest:
+                return defer.fail()
         before = self.dns.lookups
         d = self.dns.resolve(host)
         if self.dns.lookups != before:  # this call started a query: count it and its failure
@@ -287,7 +320,7 @@ class Politeness:
 
     def check_ip(self, ip: str) -> str:
         """``ip`` if a request may go there; ``DroppedRequest`` (ssrf, noconnection) if not."""
-        if self.guard is not None:
+        if self.guard is not None and (not self.proxied or is_ip(ip)):
             refused = self._refused.get(ip)
             if refused is None:
                 refused = self._refused[ip] = self.guard.refuses(ip)
@@ -342,6 +375,27 @@ class Politeness:
             logger.warning("Dropping IP %s after %d consecutive failures (larbin noConnection)",
                            st.ip, st.failures)
             self.stats.inc_value("larbin/ip/dropped")
+
+    def throttled(self, ip: str, host: str, status: int, retry_after: float | None) -> float | None:
+        """A throttling answer: pause ``host`` and its IP; the pause, or None if set aside.
+
+        Counted in ``larbin/throttled/<status>``; the first answer of each host is logged.
+        """
+        self.stats.inc_value(f"larbin/throttled/{status}")
+        hs = self.table.hosts.get(host)
+        first = hs.throttled == 0
+        pause = self.table.hosts.throttle(hs, retry_after)
+        if pause is None:
+            self.stats.inc_value("larbin/host/set_aside")
+            logger.warning("Setting %s aside: it answered %d with Retry-After %.0f s, more than "
+                           "LARBIN_MAX_RETRY_AFTER", host, status, retry_after or 0.0)
+            return None
+        self.table.pause(self.table.get(ip), pause)
+        if first:
+            logger.info("%s answered %d: pausing it and its IP %s for %.1f s (%s); further "
+                        "throttling answers are counted in larbin/throttled/%d", host, status, ip,
+                        pause, "Retry-After" if retry_after is not None else "back-off", status)
+        return pause
 
     def lease_returned(self, ip: str) -> None:
         """Give back the connection the scheduler leased on ``ip``."""

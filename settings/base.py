@@ -17,10 +17,10 @@ USER_AGENT = "larbinscrapy/0.1 (+https://github.com/larbinscrapy/larbinscrapy)"
 # --- Scrapy settings we set on purpose -----------------------------------------------------
 ROBOTSTXT_OBEY = True  # robots.txt through our fixed subclass of Scrapy's middleware (protego)
 ROBOTSTXT_PARSER = "scrapy.robotstxt.ProtegoRobotParser"
-DOWNLOAD_DELAY = 1.0  # larbin waitDuration: seconds between the end of one fetch and the next to one IP
+DOWNLOAD_DELAY = 1.0  # larbin waitDuration, per hostname: seconds from the end of one fetch to the next start
 DOWNLOAD_DELAY_JITTER = 0  # politeness is exact per IP; jitter only lowers throughput
 CONCURRENT_REQUESTS = 128  # connections in flight over all IPs (larbin nb_conn)
-CONCURRENT_REQUESTS_PER_DOMAIN = 1  # per download slot, and our slot is the IP: one connection per IP
+CONCURRENT_REQUESTS_PER_DOMAIN = 1  # per download slot, and our slot is the hostname: one connection per host
 DOWNLOAD_TIMEOUT = 30  # larbin timeout_page base, seconds (LARBIN_TIMEOUT_BYTES_PER_SECOND adds to it)
 DOWNLOAD_MAXSIZE = 5 * 1024 * 1024  # larbin maxPageSize-like cap: bigger bodies are dropped and counted
 DOWNLOAD_WARNSIZE = 0
@@ -181,6 +181,14 @@ LARBIN_TIMEOUT_BYTES_PER_SECOND = 2000  # larbin: page timeout grows 1 s per thi
 LARBIN_HTTP_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"  # what PageDeadlineHandler wraps
 LARBIN_IP_MAX_FAILURES = 3  # consecutive timeouts/refusals before an IP is dropped (noConnection)
 LARBIN_IP_BACKOFF = 10.0  # extra delay after each consecutive failure, seconds
+# host and IP levels, throttling answers, bandwidth (larbinscrapy/hosts.py; README "Politeness")
+LARBIN_IP_DELAY = 0.25  # seconds from the end of one fetch to the next start on one IP (all its hostnames); at most DOWNLOAD_DELAY
+LARBIN_IP_CONNECTIONS = 1  # fetches open to one IP at once
+LARBIN_MAX_RETRY_AFTER = 3600.0  # longest Retry-After honoured, seconds; a host asking more is set aside
+LARBIN_THROTTLE_BACKOFF = 60.0  # pause after a 429 without Retry-After, seconds; doubles per answer in a row
+LARBIN_THROTTLE_MAX_BACKOFF = 86400.0  # the doubling back-off stops growing here, seconds
+LARBIN_MAX_BANDWIDTH = 0  # bytes per second received over the whole crawl (larbin MAXBANDWIDTH); 0 = no cap
+LARBIN_FROM = ""  # From header: the crawler operator's contact address (RFC 9110); empty = not sent
 LARBIN_SSRF_GUARD = True  # refuse private, loopback, link-local, multicast and reserved IPs
 LARBIN_ALLOWED_NETWORKS = ""  # comma-separated CIDRs the guard lets through (tests: 127.0.0.0/8)
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from scrapy.utils.reactor import install_reactor, is_reactor_installed
 
+from larbinscrapy.hosts import HostTable
 from larbinscrapy.politeness import IpTable
 from settings import base
 from testweb.harness import (
@@ -66,15 +67,33 @@ class CountingStats:
         self.values[key] += count
 
 
-def ip_table(delay: float, connections: int = 1, *, clock: Any, **options: Any) -> IpTable:
-    """An ``IpTable`` with the default settings of ``settings/base.py``, on a test's clock."""
+def host_table(delay: float, *, clock: Any, **options: Any) -> HostTable:
+    """A ``HostTable`` (``DOWNLOAD_DELAY`` = ``delay``), defaults of ``settings/base.py``."""
+    kwargs = {
+        "max_crawl_delay": base.LARBIN_MAX_CRAWL_DELAY,
+        "max_retry_after": base.LARBIN_MAX_RETRY_AFTER,
+        "throttle_backoff": base.LARBIN_THROTTLE_BACKOFF,
+        "max_backoff": base.LARBIN_THROTTLE_MAX_BACKOFF,
+        **options,
+    }
+    return HostTable(delay, clock=clock, **kwargs)
+
+
+def ip_table(delay: float, connections: int = 1, *, clock: Any, host_delay: float = 0.0,
+             **options: Any) -> IpTable:
+    """An ``IpTable`` (``LARBIN_IP_DELAY`` = ``delay``) with the defaults of ``settings/base.py``.
+
+    Options of the host level (``max_crawl_delay``...) go to its ``HostTable``.
+    """
+    host_keys = {"max_crawl_delay", "max_retry_after", "throttle_backoff", "max_backoff", "rng"}
+    host_options = {k: options.pop(k) for k in list(options) if k in host_keys}
     kwargs = {
         "max_failures": base.LARBIN_IP_MAX_FAILURES,
         "backoff": base.LARBIN_IP_BACKOFF,
-        "max_crawl_delay": base.LARBIN_MAX_CRAWL_DELAY,
         **options,
     }
-    return IpTable(delay, connections, clock=clock, **kwargs)
+    hosts = host_table(host_delay, clock=clock, **host_options)
+    return IpTable(delay, connections, clock=clock, hosts=hosts, **kwargs)
 
 
 @pytest.fixture

@@ -269,7 +269,7 @@ def test_concurrent_requests_per_domain_8_still_fetches_no_trap(web, tmp_path):
         web,
         tmp_path / "out",
         *seeds_args(web.seeds),
-        settings={"CONCURRENT_REQUESTS_PER_DOMAIN": 8},
+        settings={"CONCURRENT_REQUESTS_PER_DOMAIN": 8, "LARBIN_IP_CONNECTIONS": 8},
     )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert requested_urls(crawl, web.port) == web.web.ground_truth(web.seeds, depth=5)
@@ -301,7 +301,7 @@ def test_requests_waiting_on_one_robots_txt_are_all_checked(web, tmp_path):
     disallowed = {s for s in seeds if not web.web.can_fetch(s)}
     assert len(disallowed) == 40
     args = (*seeds_args(seeds), "-a", "depth=0", "-a", "external=false")
-    settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 8}
+    settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 8, "LARBIN_IP_CONNECTIONS": 8}
 
     ours = run_crawl(web, tmp_path / "ours", *args, settings=settings)
     assert ours.returncode == 0, ours.stderr[-3000:]

@@ -14,19 +14,21 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, ip_table, run_crawl, seeds_args
-from testweb.harness import gaps_by_ip, start_web
+from tests.conftest import ROOT, host_table, run_crawl, seeds_args
+from testweb.harness import gaps_by_host, gaps_by_ip, start_web
 from testweb.web import POLITENESS_FAST_HOSTS, POLITENESS_SLOW_HOSTS
 
-DELAY = 0.3  # DOWNLOAD_DELAY of the polite runs; h03's robots.txt asks for 1 s
+DELAY = 0.3  # DOWNLOAD_DELAY (per host) of the polite runs; h03's robots.txt asks for 1 s
+IP_DELAY = 0.2  # LARBIN_IP_DELAY of the polite runs
 SLACK = 0.001
 
 
-def too_close(requests: list[dict[str, Any]], delay: float) -> dict[str, float]:
-    """IP -> its shortest interval, for the IPs where two requests came closer than ``delay``."""
+def too_close(requests: list[dict[str, Any]], delay: float, gaps_by=gaps_by_host
+              ) -> dict[str, float]:
+    """Host (or IP) -> its shortest interval, where two requests came closer than ``delay``."""
     return {
-        ip: min(gaps)
-        for ip, gaps in gaps_by_ip(requests).items()
+        key: min(gaps)
+        for key, gaps in gaps_by(requests).items()
         if gaps and min(gaps) < delay - SLACK
     }
 
@@ -37,13 +39,16 @@ def polite_and_control(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("polite")
     with start_web(tmp / "web") as web:
         args = seeds_args(web.seeds)
-        polite = run_crawl(web, tmp / "polite", *args, settings={"DOWNLOAD_DELAY": DELAY})
+        polite = run_crawl(web, tmp / "polite", *args,
+                           settings={"DOWNLOAD_DELAY": DELAY, "LARBIN_IP_DELAY": IP_DELAY})
         control = run_crawl(
             web,
             tmp / "control",
             *args,
             settings={
                 "DOWNLOAD_DELAY": 0,
+                "LARBIN_IP_DELAY": 0,
+                "LARBIN_IP_CONNECTIONS": 8,
                 "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
                 "LARBIN_MAX_CRAWL_DELAY": 0,
             },
@@ -52,21 +57,22 @@ def polite_and_control(tmp_path_factory):
         yield web, polite, control, truth
 
 
-def test_no_two_requests_to_one_ip_closer_than_the_delay(polite_and_control):
+def test_no_two_requests_to_one_host_or_ip_closer_than_its_delay(polite_and_control):
     web, polite, control, truth = polite_and_control
     assert polite.returncode == 0, polite.stderr[-3000:]
     assert polite.fetched(web.port) == truth
     assert any(e["path"] == "/robots.txt" for e in polite.requests)  # robots.txt is counted
     assert polite.sitemap_counts(web.port)  # and so are the sitemaps (LARBIN_SITEMAPS)
-    # h01.test and alias01.test share 127.0.1.2: one budget for both names
+    # h01.test and alias01.test share 127.0.1.2: the IP's budget for both names
     shared = {e["host"] for e in polite.requests if e["ip"] == "127.0.1.2"}
     assert shared == {"h01.test", "alias01.test"}
     assert too_close(polite.requests, DELAY) == {}
-    # the control run (no delay, 8 connections per IP) breaks the rule, so the check can fail
+    assert too_close(polite.requests, IP_DELAY, gaps_by_ip) == {}
+    # the control run (no delays, 8 connections per IP) breaks both rules, so the checks can fail
     assert control.returncode == 0, control.stderr[-3000:]
     assert control.fetched(web.port) == truth
     assert too_close(control.requests, DELAY)
-    assert "127.0.1.2" in too_close(control.requests, DELAY)
+    assert "127.0.1.2" in too_close(control.requests, IP_DELAY, gaps_by_ip)
 
 
 def test_crawl_delay_from_robots_txt_is_applied(polite_and_control):
@@ -82,17 +88,18 @@ def test_crawl_delay_from_robots_txt_is_applied(polite_and_control):
 
 def test_crawl_delay_learnt_after_a_fetch_lengthens_the_pause_already_started():
     now = [100.0]
-    table = ip_table(0.3, clock=lambda: now[0])
-    st = table.get("127.0.1.4")
-    table.acquire(st)
-    table.finish(st, release=True, failed=False)  # robots.txt fetched: 0.3 s pause starts
-    assert st.ready_at == 100.3
-    table.set_crawl_delay(st, 1.0)  # ...then parsed: Crawl-delay 1
-    assert st.ready_at == 101.0
-    table.set_crawl_delay(st, 0.5)  # another hostname on the IP asks less: the larger holds
-    assert st.ready_at == 101.0 and table.delay(st) == 1.0
-    table.set_crawl_delay(st, 3600)  # capped at LARBIN_MAX_CRAWL_DELAY
-    assert table.delay(st) == 30.0
+    hosts = host_table(0.3, clock=lambda: now[0])
+    hs = hosts.get("h03.test")
+    hosts.start(hs)
+    hosts.finish(hs, release=True)  # robots.txt fetched: the host's 0.3 s pause starts
+    assert hs.ready_at == 100.3
+    hosts.set_crawl_delay(hs, 1.0)  # ...then parsed: Crawl-delay 1
+    assert hs.ready_at == 101.0
+    hosts.set_crawl_delay(hs, 0.5)  # a second robots.txt asking less: the larger holds
+    assert hs.ready_at == 101.0 and hosts.delay(hs) == 1.0
+    hosts.set_crawl_delay(hs, 3600)  # capped at LARBIN_MAX_CRAWL_DELAY
+    assert hosts.delay(hs) == 30.0
+    assert hosts.delay(hosts.get("other.test")) == 0.3  # another host on the IP: its own delay
 
 
 def test_one_dns_lookup_per_hostname(polite_and_control):

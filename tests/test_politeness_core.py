@@ -72,15 +72,17 @@ def test_borrowed_fetch_pushes_the_next_start_of_the_lease_holder(clock):
     assert p.table.next_start(st) - clock.now == pytest.approx(1.0)
 
 
-def test_several_connections_only_without_a_delay(clock):
+def test_ip_connections_bound_the_fetches_open_at_once(clock):
     p = Politeness.local(ip_table(0.0, 4, clock=clock), CountingStats())
     st = p.table.get("10.0.0.1")
     for _ in range(4):
         assert p.table.available(st, clock.now)
         p.table.acquire(st)
     assert p.table.wait(st, clock.now) is None
-    polite = ip_table(0.1, 4, clock=clock)
-    assert polite.connections(polite.get("10.0.0.1")) == 1
+    one = ip_table(0.1, clock=clock)  # LARBIN_IP_CONNECTIONS's default: one at a time
+    st1 = one.get("10.0.0.1")
+    one.acquire(st1)
+    assert one.wait(st1, clock.now) is None
 
 
 def test_backoff_grows_per_failure_and_a_success_resets_it(clock):
@@ -123,19 +125,9 @@ def test_listeners_hear_changes_and_releases_in_that_order(clock):
     p.table.acquire(st)
     p.fetch_ended(st.ip, release=False, failed=False)
     p.lease_returned(st.ip)
-    p.table.set_crawl_delay(st, 2.0)
+    p.table.pause(st, 2.0)  # a throttling answer
     assert heard == [("changed", "10.0.0.1"), ("changed", "10.0.0.1"),
                      ("released", "10.0.0.1"), ("changed", "10.0.0.1")]
-
-
-def test_crawl_delay_is_capped_and_the_largest_one_holds(clock):
-    p = core(clock, delay=0.3, max_crawl_delay=5.0)
-    st = p.table.get("10.0.0.1")
-    p.table.set_crawl_delay(st, 2.0)
-    p.table.set_crawl_delay(st, 1.0)
-    assert p.table.delay(st) == 2.0
-    p.table.set_crawl_delay(st, 3600)
-    assert p.table.delay(st) == 5.0
 
 
 # -- the host gate: DNS -> SSRF guard -> dead IP ------------------------------------------------

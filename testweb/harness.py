@@ -64,10 +64,19 @@ def sitemap_counts(records: Iterable[dict[str, Any]], port: int) -> Counter[str]
 
 def gaps_by_ip(records: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
     """Per server IP, the intervals between consecutive request arrivals (every request counted)."""
+    return _gaps_by(records, "ip")
+
+
+def gaps_by_host(records: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per hostname, the intervals between consecutive request arrivals (every request counted)."""
+    return _gaps_by(records, "host")
+
+
+def _gaps_by(records: Iterable[dict[str, Any]], key: str) -> dict[str, list[float]]:
     times: dict[str, list[float]] = defaultdict(list)
     for entry in records:
-        times[entry["ip"]].append(entry["t"])
-    return {ip: [b - a for a, b in pairwise(sorted(ts))] for ip, ts in times.items()}
+        times[entry[key]].append(entry["t"])
+    return {k: [b - a for a, b in pairwise(sorted(ts))] for k, ts in times.items()}
 
 
 class WebStartError(RuntimeError):

@@ -394,7 +394,9 @@ class RedisScheduler(FrontierScheduler):
 
         Queued in the Redis thread before any later pop (this worker's) can run; the delay
         counts from when Redis runs it, so the IP is never ready earlier than here."""
-        delay = max(0.0, self.table.next_start(st) - self.table.clock())
+        # The shared frontier knows IPs only: the IP waits for the host just fetched too, so
+        # another worker cannot reach that host before its DOWNLOAD_DELAY.
+        delay = max(0.0, self.table.next_start(st, st.last_host) - self.table.clock())
         self.jobs.submit("release", self.frontier.release, self.worker, st.ip, delay, st.dead,
                          then=self._release_done)
         self._quiet_until = min(self._quiet_until, self.table.clock() + delay)

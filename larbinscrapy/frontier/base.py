@@ -79,7 +79,7 @@ class FrontierScheduler:
             "max_per_site": s.getint("LARBIN_MAX_URLS_PER_SITE"),
             "loaded_sites": s.getint("LARBIN_LOADED_SITES"),
             "priority_extensions": parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or ""),
-            "local_table": IpTable.from_settings(s),
+            "local_table": IpTable.from_settings(s, local=True),
         }
 
     def _connect(self) -> None:

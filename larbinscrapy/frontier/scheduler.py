@@ -140,6 +140,7 @@ class LarbinScheduler(FrontierScheduler):
     def open(self, spider: Spider) -> Deferred[None] | None:
         self.spider = spider
         self._connect()
+        self.politeness.hosts_scheduled = True  # the ring waits for each site's host
         self.ring = IpRing(self.table)
         self.table.add_listener(self._ip_changed)
         if self.jobdir:

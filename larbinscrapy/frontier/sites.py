@@ -1,8 +1,10 @@
 """larbin's NamedSite and okSites: per-site queues in memory, grouped by IP, served round robin.
 
 Pure bookkeeping, no I/O: the scheduler feeds sites from the disk tiers and asks ``next_ready``
-for the next (IP, site) whose politeness allows a request now. Only IPs with queued work are
-tracked here; whether an IP may go, and when, is the shared ``IpTable``'s answer.
+for the next (IP, site) whose politeness allows a request now: the IP's (delay, connections)
+and the site's host's (``DOWNLOAD_DELAY``, Crawl-delay, a throttling pause). Only IPs with
+queued work are tracked here; whether an IP or host may go, and when, is the shared
+``IpTable``'s answer. An IP whose hosts all cool down waits in the heap until the first is ready.
 """
 
 from __future__ import annotations
@@ -126,9 +128,22 @@ class IpRing:
             if not self.table.available(st, now):
                 self.place(ip)
                 continue
+            site = self._ready_site(st, sites, now)
+            if site is None:  # every host on the IP cools down: back when the first is ready
+                self._placed.add(ip)
+                when = min(self.table.next_start(st, s.host) for s in sites)
+                heapq.heappush(self._cooling, (when, ip))
+                continue
+            return st, site
+        return None
+
+    def _ready_site(self, st: IpState, sites: deque[Site], now: float) -> Site | None:
+        """The next site in turn on ``st`` whose host may be fetched now (round robin)."""
+        for _ in range(len(sites)):
             site = sites[0]
             sites.rotate(-1)
-            return st, site
+            if self.table.next_start(st, site.host) <= now:
+                return site
         return None
 
     def site_emptied(self, site: Site) -> None:

@@ -4,11 +4,25 @@ Placed right before the download handler. For every request it
 
 * resolves the host through the host gate (``Politeness.resolve``: DNS, SSRF guard, dead IP)
   unless a scheduler already did, and drops the request with a counted reason otherwise;
-* sets ``meta["download_slot"]`` to the IP, so virtual hosts sharing an IP share one budget;
-* holds the request until the IP is free and its delay has passed since the end of the previous
-  fetch (larbin waitDuration): politeness is enforced at send time, so CPU load cannot squeeze
-  two requests closer than ``DOWNLOAD_DELAY`` at the server;
-* when the request ends, starts the IP's delay, tells the core whose failure it was
+* sets ``meta["download_slot"]`` to the host: Scrapy's slot then keeps one connection per host
+  (``CONCURRENT_REQUESTS_PER_DOMAIN``) and AutoThrottle adapts a delay per host, while this
+  gate holds the IP level (``LARBIN_IP_DELAY``, ``LARBIN_IP_CONNECTIONS``) itself;
+* holds the request until its IP and its host are free and both delays have passed since the
+  end of their previous fetch (larbin waitDuration), and the crawl's bandwidth budget allows
+  it: politeness is enforced at send time, so CPU load cannot squeeze two requests closer
+  than the delays at the server;
+* with ``HTTP_PROXY``/``HTTPS_PROXY`` (Scrapy's ``HttpProxyMiddleware``) targets are not
+  resolved: the proxy does it, politeness groups requests by hostname, the SSRF guard still
+  refuses private IP literals, and the proxy's own address is allowed (``meta["proxy"]`` of
+  one request: the target is resolved and grouped by IP as usual, the proxy allowed too);
+* sends ``From: LARBIN_FROM`` when set (the operator's contact address, RFC 9110 §10.1.2);
+* on a throttling answer (429, or 503 with ``Retry-After``) pauses the host and its IP and
+  hands the request back to the frontier: not a page, no ``RETRY_TIMES`` used
+  (``larbin/throttled/<status>``); a host asking for more than ``LARBIN_MAX_RETRY_AFTER`` is
+  set aside (``larbin/dropped/throttled``);
+* with ``AUTOTHROTTLE_ENABLED`` copies AutoThrottle's delay of the host's slot into the host's
+  delay after each answer, so it is held from the end of the fetch like the others;
+* when the request ends, starts the delays, tells the core whose failure it was
   (``larbinscrapy.failures``: a refusal is the IP's, a timeout or reset one URL's) and gives
   back the connection the scheduler leased.
 
@@ -16,17 +30,26 @@ Requests a scheduler leased carry ``meta[LEASE]`` (or ``meta[BORROW]``, robots.t
 of the page that needs it) and only wait out a delay; any other request (a user's
 ``engine.download``) first takes a connection of its IP here (``meta[OWN]``).
 
-Settings: ``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS_PER_DOMAIN``, ``LARBIN_IP_MAX_FAILURES``,
-``LARBIN_IP_BACKOFF``, ``LARBIN_MAX_CRAWL_DELAY``, ``LARBIN_SSRF_GUARD``,
-``LARBIN_ALLOWED_NETWORKS``, ``LARBIN_STATS_INTERVAL``. Stats: those of the core, plus
-``larbin/errors/<exception>`` and the gauges ``larbin/ip/{seen,active,cooling}`` (sampled every
-``LARBIN_STATS_INTERVAL`` seconds, when the crawl goes idle and at close).
+Settings: ``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS_PER_DOMAIN``, ``LARBIN_IP_DELAY``,
+``LARBIN_IP_CONNECTIONS``, ``LARBIN_IP_MAX_FAILURES``, ``LARBIN_IP_BACKOFF``,
+``LARBIN_MAX_CRAWL_DELAY``, ``LARBIN_MAX_RETRY_AFTER``, ``LARBIN_THROTTLE_BACKOFF``,
+``LARBIN_THROTTLE_MAX_BACKOFF``, ``LARBIN_MAX_BANDWIDTH``, ``LARBIN_FROM``,
+``AUTOTHROTTLE_ENABLED``, ``HTTPPROXY_ENABLED``, ``LARBIN_SSRF_GUARD``,
+``LARBIN_ALLOWED_NETWORKS``, ``LARBIN_STATS_INTERVAL``, ``JOBDIR`` (throttling pauses kept in
+``JOBDIR/politeness/pauses.json``: ``larbinscrapy.pauses``).
+Stats: those of the core, plus
+``larbin/errors/<exception>``, ``larbin/throttled/<status>`` and the gauges
+``larbin/ip/{seen,active,cooling}`` and ``larbin/host/{seen,active,cooling,throttled,set_aside}``
+(sampled every ``LARBIN_STATS_INTERVAL`` seconds, when the crawl goes idle and at close).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+from urllib.request import getproxies
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
@@ -36,8 +59,10 @@ from twisted.internet import defer, task
 
 from larbinscrapy import failures
 from larbinscrapy import meta as M
-from larbinscrapy.dns import SsrfGuard, dns_cache
+from larbinscrapy.dns import SsrfGuard, allow_proxy, dns_cache
 from larbinscrapy.exceptions import DroppedRequest
+from larbinscrapy.hosts import THROTTLED, HostState, parse_retry_after
+from larbinscrapy.pauses import PauseFile
 from larbinscrapy.politeness import IpState, IpTable, Politeness, PolitenessProvider
 
 if TYPE_CHECKING:
@@ -48,16 +73,33 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# A leased request whose host needs this much longer than its IP goes back to the frontier.
+REQUEUE_AFTER = 0.05
+
 
 class PolitenessMiddleware(PolitenessProvider):
     """Downloader middleware: the host gate and per-IP send-time politeness (module doc)."""
 
-    def __init__(self, crawler: Crawler, politeness: Politeness, gauge_interval: float) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        politeness: Politeness,
+        gauge_interval: float,
+        *,
+        from_address: str = "",
+        autothrottle: bool = False,
+        pause_file: PauseFile | None = None,
+    ) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
         self.politeness = politeness
         self.table = politeness.table
+        self.hosts = politeness.table.hosts
         self.gauge_interval = gauge_interval
+        self.from_address = from_address.encode("latin-1") if from_address else b""
+        self.autothrottle = autothrottle
+        self.pause_file = pause_file or PauseFile(None)
+        self._resume_pauses()
         from twisted.internet import reactor
 
         self._reactor: Any = reactor  # the installed reactor (typed as the module by mypy)
@@ -73,50 +115,112 @@ class PolitenessMiddleware(PolitenessProvider):
         politeness = Politeness(
             IpTable.from_settings(s), crawler.stats, dns_cache(crawler), SsrfGuard.from_settings(s)
         )
-        return cls(crawler, politeness, s.getfloat("LARBIN_STATS_INTERVAL"))
+        proxies = getproxies() if s.getbool("HTTPPROXY_ENABLED") else {}
+        env_proxies = [proxies[scheme] for scheme in ("http", "https") if proxies.get(scheme)]
+        for url in env_proxies:  # the operator's proxies: their own address is allowed
+            allow_proxy(crawler, urlparse(url).hostname or "")
+        politeness.proxied = bool(env_proxies)
+        return cls(crawler, politeness, s.getfloat("LARBIN_STATS_INTERVAL"),
+                   from_address=s.get("LARBIN_FROM") or "",
+                   autothrottle=s.getbool("AUTOTHROTTLE_ENABLED"),
+                   pause_file=PauseFile.in_jobdir(s.get("JOBDIR")))
+
+    def _resume_pauses(self) -> None:
+        """Pauses a previous run of the job saved: still in force for their host and IP."""
+        now = time.time()
+        for host, (until, ip) in self.pause_file.load(now).items():
+            self.hosts.pause(self.hosts.get(host), until - now)
+            self.table.pause(self.table.get(ip), until - now)
+            self.stats.inc_value("larbin/throttled/resumed")
+            logger.info("%s stays paused for %.1f s (a throttling answer before the resume)",
+                        host, until - now)
 
     # -- downloader middleware -------------------------------------------------------------
-    async def process_request(self, request: Request, spider: Spider | None = None) -> None:
+    async def process_request(
+        self, request: Request, spider: Spider | None = None
+    ) -> Request | None:
         meta = request.meta
+        proxy = meta.get(M.PROXY)
+        if proxy and not self.politeness.proxied:  # a proxy of this request only
+            allow_proxy(self.crawler, urlparse(proxy).hostname or "")
+        ip = await self._ip_of(request)
+        host = urlparse_cached(request).hostname or ""
+        hs = self.hosts.get(host)
+        if hs.set_aside:
+            self.politeness.count_drop(THROTTLED)
+            raise DroppedRequest(THROTTLED, f"{host} asked for a pause past LARBIN_MAX_RETRY_AFTER")
+        meta[M.DOWNLOAD_SLOT] = host
+        st = self.table.get(ip)
+        # A request the scheduler leased this IP for (or the robots.txt of such a request) has
+        # its IP connection already; any other takes one here.
+        own = ip not in (meta.get(M.LEASE), meta.get(M.BORROW))
+        if not own and self._host_lags(st, hs, meta):
+            return self._requeue(request)
+        await self._hold(st, hs, own=own)
+        if own:
+            self.table.acquire(st)
+            meta[M.OWN] = True
+        self.hosts.start(hs)
+        st.last_host = host
+        meta[M.BANDWIDTH] = self.table.bandwidth.start()
+        meta[M.SENT] = True
+        if self.from_address and b"From" not in request.headers:
+            request.headers[b"From"] = self.from_address
+        return None
+
+    async def _ip_of(self, request: Request) -> str:
+        """The request's IP through the host gate; a refusal is counted and raised."""
+        meta = request.meta
+        ip: str | None = meta.get(M.IP)
         try:
-            ip = await self._ip_of(request)
+            if ip is None:
+                d = self.politeness.resolve(urlparse_cached(request).hostname or "")
+                ip = meta[M.IP] = await maybe_deferred_to_future(d)
+            else:  # a scheduler resolved it: check again, whatever path it took (memoised)
+                self.politeness.check_ip(ip)
         except DroppedRequest as exc:
             self.politeness.count_drop(exc.reason)
             raise
-        meta[M.DOWNLOAD_SLOT] = ip
-        st = self.table.get(ip)
-        host = urlparse_cached(request).hostname
-        if ip in (meta.get(M.LEASE), meta.get(M.BORROW)):
-            # The scheduler leased this IP for the request (or for the request whose robots.txt
-            # this is): only wait if a borrowed fetch pushed the next start forward.
-            wait = self.table.next_start(st, host) - self.table.clock()
-            if wait > 0:
-                await self._sleep(wait)
+        return ip
+
+    def _host_lags(self, st: IpState, hs: HostState, meta: dict[str, Any]) -> bool:
+        """True when a leased request would hold its IP idle for its host (after robots.txt).
+
+        Only with a scheduler that waits for hosts itself (``hosts_scheduled``), else the
+        request would come straight back.
+        """
+        if not self.politeness.hosts_scheduled or meta.get(M.LEASE) != st.ip:
+            return False
+        return self.hosts.next_start(hs.host) > max(st.ready_at, self.table.clock()) + REQUEUE_AFTER
+
+    def _requeue(self, request: Request) -> Request:
+        """Give the lease back and the request to the frontier: the IP serves other hosts."""
+        self.politeness.lease_returned(request.meta.pop(M.LEASE))
+        self.stats.inc_value("larbin/host/requeued")
+        return request.replace(dont_filter=True)
+
+    def _ready_in(self, st: IpState, hs: HostState, *, own: bool) -> float | None:
+        """Seconds until the request may go; None while a connection it needs is in use."""
+        now = self.table.clock()
+        if own:
+            wait = self.table.wait(st, now, hs.host)
         else:
-            await self._acquire(st, host)
-            meta[M.OWN] = True
-        meta[M.SENT] = True
+            wait = max(0.0, self.table.next_start(st, hs.host) - now)
+        budget = self.table.bandwidth.wait(now)
+        if wait is None or budget is None or self.hosts.full(hs):
+            return None
+        return max(wait, budget)
 
-    async def _ip_of(self, request: Request) -> str:
-        """The IP ``request`` goes to, through the host gate (``DroppedRequest`` if none)."""
-        ip: str | None = request.meta.get(M.IP)
-        if ip is not None:  # a scheduler resolved it: check again, whatever path it took
-            return self.politeness.check_ip(ip)
-        host = urlparse_cached(request).hostname or ""
-        resolved: str = await maybe_deferred_to_future(self.politeness.resolve(host))
-        request.meta[M.IP] = resolved
-        return resolved
-
-    async def _acquire(self, st: IpState, host: str | None) -> None:
-        while not self.table.available(st, self.table.clock(), host):
+    async def _hold(self, st: IpState, hs: HostState, *, own: bool) -> None:
+        """Wait until the IP, the host and the bandwidth budget let the request go."""
+        while (wait := self._ready_in(st, hs, own=own)) != 0.0:
             d: Deferred[None] = defer.Deferred()
             st.waiters.append(d)
-            wait = self.table.next_start(st, host) - self.table.clock()
-            timer = self._reactor.callLater(max(wait, 0.05), self._wake, st)
+            timer = self._reactor.callLater(0.05 if wait is None else max(wait, 0.005),
+                                            self._wake, st)
             await maybe_deferred_to_future(d)
             if timer.active():
                 timer.cancel()
-        self.table.acquire(st)
 
     def _wake(self, st: IpState) -> None:
         while st.waiters:
@@ -125,16 +229,45 @@ class PolitenessMiddleware(PolitenessProvider):
                 d.callback(None)
                 return
 
-    async def _sleep(self, seconds: float) -> None:
-        d: Deferred[None] = defer.Deferred()
-        self._reactor.callLater(seconds, d.callback, None)
-        await maybe_deferred_to_future(d)
-
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
-    ) -> Response:
-        self._finished(request, failed=False)
+    ) -> Response | Request:
+        if not request.meta.get(M.SENT):  # not through this gate (a cached answer...)
+            self._finished(request, failed=False)
+            return response
+        hs = self.hosts.get(urlparse_cached(request).hostname or "")
+        if self.autothrottle:
+            self._adapt(hs)
+        retry_after = response.headers.get(b"Retry-After")
+        if response.status == 429 or (response.status == 503 and retry_after is not None):
+            return self._throttled(request, response, hs, retry_after)
+        self.hosts.answered(hs)
+        self._finished(request, failed=False, nbytes=len(response.body))
         return response
+
+    def _throttled(
+        self, request: Request, response: Response, hs: HostState, header: bytes | None
+    ) -> Request:
+        """Pause the host and its IP, then give the request back to the frontier.
+
+        The pause is set before the lease is given back, so a scheduler that tells others
+        (Redis) when the IP is ready again already sees it.
+        """
+        seconds = parse_retry_after(header, time.time())
+        ip = request.meta[M.IP]
+        pause = self.politeness.throttled(ip, hs.host, response.status, seconds)
+        self._finished(request, failed=None, nbytes=len(response.body))
+        if pause is None:
+            self.politeness.count_drop(THROTTLED)
+            raise DroppedRequest(THROTTLED, f"{hs.host} asked for {seconds:.0f} s")
+        self.pause_file.record(hs.host, ip, time.time() + pause)
+        return request.replace(dont_filter=True)
+
+    def _adapt(self, hs: HostState) -> None:
+        """AutoThrottle has just set the delay of the host's slot: hold it from the fetch's end."""
+        slot = self.crawler.engine.downloader.slots.get(hs.host)
+        if slot is not None:
+            self.hosts.set_adaptive_delay(hs, slot.delay)
 
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None
@@ -145,7 +278,8 @@ class PolitenessMiddleware(PolitenessProvider):
         self.stats.inc_value(f"larbin/errors/{type(exception).__name__}")
         self._finished(request, failed=failures.classify(exception))
 
-    def _finished(self, request: Request, *, failed: bool | str | None) -> None:
+    def _finished(self, request: Request, *, failed: bool | str | None, nbytes: int = 0
+                  ) -> None:
         """Start the IP's delay after a fetch; give back the connection the request held.
 
         Every request ends here, whatever middleware ended it (Scrapy calls every
@@ -154,6 +288,9 @@ class PolitenessMiddleware(PolitenessProvider):
         meta = request.meta
         lease = meta.pop(M.LEASE, None)
         if meta.pop(M.SENT, False):
+            self.hosts.finish(self.hosts.get(urlparse_cached(request).hostname or ""),
+                              release=True)
+            self.table.bandwidth.received(nbytes, meta.pop(M.BANDWIDTH, 0.0))
             self.politeness.fetch_ended(
                 meta[M.IP], release=meta.pop(M.OWN, False), failed=failed
             )
@@ -167,6 +304,8 @@ class PolitenessMiddleware(PolitenessProvider):
         self.stats.set_value("larbin/ip/seen", len(self.table.ips))
         self.stats.set_value("larbin/ip/active", active)
         self.stats.set_value("larbin/ip/cooling", cooling)
+        for name, count in self.hosts.gauges(self.table.clock()).items():
+            self.stats.set_value(f"larbin/host/{name}", count)
 
     def _open(self) -> None:
         if self.gauge_interval > 0:

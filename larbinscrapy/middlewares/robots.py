@@ -8,7 +8,7 @@ and the others get ``None`` and go through unchecked (measured: 1-4 disallowed p
 Also:
 * the robots.txt request borrows the IP lease of the page request that needs it, so it is
   scheduled under the same per-IP politeness instead of jumping the queue;
-* ``Crawl-delay`` for our user agent (Scrapy ignores it) raises the IP's delay, capped at
+* ``Crawl-delay`` for our user agent (Scrapy ignores it) raises its host's delay, capped at
   ``LARBIN_MAX_CRAWL_DELAY``;
 * a robots.txt that is missing, an error page or unreachable means "everything allowed" (larbin's
   behaviour), and a body that is not robots.txt at all parses to no rules (protego is tolerant).
@@ -108,14 +108,12 @@ class RobotsMiddleware(RobotsTxtMiddleware):
 
     def _apply_crawl_delay(self, parser: RobotParser, response: Response) -> None:
         protego = getattr(parser, "rp", None)  # ProtegoRobotParser keeps the Protego object
-        # the IP the robots.txt came from: set by the politeness middleware on every request,
-        # also on a robots.txt fetched for a request the scheduler did not lease
-        ip = response.meta.get(M.IP)
-        if protego is None or ip is None or self._politeness is None:
+        host = urlparse_cached(response).hostname
+        if protego is None or host is None or self._politeness is None:
             return
         agent = self._robotstxt_useragent or self._default_useragent
         delay = protego.crawl_delay(agent)
         if delay:
-            table = self._politeness.table
-            table.set_crawl_delay(table.get(ip), float(delay))
+            hosts = self._politeness.table.hosts
+            hosts.set_crawl_delay(hosts.get(host), float(delay))
             self._stats.inc_value("larbin/robots/crawl_delay")

@@ -1,0 +1,224 @@
+"""The host level of politeness: per-hostname delays, throttling answers, the bandwidth cap.
+
+Pure: no Scrapy component, no I/O, the clock is passed in (fake-clock tests). ``IpTable`` (the
+IP level, ``larbinscrapy.politeness``) owns one ``HostTable`` and joins the two in
+``IpTable.next_start(st, host)``: a request may start when both its IP and its host allow it.
+
+* ``DOWNLOAD_DELAY`` keeps Scrapy's meaning: seconds between two fetches from one hostname,
+  counted from the end of the previous one, with ``CONCURRENT_REQUESTS_PER_DOMAIN`` fetches
+  open at most; a robots.txt ``Crawl-delay`` (capped at
+  ``LARBIN_MAX_CRAWL_DELAY``) and an AutoThrottle delay raise it for their host, never lower it.
+* A throttling answer (429, or 503 with ``Retry-After``) pauses the host until the
+  ``Retry-After`` time (delta-seconds or HTTP-date). Past ``LARBIN_MAX_RETRY_AFTER`` the host
+  is set aside (its URLs are dropped, reason ``throttled``). Without the header the pause is an
+  exponential back-off: ``LARBIN_THROTTLE_BACKOFF`` doubling up to ``LARBIN_THROTTLE_MAX_BACKOFF``,
+  plus up to 10% jitter (never less than the back-off); a normal answer resets it.
+* ``Bandwidth``: larbin's ``MAXBANDWIDTH``/``waitbandwidth()``, a token bucket over the whole
+  crawl (``LARBIN_MAX_BANDWIDTH`` bytes/s). A fetch reserves the average page size when it
+  starts and the difference is settled when its body arrives, so concurrent starts cannot burst.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+THROTTLED = "throttled"  # drop reason: the host asked for more than LARBIN_MAX_RETRY_AFTER
+JITTER = 0.1  # back-off pauses are lengthened by up to this fraction, so workers do not align
+
+
+def parse_retry_after(value: str | bytes | None, wall_now: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (RFC 9110 §10.2.3), or None if unusable.
+
+    ``wall_now`` is the Unix time the answer arrived: an HTTP-date is relative to it.
+    """
+    if value is None:
+        return None
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    text = text.strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT; a date without a zone is read as such
+        return None
+    return max(0.0, when.timestamp() - wall_now)
+
+
+@dataclass(slots=True)
+class HostState:
+    """One hostname: when it may be fetched next, its own delays, its throttling state."""
+
+    host: str
+    busy: int = 0
+    ready_at: float = 0.0  # end of the last fetch + the host's delay
+    crawl_delay: float = 0.0  # robots.txt Crawl-delay, capped
+    adaptive_delay: float = 0.0  # AutoThrottle's current delay for this host
+    paused_until: float = 0.0  # a throttling answer's pause
+    backoff: float = 0.0  # the current back-off without Retry-After; 0 = not backing off
+    set_aside: bool = False  # asked for a pause longer than LARBIN_MAX_RETRY_AFTER
+    throttled: int = 0  # throttling answers received
+
+
+class HostTable:
+    """Per-hostname politeness state (module docstring)."""
+
+    def __init__(
+        self,
+        delay: float,
+        *,
+        max_connections: int = 1,
+        max_crawl_delay: float,
+        max_retry_after: float,
+        throttle_backoff: float,
+        max_backoff: float,
+        clock: Callable[[], float] = time.monotonic,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.default_delay = delay
+        self.max_connections = max(1, max_connections)
+        self.max_crawl_delay = max_crawl_delay
+        self.max_retry_after = max_retry_after
+        self.throttle_backoff = throttle_backoff
+        self.max_backoff = max_backoff
+        self.clock = clock
+        self.rng = rng
+        self.hosts: dict[str, HostState] = {}
+
+    def get(self, host: str) -> HostState:
+        hs = self.hosts.get(host)
+        if hs is None:
+            hs = self.hosts[host] = HostState(host)
+        return hs
+
+    def delay(self, hs: HostState) -> float:
+        return max(self.default_delay, hs.crawl_delay, hs.adaptive_delay)
+
+    def next_start(self, host: str) -> float:
+        """When (clock time) the next fetch from ``host`` may start."""
+        hs = self.hosts.get(host)
+        return 0.0 if hs is None else max(hs.ready_at, hs.paused_until)
+
+    def full(self, hs: HostState) -> bool:
+        """Every connection the host may have (``CONCURRENT_REQUESTS_PER_DOMAIN``) is in use."""
+        return hs.busy >= self.max_connections
+
+    def start(self, hs: HostState) -> None:
+        hs.busy += 1
+
+    def finish(self, hs: HostState, *, release: bool) -> None:
+        """A fetch from ``hs`` ended: the host's delay runs from now."""
+        if release:
+            hs.busy = max(0, hs.busy - 1)
+        hs.ready_at = max(hs.ready_at, self.clock() + self.delay(hs))
+
+    def set_crawl_delay(self, hs: HostState, seconds: float) -> None:
+        """Apply a robots.txt Crawl-delay; a pause already started (robots.txt's own) grows too."""
+        before = self.delay(hs)
+        hs.crawl_delay = max(hs.crawl_delay, min(max(0.0, seconds), self.max_crawl_delay))
+        if hs.ready_at > 0:
+            hs.ready_at = max(hs.ready_at + self.delay(hs) - before, 0.0)
+
+    def set_adaptive_delay(self, hs: HostState, seconds: float) -> None:
+        """AutoThrottle's delay for the host; ``delay`` keeps DOWNLOAD_DELAY as the floor."""
+        hs.adaptive_delay = max(0.0, seconds)
+
+    # -- throttling answers ---------------------------------------------------------------------
+    def throttle(self, hs: HostState, retry_after: float | None) -> float | None:
+        """A throttling answer from ``hs``: pause it; return the pause, None if set aside.
+
+        ``retry_after`` is the parsed header (seconds) or None: then the back-off doubles.
+        """
+        hs.throttled += 1
+        if retry_after is not None:
+            if retry_after > self.max_retry_after:
+                hs.set_aside = True
+                return None
+            pause = retry_after
+        else:
+            hs.backoff = (
+                self.throttle_backoff if hs.backoff <= 0
+                else min(hs.backoff * 2, self.max_backoff)
+            )
+            pause = hs.backoff * (1 + JITTER * self.rng())
+        self.pause(hs, pause)
+        return pause
+
+    def pause(self, hs: HostState, seconds: float) -> None:
+        """No fetch from ``hs`` starts for ``seconds`` (a longer pause already set holds)."""
+        hs.paused_until = max(hs.paused_until, self.clock() + seconds)
+
+    def answered(self, hs: HostState) -> None:
+        """A normal answer: the back-off starts again from its base next time."""
+        hs.backoff = 0.0
+
+    def gauges(self, now: float) -> dict[str, int]:
+        """Hostnames seen, fetching, cooling (delay), throttled (paused) and set aside."""
+        counts = {"seen": len(self.hosts), "active": 0, "cooling": 0, "throttled": 0,
+                  "set_aside": 0}
+        for hs in self.hosts.values():
+            if hs.set_aside:
+                counts["set_aside"] += 1
+            elif hs.busy:
+                counts["active"] += 1
+            elif hs.paused_until > now:
+                counts["throttled"] += 1
+            elif hs.ready_at > now:
+                counts["cooling"] += 1
+        return counts
+
+
+class Bandwidth:
+    """A crawl-wide byte budget (larbin waitbandwidth): when the next fetch may start.
+
+    ``rate`` 0 turns it off. Each start reserves the largest body seen so far, and ``received``
+    settles the reservation with the real size: the long-run rate is the cap, and the starts
+    of many ready sites cannot land in the same second. Until the first body is known one
+    fetch runs at a time.
+    """
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.ready_at = 0.0
+        self.largest = 0  # the largest body received so far; 0 = none yet
+        self._probing = False  # the first fetch is out, its size unknown
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate > 0
+
+    def wait(self, now: float) -> float | None:
+        """Seconds until the budget lets a fetch start; None until the first body is known."""
+        if not self.enabled:
+            return 0.0
+        if self._probing:
+            return None
+        return max(0.0, self.ready_at - now)
+
+    def start(self) -> float:
+        """A fetch starts: reserve bytes for it; return the reservation (for ``received``)."""
+        if not self.enabled:
+            return 0.0
+        if not self.largest:
+            self._probing = True
+            return 0.0
+        self.ready_at = max(self.ready_at, self.clock()) + self.largest / self.rate
+        return float(self.largest)
+
+    def received(self, nbytes: int, reserved: float) -> None:
+        """The fetch's body arrived (``nbytes``): settle what ``start`` reserved."""
+        if not self.enabled:
+            return
+        if self._probing and not reserved:
+            self._probing = False
+            self.ready_at = max(self.ready_at, self.clock())
+        self.largest = max(self.largest, nbytes)
+        self.ready_at += (nbytes - reserved) / self.rate

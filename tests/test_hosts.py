@@ -1,0 +1,174 @@
+"""The host level of politeness (``larbinscrapy.hosts``) on a fake clock: no crawl, no reactor.
+
+Host and IP delays joined in ``IpTable.next_start``, the ring choosing a ready host among the
+vhosts of an IP, Retry-After parsing, the doubling back-off and its reset, setting a host
+aside, the bandwidth budget. The crawl tests (test_throttle.py) check the same at the server.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+from collections import Counter
+from itertools import pairwise
+
+import pytest
+
+from larbinscrapy.frontier.sites import READY, IpRing, Site
+from larbinscrapy.hosts import Bandwidth, parse_retry_after
+from larbinscrapy.pauses import PauseFile, write_pauses
+from larbinscrapy.politeness import Politeness
+from tests.conftest import host_table, ip_table
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.values: Counter[str] = Counter()
+
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
+        self.values[key] += count
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+WALL = 1_700_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("120", 120.0),
+        (b"0", 0.0),
+        ("  7 ", 7.0),
+        (email.utils.formatdate(WALL + 90, usegmt=True), 90.0),  # HTTP-date, 90 s ahead
+        (email.utils.formatdate(WALL - 90, usegmt=True), 0.0),  # a date in the past: now
+        ("Sun, 06 Nov 1994 08:49:37", None),  # no zone: not an HTTP-date
+        ("-5", None),
+        ("1.5", None),  # delta-seconds are whole
+        ("soon", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_retry_after_values(value, seconds):
+    assert parse_retry_after(value, WALL) == seconds
+
+
+def test_host_and_ip_delays_both_hold_from_the_end_of_the_fetch(clock):
+    table = ip_table(0.25, clock=clock, host_delay=1.0)
+    st = table.get("10.0.0.1")
+    a, b = table.hosts.get("a.test"), table.hosts.get("b.test")
+    table.hosts.finish(a, release=False)
+    table.finish(st, release=False, failed=False)
+    assert table.next_start(st, "a.test") == pytest.approx(101.0)  # the host's 1 s
+    assert table.next_start(st, "b.test") == pytest.approx(100.25)  # the IP's 0.25 s
+    assert table.next_start(st) == pytest.approx(100.25)
+    assert b.ready_at == 0.0
+
+
+def _site(key: str, ip: str, n: int) -> Site:
+    site = Site(key, key, state=READY, ip=ip)
+    site.queue.extend((0, i, f"{key}/{i}".encode()) for i in range(n))
+    return site
+
+
+def test_ring_serves_vhosts_of_one_ip_at_the_ip_delay(clock):
+    # 4 hostnames on one IP, host delay 1 s, IP delay 0.25 s: one fetch every 0.25 s, each host
+    # once a second (IP alone would allow 1/s in all).
+    table = ip_table(0.25, clock=clock, host_delay=1.0)
+    ring = IpRing(table)
+    for name in "abcd":
+        ring.add_site(_site(name, "10.0.0.1", 10))
+    starts: dict[str, list[float]] = {}
+    while clock.now < 104.0:
+        picked = ring.next_ready(clock.now)
+        if picked is None:
+            clock.now = round(ring.next_wakeup() or clock.now + 0.01, 6)
+            continue
+        st, site = picked
+        starts.setdefault(site.host, []).append(clock.now)
+        table.acquire(st)
+        table.hosts.finish(table.hosts.get(site.host), release=False)
+        table.finish(st, release=True, failed=False)
+        ring.place(st.ip)
+    assert sum(map(len, starts.values())) == 16
+    for times in starts.values():
+        assert min(b - a for a, b in pairwise(times)) >= 1.0 - 1e-9
+
+
+def test_throttle_with_retry_after_pauses_host_and_ip_and_counts(clock, caplog):
+    p = Politeness.local(ip_table(0.25, clock=clock, host_delay=1.0), Stats())
+    st = p.table.get("10.0.0.1")
+    with caplog.at_level(logging.INFO, logger="larbinscrapy.politeness"):
+        assert p.throttled("10.0.0.1", "a.test", 429, 30.0) == 30.0
+        assert p.throttled("10.0.0.1", "a.test", 503, 10.0) == 10.0  # the longer pause holds
+    assert p.table.next_start(st, "a.test") == pytest.approx(130.0)
+    assert p.table.next_start(st, "b.test") == pytest.approx(130.0)  # the IP is paused too
+    assert p.stats.values["larbin/throttled/429"] == 1
+    assert p.stats.values["larbin/throttled/503"] == 1
+    assert [r.getMessage()[:21] for r in caplog.records] == ["a.test answered 429: "]  # once
+    gauges = p.table.hosts.gauges(clock.now)
+    assert gauges["throttled"] == 1 and gauges["seen"] == 1
+
+
+def test_backoff_without_retry_after_doubles_to_the_cap_and_a_normal_answer_resets_it(clock):
+    hosts = host_table(1.0, clock=clock, throttle_backoff=60.0, max_backoff=400.0,
+                       rng=lambda: 1.0)
+    hs = hosts.get("a.test")
+    pauses = [hosts.throttle(hs, None) for _ in range(5)]
+    assert pauses == pytest.approx([66.0, 132.0, 264.0, 440.0, 440.0])  # +10% jitter at most
+    hosts.answered(hs)
+    assert hosts.throttle(hs, None) == pytest.approx(66.0)
+    low = host_table(1.0, clock=clock, rng=lambda: 0.0)  # no jitter: the back-off itself
+    assert low.throttle(low.get("b.test"), None) == 60.0
+
+
+def test_retry_after_past_the_cap_sets_the_host_aside(clock):
+    p = Politeness.local(ip_table(0.25, clock=clock, max_retry_after=3600.0), Stats())
+    assert p.throttled("10.0.0.1", "a.test", 429, 7200.0) is None
+    assert p.table.hosts.get("a.test").set_aside
+    assert p.table.get("10.0.0.1").ready_at == 0.0  # the IP's other hosts go on
+    assert p.stats.values["larbin/host/set_aside"] == 1
+
+
+def test_bandwidth_budget_holds_the_rate_and_concurrent_starts_queue(clock):
+    bw = Bandwidth(10_000.0, clock)
+    assert bw.wait(clock.now) == 0.0
+    reserved = bw.start()  # the first fetch: its size unknown, nothing else starts meanwhile
+    assert bw.wait(clock.now) is None
+    clock.now += 0.1
+    bw.received(50_000, reserved)  # 50 kB at 10 kB/s: 5 s of budget used
+    assert bw.wait(clock.now) == pytest.approx(5.0)
+    clock.now += 5.0
+    r1, r2 = bw.start(), bw.start()  # two sites ready at once: the largest body reserved each
+    assert r1 == r2 == 50_000
+    assert bw.wait(clock.now) == pytest.approx(10.0)
+    bw.received(1_000, r1)  # a small body gives back what it did not use
+    assert bw.wait(clock.now) == pytest.approx(5.1)
+    off = Bandwidth(0.0, clock)
+    off.start()
+    assert off.wait(clock.now) == 0.0
+
+
+def test_pause_file_keeps_running_pauses_and_survives_a_bad_file(tmp_path, caplog):
+    path = tmp_path / "politeness" / "pauses.json"
+    write_pauses(path, {"a.test": (WALL + 30, "10.0.0.1"), "old.test": (WALL - 1, "10.0.0.2")})
+    assert not path.with_suffix(".tmp").exists()  # written aside, then renamed over
+    assert PauseFile(path).load(WALL) == {"a.test": (WALL + 30, "10.0.0.1")}  # ended: left out
+    path.write_text('{"a.test": 5}')
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.pauses"):
+        assert PauseFile(path).load(WALL) == {}
+    assert "Ignoring unreadable" in caplog.text
+    assert PauseFile.in_jobdir(None).load(WALL) == {}
+    assert PauseFile.in_jobdir(str(tmp_path)).path == path
