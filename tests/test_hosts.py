@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import email.utils
 import logging
-from collections import Counter
 from itertools import pairwise
 
 import pytest
@@ -18,7 +17,7 @@ from larbinscrapy.frontier.sites import READY, IpRing, Site
 from larbinscrapy.hosts import Bandwidth, parse_retry_after
 from larbinscrapy.pauses import PauseFile, write_pauses
 from larbinscrapy.politeness import Politeness
-from tests.conftest import host_table, ip_table
+from tests.conftest import CountingStats, host_table, ip_table
 
 
 class Clock:
@@ -27,14 +26,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class Stats:
-    def __init__(self) -> None:
-        self.values: Counter[str] = Counter()
-
-    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
-        self.values[key] += count
 
 
 @pytest.fixture
@@ -108,7 +99,7 @@ def test_ring_serves_vhosts_of_one_ip_at_the_ip_delay(clock):
 
 
 def test_throttle_with_retry_after_pauses_host_and_ip_and_counts(clock, caplog):
-    p = Politeness.local(ip_table(0.25, clock=clock, host_delay=1.0), Stats())
+    p = Politeness.local(ip_table(0.25, clock=clock, host_delay=1.0), CountingStats())
     st = p.table.get("10.0.0.1")
     with caplog.at_level(logging.INFO, logger="larbinscrapy.politeness"):
         assert p.throttled("10.0.0.1", "a.test", 429, 30.0) == 30.0
@@ -135,7 +126,7 @@ def test_backoff_without_retry_after_doubles_to_the_cap_and_a_normal_answer_rese
 
 
 def test_retry_after_past_the_cap_sets_the_host_aside(clock):
-    p = Politeness.local(ip_table(0.25, clock=clock, max_retry_after=3600.0), Stats())
+    p = Politeness.local(ip_table(0.25, clock=clock, max_retry_after=3600.0), CountingStats())
     assert p.throttled("10.0.0.1", "a.test", 429, 7200.0) is None
     assert p.table.hosts.get("a.test").set_aside
     assert p.table.get("10.0.0.1").ready_at == 0.0  # the IP's other hosts go on
