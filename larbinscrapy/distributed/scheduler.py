@@ -251,10 +251,10 @@ class RedisScheduler(FrontierScheduler):
     def __len__(self) -> int:
         return len(self.ready) + len(self.memory_only) + len(self.buffer) + self.shared_queued
 
-    def _enqueue(self, request: Request, previous: Any) -> bool:
+    def _enqueue(self, request: Request, previous: Any, *, seen_test: bool) -> bool:
         record = self._encode(request)
         if record is not None:
-            positions = [] if request.dont_filter else self.df.request_positions(request)
+            positions = self.df.request_positions(request) if seen_test else []
             url = request.url
             entry = self.frontier.entry(site_of(url), host_of(url), record)
             self.buffer.append((self._tier(request), positions, entry))

@@ -110,14 +110,19 @@ class FrontierScheduler:
         previous = meta.get(M.RID)
         if previous is not None:  # a redirect or retry of a request we handed out
             M.clear_trip(meta)
+        # a request the politeness gate gave back was admitted before: its seen bit is set
+        seen_test = not request.dont_filter and not meta.pop(M.REQUEUED, False)
         try:
-            return self._enqueue(request, previous)
+            return self._enqueue(request, previous, seen_test=seen_test)
         finally:
             if parent is not None:
                 self.pending.child_enqueued(parent)
 
-    def _enqueue(self, request: Request, previous: Any) -> bool:
-        """Queue ``request``; ``previous`` is the record it replaces (to acknowledge), if any."""
+    def _enqueue(self, request: Request, previous: Any, *, seen_test: bool) -> bool:
+        """Queue ``request``; ``previous`` is the record it replaces (to acknowledge), if any.
+
+        ``seen_test`` False: queue it whatever the seen-set says (``dont_filter``, requeued).
+        """
         raise NotImplementedError
 
     def _encode(self, request: Request) -> bytes | None:

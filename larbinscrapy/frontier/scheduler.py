@@ -217,8 +217,8 @@ class LarbinScheduler(FrontierScheduler):
         return sum(len(f) for f in self.fifos) + self.in_memory + len(self.memory_only)
 
     @writes(False)
-    def _enqueue(self, request: Request, previous: Any) -> bool:
-        if not request.dont_filter and self.df.request_seen(request):
+    def _enqueue(self, request: Request, previous: Any, *, seen_test: bool) -> bool:
+        if seen_test and self.df.request_seen(request):
             self.df.log(request, self.spider)
             self._ack(previous)
             return False

@@ -197,7 +197,7 @@ class PolitenessMiddleware(PolitenessProvider):
         """Give the lease back and the request to the frontier: the IP serves other hosts."""
         self.politeness.lease_returned(request.meta.pop(M.LEASE))
         self.stats.inc_value("larbin/host/requeued")
-        return request.replace(dont_filter=True)
+        return self._back_to_frontier(request)
 
     def _ready_in(self, st: IpState, hs: HostState, *, own: bool) -> float | None:
         """Seconds until the request may go; None while a connection it needs is in use."""
@@ -261,7 +261,17 @@ class PolitenessMiddleware(PolitenessProvider):
             self.politeness.count_drop(THROTTLED)
             raise DroppedRequest(THROTTLED, f"{hs.host} asked for {seconds:.0f} s")
         self.pause_file.record(hs.host, ip, time.time() + pause)
-        return request.replace(dont_filter=True)
+        return self._back_to_frontier(request)
+
+    @staticmethod
+    def _back_to_frontier(request: Request) -> Request:
+        """A copy the scheduler queues again without the seen test (its bit is already set).
+
+        Not ``dont_filter``: a redirect of the copy would inherit it and skip the seen-set.
+        """
+        again = request.replace()
+        again.meta[M.REQUEUED] = True
+        return again
 
     def _adapt(self, hs: HostState) -> None:
         """AutoThrottle has just set the delay of the host's slot: hold it from the fetch's end."""
