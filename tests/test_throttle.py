@@ -25,14 +25,14 @@ from tests.conftest import run_crawl, seeds_args
 from tests.test_distributed import _assert_clean_logs, _start_worker, _wait
 from tests.test_resume import run_until
 from testweb import polite
-from testweb.harness import free_port, gaps_by_host, gaps_by_ip
+from testweb.harness import ROBOTS, SITEMAP, free_port, gaps_by_host, gaps_by_ip
 
 SLACK = 0.001
 TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"  # Makefile APT_PACKAGES
 
 
 def _pages(requests: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
-    return [e for e in requests if e["host"] == host and e["path"] != "/robots.txt"]
+    return [e for e in requests if e["host"] == host and e["path"] not in (ROBOTS, SITEMAP)]
 
 
 def _fetched_ok(requests: list[dict[str, Any]], port: int) -> set[str]:
@@ -125,7 +125,7 @@ def test_vhosts_on_one_ip_are_crawled_at_the_ip_delay(tmp_path):
     for ip, gaps in gaps_by_ip(log).items():
         assert min(gaps) >= ip_delay - SLACK, ip
     shared = sorted(e["t"] for e in log if e["ip"] == SHARED)
-    assert len(shared) == 20 * 3  # robots.txt and 2 pages per hostname
+    assert len(shared) == 20 * 4  # robots.txt, /sitemap.xml and 2 pages per hostname
     efficiency = (len(shared) - 1) * ip_delay / (shared[-1] - shared[0])
     print(f"shared IP: {len(shared)} requests in {shared[-1] - shared[0]:.2f} s, "
           f"efficiency {efficiency:.3f} of the IP limit")

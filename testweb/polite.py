@@ -12,9 +12,9 @@ hostname::
 * ``size``: body bytes of every page (padding after the links); ``slow``: seconds before the
   answer is sent.
 
-robots.txt is 404 (everything allowed). Every request is logged as one JSON line (``t``,
-``ip``, ``host``, ``path``, ``status``, ``bytes``, the ``from`` and ``via`` headers), flushed
-at once, like ``testweb.server``.
+robots.txt and /sitemap.xml are 404 (everything allowed, no sitemap) and never throttled.
+Every request is logged as one JSON line (``t``, ``ip``, ``host``, ``path``, ``status``,
+``bytes``, the ``from`` and ``via`` headers), flushed at once, like ``testweb.server``.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class PoliteResource(Resource):
 
     def _answer(self, host: str, path: str, spec: dict[str, Any] | None,
                 now: float) -> tuple[int, dict[str, str], bytes]:
-        if spec is None or path == "/robots.txt":
+        if spec is None or path in ("/robots.txt", "/sitemap.xml"):
             return 404, {}, b"not found"
         self.page_requests[host] += 1
         if self.page_requests[host] <= int(spec.get("throttle", 0)):
