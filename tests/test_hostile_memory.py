@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,6 +36,7 @@ from settings import base
 from tests.conftest import ROOT, crawl_command
 from tests.test_hostile_links import gate, page_response
 from tests.test_hostile_robots import SETTINGS, parse
+from testweb.harness import run_with_peak_rss
 
 RSS_LIMIT_MB = 300
 HOSTS = {f"big{i}.test": f"127.0.6.{i}" for i in range(1, 7)}
@@ -136,22 +136,14 @@ def test_six_link_heavy_pages_at_once_stay_under_300_mb(big_web, tmp_path):
     cmd = crawl_command(SimpleNamespace(resolve=HOSTS), tmp_path, "-a", "urls=" + ",".join(seeds),
                         settings={"CONCURRENT_REQUESTS": 256, "CLOSESPIDER_TIMEOUT": RUN_FOR,
                                   "LARBIN_DOMAINS": "test"})
-    with open(tmp_path / "crawl.log", "w") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
-    timer = threading.Timer(TIMEOUT, proc.kill)
-    timer.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        timer.cancel()
+    returncode, peak_mb = run_with_peak_rss(cmd, tmp_path / "crawl.log", TIMEOUT, cwd=ROOT,
+                                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     log_text = (tmp_path / "crawl.log").read_text()
-    assert os.waitstatus_to_exitcode(status) == 0, log_text[-3000:]
+    assert returncode == 0, log_text[-3000:]
     assert "Traceback" not in log_text, log_text[log_text.find("Traceback") - 2000:][:5000]
     items = [json.loads(line) for line in (tmp_path / "items.jsonl").read_text().splitlines()]
     homes = {i["url"] for i in items} & set(seeds)
     assert homes == set(seeds), "the crawl closed before every big page was handled"
-    peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
     print(f"peak RSS {peak_mb:.0f} MB")
     assert peak_mb < RSS_LIMIT_MB, f"peak RSS {peak_mb:.0f} MB"
     stats = json.loads((tmp_path / "stats.json").read_text())

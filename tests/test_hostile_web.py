@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import LARBIN_DEFAULTS, ROOT, crawl_command
-from testweb.harness import SITE_FILES, RunningWeb, pages, start_web
+from testweb.harness import SITE_FILES, RunningWeb, pages, run_with_peak_rss, start_web
 from testweb.hostile import CRAWL_SETTINGS, LINKS_ON_MANY
 
 TIMEOUT = 240
@@ -53,20 +51,12 @@ class HostileCrawl:
 
 def _run(cmd: list[str], out: Path) -> tuple[int, float]:
     """Run to the end; return (exit code, peak RSS in MB of that process)."""
-    with open(out / "crawl.log", "w") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
-    timer = threading.Timer(TIMEOUT, proc.kill)
-    timer.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode == -9:
+    returncode, peak_mb = run_with_peak_rss(cmd, out / "crawl.log", TIMEOUT, cwd=ROOT,
+                                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if returncode == -9:
         raise AssertionError(f"the hostile crawl did not end in {TIMEOUT} s:\n"
                              + (out / "crawl.log").read_text()[-3000:])
-    return proc.returncode, usage.ru_maxrss / 1024  # KiB on Linux
+    return returncode, peak_mb
 
 
 @pytest.fixture(scope="module")

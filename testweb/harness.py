@@ -182,3 +182,28 @@ def launch(
             raise WebStartError(f"testweb did not start (exit {proc.returncode}):\n{stderr}")
         time.sleep(0.02)
     return proc, json.loads(info_path.read_text(encoding="utf-8")), stderr_path
+
+
+def run_with_peak_rss(
+    cmd: list[str], log_path: Path, timeout: float, *, cwd: str | os.PathLike[str],
+    env: dict[str, str],
+) -> tuple[int, float]:
+    """Run ``cmd`` to its end: (exit code, its own peak RSS in MB); exit code -9 on timeout.
+
+    The command is started by ``testweb.peakrss`` so that its ``ru_maxrss`` does not count the
+    test process it would otherwise be forked from.
+    """
+    result = log_path.with_name(log_path.name + ".rss.json")
+    result.unlink(missing_ok=True)
+    launcher = [sys.executable, "-m", "testweb.peakrss", str(result), "--", *cmd]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(launcher, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        return -9, 0.0
+    data = json.loads(result.read_text(encoding="utf-8"))
+    return int(data["returncode"]), data["peak_kib"] / 1024  # KiB on Linux
