@@ -36,5 +36,9 @@ class Command(ScrapyCrawl):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         super().run(args, opts)
         for crawler in self._crawlers:
-            if crawler.stats.get_value("finish_reason") in fatal.REASONS:
+            try:
+                stats = crawler.stats
+            except RuntimeError:  # the crawl never started (Scrapy already set the exit code)
+                continue
+            if stats.get_value("finish_reason") in fatal.REASONS:
                 self.exitcode = 1
