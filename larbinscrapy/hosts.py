@@ -63,8 +63,9 @@ class HostState:
     adaptive_delay: float = 0.0  # AutoThrottle's current delay for this host
     paused_until: float = 0.0  # a throttling answer's pause
     backoff: float = 0.0  # the current back-off without Retry-After; 0 = not backing off
-    set_aside: bool = False  # asked for a pause longer than LARBIN_MAX_RETRY_AFTER
+    set_aside: bool = False  # asked for a pause past LARBIN_MAX_RETRY_AFTER, or throttles only
     throttled: int = 0  # throttling answers received
+    in_a_row: int = 0  # throttling answers since its last normal answer
 
 
 class HostTable:
@@ -79,6 +80,7 @@ class HostTable:
         max_retry_after: float,
         throttle_backoff: float,
         max_backoff: float,
+        max_in_a_row: int = 0,
         clock: Callable[[], float] = time.monotonic,
         rng: Callable[[], float] = random.random,
     ) -> None:
@@ -88,6 +90,7 @@ class HostTable:
         self.max_retry_after = max_retry_after
         self.throttle_backoff = throttle_backoff
         self.max_backoff = max_backoff
+        self.max_in_a_row = max_in_a_row
         self.clock = clock
         self.rng = rng
         self.hosts: dict[str, HostState] = {}
@@ -137,6 +140,11 @@ class HostTable:
         ``retry_after`` is the parsed header (seconds) or None: then the back-off doubles.
         """
         hs.throttled += 1
+        hs.in_a_row += 1
+        if self.max_in_a_row and hs.in_a_row >= self.max_in_a_row:
+            # A host that answers nothing but throttling would hold a one-pass crawl open for ever.
+            hs.set_aside = True
+            return None
         if retry_after is not None:
             if retry_after > self.max_retry_after:
                 hs.set_aside = True
@@ -158,6 +166,7 @@ class HostTable:
     def answered(self, hs: HostState) -> None:
         """A normal answer: the back-off starts again from its base next time."""
         hs.backoff = 0.0
+        hs.in_a_row = 0
 
     def gauges(self, now: float) -> dict[str, int]:
         """Hostnames seen, fetching, cooling (delay), throttled (paused) and set aside."""

@@ -132,6 +132,7 @@ class IpTable:
             max_retry_after=settings.getfloat("LARBIN_MAX_RETRY_AFTER"),
             throttle_backoff=settings.getfloat("LARBIN_THROTTLE_BACKOFF"),
             max_backoff=settings.getfloat("LARBIN_THROTTLE_MAX_BACKOFF"),
+            max_in_a_row=settings.getint("LARBIN_THROTTLE_MAX_IN_A_ROW"),
         )
         return cls(
             min(settings.getfloat("LARBIN_IP_DELAY"), host_delay),
@@ -387,8 +388,12 @@ class Politeness:
         pause = self.table.hosts.throttle(hs, retry_after)
         if pause is None:
             self.stats.inc_value("larbin/host/set_aside")
-            logger.warning("Setting %s aside: it answered %d with Retry-After %.0f s, more than "
-                           "LARBIN_MAX_RETRY_AFTER", host, status, retry_after or 0.0)
+            if hs.in_a_row >= self.table.hosts.max_in_a_row > 0:
+                logger.warning("Setting %s aside: it answered %d (throttling) %d times in a row "
+                               "(LARBIN_THROTTLE_MAX_IN_A_ROW)", host, status, hs.in_a_row)
+            else:
+                logger.warning("Setting %s aside: it answered %d with Retry-After %.0f s, more "
+                               "than LARBIN_MAX_RETRY_AFTER", host, status, retry_after or 0.0)
             return None
         self.table.pause(self.table.get(ip), pause)
         if first:

@@ -187,6 +187,7 @@ LARBIN_IP_CONNECTIONS = 1  # fetches open to one IP at once
 LARBIN_MAX_RETRY_AFTER = 3600.0  # longest Retry-After honoured, seconds; a host asking more is set aside
 LARBIN_THROTTLE_BACKOFF = 60.0  # pause after a 429 without Retry-After, seconds; doubles per answer in a row
 LARBIN_THROTTLE_MAX_BACKOFF = 86400.0  # the doubling back-off stops growing here, seconds
+LARBIN_THROTTLE_MAX_IN_A_ROW = 10  # throttling answers in a row (no normal one between) before a host is set aside; 0 = never
 LARBIN_MAX_BANDWIDTH = 0  # bytes per second received over the whole crawl (larbin MAXBANDWIDTH); 0 = no cap
 LARBIN_FROM = ""  # From header: the crawler operator's contact address (RFC 9110); empty = not sent
 LARBIN_SSRF_GUARD = True  # refuse private, loopback, link-local, multicast and reserved IPs

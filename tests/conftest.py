@@ -74,6 +74,7 @@ def host_table(delay: float, *, clock: Any, **options: Any) -> HostTable:
         "max_retry_after": base.LARBIN_MAX_RETRY_AFTER,
         "throttle_backoff": base.LARBIN_THROTTLE_BACKOFF,
         "max_backoff": base.LARBIN_THROTTLE_MAX_BACKOFF,
+        "max_in_a_row": base.LARBIN_THROTTLE_MAX_IN_A_ROW,
         **options,
     }
     return HostTable(delay, clock=clock, **kwargs)
@@ -85,7 +86,8 @@ def ip_table(delay: float, connections: int = 1, *, clock: Any, host_delay: floa
 
     Options of the host level (``max_crawl_delay``...) go to its ``HostTable``.
     """
-    host_keys = {"max_crawl_delay", "max_retry_after", "throttle_backoff", "max_backoff", "rng"}
+    host_keys = {"max_crawl_delay", "max_retry_after", "throttle_backoff", "max_backoff",
+                 "max_in_a_row", "rng"}
     host_options = {k: options.pop(k) for k in list(options) if k in host_keys}
     kwargs = {
         "max_failures": base.LARBIN_IP_MAX_FAILURES,

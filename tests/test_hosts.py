@@ -163,3 +163,17 @@ def test_pause_file_keeps_running_pauses_and_survives_a_bad_file(tmp_path, caplo
     assert "Ignoring unreadable" in caplog.text
     assert PauseFile.in_jobdir(None).load(WALL) == {}
     assert PauseFile.in_jobdir(str(tmp_path)).path == path
+
+
+def test_a_host_that_only_throttles_is_set_aside_after_so_many_in_a_row(clock):
+    p = Politeness.local(ip_table(0.25, clock=clock, max_in_a_row=3), CountingStats())
+    hs = p.table.hosts.get("a.test")
+    assert p.throttled("10.0.0.1", "a.test", 429, 1.0) == 1.0
+    assert p.throttled("10.0.0.1", "a.test", 429, 1.0) == 1.0
+    p.table.hosts.answered(hs)  # a normal answer between: the count starts again
+    assert p.throttled("10.0.0.1", "a.test", 429, 1.0) == 1.0
+    assert p.throttled("10.0.0.1", "a.test", 503, 1.0) == 1.0
+    assert not hs.set_aside
+    assert p.throttled("10.0.0.1", "a.test", 429, 1.0) is None  # the third in a row
+    assert hs.set_aside
+    assert p.stats.values["larbin/host/set_aside"] == 1
