@@ -107,7 +107,11 @@ def test_every_drop_is_counted_under_its_reason(crawl):
     assert s["larbin/filtered/site_budget"] >= cap - CRAWL_SETTINGS["LARBIN_MAX_PAGES_PER_SITE"]
     for reason in ("path_repeat", "path_segments", "queries", "extension"):
         assert s[f"larbin/filtered/{reason}"] >= 1, reason
-    assert s["retry/reason_count/429 Unknown Status"] >= 1
+    # the 429 storm: answered by pauses, never by Scrapy's retries, until the host is set aside
+    assert s["larbin/throttled/429"] >= LARBIN_DEFAULTS["LARBIN_THROTTLE_MAX_IN_A_ROW"]
+    assert s["larbin/host/set_aside"] == 1
+    assert "retry/reason_count/429 Unknown Status" not in s
+    assert not {u for u in crawl.items if "storm.test" in u}
     # the failures of single pages, each under its exception's name
     failed = {k for k in s if k.startswith("larbin/failed/")}
     assert failed, "no page failure counted"

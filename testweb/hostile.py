@@ -197,8 +197,9 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
     # storm.test: 429 for every page
     storm = Answer("static", 429, [(b"Content-Type", b"text/plain"), (b"Retry-After", b"1")],
                    b"slow down")
-    add("storm.test", "/", _html(page("storm", [f"/s{i}.html" for i in range(10)])),
-        is_good=True)
+    # Its robots.txt is a 429 too: a polite crawler waits out each Retry-After, then sets the
+    # host aside (LARBIN_THROTTLE_MAX_IN_A_ROW) and never fetches its pages: none is "good".
+    add("storm.test", "/", _html(page("storm", [f"/s{i}.html" for i in range(10)])))
 
     # redir.test: loops, a good redirect, and targets a crawler must not follow
     redirect_targets = {
