@@ -49,7 +49,7 @@ def _crawler(settings: dict):
     class BenchSpider(Spider):
         name = "bench"
 
-    import settings.base as base
+    from settings import base
 
     values = {k: getattr(base, k) for k in dir(base) if k.isupper()}
     values.update(settings)

@@ -27,6 +27,8 @@ from twisted.internet.interfaces import IResolverSimple
 from twisted.internet.threads import deferToThreadPool
 from zope.interface import implementer
 
+from larbinscrapy.reactor import installed_reactor
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -260,8 +262,7 @@ def dns_cache(crawler: Any) -> DnsCache:
     ``scrapy crawl`` installs the resolver from ``TWISTED_DNS_RESOLVER``; a script that runs
     crawls with ``CrawlerRunner`` does not, so the first component that asks installs it.
     """
-    from twisted.internet import reactor
-
+    reactor = installed_reactor()
     resolver = getattr(reactor, "resolver", None)
     if not isinstance(resolver, PinnedResolver):
         logger.info("Installing larbinscrapy's PinnedResolver on the reactor")

@@ -126,7 +126,7 @@ def canonicalize(url: str) -> str:
     m = _CANONICAL(url)
     if m is not None and ((";" not in url and m.group(2) is None) or _HAS_SESSION(url) is None):
         port, query = m.groups()
-        if port is None or (port != "80" and port != "443"):
+        if port is None or port not in {"80", "443"}:
             if query is None or "&" not in query:
                 return url
             return url[: m.start(2) - 1] + _canonical_query(query)

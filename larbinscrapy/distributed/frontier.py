@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from larbinscrapy.distributed.dupefilter import BITS_LUA
 
@@ -423,7 +423,8 @@ class RedisFrontier:
         return list(self._take_seeds(args=[self.prefix, worker, start_key, n]))
 
     def unresolved(self, n: int = 50) -> list[str]:
-        return [h.decode() for h in self.server.srandmember(f"{self.prefix}:unresolved", n)]
+        hosts = cast("list[bytes]", self.server.srandmember(f"{self.prefix}:unresolved", n))
+        return [h.decode() for h in hosts]
 
     def status(self, start_key: str) -> dict[str, int]:
         """Queued and leased records, seeds not yet read, live workers."""

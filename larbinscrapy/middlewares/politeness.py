@@ -64,6 +64,7 @@ from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.hosts import THROTTLED, HostState, parse_retry_after
 from larbinscrapy.pauses import PauseFile
 from larbinscrapy.politeness import IpState, IpTable, Politeness, PolitenessProvider
+from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -100,9 +101,7 @@ class PolitenessMiddleware(PolitenessProvider):
         self.autothrottle = autothrottle
         self.pause_file = pause_file or PauseFile(None)
         self._resume_pauses()
-        from twisted.internet import reactor
-
-        self._reactor: Any = reactor  # the installed reactor (typed as the module by mypy)
+        self._reactor = installed_reactor()
         self._gauge_loop: task.LoopingCall | None = None
         self.table.add_listener(self._wake)
         crawler.signals.connect(self._open, signal=signals.spider_opened)
