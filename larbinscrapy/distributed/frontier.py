@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any, cast
 from larbinscrapy.distributed.dupefilter import BITS_LUA
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from redis import Redis
 
 logger = logging.getLogger(__name__)
@@ -372,7 +374,7 @@ class RedisFrontier:
         seen_key: str,
         shard_bits: int,
         entries: list[tuple[int, list[int], bytes]],
-        acks: list[str] = (),  # type: ignore[assignment]
+        acks: Sequence[str] = (),
         seeds_done: bool = False,
     ) -> tuple[int, int]:
         """Test-and-set each entry's bits; queue the new ones; then ack ``acks``. Atomic."""
