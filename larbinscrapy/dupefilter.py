@@ -69,6 +69,7 @@ from larbinscrapy import fatal
 from larbinscrapy import meta as M
 from larbinscrapy.bitchain import BloomChain
 from larbinscrapy.bitset import KHashBitSet, bitmap_bits_for, bloom_size
+from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.seenfile import (
     JOURNAL_NAME,
     SNAPSHOT_HEADER,
@@ -80,7 +81,6 @@ from larbinscrapy.seenfile import (
     replay_journal,
     write_snapshot,
 )
-from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
     from collections.abc import Callable
