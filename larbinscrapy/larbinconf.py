@@ -213,7 +213,7 @@ class LarbinConfAddon:
             conf = read(path)
         except LarbinConfError as exc:
             # One line and a failed crawl (exit 1), as for a missing seeds file, no traceback.
-            from larbinscrapy.spiders.larbin import retrieve_task_exception
+            from larbinscrapy.fatal import retrieve_task_exception
 
             logger.error("%s", exc)
             retrieve_task_exception()

@@ -163,7 +163,7 @@ class LarbinScheduler(FrontierScheduler):
         return opened
 
     def _open_fifos(self, directory: Path) -> None:
-        self.df.on_disk_error = self._disk_failed  # type: ignore[attr-defined]
+        self.df.on_disk_error = self._disk_failed
         for name in FIFO_NAMES:
             self.fifos.append(SegmentFifo(directory / name, self.segment_records))
         self._adopt_legacy_wait()
