@@ -251,9 +251,7 @@ class PinnedResolver:
 def allow_proxy(crawler: Any, hostname: str) -> None:
     """Let connections to the proxy ``hostname`` through the process resolver's SSRF guard."""
     dns_cache(crawler)  # installs the resolver if no one did
-    from twisted.internet import reactor
-
-    reactor.resolver.guard.proxies.add(hostname)  # type: ignore[attr-defined]
+    installed_reactor().resolver.guard.proxies.add(hostname)
 
 
 def dns_cache(crawler: Any) -> DnsCache:

@@ -42,6 +42,8 @@ class Clock(Protocol):
 class Reactor(Clock, Protocol):
     """The reactor calls larbinscrapy makes beyond time: shutdown hooks, threads, the resolver."""
 
+    resolver: Any  # the installed name resolver (dns.py installs a PinnedResolver)
+
     def addSystemEventTrigger(
         self, phase: str, eventType: str, callable: Callable[..., Any], *args: Any, **kw: Any
     ) -> Any: ...

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import logging
 import time
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 from urllib.request import getproxies
@@ -238,7 +239,9 @@ class PolitenessMiddleware(PolitenessProvider):
         if self.autothrottle:
             self._adapt(hs)
         retry_after = response.headers.get(b"Retry-After")
-        if response.status == 429 or (response.status == 503 and retry_after is not None):
+        if response.status == HTTPStatus.TOO_MANY_REQUESTS or (
+            response.status == HTTPStatus.SERVICE_UNAVAILABLE and retry_after is not None
+        ):
             return self._throttled(request, response, hs, retry_after)
         self.hosts.answered(hs)
         self._finished(request, failed=False, nbytes=len(response.body))
