@@ -38,8 +38,10 @@ demo: install
 test: install install-system
 	$(BIN)/python -m pytest -q
 
+# ruff (rules and their ignores in pyproject.toml) and mypy on larbinscrapy/ (its [tool.mypy]).
 lint: install
 	$(BIN)/ruff check larbinscrapy settings testweb tests benchmarks
+	$(BIN)/mypy
 
 # The benchmark's peers: crawlee-python in a virtualenv of its own (its pins must not move the
 # project's), and Debian's wget.
@@ -71,4 +73,4 @@ deploy: install
 	$(BIN)/scrapyd-deploy $(DEPLOY_TARGET)
 
 clean:
-	rm -rf $(VENV) $(CRAWLEE_VENV) output build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(CRAWLEE_VENV) output build *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -39,9 +39,8 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.task import Clock
 
@@ -50,6 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from larbinscrapy.bitchain import BloomChain
 from larbinscrapy.bitset import bitmap_bits_for, theoretical_fp_rate
 from larbinscrapy.dupefilter import BitmapDupeFilter
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 RATE = 0.001
 LARBIN_BITS = 64_000_000

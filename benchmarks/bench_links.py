@@ -31,11 +31,12 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from typing import TYPE_CHECKING
 
 from scrapy import Request
 from scrapy.http import HtmlResponse
@@ -44,6 +45,9 @@ from scrapy.utils.request import RequestFingerprinter
 from w3lib.url import canonicalize_url
 
 from larbinscrapy import links, urls
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 HOSTS = [f"h{i:02d}.test" for i in range(20)] + ["www.example.com", "127.0.1.7:8080"]
 WORDS = [

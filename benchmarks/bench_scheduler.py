@@ -49,7 +49,7 @@ def _crawler(settings: dict):
     class BenchSpider(Spider):
         name = "bench"
 
-    import settings.base as base
+    from settings import base
 
     values = {k: getattr(base, k) for k in dir(base) if k.isupper()}
     values.update(settings)
@@ -188,7 +188,7 @@ def run_overflow(hosts: int, per_host: int, jobdir: str) -> dict:
     start = time.perf_counter()
     fetched = 0
     while True:
-        batch = [r for r in iter(sched.next_request, None)]
+        batch = list(iter(sched.next_request, None))
         for _ in range(20):  # every IP is busy: the engine asks again and again
             sched.next_request()
         if not batch:

@@ -26,6 +26,8 @@ import logging
 import sys
 from typing import Any
 
+logger = logging.getLogger(__name__)
+
 
 async def crawl(seeds: list[str], out: str, concurrency: int, max_pages: int | None) -> None:
     """Crawl from ``seeds`` and write the dataset to ``out`` (JSON lines) at the end."""
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         asyncio.run(crawl(seeds, args.out, **kwargs))
     except Exception:
-        logging.exception("crawlee crawl failed")
+        logger.exception("crawlee crawl failed")
         return 1
     return 0
 

@@ -430,7 +430,7 @@ def _quick_sizes(script: Path, env: dict[str, str]) -> list[str]:
     """Small sizes for ``--quick``, for the size options the script's ``--help`` lists."""
     try:
         help_text = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, env=env,
-                                   capture_output=True, text=True, timeout=60).stdout
+                                   capture_output=True, text=True, timeout=60, check=False).stdout
     except subprocess.TimeoutExpired:
         return []
     args = []
@@ -545,7 +545,8 @@ def machine_info() -> dict[str, Any]:
 
         info["scrapy"], info["twisted"] = scrapy.__version__, twisted.__version__
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        nginx = subprocess.run(["/usr/sbin/nginx", "-v"], capture_output=True, text=True)
+        nginx = subprocess.run(["/usr/sbin/nginx", "-v"], capture_output=True, text=True,
+                               check=False)
         info["nginx"] = nginx.stderr.strip().split("/")[-1]
     return info
 

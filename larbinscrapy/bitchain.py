@@ -27,6 +27,7 @@ import math
 
 from larbinscrapy.bitset import KHashBitSet, bloom_size
 
+MIN_GROWTH = 2  # each new filter holds at least twice the last
 FULL_MARGIN = 0.8  # a filter is full at this share of its error budget (module docstring)
 
 
@@ -52,8 +53,10 @@ class BloomChain:
             raise ValueError(f"LARBIN_DUPEFILTER_CAPACITY must be >= 1, got {capacity!r}")
         if not 0.0 < error_rate < 1.0:
             raise ValueError(f"LARBIN_DUPEFILTER_ERROR_RATE must be in (0, 1), got {error_rate!r}")
-        if not isinstance(growth, int) or growth < 2:
-            raise ValueError(f"LARBIN_DUPEFILTER_GROWTH must be an integer >= 2, got {growth!r}")
+        if not isinstance(growth, int) or growth < MIN_GROWTH:
+            raise ValueError(
+                f"LARBIN_DUPEFILTER_GROWTH must be an integer >= {MIN_GROWTH}, got {growth!r}"
+            )
         if not 0.0 < tightening < 1.0:
             raise ValueError(
                 f"LARBIN_DUPEFILTER_TIGHTENING must be in (0, 1), got {tightening!r}"

@@ -29,6 +29,7 @@ KEY_BYTES = 16  # what the journal stores per key: enough to recompute every pos
 
 _TWO_WORDS = struct.Struct(">QQ").unpack_from  # raises struct.error on keys < 16 bytes
 _LN2_SQUARED = math.log(2) ** 2
+_MIN_BITS = 8  # one byte: the smallest set the file format stores
 
 
 def normalize_key(key: bytes) -> bytes:
@@ -68,8 +69,8 @@ class KHashBitSet:
     """
 
     def __init__(self, m: int, k: int = 1) -> None:
-        if m < 8:
-            raise ValueError(f"a bit set needs at least 8 bits, got m={m!r}")
+        if m < _MIN_BITS:
+            raise ValueError(f"a bit set needs at least {_MIN_BITS} bits, got m={m!r}")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k!r}")
         self.m = m
@@ -190,7 +191,7 @@ class KHashBitSet:
         if len(data) != self.nbytes:
             raise ValueError(f"expected {self.nbytes} bytes of bits, got {len(data)}")
         bits = bitarray(endian="little")
-        bits.frombytes(data)
+        bits.frombytes(data)  # type: ignore[arg-type]  # takes any buffer; the stub says bytes
         padding = bits[self.m :]
         if padding.any():
             raise ValueError("bits are set past the end of the bit array")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import mimetypes
-from collections.abc import Iterable
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -46,6 +46,8 @@ from larbinscrapy.urlfilter import parse_extensions
 from larbinscrapy.urls import extension_of
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Headers, Response
@@ -61,8 +63,8 @@ def parse_content_types(value: str | Iterable[str]) -> tuple[str, ...]:
     """``"application/pdf, image/*"`` -> ``("application/pdf", "image/")``, lower-case."""
     items = value.replace(",", " ").split() if isinstance(value, str) else value
     out = []
-    for item in items:
-        item = item.strip().lower()
+    for given in items:
+        item = given.strip().lower()
         if item in ("*", "*/*"):
             out.append("*")
         elif item:
@@ -145,7 +147,8 @@ class ContentTypeMiddleware:
     def process_response(
         self, request: Request, response: Response, spider: Any = None
     ) -> Response:
-        if "download_stopped" not in response.flags or not 200 <= response.status < 300:
+        ok = HTTPStatus.OK <= response.status < HTTPStatus.MULTIPLE_CHOICES
+        if "download_stopped" not in response.flags or not ok:
             return response
         ctype = self.unwanted(request, response.headers)
         if ctype is None:
@@ -165,7 +168,7 @@ class ContentTypeMiddleware:
 class BoundedDecompressionMiddleware(HttpCompressionMiddleware):
     """Scrapy's decompression, its over-``DOWNLOAD_MAXSIZE`` refusal counted as a drop reason."""
 
-    def process_response(  # type: ignore[override]
+    def process_response(
         self, request: Request, response: Response, spider: Any = None
     ) -> Any:
         try:

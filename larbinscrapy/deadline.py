@@ -20,11 +20,15 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet import defer
 
+from larbinscrapy.reactor import installed_reactor
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from twisted.internet.defer import Deferred
+
+_SLACK = 0.001  # seconds: a timer this close to the deadline has reached it
 
 
 @dataclass(slots=True)
@@ -65,9 +69,7 @@ class PageDeadlineHandler:
         self.maxsize = maxsize
         self.stats = crawler.stats
         self._pages: dict[Request, _PageClock] = {}
-        from twisted.internet import reactor
-
-        self._reactor = reactor
+        self._reactor = installed_reactor()
         crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
 
     @classmethod
@@ -115,7 +117,7 @@ class PageDeadlineHandler:
         if d.called or self._pages.get(request) is not page:
             return
         left = self._deadline(page) - self._reactor.seconds()
-        if left > 0.001:  # bytes came in since the timer was set: the page earned more time
+        if left > _SLACK:  # bytes came in since the timer was set: the page earned more time
             page.timer = self._reactor.callLater(left, self._check, request, page, d)
             return
         page.expired = True

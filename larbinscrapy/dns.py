@@ -27,6 +27,8 @@ from twisted.internet.interfaces import IResolverSimple
 from twisted.internet.threads import deferToThreadPool
 from zope.interface import implementer
 
+from larbinscrapy.reactor import installed_reactor
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -249,9 +251,7 @@ class PinnedResolver:
 def allow_proxy(crawler: Any, hostname: str) -> None:
     """Let connections to the proxy ``hostname`` through the process resolver's SSRF guard."""
     dns_cache(crawler)  # installs the resolver if no one did
-    from twisted.internet import reactor
-
-    reactor.resolver.guard.proxies.add(hostname)  # type: ignore[attr-defined]
+    installed_reactor().resolver.guard.proxies.add(hostname)
 
 
 def dns_cache(crawler: Any) -> DnsCache:
@@ -260,8 +260,7 @@ def dns_cache(crawler: Any) -> DnsCache:
     ``scrapy crawl`` installs the resolver from ``TWISTED_DNS_RESOLVER``; a script that runs
     crawls with ``CrawlerRunner`` does not, so the first component that asks installs it.
     """
-    from twisted.internet import reactor
-
+    reactor = installed_reactor()
     resolver = getattr(reactor, "resolver", None)
     if not isinstance(resolver, PinnedResolver):
         logger.info("Installing larbinscrapy's PinnedResolver on the reactor")

@@ -69,6 +69,7 @@ from larbinscrapy import fatal
 from larbinscrapy import meta as M
 from larbinscrapy.bitchain import BloomChain
 from larbinscrapy.bitset import KHashBitSet, bitmap_bits_for, bloom_size
+from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.seenfile import (
     JOURNAL_NAME,
     SNAPSHOT_HEADER,
@@ -90,7 +91,8 @@ if TYPE_CHECKING:
     from scrapy.spiders import Spider
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.request import RequestFingerprinterProtocol
-    from twisted.internet.interfaces import IReactorTime
+
+    from larbinscrapy.reactor import Clock
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +169,7 @@ class BitmapDupeFilter(CountingDupeFilter):
         debug: bool = False,
         fingerprinter: RequestFingerprinterProtocol | None = None,
         stats: StatsCollector | None = None,
-        clock: IReactorTime | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(
@@ -227,9 +229,9 @@ class BitmapDupeFilter(CountingDupeFilter):
 
     # --- the checks -----------------------------------------------------------------------
 
-    def seen_fingerprint(self, fp: bytes) -> bool:  # replaced per instance by the bitset's
-        """larbin's ``testSet``: True if ``fp`` was seen (all bits set), else mark it seen."""
-        return self.bitset.test_and_set(fp)
+    # larbin's ``testSet``: True if ``fp`` was seen (all bits set), else mark it seen. The
+    # bitset's own method, set per instance in __init__.
+    seen_fingerprint: Callable[[bytes], bool]
 
     def request_seen(self, request: Request) -> bool:
         if request.meta.get(M.ADMITTED) == request.url:
@@ -361,9 +363,7 @@ class BitmapDupeFilter(CountingDupeFilter):
         )
 
     def _start_loops(self) -> None:
-        clock = self._clock
-        if clock is None:
-            from twisted.internet import reactor as clock  # the one Scrapy installed
+        clock = self._clock if self._clock is not None else installed_reactor()
         plan = [(self._tick_stats, STATS_INTERVAL)]
         if self.dir is not None:
             plan += [
@@ -372,7 +372,7 @@ class BitmapDupeFilter(CountingDupeFilter):
             ]
         for func, interval in plan:
             loop = LoopingCall(func)
-            loop.clock = clock
+            loop.clock = clock  # type: ignore[assignment]  # typed as the zope interface IReactorTime
             loop.start(interval, now=False).addErrback(_log_loop_failure)
             self._loops.append(loop)
 

@@ -45,7 +45,7 @@ _TIMEOUTS = (DownloadTimeoutError, tx.TimeoutError, defer.TimeoutError)
 _RESETS = (ResponseDataLossError, tx.ConnectionLost, _DataLoss)
 
 
-def classify(exc: BaseException) -> str | None:
+def classify(exc: BaseException | None) -> str | None:
     """The failure kind of a download exception, or None when it is no one's (a bug, a drop)."""
     if isinstance(exc, (DownloadConnectionRefusedError, tx.ConnectionRefusedError)):
         return REFUSED

@@ -18,13 +18,15 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 _closing: set[Any] = set()  # close requests in flight, kept referenced until they end

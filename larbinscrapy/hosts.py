@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 THROTTLED = "throttled"  # drop reason: the host asked for more than LARBIN_MAX_RETRY_AFTER
 JITTER = 0.1  # back-off pauses are lengthened by up to this fraction, so workers do not align

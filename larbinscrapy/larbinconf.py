@@ -184,9 +184,8 @@ def read(path: str) -> LarbinConf:
 
 def apply(conf: LarbinConf, settings: BaseSettings) -> None:
     """Set what ``conf`` says at the ``project`` priority: ``-s`` (cmdline) still wins."""
-    for name, value in conf.settings.items():
-        if isinstance(value, dict):
-            value = {**settings.getdict(name), **value}
+    for name, given in conf.settings.items():
+        value = {**settings.getdict(name), **given} if isinstance(given, dict) else given
         settings.set(name, value, priority="project")
 
 
@@ -214,7 +213,7 @@ class LarbinConfAddon:
             conf = read(path)
         except LarbinConfError as exc:
             # One line and a failed crawl (exit 1), as for a missing seeds file, no traceback.
-            from larbinscrapy.spiders.larbin import retrieve_task_exception
+            from larbinscrapy.fatal import retrieve_task_exception
 
             logger.error("%s", exc)
             retrieve_task_exception()

@@ -22,12 +22,14 @@ from __future__ import annotations
 import html
 import logging
 import re
-from collections.abc import Callable
 from html.entities import html5 as _HTML5_ENTITIES
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urljoin, urlsplit
 
 from w3lib.url import safe_url_string
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,7 @@ def _scanner(link_tags: str) -> re.Pattern[str]:
     )
 
 
+_LINK, _TITLE, _META_TAG = 3, 4, 5  # the scanner's group (its lastindex) of each alternative
 _SCAN = _scanner("a|area|link|frame|iframe|base")
 _SCAN_IMAGES = _scanner("a|area|link|frame|iframe|base|img")
 
@@ -285,7 +288,7 @@ def extract(
     attr_of_tag = _ATTR_OF_TAG
     for m in (_SCAN_IMAGES if images else _SCAN).finditer(text):
         kind = m.lastindex
-        if kind == 3:
+        if kind == _LINK:
             tag = m.group(2)
             if tag not in attr_of_tag:
                 tag = tag.lower()
@@ -308,14 +311,14 @@ def extract(
                 nofollow.append(url)
             else:
                 append(url)
-        elif kind == 4:
+        elif kind == _TITLE:
             if title is None:
-                value = m.group(4)
+                value = m.group(_TITLE)
                 if raw and not value.isascii():
                     value = _to_text(value, encoding)
                 title = _text(value) or None
-        elif kind == 5:
-            refresh = meta.fold(m.group(5), encoding, raw)
+        elif kind == _META_TAG:
+            refresh = meta.fold(m.group(_META_TAG), encoding, raw)
             if refresh is not None:
                 url = _link(refresh, base, encoding, False)
                 if url is not None:
@@ -349,10 +352,11 @@ def robots_directives(value: str, names: tuple[str, ...] | None = None) -> froze
     for part in value.lower().split(","):
         head, colon, rest = part.partition(":")
         head = head.strip()
+        directive = part
         if colon and names is not None and head not in _DIRECTIVES_WITH_VALUES:
             applies = head in names
-            part = rest
-        directive = part.strip()
+            directive = rest
+        directive = directive.strip()
         if applies and directive:
             found.update(("noindex", "nofollow") if directive == "none" else (directive,))
     return frozenset(found)

@@ -352,7 +352,7 @@ class Politeness:
         A failure that is not a ``DroppedRequest`` (a bug in a resolver) is logged in full
         and counted as ``dns``, so a site never stays waiting for an answer forever.
         """
-        if failure.check(DroppedRequest):
+        if isinstance(failure.value, DroppedRequest):
             reason = failure.value.reason
         else:
             logger.error("Resolving %s failed: %s", host, failure.getErrorMessage())

@@ -20,7 +20,10 @@ the string to the young one (a cheap approximation of an LRU). With ``size`` = 3
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def url_seen_test(

@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from larbinscrapy.bitset import KEY_BYTES
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
 
 SNAPSHOT_MAGIC = b"LRBNDUPF"
 SNAPSHOT_VERSION = 1

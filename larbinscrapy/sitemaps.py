@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
@@ -235,7 +236,7 @@ class SitemapReader:
             self.stats.inc_value("larbin/sitemaps/failed")
             logger.debug("Sitemap %s unavailable: %s", url, exc)
             return None
-        if response.status != 200:
+        if response.status != HTTPStatus.OK:
             self._missing(url, f"HTTP {response.status}")
             return None
         return response

@@ -12,11 +12,13 @@ misconfigured server). The stateful trap tests (per-site budget, queries per pat
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from larbinscrapy.urls import extension_of, host_of, is_valid_url
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 # Reasons, in the order the tests run (cheapest and most common first).
 SCHEME = "scheme"
@@ -30,6 +32,8 @@ DOMAIN = "domain"
 EXTERNAL = "external"
 DEPTH = "depth"
 PAGE_LINKS = "page_links"  # over LARBIN_MAX_LINKS_PER_PAGE (the spider counts it, not the filter)
+
+_CGI_WORD = 2  # LARBIN_CGI_LEVEL that also refuses URLs with "cgi" in them
 
 
 _REPEAT_WINDOW = 32  # segments the repetition test looks at: bounds its cost on hostile paths
@@ -129,7 +133,7 @@ class UrlFilter:
         if self.forbidden_extensions and extension_of(url) in self.forbidden_extensions:
             return EXTENSION
         if self.cgi_level and (
-            "?" in url or "=" in url or (self.cgi_level == 2 and "cgi" in url.lower())
+            "?" in url or "=" in url or (self.cgi_level == _CGI_WORD and "cgi" in url.lower())
         ):
             return CGI
         if self.domains and not self._in_domains(host):

@@ -33,6 +33,7 @@ __all__ = [
     "site_of",
 ]
 
+MAX_PORT = 65535
 DEFAULT_PORTS = {"http": "80", "https": "443", "ftp": "21", "ws": "80", "wss": "443"}
 
 # An http(s) URL that is canonical but for the order of its query arguments: lower-case host,
@@ -94,7 +95,7 @@ def is_valid_url(url: str) -> bool:
     m = _VALID_FAST(url)
     if m is not None:
         port = m.group(1)
-        return port is None or 0 < int(port) < 65536
+        return port is None or 0 < int(port) <= MAX_PORT
     return not _invalid_general(url)
 
 
@@ -126,7 +127,7 @@ def canonicalize(url: str) -> str:
     m = _CANONICAL(url)
     if m is not None and ((";" not in url and m.group(2) is None) or _HAS_SESSION(url) is None):
         port, query = m.groups()
-        if port is None or (port != "80" and port != "443"):
+        if port is None or port not in {"80", "443"}:
             if query is None or "&" not in query:
                 return url
             return url[: m.start(2) - 1] + _canonical_query(query)

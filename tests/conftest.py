@@ -14,11 +14,10 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from scrapy.utils.reactor import install_reactor, is_reactor_installed
@@ -34,6 +33,9 @@ from testweb.harness import (
     sitemap_counts,
     start_web,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
@@ -55,6 +57,16 @@ def settings_of(module: Any, **overrides: Any) -> dict[str, Any]:
 def seeds_args(urls: list[str]) -> list[str]:
     """The spider arguments that crawl ``urls`` as seeds."""
     return ["-a", "urls=" + ",".join(urls)]
+
+
+class ManualClock:
+    """A clock the test sets: ``clock()`` is ``clock.now``, for the cores that take a callable."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class CountingStats:

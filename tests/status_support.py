@@ -8,11 +8,13 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.conftest import ROOT, crawl_command
 from testweb.harness import RunningWeb, free_port
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

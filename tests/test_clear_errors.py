@@ -11,16 +11,19 @@ import json
 import os
 import shlex
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.conftest import ROOT, crawl_command, run_crawl
 from testweb.harness import free_port
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None,
          timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, check=False)
 
 
 def _errors(log: str) -> list[str]:

@@ -11,6 +11,8 @@ from larbinscrapy.frontier import codec
 
 
 class RecordSpider(Spider):
+    """Owns the callback and errback that records name."""
+
     name = "record"
 
     def parse_page(self, response):  # pragma: no cover - only referenced by name

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 from datetime import datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -21,6 +21,9 @@ import pytest
 from settings.base import FEED_EXPORT_FIELDS
 from tests.conftest import ROOT, Crawl, crawl_command, run_crawl, seeds_args
 from testweb.harness import RunningWeb, start_web
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 STOCK_ROBOTS = json.dumps(
     {
@@ -73,6 +76,7 @@ def default_crawl(tmp_path_factory) -> tuple[RunningWeb, Crawl, Path]:
             text=True,
             timeout=120,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=False,
         )
         items = [json.loads(line) for line in items_path.read_text().splitlines() if line]
         stats = json.loads((out / "stats.json").read_text())

@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -23,6 +23,9 @@ from larbinscrapy.meta import seed_meta
 from larbinscrapy.urls import fingerprint_url
 from tests.conftest import ROOT, CountingStats, crawl_command, seeds_args
 from testweb.harness import gaps_by_ip, page_counts, pages, sitemap_counts
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DELAY = 0.3
 TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
@@ -141,7 +144,7 @@ def test_stop_all_workers_and_resume_from_redis(web, tmp_path, redis_url):
 
 # --- the Redis frontier and dupefilter without Scrapy -------------------------------------
 def _entry(frontier: RedisFrontier, url: str) -> bytes:
-    host = url.split("/")[2].split(":")[0]
+    host = url.split("/")[2].split(":", maxsplit=1)[0]
     site = "/".join(url.split("/")[:3])
     return frontier.entry(site, host, f'["{url}",0]'.encode())
 

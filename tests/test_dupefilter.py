@@ -9,7 +9,7 @@ import random
 import re
 import shutil
 import struct
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
@@ -34,6 +34,9 @@ from larbinscrapy.dupefilter import (
 )
 from larbinscrapy.urls import CanonicalUrlFingerprinter
 from tests.conftest import LARBIN_DEFAULTS, redis_server
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SMALL_BITS = 1 << 20
 # Every seen-set implementation the crawl can use: the local filter in its three modes, and the

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import xxhash
@@ -34,6 +34,9 @@ from larbinscrapy.seencache import url_seen_test
 from larbinscrapy.urls import CanonicalUrlFingerprinter, fingerprint_url
 from settings import base
 from tests.conftest import ROOT, settings_of
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SETTINGS = settings_of(base)
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import pytest
 from scrapy import Request
@@ -37,6 +37,9 @@ from tests.conftest import ROOT, crawl_command
 from tests.test_hostile_links import gate, page_response
 from tests.test_hostile_robots import SETTINGS, parse
 from testweb.harness import run_with_peak_rss
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 RSS_LIMIT_MB = 300
 HOSTS = {f"big{i}.test": f"127.0.6.{i}" for i in range(1, 7)}

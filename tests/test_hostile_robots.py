@@ -11,16 +11,20 @@ from scrapy.utils.reactor import install_reactor, is_reactor_installed
 if not is_reactor_installed():
     install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
+from typing import TYPE_CHECKING
+
 from scrapy import Request
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
-from larbinscrapy.items import PageItem
 from larbinscrapy.pipelines.mirrorsave import MirrorSavePipeline
 from larbinscrapy.pipelines.simplesave import SimpleSavePipeline
 from larbinscrapy.pipelines.warc import WarcPipeline
 from larbinscrapy.spiders.larbin import LarbinSpider
 from settings import base
+
+if TYPE_CHECKING:
+    from larbinscrapy.items import PageItem
 
 SETTINGS = {k: v for k, v in vars(base).items() if k.isupper()}
 URL = "http://h.test/p.html"

@@ -14,8 +14,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,12 +22,17 @@ from tests.conftest import LARBIN_DEFAULTS, ROOT, crawl_command
 from testweb.harness import SITE_FILES, RunningWeb, pages, run_with_peak_rss, start_web
 from testweb.hostile import CRAWL_SETTINGS, LINKS_ON_MANY
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 TIMEOUT = 240
 RSS_LIMIT_MB = 300
 
 
 @dataclass
 class HostileCrawl:
+    """One crawl of the hostile web: its exit status, log and stats."""
+
     web: RunningWeb
     returncode: int
     log: str

@@ -17,20 +17,12 @@ from larbinscrapy.frontier.sites import READY, IpRing, Site
 from larbinscrapy.hosts import Bandwidth, parse_retry_after
 from larbinscrapy.pauses import PauseFile, write_pauses
 from larbinscrapy.politeness import Politeness
-from tests.conftest import CountingStats, host_table, ip_table
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.conftest import CountingStats, ManualClock, host_table, ip_table
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 WALL = 1_700_000_000.0

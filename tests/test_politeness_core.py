@@ -17,23 +17,15 @@ from twisted.internet.error import DNSLookupError
 from larbinscrapy.dns import DnsCache, SsrfGuard, parse_networks
 from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.politeness import DNS, NOCONNECTION, SSRF, IpState, Politeness
-from tests.conftest import CountingStats, ip_table
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.conftest import CountingStats, ManualClock, ip_table
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
-def core(clock: Clock, delay: float = 1.0, **options) -> Politeness:
+def core(clock: ManualClock, delay: float = 1.0, **options) -> Politeness:
     return Politeness.local(ip_table(delay, clock=clock, **options), CountingStats())
 
 
@@ -132,7 +124,7 @@ def test_listeners_hear_changes_and_releases_in_that_order(clock):
 
 # -- the host gate: DNS -> SSRF guard -> dead IP ------------------------------------------------
 
-def gate(clock: Clock, answers: dict[str, str | None], allowed: str = "") -> Politeness:
+def gate(clock: ManualClock, answers: dict[str, str | None], allowed: str = "") -> Politeness:
     """A gate over a real DnsCache whose lookups answer from ``answers`` (None: no address)."""
 
     def lookup(host: str) -> defer.Deferred[str]:

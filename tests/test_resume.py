@@ -15,13 +15,16 @@ import signal
 import statistics
 import subprocess
 import time
-from collections import Counter
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.conftest import ROOT, Crawl, crawl_command, run_crawl, seeds_args
 from testweb.harness import start_web
+
+if TYPE_CHECKING:
+    from collections import Counter
+    from pathlib import Path
 
 DELAY = 0.2
 

@@ -16,8 +16,7 @@ import signal
 import subprocess
 import time
 from collections import defaultdict
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,6 +24,9 @@ from larbinscrapy.revisit.rule import RevisitRule
 from tests.conftest import ROOT, crawl_command, run_crawl, seeds_args
 from testweb.changing import REVISIT_HOSTS, start_changing
 from testweb.harness import SITE_FILES
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 RULE = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0, "LARBIN_REVISIT_MIN": 0.25,
         "LARBIN_REVISIT_MAX": 8.0, "LARBIN_REVISIT_STREAK": 2, "LARBIN_REVISIT_BUCKET": 0.05,

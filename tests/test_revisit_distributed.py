@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -18,6 +18,9 @@ from tests.conftest import seeds_args
 from tests.test_distributed import _start_worker, _wait
 from tests.test_revisit import EARLY, RULE, by_page, gaps
 from testweb.changing import start_changing
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SETTINGS = {**RULE, "DOWNLOAD_DELAY": 0, "LARBIN_REVISIT_LEASE": 2.0}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import random
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,6 +18,10 @@ from larbinscrapy.revisit.observe import conditional_headers, observe
 from larbinscrapy.revisit.rule import RevisitRule, freshness
 from larbinscrapy.revisit.store import RevisitStore
 from larbinscrapy.urls import fingerprint_url
+from tests.conftest import ManualClock
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DAY = 86400.0
 RULE = RevisitRule(initial=DAY, minimum=3600.0, maximum=30 * DAY)
@@ -54,7 +58,7 @@ def test_bounds_and_hints():
     assert RULE.wait(DAY, None) == DAY
     assert RULE.wait(DAY, 10.0) == DAY  # fresh for 10 s: the interval decides
     assert RULE.wait(DAY, 3 * DAY) == 3 * DAY  # fresh for 3 days: not asked again before
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="LARBIN_REVISIT_MIN"):
         RevisitRule(initial=1, minimum=10, maximum=5)
 
 
@@ -116,22 +120,14 @@ def test_observe_first_fetch_304_and_change():
 
 
 # -- the store --------------------------------------------------------------------------------
-class Clock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def open_store(path: Path, clock: Clock, bucket: float = 10.0) -> RevisitStore:
+def open_store(path: Path, clock: ManualClock, bucket: float = 10.0) -> RevisitStore:
     store = RevisitStore(str(path), bucket, clock)
     store.open()
     return store
 
 
 def test_due_pages_come_out_by_bucket_and_never_early(tmp_path):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = open_store(tmp_path, clock)
     for i in range(50):
         store.add(entry(f"http://a.test/{i}", 1000.0 + i))  # due over 50 s: 5 buckets
@@ -145,7 +141,7 @@ def test_due_pages_come_out_by_bucket_and_never_early(tmp_path):
 
 
 def test_reopen_after_close_keeps_every_page_and_flight(tmp_path):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = open_store(tmp_path, clock)
     for i in range(30):
         store.add(entry(f"http://a.test/{i}", 1000.0 + i))
@@ -163,7 +159,7 @@ def test_reopen_after_close_keeps_every_page_and_flight(tmp_path):
 def model_crash_run(tmp_path: Path, seed: int) -> None:
     """Random adds, takes, dones and checkpoints; a crash (no close) anywhere; then compare."""
     rng = random.Random(seed)
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = open_store(tmp_path, clock, bucket=5.0)
     scheduled: dict[str, int] = {}  # url -> fetch count it is scheduled for
     flight: dict[str, Entry] = {}
@@ -201,7 +197,7 @@ def test_a_crash_at_any_point_loses_no_schedule_entry(tmp_path, seed):
 
 
 def test_a_torn_journal_tail_is_cut_and_the_rest_kept(tmp_path):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = open_store(tmp_path, clock)
     for i in range(5):
         store.add(entry(f"http://a.test/{i}", 1001.0))
@@ -217,7 +213,7 @@ def test_a_torn_journal_tail_is_cut_and_the_rest_kept(tmp_path):
 
 def test_an_interrupted_checkpoint_is_harmless(tmp_path):
     """Killed after the new journal was created, before the checkpoint replaced: old state wins."""
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = open_store(tmp_path, clock)
     for i in range(5):
         store.add(entry(f"http://a.test/{i}", 1001.0))
@@ -231,7 +227,7 @@ def test_an_interrupted_checkpoint_is_harmless(tmp_path):
 
 
 def test_duplicates_in_the_schedule_are_dropped_at_take_time(tmp_path):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = open_store(tmp_path, clock)
     store.add(entry("http://a.test/", 1001.0))
     store.add(entry("http://a.test/", 1002.0))  # the frontier re-fetched a page after a crash
@@ -250,7 +246,7 @@ def test_without_a_directory_the_store_is_temporary(tmp_path):
 
 def test_killed_between_bucket_flush_and_checkpoint_replace(tmp_path, monkeypatch):
     """Buckets already longer than the checkpoint says: cut back, then rebuilt from the journal."""
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = open_store(tmp_path, clock)
     for i in range(20):
         store.add(entry(f"http://a.test/{i}", 1001.0 + i))
@@ -307,7 +303,7 @@ def test_a_fresh_response_is_not_asked_again_while_fresh():
 
 
 def test_a_corrupt_checkpoint_is_refused_with_a_message(tmp_path):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = open_store(tmp_path, clock)
     store.add(entry("http://a.test/", 1001.0))
     store.close()

@@ -21,12 +21,12 @@ import asyncio
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.utils.test import get_crawler
-from twisted.internet import defer
 
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
@@ -37,13 +37,18 @@ from larbinscrapy.frontier.segfile import frames
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import READY, IpRing, Overflow, Site
 from settings import base, distributed
-from tests.conftest import ip_table, redis_server, settings_of
+from tests.conftest import ManualClock, ip_table, redis_server, settings_of
+
+if TYPE_CHECKING:
+    from twisted.internet import defer
 
 LOCAL = ["memory", "jobdir", "reopen"]
 REDIS = ["redis", "redis-reopen"]
 
 
 class FrontierSpider(Spider):
+    """Owns the callback and errback that queued requests name."""
+
     name = "frontier"
 
     def parse(self, response):  # pragma: no cover - never called here
@@ -489,14 +494,6 @@ def test_a_wait_fifo_of_the_older_layout_is_moved_into_its_tier(tmp_path):
 
 # -- IpRing and Site with a real IpTable ---------------------------------------------------------
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def ready_site(key: str, ip: str, n: int) -> Site:
     site = Site(key, key, state=READY, ip=ip)
     site.queue.extend((0, i, f"{key}/{i}".encode()) for i in range(n))
@@ -504,7 +501,7 @@ def ready_site(key: str, ip: str, n: int) -> Site:
 
 
 def test_ring_rotates_sites_sharing_an_ip_and_waits_for_the_delay():
-    clock = Clock()
+    clock = ManualClock()
     table = ip_table(1.0, 1, clock=clock)
     ring = IpRing(table)
     x, y = ready_site("x", "10.0.0.1", 3), ready_site("y", "10.0.0.1", 3)
@@ -525,7 +522,7 @@ def test_ring_rotates_sites_sharing_an_ip_and_waits_for_the_delay():
 
 
 def test_ring_round_robin_over_ips_skips_cooling_ones():
-    clock = Clock()
+    clock = ManualClock()
     table = ip_table(2.0, 1, clock=clock)
     ring = IpRing(table)
     sites = [ready_site(k, ip, 5) for k, ip in (("a", "1.1.1.1"), ("b", "2.2.2.2"))]
@@ -541,7 +538,7 @@ def test_ring_round_robin_over_ips_skips_cooling_ones():
 
 
 def test_ring_forgets_a_dead_ip():
-    clock = Clock()
+    clock = ManualClock()
     table = ip_table(0.0, 1, max_failures=1, clock=clock)
     ring = IpRing(table)
     site = ready_site("a", "1.1.1.1", 2)

@@ -177,6 +177,7 @@ def scrapy_crawl(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
     )
 
 

@@ -223,7 +223,7 @@ def run_child(directory: Path, steps: list[list[object]]) -> dict[str, list]:
     plan = json.dumps({"dir": str(directory), "seg": SEG, "steps": steps})
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, plan], capture_output=True, env=env, timeout=60
+        [sys.executable, "-c", CHILD, plan], capture_output=True, env=env, timeout=60, check=False
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
     return json.loads(proc.stdout)

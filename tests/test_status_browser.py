@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from playwright.sync_api import expect, sync_playwright
 
 from tests.status_support import LiveCrawl
-from testweb.harness import RunningWeb
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from testweb.harness import RunningWeb
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

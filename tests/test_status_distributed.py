@@ -4,10 +4,14 @@ from Redis, and ``POST /api/urls`` on any worker feeds the shared frontier."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.status_support import LiveCrawl, port_range
-from testweb.harness import RunningWeb
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from testweb.harness import RunningWeb
 
 DISTRIBUTED = {"SCRAPY_SETTINGS_MODULE": "settings.distributed"}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,6 +18,9 @@ from larbinscrapy.status.history import HostCounter, RateHistory
 from larbinscrapy.status.inject import BadPayload, parse_batch
 from larbinscrapy.status.logline import format_line
 from larbinscrapy.status.snapshot import build_status, group
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @pytest.mark.parametrize(("value", "ports"), [
@@ -58,7 +61,7 @@ def _stats(pages, items, size):
 def test_rates_and_series():
     history = RateHistory(keep=3600, interval=1.0)
     assert history.rates() == {"pages_per_s": 0.0, "items_per_s": 0.0, "bytes_per_s": 0.0}
-    for t in range(0, 21):
+    for t in range(21):
         history.sample(1000.0 + t, _stats(10 * t, 5 * t, 1000 * t))
     assert history.rates(window=10) == {"pages_per_s": 10.0, "items_per_s": 5.0,
                                         "bytes_per_s": 1000.0}
@@ -127,9 +130,10 @@ FRONTIER = {
 
 
 def _doc(**kw):
-    args = dict(stats=STATS, frontier=FRONTIER, rates={"pages_per_s": 2.0, "items_per_s": 1.0,
-                "bytes_per_s": 900.0}, paused=False, stopping=False, uptime=12.0,
-                busiest=[("a.example", 9)], dns_cached=5, worker="w:1")
+    args = {"stats": STATS, "frontier": FRONTIER,
+            "rates": {"pages_per_s": 2.0, "items_per_s": 1.0, "bytes_per_s": 900.0},
+            "paused": False, "stopping": False, "uptime": 12.0,
+            "busiest": [("a.example", 9)], "dns_cached": 5, "worker": "w:1"}
     args.update(kw)
     return build_status(**args)
 
@@ -186,5 +190,5 @@ def test_job_files_are_private_and_removed(tmp_path: Path):
     assert stat.S_IMODE(os.stat(tmp_path / "http-token").st_mode) == 0o600
     assert read_job_files(str(tmp_path)) == ("s3cret", "http://127.0.0.1:8081")
     remove_job_files(str(tmp_path))
-    with pytest.raises(OSError):
+    with pytest.raises(FileNotFoundError):
         read_job_files(str(tmp_path))

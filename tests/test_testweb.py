@@ -7,8 +7,7 @@ import signal
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,6 +16,10 @@ from scrapy.linkextractors import LinkExtractor
 
 from testweb.harness import RunningWeb, start_web
 from testweb.web import Web, build_web, resolve_link
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 SLOW_DELAY = 0.5
 PORT = 8123  # the pure tests need a port; any number builds the same web
@@ -32,7 +35,8 @@ def web() -> Web:
 
 def _redirect_closure(web: Web, urls: list[str]) -> set[str]:
     out = set(urls)
-    for url in urls:
+    for start in urls:
+        url = start
         while (
             (page := web.pages.get(url)) is not None and page.redirect and page.redirect not in out
         ):

@@ -15,17 +15,19 @@ import statistics
 import subprocess
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import pairwise
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.conftest import run_crawl, seeds_args
 from tests.test_distributed import _assert_clean_logs, _start_worker, _wait
 from tests.test_resume import run_until
 from testweb import polite
 from testweb.harness import ROBOTS, SITEMAP, free_port, gaps_by_host, gaps_by_ip
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 SLACK = 0.001
 TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"  # Makefile APT_PACKAGES

@@ -62,6 +62,8 @@ _FILLER = (b"revisit schedule interval streak validator " * 100)[:PADDING]
 
 @dataclass
 class Version:
+    """One version of a changing page."""
+
     number: int
     since: float  # when this version appeared (its Last-Modified)
 
@@ -162,6 +164,8 @@ def sitemap_files(web: ChangingWeb) -> dict[tuple[str, str], tuple[bytes, str]]:
 
 
 class ChangingResource(Resource):
+    """Serves the model's pages (with 304s for a matching validator) and the sitemap files."""
+
     isLeaf = True
 
     def __init__(self, web: ChangingWeb, log: RequestLog) -> None:

@@ -24,13 +24,15 @@ import socket
 import struct
 import time
 import zlib
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import brotli
 from twisted.internet import protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -395,6 +397,8 @@ class HostileProtocol(protocol.Protocol):
 
 
 class HostileFactory(protocol.Factory):
+    """Builds one raw-socket protocol per connection, all sharing the web and its log."""
+
     def __init__(self, web: HostileWeb, log: Any, reactor: Any) -> None:
         self.web = web
         self.log = log

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 
 class PoliteResource(Resource):
+    """Serves each host as ``--hosts`` describes it and logs every request."""
+
     isLeaf = True
 
     def __init__(self, hosts: dict[str, dict[str, Any]], port: int, log: RequestLog,

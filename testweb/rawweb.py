@@ -103,6 +103,8 @@ class ScriptedHttp(protocol.Protocol):
 
 
 class ScriptedFactory(protocol.Factory):
+    """Builds the protocol that answers each connection as ``pages`` scripts its path."""
+
     def __init__(self, pages: dict[str, Any], log_path: str | None, reactor: Any) -> None:
         self.pages = pages
         self.reactor = reactor

@@ -20,6 +20,8 @@ TICK = 0.1
 
 
 class TrickleResource(Resource):
+    """Answers ``/trickle/<rate>/<size>.html`` at ``rate`` bytes a second, ten ticks a second."""
+
     isLeaf = True
 
     def __init__(self, reactor: Any) -> None:

@@ -16,14 +16,16 @@ from __future__ import annotations
 import html
 import logging
 import random
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 from protego import Protego
 
 from settings.base import BOT_NAME, LARBIN_FORBIDDEN_EXTENSIONS, LARBIN_MAX_URL_LENGTH
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 logger = logging.getLogger(__name__)
 

@@ -11,17 +11,19 @@ the token, 2 when it refused every URL.
 
 from __future__ import annotations
 
-import argparse
 import json
 import urllib.error
 import urllib.request
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from larbinscrapy.status.auth import read_job_files
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def target(opts: argparse.Namespace, jobdir: str | None, token_setting: str) -> tuple[str, str]:
@@ -60,6 +62,8 @@ def post(base: str, token: str, payload: dict[str, Any], timeout: float = 30) ->
 
 
 class Command(ScrapyCommand):
+    """``scrapy addurls``: see the module docstring."""
+
     requires_project = True
     requires_crawler_process = False
     default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}

@@ -14,15 +14,15 @@ Memory: ~16 bytes of hash + the URL + ~60 bytes of Redis overhead a page.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy_redis.connection import get_redis_from_settings
-from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
 from larbinscrapy.pipelines.contentdup import content_hash
+from larbinscrapy.reactor import defer_to_pool, installed_reactor
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -56,10 +56,8 @@ class RedisContentDupPipeline:
                    crawler.stats)
 
     def open_spider(self, spider: Any = None) -> None:
-        from twisted.internet import reactor
-
         self._pool.start()
-        reactor.addSystemEventTrigger("during", "shutdown", self._stop)
+        installed_reactor().addSystemEventTrigger("during", "shutdown", self._stop)
 
     def close_spider(self, spider: Any = None) -> None:
         self._stop()
@@ -72,11 +70,10 @@ class RedisContentDupPipeline:
         """Redis thread: None if ``url`` is the first page with ``digest``, else that page."""
         if self.server.hsetnx(self.key, digest, url):
             return None
-        return (self.server.hget(self.key, digest) or b"").decode("utf-8", "replace")
+        first = cast("bytes | None", self.server.hget(self.key, digest))  # no decode_responses
+        return (first or b"").decode("utf-8", "replace")
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:
-        from twisted.internet import reactor
-
         if (item.get("fetch_count") or 1) > 1:  # a revisit (LARBIN_REVISIT): not a copy
             self._inc("revisit")
             return item
@@ -87,7 +84,7 @@ class RedisContentDupPipeline:
             return item
         url = item.get("url") or ""
         first = await maybe_deferred_to_future(
-            deferToThreadPool(reactor, self._pool, self.first_url, digest, url))
+            defer_to_pool(self._pool, self.first_url, digest, url))
         if first is None or first == url:  # first == url: the same page fetched again (a
             self._inc("unique")  # re-leased request): keep it
             return item

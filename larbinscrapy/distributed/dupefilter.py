@@ -38,6 +38,7 @@ from larbinscrapy.bitset import KHashBitSet, bloom_size
 from larbinscrapy.dupefilter import CountingDupeFilter
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Self
 
     from redis import Redis
@@ -138,8 +139,7 @@ class RedisBitmapDupeFilter(CountingDupeFilter):
         )
 
     # --- the checks ----------------------------------------------------------------------
-    def seen_fingerprint(self, fp: bytes) -> bool:  # replaced per instance (local bits)
-        return self.local.test_and_set(fp)
+    seen_fingerprint: Callable[[bytes], bool]  # the local bits' test_and_set, set in __init__
 
     def request_positions(self, request: Request) -> list[int]:
         """The bit positions of a request's fingerprint (what ``RedisFrontier.admit`` tests)."""

@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from larbinscrapy.distributed.dupefilter import BITS_LUA
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from redis import Redis
 
 logger = logging.getLogger(__name__)
@@ -372,7 +374,7 @@ class RedisFrontier:
         seen_key: str,
         shard_bits: int,
         entries: list[tuple[int, list[int], bytes]],
-        acks: list[str] = (),  # type: ignore[assignment]
+        acks: Sequence[str] = (),
         seeds_done: bool = False,
     ) -> tuple[int, int]:
         """Test-and-set each entry's bits; queue the new ones; then ack ``acks``. Atomic."""
@@ -423,7 +425,8 @@ class RedisFrontier:
         return list(self._take_seeds(args=[self.prefix, worker, start_key, n]))
 
     def unresolved(self, n: int = 50) -> list[str]:
-        return [h.decode() for h in self.server.srandmember(f"{self.prefix}:unresolved", n)]
+        hosts = cast("list[bytes]", self.server.srandmember(f"{self.prefix}:unresolved", n))
+        return [h.decode() for h in hosts]
 
     def status(self, start_key: str) -> dict[str, int]:
         """Queued and leased records, seeds not yet read, live workers."""

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy.utils.log import failure_to_exc_info
 from twisted.internet import defer
-from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
+
+from larbinscrapy.reactor import defer_to_pool, installed_reactor
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,16 +40,12 @@ class RedisJobs:
 
     def start(self) -> None:
         """Start the thread; it stops at ``stop()`` or, at the latest, at reactor shutdown."""
-        from twisted.internet import reactor
-
         self._pool.start()
-        reactor.addSystemEventTrigger("during", "shutdown", self.stop)
+        installed_reactor().addSystemEventTrigger("during", "shutdown", self.stop)
 
     def run(self, fn: Callable[..., Any], *args: Any) -> defer.Deferred[Any]:
         """Run ``fn(*args)`` after the jobs before it; the Deferred fails if ``fn`` raises."""
-        from twisted.internet import reactor
-
-        return deferToThreadPool(reactor, self._pool, fn, *args)
+        return defer_to_pool(self._pool, fn, *args)
 
     def submit(
         self,

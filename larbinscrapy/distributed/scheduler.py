@@ -52,7 +52,7 @@ import os
 import socket
 import uuid
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 from scrapy import signals
@@ -357,7 +357,7 @@ class RedisScheduler(FrontierScheduler):
 
     def _unresolved_here(self, failure: Failure, request: Request) -> None:
         failure.trap(DroppedRequest)
-        self.politeness.count_drop(failure.value.reason)
+        self.politeness.count_drop(cast("DroppedRequest", failure.value).reason)
         self.politeness.lease_returned(request.meta.pop(M.LEASE))
         self.acks.append(request.meta[M.RID])
         self.flush()

@@ -17,7 +17,6 @@ Settings read here for both: ``DUPEFILTER_CLASS``, ``LARBIN_MAX_URLS_PER_SITE``,
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -29,10 +28,13 @@ from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.politeness import IpTable, Politeness, politeness_of
+from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.urlfilter import parse_extensions
 from larbinscrapy.urls import extension_of
 
 if TYPE_CHECKING:
+    from collections.abc import Hashable
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from twisted.internet.base import DelayedCall
@@ -181,8 +183,7 @@ class FrontierScheduler:
 
     def _wake_in(self, delay: float) -> None:
         """Wake the engine in ``delay`` seconds (its heartbeat is 5 s, too coarse), or sooner."""
-        from twisted.internet import reactor
-
+        reactor = installed_reactor()
         if self._wakeup is not None and self._wakeup.active():
             if self._wakeup.getTime() - reactor.seconds() <= delay:
                 return

@@ -30,6 +30,8 @@ PERSIST_META = (
     M.REVISIT,
     M.REVISIT_HINT,
 )
+# Positions in a record; every field from the meta on may be left out when it has its default.
+_META, _CALLBACK, _ERRBACK, _METHOD, _BODY, _HEADERS = range(2, 8)
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _raw_decode = json.JSONDecoder().raw_decode
 
@@ -72,7 +74,7 @@ def encode(request: Request, spider: Any) -> bytes:
             for k, vs in request.headers.items()
         }
         rec += [request.method, request.body.decode("latin-1"), headers]
-    while rec[-1] is None or (rec[-1] == {} and len(rec) > 3):
+    while rec[-1] is None or (rec[-1] == {} and len(rec) > _CALLBACK):
         rec.pop()
     try:
         return _dumps(rec).encode()
@@ -83,7 +85,7 @@ def encode(request: Request, spider: Any) -> bytes:
 def decode(data: bytes, spider: Any) -> Request:
     rec = json.loads(data)
     url, priority = rec[0], rec[1]
-    meta = rec[2] if len(rec) > 2 else {}
+    meta = rec[_META] if len(rec) > _META else {}
     if meta.pop(M.ADMITTED, None):
         meta[M.ADMITTED] = url
     kwargs: dict[str, Any] = {
@@ -91,14 +93,14 @@ def decode(data: bytes, spider: Any) -> Request:
         "cb_kwargs": meta.pop(M.CB_KWARGS, None),
         "flags": meta.pop(M.FLAGS, None),
     }
-    callback = getattr(spider, rec[3]) if len(rec) > 3 and rec[3] else None
-    errback = getattr(spider, rec[4]) if len(rec) > 4 and rec[4] else None
-    if len(rec) > 5:  # trailing defaults were left out: a POST may have no body or headers
-        kwargs["method"] = rec[5]
-        if len(rec) > 6:
-            kwargs["body"] = rec[6].encode("latin-1")
-        if len(rec) > 7:
-            kwargs["headers"] = rec[7]
+    callback = getattr(spider, rec[_CALLBACK]) if len(rec) > _CALLBACK and rec[_CALLBACK] else None
+    errback = getattr(spider, rec[_ERRBACK]) if len(rec) > _ERRBACK and rec[_ERRBACK] else None
+    if len(rec) > _METHOD:  # trailing defaults were left out: a POST may have no body or headers
+        kwargs["method"] = rec[_METHOD]
+        if len(rec) > _BODY:
+            kwargs["body"] = rec[_BODY].encode("latin-1")
+        if len(rec) > _HEADERS:
+            kwargs["headers"] = rec[_HEADERS]
     return Request(url, priority=priority, meta=meta, callback=callback, errback=errback, **kwargs)
 
 

@@ -18,6 +18,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class Guarded(Protocol):
+    """What ``writes`` needs of the class whose methods it wraps."""
+
     disk_error: BaseException | None
 
     def _disk_failed(self, exc: BaseException) -> None: ...

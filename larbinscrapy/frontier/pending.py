@@ -9,7 +9,10 @@ schedulers (local and Redis) count with this one class.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable
 
 
 class PendingPages:

@@ -163,7 +163,7 @@ class LarbinScheduler(FrontierScheduler):
         return opened
 
     def _open_fifos(self, directory: Path) -> None:
-        self.df.on_disk_error = self._disk_failed  # type: ignore[attr-defined]
+        self.df.on_disk_error = self._disk_failed
         for name in FIFO_NAMES:
             self.fifos.append(SegmentFifo(directory / name, self.segment_records))
         self._adopt_legacy_wait()
@@ -294,7 +294,8 @@ class LarbinScheduler(FrontierScheduler):
             site = self.sites[key] = Site(key, host)
             self._resolve(site)
         if site.state == DEAD:  # refused synchronously (an IP literal the SSRF guard refuses)
-            return self._drop(index, rid, self.dead_hosts[host])
+            self._drop(index, rid, self.dead_hosts[host])
+            return
         if len(site.queue) >= self.max_per_site or site.overflow is not None:
             self._overflow(site, index, rid, record, offset)
             return

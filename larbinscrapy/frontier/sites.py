@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 RESOLVING, READY, DEAD = "resolving", "ready", "dead"
 
 Entry = tuple[int, int, bytes]  # (fifo index, record id, record)
+_MAX_U32 = 0xFFFF_FFFF  # the largest offset array("I") holds
+_COMPACT_AT = 4096  # popped entries before the lists are compacted
 
 
 class Overflow:
@@ -44,7 +46,7 @@ class Overflow:
 
     def append(self, index: int, rid: int, offset: int) -> None:
         self._keys.append(rid * 4 + index)
-        if offset > 0xFFFF_FFFF and self._offsets.typecode == "I":  # huge records: widen
+        if offset > _MAX_U32 and self._offsets.typecode == "I":  # huge records: widen
             self._offsets = array("q", self._offsets)
         self._offsets.append(offset)
 
@@ -53,7 +55,7 @@ class Overflow:
         head = self._head
         key, offset = self._keys[head], self._offsets[head]
         self._head = head = head + 1
-        if head >= 4096 and head * 2 >= len(self._keys):  # compact, amortised O(1)
+        if head >= _COMPACT_AT and head * 2 >= len(self._keys):  # compact, amortised O(1)
             del self._keys[:head]
             del self._offsets[:head]
             self._head = 0

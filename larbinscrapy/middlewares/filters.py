@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
-from scrapy.http import Response
 
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
@@ -39,8 +37,11 @@ from larbinscrapy.urlfilter import DEPTH, INVALID, UrlFilter
 from larbinscrapy.urls import host_of
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Iterator
+
     from scrapy import Spider
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
 

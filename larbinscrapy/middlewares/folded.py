@@ -119,13 +119,13 @@ class DownloaderStatsMiddleware(DownloaderStats):
         self._inc = stats.inc_value
         self._status_sizes: dict[int, int] = {}
 
-    def process_request(self, request: Request, spider: Any = None) -> None:  # type: ignore[override]
+    def process_request(self, request: Request, spider: Any = None) -> None:
         inc = self._inc
         inc("downloader/request_count")
         inc(f"downloader/request_method_count/{request.method}")
         inc("downloader/request_bytes", request_size(request))
 
-    def process_response(  # type: ignore[override]
+    def process_response(
         self, request: Request, response: Response, spider: Any = None
     ) -> Response:
         inc, status = self._inc, response.status
@@ -138,7 +138,7 @@ class DownloaderStatsMiddleware(DownloaderStats):
         inc("downloader/response_bytes", size)
         return response
 
-    def process_exception(  # type: ignore[override]
+    def process_exception(
         self, request: Request, exception: Exception, spider: Any = None
     ) -> None:
         inc = self._inc

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import logging
 import time
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 from urllib.request import getproxies
@@ -64,6 +65,7 @@ from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.hosts import THROTTLED, HostState, parse_retry_after
 from larbinscrapy.pauses import PauseFile
 from larbinscrapy.politeness import IpState, IpTable, Politeness, PolitenessProvider
+from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -100,9 +102,7 @@ class PolitenessMiddleware(PolitenessProvider):
         self.autothrottle = autothrottle
         self.pause_file = pause_file or PauseFile(None)
         self._resume_pauses()
-        from twisted.internet import reactor
-
-        self._reactor: Any = reactor  # the installed reactor (typed as the module by mypy)
+        self._reactor = installed_reactor()
         self._gauge_loop: task.LoopingCall | None = None
         self.table.add_listener(self._wake)
         crawler.signals.connect(self._open, signal=signals.spider_opened)
@@ -239,7 +239,9 @@ class PolitenessMiddleware(PolitenessProvider):
         if self.autothrottle:
             self._adapt(hs)
         retry_after = response.headers.get(b"Retry-After")
-        if response.status == 429 or (response.status == 503 and retry_after is not None):
+        if response.status == HTTPStatus.TOO_MANY_REQUESTS or (
+            response.status == HTTPStatus.SERVICE_UNAVAILABLE and retry_after is not None
+        ):
             return self._throttled(request, response, hs, retry_after)
         self.hosts.answered(hs)
         self._finished(request, failed=False, nbytes=len(response.body))

@@ -17,6 +17,7 @@ Also:
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -61,9 +62,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         url = urlparse_cached(request)
         netloc = url.netloc
         if netloc in self._parsers:
-            parser = self._parsers[netloc]
-            if not isinstance(parser, Deferred):
-                return parser
+            known = self._parsers[netloc]
+            if not isinstance(known, Deferred):
+                return known
             waiter: Deferred[RobotParser | None] = Deferred()
             self._waiters[netloc].append(waiter)
             return await maybe_deferred_to_future(waiter)
@@ -97,7 +98,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
     async def _parse(self, response: Response, request: Request) -> RobotParser | None:
         self._stats.inc_value("robotstxt/response_count")
         self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-        if response.status != 200:
+        if response.status != HTTPStatus.OK:
             return None
         parser = build_from_crawler(self._parserimpl, self.crawler, response.body)
         await self.crawler.signals.send_catch_log_async(

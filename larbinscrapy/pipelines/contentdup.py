@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 _HEADER = struct.Struct("<16sQH")  # content hash, simhash (0 = none), URL length
 _MAX_URL = 0xFFFF
 _MIN_SHINGLES = 8
+_MAX_DISTANCE = 31  # a 64-bit simhash in distance + 1 blocks: each block keeps 2 bits at least
 _TAGS = re.compile(rb"<(script|style)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.I | re.S)
 _WORDS = re.compile(rb"\w+")
 _BIT_TABLES = [bytes(b >> bit & 1 for b in range(256)) for bit in range(8)]  # byte -> its bit
@@ -97,8 +98,8 @@ class SimhashIndex:
     """Finds a kept simhash within Hamming distance k by k + 1 exact block lookups."""
 
     def __init__(self, distance: int) -> None:
-        if not 0 < distance < 32:
-            raise ValueError(f"near-dup distance must be in 1..31, got {distance}")
+        if not 0 < distance <= _MAX_DISTANCE:
+            raise ValueError(f"near-dup distance must be in 1..{_MAX_DISTANCE}, got {distance}")
         self.distance = distance
         n = distance + 1
         bounds = [64 * i // n for i in range(n + 1)]

@@ -198,7 +198,7 @@ class WarcPipeline:
         http_headers: StatusAndHeaders,
         extra: dict[str, str],
     ) -> Any:
-        if status == 304:
+        if status == HTTPStatus.NOT_MODIFIED:
             return writer.create_warc_record(
                 url, "revisit", http_headers=http_headers,
                 warc_headers_dict={**extra, "WARC-Profile": _NOT_MODIFIED_PROFILE},

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
-from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
+
+from larbinscrapy.reactor import defer_to_pool
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -95,9 +96,7 @@ class SharedSchedule:
         self._pool = ThreadPool(1, 1, name="larbin-revisit-redis")
 
     def _run(self, func: Callable[..., Any], *args: Any) -> defer.Deferred[Any]:
-        from twisted.internet import reactor
-
-        return deferToThreadPool(reactor, self._pool, func, *args)
+        return defer_to_pool(self._pool, func, *args)
 
     def open(self) -> list[Entry]:
         self._pool.start()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -229,7 +230,7 @@ class RevisitExtension:
         if entry is None:
             return self.schedule.add(new).addCallback(self._counted, "scheduled", "duplicates")
         event = "changed" if changed else "unchanged"
-        if response.status == 304:
+        if response.status == HTTPStatus.NOT_MODIFIED:
             self._inc("not_modified")
         return self.schedule.done(entry, new).addCallback(self._counted, event, "stale")
 

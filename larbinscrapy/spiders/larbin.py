@@ -250,7 +250,7 @@ class LarbinSpider(Spider):
         request = failure.request  # type: ignore[attr-defined]
         if not failure.check(IgnoreRequest):
             logger.debug("Fetch of %s failed: %s", request.url, failure.getErrorMessage())
-            self.crawler.stats.inc_value(f"larbin/failed/{failure.type.__name__}")
+            self.crawler.stats.inc_value(f"larbin/failed/{type(failure.value).__name__}")
             kind = failures.classify(failure.value)  # retries are over: the URL is dropped
             if kind is not None:
                 self.crawler.stats.inc_value(f"larbin/dropped/{kind}")

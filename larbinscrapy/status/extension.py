@@ -44,6 +44,7 @@ from larbinscrapy.status.inject import UrlInjector
 from larbinscrapy.status.probe import frontier_status
 from larbinscrapy.status.snapshot import build_status
 from larbinscrapy.status.web import StatusResource
+from larbinscrapy.urls import MAX_PORT
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -67,7 +68,8 @@ def parse_port_range(value: Any) -> list[int] | None:
         raise ValueError(f"LARBIN_HTTP_PORT must be a port or a range, got {value!r}") from None
     if ports == [0]:
         return None
-    if len(ports) not in (1, 2) or not all(0 < p < 65536 for p in ports) or ports[0] > ports[-1]:
+    if (len(ports) not in (1, 2) or not all(0 < p <= MAX_PORT for p in ports)
+            or ports[0] > ports[-1]):
         raise ValueError(f"LARBIN_HTTP_PORT must be a port or a range, got {value!r}")
     return ports
 

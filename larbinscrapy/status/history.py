@@ -14,10 +14,13 @@ PAGES = "response_received_count"
 ITEMS = "item_scraped_count"
 BYTES = "downloader/response_bytes"
 SERIES = (("pages_per_s", PAGES), ("items_per_s", ITEMS), ("bytes_per_s", BYTES))
+_PAIR = 2  # a rate is a difference: it needs two samples
 
 
 @dataclass(slots=True)
 class Sample:
+    """The counters at one moment."""
+
     t: float  # wall clock, seconds
     pages: int
     items: int
@@ -28,7 +31,7 @@ class RateHistory:
     """Counter samples, ``keep`` seconds of them; rates are differences between samples."""
 
     def __init__(self, keep: float, interval: float) -> None:
-        self.samples: deque[Sample] = deque(maxlen=max(2, int(keep / interval) + 1))
+        self.samples: deque[Sample] = deque(maxlen=max(_PAIR, int(keep / interval) + 1))
 
     def sample(self, t: float, stats: dict[str, object]) -> None:
         self.samples.append(Sample(t, _int(stats.get(PAGES)), _int(stats.get(ITEMS)),
@@ -36,7 +39,7 @@ class RateHistory:
 
     def rates(self, window: float = 10.0) -> dict[str, float]:
         """Average rates over the last ``window`` seconds (0 before two samples exist)."""
-        if len(self.samples) < 2:
+        if len(self.samples) < _PAIR:
             return {name: 0.0 for name, _ in SERIES}
         last = self.samples[-1]
         first = last

@@ -37,6 +37,8 @@ class BadPayload(ValueError):
 
 @dataclass
 class UrlBatch:
+    """A valid request body: the URLs to queue, in which tier, at which depth."""
+
     urls: list[str]
     priority: bool = False
     depth: int | None = None
@@ -44,6 +46,8 @@ class UrlBatch:
 
 @dataclass
 class Outcome:
+    """What became of each URL of a batch."""
+
     queued: list[str] = field(default_factory=list)
     seen: list[str] = field(default_factory=list)
     refused: list[dict[str, str]] = field(default_factory=list)

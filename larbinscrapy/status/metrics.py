@@ -9,14 +9,16 @@ the same document as ``/api/status``, so both always agree.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from larbinscrapy.status.snapshot import GROUPS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -1,0 +1,73 @@
+"""The installed Twisted reactor, typed for what larbinscrapy asks of it.
+
+Twisted types ``from twisted.internet import reactor`` as a zope ``Interface``, whose methods are
+declared without ``self``, so mypy misreads every call on it (``seconds()`` "does not accept
+self", ``callLater``'s delay taken for ``self``). ``installed_reactor()`` is the one place that
+imports it, and returns it as ``Reactor``, a Protocol of the calls we make; Twisted's own APIs
+want the interface, so ``defer_to_pool`` hands them the reactor itself. The import waits
+for the first call: importing the module installs the default reactor if none is, and Scrapy
+must install its own first. ``Clock`` is the part a component that only keeps time needs;
+``twisted.internet.task.Clock`` provides it too, so tests hand in a fake one.
+
+No settings, files or stats.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
+
+from twisted.internet.threads import deferToThreadPool
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from twisted.internet.base import DelayedCall
+    from twisted.internet.defer import Deferred
+    from twisted.python.threadpool import ThreadPool
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class Clock(Protocol):
+    """A reactor's time: ``seconds()`` and ``callLater()``."""
+
+    def seconds(self) -> float: ...
+
+    def callLater(
+        self, delay: float, callable: Callable[..., Any], *args: Any, **kw: Any
+    ) -> DelayedCall: ...
+
+
+class Reactor(Clock, Protocol):
+    """The reactor calls larbinscrapy makes beyond time: shutdown hooks, threads, the resolver."""
+
+    resolver: Any  # the installed name resolver (dns.py installs a PinnedResolver)
+
+    def addSystemEventTrigger(
+        self, phase: str, eventType: str, callable: Callable[..., Any], *args: Any, **kw: Any
+    ) -> Any: ...
+
+    def callFromThread(
+        self, callable: Callable[..., Any], *args: Any, **kw: Any
+    ) -> None: ...
+
+    def getThreadPool(self) -> ThreadPool: ...
+
+    def installResolver(self, resolver: Any) -> Any: ...
+
+
+def installed_reactor() -> Reactor:
+    """The reactor Scrapy installed (importing it installs the default one if none is)."""
+    from twisted.internet import reactor
+
+    return cast("Reactor", reactor)
+
+
+def defer_to_pool(
+    pool: ThreadPool, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
+) -> Deferred[_R]:
+    """Run ``fn`` in ``pool``; its result fires the Deferred in the reactor thread."""
+    from twisted.internet import reactor
+
+    return deferToThreadPool(reactor, pool, fn, *args, **kwargs)
