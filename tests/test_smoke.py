@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -25,3 +26,12 @@ def test_crawl_of_test_web_equals_ground_truth(web, tmp_path):
     truth = web.web.ground_truth(web.seeds, depth=5)
     assert crawl.fetched(web.port) == truth
     assert crawl.stats["finish_reason"] == "finished"
+
+
+def test_make_demo_crawls_the_test_web_to_its_ground_truth():
+    # `make demo` is the README's no-internet walk-through: it must end with the oracle's verdict.
+    result = subprocess.run([sys.executable, "-m", "testweb.demo"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=180, check=False,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "missing 0, unexpected 0" in result.stdout

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from testweb.harness import start_web
+from testweb.harness import pages, start_web
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,8 +36,7 @@ def main() -> int:
         started = time.monotonic()
         code = subprocess.call(cmd, cwd=ROOT)
         elapsed = time.monotonic() - started
-        fetched = {f"http://{e['host']}:{web.port}{e['path']}" for e in web.read_log()
-                   if e["path"] != "/robots.txt"}
+        fetched = pages(web.read_log(), web.port)  # robots.txt and /sitemap.xml set apart
         truth = web.web.ground_truth(web.seeds, depth=5)
     items = (out / "items.jsonl").read_text().splitlines()
     print(f"\ncrawl exit code {code} in {elapsed:.1f} s: {len(fetched)} URLs fetched, "
