@@ -321,7 +321,7 @@ def _page_file(index: int) -> str:
 
 def seen_test_rates(cache: int) -> dict[str, Any]:
     """Links/s of the gate's seen test, with and without the raw-link cache, best of 3."""
-    from larbinscrapy.seencache import url_seen_test
+    from larbinscrapy.seencache import SeenLinks
     from larbinscrapy.urls import fingerprint_url
 
     pages = synthweb_links()
@@ -340,13 +340,13 @@ def seen_test_rates(cache: int) -> dict[str, Any]:
                     return fingerprint_url(url)
 
                 # the counting wrapper is only for the hit rate; the timed run uses the real one
-                probe = url_seen_test(df.seen_fingerprint, fingerprint, size)
+                probe = SeenLinks(df.seen_fingerprint, fingerprint, size)
                 for page in stream:
                     for url in page:
                         probe(url)
                 calls = count[0]
                 df = BitmapDupeFilter(mode="scalable", capacity=10_000_000, error_rate=RATE)
-                seen = url_seen_test(df.seen_fingerprint, fingerprint_url, size)
+                seen = SeenLinks(df.seen_fingerprint, fingerprint_url, size)
                 n = 0
                 gc.disable()
                 started = time.perf_counter()

@@ -2,20 +2,24 @@
 
 Pure: no Scrapy. Most links of a page were on earlier pages too (navigation, headers, footers),
 and they come back as the very same absolute strings. Canonicalising and hashing a link costs
-~1.1 µs, more than the Bloom test behind it (``benchmarks/bench_dupefilter.py``); a lookup of the
-raw string in a Python set costs ~0.05 µs. So the gate first asks the cache, and only a link it
-has not met recently is fingerprinted and tested in the seen-set (BUbiNG keeps a URL cache in
-front of its sieve for the same reason).
+~1.1 µs, more than the Bloom test behind it (``benchmarks/bench_dupefilter.py``), and the link
+filters before it ~2.5 µs; a lookup of the raw string in a dict costs ~0.05 µs. So the gate
+first asks the cache (``known``), and only a link it has not met recently goes through the
+filters, is fingerprinted and tested in the seen-set (``seen``). BUbiNG keeps a URL cache in
+front of its sieve for the same reason.
 
 Sound because every larbinscrapy seen-set is monotone: once ``seen_fingerprint(fp)`` has run,
 every later call for ``fp`` answers True (bits are never cleared while a crawl runs). A string
 in the cache had its fingerprint tested before in this process, so the seen-set would answer
-True: the cache answers exactly what the seen-set would, only sooner.
+True: the cache answers exactly what the seen-set would, only sooner. The gate calls ``seen``
+only for links that passed its URL filters, so a cached string also passed every filter that
+depends on the URL alone; what depends on the linking page (external links, depth in the site)
+the gate still checks on a hit, with the host the cache keeps for it.
 
 Memory is bounded: two generations of at most ``size`` strings each; when the young one is full
 it becomes the old one and the former old one is dropped, and a hit in the old generation moves
 the string to the young one (a cheap approximation of an LRU). With ``size`` = 32,768 links of
-~80 characters that is ~9 MB at most. ``size`` 0 turns the cache off.
+~80 characters and their hosts that is ~13 MB at most. ``size`` 0 turns the cache off.
 """
 
 from __future__ import annotations
@@ -26,32 +30,54 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 
-def url_seen_test(
-    seen_fingerprint: Callable[[bytes], bool],
-    fingerprint_url: Callable[[str], bytes],
-    size: int,
-) -> Callable[[str], bool]:
-    """A function ``seen(url)``: True if the link was seen, else it is marked seen now."""
-    if size < 0:
-        raise ValueError(f"LARBIN_DUPEFILTER_URL_CACHE must be >= 0, got {size!r}")
-    if size == 0:
+class SeenLinks:
+    """``known(url)`` then ``seen(url, host)``: the gate's seen test, see the module docstring."""
 
-        def seen_uncached(url: str) -> bool:
-            return seen_fingerprint(fingerprint_url(url))
+    __slots__ = ("_fingerprint_url", "_old", "_seen_fingerprint", "_young", "size")
 
-        return seen_uncached
+    def __init__(
+        self,
+        seen_fingerprint: Callable[[bytes], bool],
+        fingerprint_url: Callable[[str], bytes],
+        size: int,
+    ) -> None:
+        if size < 0:
+            raise ValueError(f"LARBIN_DUPEFILTER_URL_CACHE must be >= 0, got {size!r}")
+        self._seen_fingerprint = seen_fingerprint
+        self._fingerprint_url = fingerprint_url
+        self.size = size
+        self._young: dict[str, str] = {}  # raw link -> its host
+        self._old: dict[str, str] = {}
 
-    young: set[str] = set()
-    old: set[str] = set()
+    def known(self, url: str) -> str | None:
+        """The host of ``url`` if this very string went through ``seen`` recently, else None.
 
-    def seen(url: str) -> bool:
-        nonlocal young, old
-        if url in young:
-            return True
-        answer = url in old or seen_fingerprint(fingerprint_url(url))
-        young.add(url)
-        if len(young) >= size:
-            old, young = young, set()
+        A known link is seen: the seen-set would answer True for it.
+        """
+        host = self._young.get(url)
+        if host is None and self._old:
+            host = self._old.get(url)
+            if host is not None:
+                self._remember(url, host)
+        return host
+
+    def seen(self, url: str, host: str) -> bool:
+        """True if ``url`` was seen; else it is marked seen now. Only for filtered links."""
+        answer = self._seen_fingerprint(self._fingerprint_url(url))
+        if self.size:
+            self._remember(url, host)
         return answer
 
-    return seen
+    def __call__(self, url: str, host: str = "") -> bool:
+        """``known`` or ``seen``, for a caller with no filter to run in between."""
+        return self.known(url) is not None or self.seen(url, host)
+
+    def __len__(self) -> int:
+        """How many links the cache holds now (at most 2 x ``size``)."""
+        return len(self._young) + len(self._old)
+
+    def _remember(self, url: str, host: str) -> None:
+        young = self._young
+        young[url] = host
+        if len(young) >= self.size:
+            self._old, self._young = young, {}

@@ -138,12 +138,25 @@ class UrlFilter:
             return CGI
         if self.domains and not self._in_domains(host):
             return DOMAIN
+        reason = self.context_reason(host, site_depth, source_host)
+        if reason is not None:
+            return reason
+        if self.max_path_segments or self.max_path_repeats:
+            return self._path_reason(url)
+        return None
+
+    def context_reason(
+        self, host: str, site_depth: int = 0, source_host: str | None = None
+    ) -> str | None:
+        """The part of ``reason()`` that depends on the linking page, not on the URL alone.
+
+        The link gate asks only this for a link string that passed ``reason()`` before (its
+        raw-link cache): the other tests would answer as they did then.
+        """
         if source_host is not None and not self.external and host != source_host:
             return EXTERNAL
         if self.max_depth is not None and site_depth > self.max_depth:
             return DEPTH
-        if self.max_path_segments or self.max_path_repeats:
-            return self._path_reason(url)
         return None
 
     def _path_reason(self, url: str) -> str | None:

@@ -30,7 +30,7 @@ from larbinscrapy.dupefilter import (
     CorruptSnapshotError,
     SnapshotMismatchError,
 )
-from larbinscrapy.seencache import url_seen_test
+from larbinscrapy.seencache import SeenLinks
 from larbinscrapy.urls import CanonicalUrlFingerprinter, fingerprint_url
 from settings import base
 from tests.conftest import ROOT, settings_of
@@ -296,24 +296,22 @@ def test_url_cache_answers_exactly_what_the_seen_set_answers() -> None:
             count += 1
             return fingerprint_url(url)
 
-        seen = url_seen_test(df.seen_fingerprint, counted, size)
+        seen = SeenLinks(df.seen_fingerprint, counted, size)
         answers[size] = [seen(url) for url in stream]
         calls[size] = count
     assert answers[256] == answers[0]
     assert calls[0] == len(stream)
     assert calls[256] < len(stream) / 4
     with pytest.raises(ValueError, match="LARBIN_DUPEFILTER_URL_CACHE"):
-        url_seen_test(make_chain().seen_fingerprint, fingerprint_url, -1)
+        SeenLinks(make_chain().seen_fingerprint, fingerprint_url, -1)
 
 
 def test_url_cache_is_bounded() -> None:
     df = make_chain(capacity=500, error_rate=1e-9)  # no false positive among 1,000 links
-    seen = url_seen_test(df.seen_fingerprint, fingerprint_url, 100)
+    seen = SeenLinks(df.seen_fingerprint, fingerprint_url, 100)
     for i in range(1000):
         assert seen(f"http://a.test/{i}") is False
-    cells = seen.__closure__ or ()
-    held = sum(len(c.cell_contents) for c in cells if isinstance(c.cell_contents, set))
-    assert held <= 200
+    assert len(seen) <= 200
     assert seen("http://a.test/5") is True  # rotated out of the cache: the seen-set answers
 
 

@@ -22,6 +22,7 @@ from scrapy import Request
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
+from larbinscrapy import meta as M
 from larbinscrapy.dupefilter import BitmapDupeFilter
 from larbinscrapy.links import extract
 from larbinscrapy.middlewares.filters import LinkGateMiddleware
@@ -214,3 +215,47 @@ def test_valid_links_survive_among_hostile_ones(good, bad):
     middleware, _ = gate()
     admitted = {canonicalize(r.url) for r in middleware.admit(page_response(), page.links)}
     assert {canonicalize(u) for u in good} <= admitted
+
+
+# -- the raw-link cache (issue #18): a known link skips the URL-only filters ---------------------
+_CACHE_HOSTS = st.sampled_from(["h.test", "o.test", "x.test:8080"])
+_CACHE_PATHS = st.sampled_from(
+    ["a.html", "b.html", "c.pdf", "d?x=1", "e/e/e/e/e/e.html", "f/g/h/i/j/k/l/m/n/o/p.html",
+     "q%zz", "r.html#top"]
+)
+_cache_links = st.builds(lambda scheme, host, path: f"{scheme}://{host}/{path}",
+                         st.sampled_from(["http", "https", "ftp"]), _CACHE_HOSTS, _CACHE_PATHS)
+_cache_pages = st.lists(st.tuples(_CACHE_HOSTS, st.integers(0, 4), st.lists(_cache_links,
+                                                                             max_size=10)),
+                        min_size=1, max_size=15)
+
+
+def _crawl_pages(cache: int, pages, **overrides) -> tuple[list[list[str]], dict]:
+    middleware, stats = gate(LARBIN_DUPEFILTER_URL_CACHE=cache, **overrides)
+    admitted = []
+    for host, site_depth, links in pages:
+        url = f"http://{host}/page.html"
+        response = HtmlResponse(url, body=b"", request=Request(
+            url, meta={"depth": site_depth, M.SITE_DEPTH: site_depth}))
+        admitted.append([r.url for r in middleware.admit(response, links)])
+    counts = {k: v for k, v in stats.get_stats().items() if k.startswith("larbin/")}
+    return admitted, counts
+
+
+@HYPOTHESIS
+@given(_cache_pages, st.booleans())
+def test_the_raw_link_cache_admits_and_counts_what_the_filters_would(pages, external):
+    # cache 0 runs every filter on every link; a 3-link cache rotates within one example, and
+    # links come back from pages of other hosts (external) and deeper in their site (depth)
+    settings = {"LARBIN_EXTERNAL": external, "LARBIN_DEPTH": 2, "LARBIN_MAX_PATH_REPEATS": 2,
+                "LARBIN_MAX_PATH_SEGMENTS": 8}
+    assert _crawl_pages(3, pages, **settings) == _crawl_pages(0, pages, **settings)
+
+
+def test_a_known_link_from_another_host_is_still_external():
+    link = "http://h.test/a.html"
+    pages = [("h.test", 0, [link]), ("o.test", 0, [link]), ("h.test", 2, [link])]
+    admitted, counts = _crawl_pages(32, pages, LARBIN_EXTERNAL=False, LARBIN_DEPTH=2)
+    assert admitted == [[link], [], []]
+    assert counts["larbin/filtered/external"] == 1  # not "seen": o.test may not link out
+    assert counts["larbin/filtered/depth"] == 1  # depth 3 in h.test

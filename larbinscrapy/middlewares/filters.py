@@ -31,7 +31,7 @@ from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.items import PageItem
 from larbinscrapy.middlewares.folded import chainless_referer
-from larbinscrapy.seencache import url_seen_test
+from larbinscrapy.seencache import SeenLinks
 from larbinscrapy.traps import TrapGuard
 from larbinscrapy.urlfilter import DEPTH, INVALID, UrlFilter
 from larbinscrapy.urls import host_of
@@ -64,7 +64,7 @@ class LinkGateMiddleware:
         self.url_filter = url_filter  # the spider's own filter replaces it at spider_opened
         self._trap = traps.reason if traps is not None and traps.enabled else None
         self._fingerprint_url = getattr(crawler.request_fingerprinter, "fingerprint_url", None)
-        self._seen: Any = None
+        self._seen: SeenLinks | None = None
         self._count_seen: Any = None
         self._referer: Any = None  # GateRefererMiddleware: sets Referer on what we let through
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
@@ -89,7 +89,7 @@ class LinkGateMiddleware:
         df = getattr(self.crawler.engine.scheduler, "df", None)
         seen = getattr(df, "seen_fingerprint", None)
         if seen is not None and self._fingerprint_url is not None:
-            self._seen = url_seen_test(seen, self._fingerprint_url, self.url_cache)
+            self._seen = SeenLinks(seen, self._fingerprint_url, self.url_cache)
             self._count_seen = getattr(df, "count_filtered", None)
         else:
             logger.info(
@@ -202,8 +202,10 @@ class LinkGateMiddleware:
         referer = response.url
         errback = getattr(self.crawler.spider, "on_error", None)
         parent = {M.PARENT: meta[M.RID]} if M.RID in meta else {}
-        reason_of, trap = self.url_filter.reason, self._trap
-        seen = self._seen  # url -> seen? (raw-link cache, fingerprint, seen-set)
+        url_filter, trap = self.url_filter, self._trap
+        reason_of, context_reason_of = url_filter.reason, url_filter.context_reason
+        links_seen = self._seen  # raw-link cache, then fingerprint and seen-set
+        known = links_seen.known if links_seen is not None and links_seen.size else None
         referer_mw = self._referer
         filtered: Counter[str] = Counter()
         n_seen = 0
@@ -212,14 +214,26 @@ class LinkGateMiddleware:
                 if type(url) is not str:  # a user's item may carry anything: never a traceback
                     filtered[INVALID] += 1
                     continue
+                if known is not None:
+                    # A link string met recently passed the URL-only filters and is seen:
+                    # only what depends on this page can still give another reason.
+                    host = known(url)
+                    if host is not None:
+                        site_depth = parent_depth + 1 if host == source else 0
+                        reason = context_reason_of(host, site_depth, source)
+                        if reason is not None:
+                            filtered[reason] += 1
+                        else:
+                            n_seen += 1
+                        continue
                 host = host_of(url)
                 site_depth = parent_depth + 1 if host == source else 0
                 reason = reason_of(url, host, site_depth, source)
                 if reason is not None:
                     filtered[reason] += 1
                     continue
-                if seen is not None:
-                    if seen(url):
+                if links_seen is not None:
+                    if links_seen.seen(url, host):
                         n_seen += 1
                         continue
                     admitted = {M.ADMITTED: url}
