@@ -70,7 +70,8 @@ class PageDeadlineHandler:
         self.stats = crawler.stats
         self._pages: dict[Request, _PageClock] = {}
         self._reactor = installed_reactor()
-        crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
+        self._signals = crawler.signals
+        self._counting = False  # bytes_received connected: on the first download, see below
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PageDeadlineHandler:
@@ -85,6 +86,11 @@ class PageDeadlineHandler:
         )
 
     async def download_request(self, request: Request) -> Response:
+        if not self._counting:
+            # Scrapy builds one handler per scheme (http, https): only one that downloads
+            # listens, since every receiver costs a call per chunk of every page.
+            self._counting = True
+            self._signals.connect(self._bytes_received, signal=signals.bytes_received)
         meta = request.meta
         base = float(meta.get("download_timeout") or self.base)
         maxsize = max(int(meta.get("download_maxsize") or 0), self.maxsize)
