@@ -199,6 +199,7 @@ LARBIN_REDIS_DUPEFILTER_KEY = "%(spider)s:seen"  # the seen-URL bit string (spli
 LARBIN_REDIS_CONTENTDUP_KEY = "%(spider)s:contentdup"  # hash: content hash -> first URL
 LARBIN_LEASE_TIMEOUT = 60.0  # seconds without a heartbeat before a worker's leased requests go back to the queue
 LARBIN_IDLE_BEFORE_CLOSE = 5.0  # seconds the shared frontier must stay empty with nothing leased before a worker closes
+LARBIN_REDIS_OUTAGE_TIMEOUT = 30.0  # seconds Redis may stay unreachable mid-crawl before a worker stops (exit 1); 0: wait for ever
 LARBIN_KEEP_ALIVE = False  # True: never close on an empty frontier, wait for new seeds (scrapy-redis's habit)
 LARBIN_ALLOW_NO_SEEDS = False  # start without seeds (distributed workers take them from Redis)
 REDIS_URL = "redis://127.0.0.1:6379/0"  # scrapy-redis's connection setting (REDIS_PARAMS adds client options)

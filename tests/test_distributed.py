@@ -6,6 +6,7 @@ test's temp dir; these tests are never skipped (``make test`` installs redis-ser
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -265,3 +266,33 @@ def test_idle_rule_closes_only_after_the_frontier_stayed_empty():
     assert rule.may_close(empty, False, 11.0) is None
     assert rule.may_close(empty, False, 11.9) is None
     assert rule.may_close(empty, False, 12.0) is True
+
+
+def test_a_worker_whose_redis_goes_away_stops_with_one_line(web, tmp_path, redis_url):
+    """Redis shut down mid-crawl: the worker ends (exit 1) once the outage has lasted
+    LARBIN_REDIS_OUTAGE_TIMEOUT, saying so in one line, not one error line per Redis job.
+    Everything stays in Redis: its leases come back to the workers of the next run."""
+    client = redis.Redis.from_url(redis_url)
+    worker = _start_worker(web, tmp_path / "w", redis_url, *seeds_args(web.seeds),
+                           LARBIN_REDIS_OUTAGE_TIMEOUT=2)
+    start = len(web.read_log())
+    deadline = time.monotonic() + 60
+    while len(pages(web.read_log()[start:], web.port)) < 5:
+        assert time.monotonic() < deadline, "the worker fetched nothing"
+        assert worker.poll() is None, (tmp_path / "w" / "stderr.log").read_text()[-3000:]
+        time.sleep(0.2)
+    with contextlib.suppress(redis.ConnectionError):  # it closes the connection as it exits
+        client.shutdown(nosave=True)
+    gone = time.monotonic()
+    _wait([worker], timeout=45)
+    took = time.monotonic() - gone
+    log = (tmp_path / "w" / "stderr.log").read_text()
+    assert worker.returncode == 1, log[-3000:]
+    assert took < 30, took
+    assert "Traceback" not in log, log[-3000:]
+    stopped = [line for line in log.splitlines() if "larbin: Redis at" in line]
+    assert len(stopped) == 1, log[-3000:]
+    assert "unreachable for" in stopped[0] and redis_url in stopped[0]
+    failed = [line for line in log.splitlines() if " failed: " in line and "Redis" in line]
+    assert len(failed) <= 1, failed  # the first failure of the outage, then only counts
+    assert "'finish_reason': 'redis_unreachable'" in log

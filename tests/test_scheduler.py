@@ -30,6 +30,7 @@ from scrapy.utils.test import get_crawler
 
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
+from larbinscrapy.distributed.jobs import RedisJobs
 from larbinscrapy.distributed.scheduler import RedisScheduler
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.scheduler import LarbinScheduler
@@ -37,7 +38,7 @@ from larbinscrapy.frontier.segfile import frames
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import READY, IpRing, Overflow, Site
 from settings import base, distributed
-from tests.conftest import ManualClock, ip_table, redis_server, settings_of
+from tests.conftest import CountingStats, ManualClock, ip_table, redis_server, settings_of
 
 if TYPE_CHECKING:
     from twisted.internet import defer
@@ -552,3 +553,70 @@ def test_ring_forgets_a_dead_ip():
     assert ring.dead_ip_sites(st.ip) == [site]
     ring.site_emptied(site)
     assert ring.next_wakeup() is None
+
+
+# -- the Redis thread's outage rule (distributed/jobs.py) ----------------------------------------
+def _closed_port_client() -> redis.Redis:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: every round trip is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1,
+                       retry=Retry(NoBackoff(), 0))
+
+
+def test_redis_outage_is_one_line_then_counts_and_its_end_is_logged(caplog):
+    stats, outages = CountingStats(), []
+    jobs = RedisJobs(outage_timeout=60, on_outage=outages.append, stats=stats)
+    jobs.start()
+    try:
+        client = _closed_port_client()
+        for _ in range(5):
+            wait_for(jobs.submit("ping", client.ping))
+        assert stats.values["larbin/redis/failed"] == 5
+        failed = [r for r in caplog.records if "Redis ping failed" in r.getMessage()]
+        assert len(failed) == 1 and failed[0].exc_info is None  # an outage, not a bug
+        wait_for(jobs.submit("ping", lambda: True))  # Redis (any job) answers again
+        assert any("Redis answers again" in r.getMessage() for r in caplog.records)
+        assert outages == []
+    finally:
+        jobs.stop()
+
+
+def test_redis_outage_past_its_timeout_is_reported_once():
+    outages: list[str] = []
+    jobs = RedisJobs(outage_timeout=0.3, on_outage=outages.append, stats=CountingStats())
+    jobs.start()
+    try:
+        client = _closed_port_client()
+        deadline = time.monotonic() + 10
+        while not outages and time.monotonic() < deadline:
+            wait_for(jobs.submit("ping", client.ping))
+        wait_for(jobs.submit("ping", client.ping))  # still down: not reported again
+        assert len(outages) == 1 and outages[0].startswith("unreachable for"), outages
+    finally:
+        jobs.stop()
+
+
+def test_redis_jobs_without_any_answer_are_an_outage_too():
+    import threading
+
+    outages: list[str] = []
+    jobs = RedisJobs(outage_timeout=0.3, on_outage=outages.append, stats=CountingStats())
+    jobs.start()
+    answer = threading.Event()  # a Redis that accepts the connection and never answers
+    try:
+        d = jobs.submit("pop", answer.wait, 10)
+        jobs.check()
+        assert outages == []  # not yet
+        run_reactor(0.4)
+        jobs.check()
+        assert len(outages) == 1 and outages[0].endswith("(no answer)"), outages
+    finally:
+        answer.set()
+        wait_for(d)
+        jobs.stop()

@@ -5,7 +5,8 @@ collapsed, xxh3_128), kept in one Redis hash ``LARBIN_REDIS_CONTENTDUP_KEY`` (co
 first URL) with ``HSETNX``: one atomic round trip per page decides which worker's page is the
 first. A page fetched again after a crash (its lease was reaped) finds its own URL there and is
 kept. Near duplicates (``LARBIN_NEAR_DUP_DISTANCE``) are not shared: a warning says so.
-Memory: ~16 bytes of hash + the URL + ~60 bytes of Redis overhead a page.
+Memory: ~16 bytes of hash + the URL + ~60 bytes of Redis overhead a page. While Redis cannot
+be reached, pages are kept unchecked (``larbin/contentdup/unchecked``).
 
 ``process_item`` is a coroutine: the round trip runs in the pipeline's own small thread pool
 (started in ``open_spider``, stopped in ``close_spider``), never in the reactor thread.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, cast
 
+import redis
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy_redis.connection import get_redis_from_settings
@@ -40,6 +42,7 @@ class RedisContentDupPipeline:
         self.key = key
         self.stats = stats
         self._logged_drop = False
+        self._logged_unchecked = False
         self._pool = ThreadPool(1, 4, name="larbin-contentdup")
 
     @classmethod
@@ -83,8 +86,18 @@ class RedisContentDupPipeline:
             self._inc("empty")
             return item
         url = item.get("url") or ""
-        first = await maybe_deferred_to_future(
-            defer_to_pool(self._pool, self.first_url, digest, url))
+        try:
+            first = await maybe_deferred_to_future(
+                defer_to_pool(self._pool, self.first_url, digest, url))
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            # Redis away: keep the page (a copy kept beats a page lost); the scheduler's
+            # outage rule decides whether the worker stops
+            self._inc("unchecked")
+            if not self._logged_unchecked:
+                self._logged_unchecked = True
+                logger.warning("Keeping %s unchecked for duplicate content: Redis: %s (further "
+                               "ones are counted in larbin/contentdup/unchecked)", url, exc)
+            return item
         if first is None or first == url:  # first == url: the same page fetched again (a
             self._inc("unique")  # re-leased request): keep it
             return item

@@ -105,6 +105,7 @@ class RedisScheduler(FrontierScheduler):
         idle_before_close: float,
         keep_alive: bool,
         persist: bool,
+        outage_timeout: float,
         max_per_site: int,
         loaded_sites: int,
         priority_extensions: frozenset[str],
@@ -137,7 +138,8 @@ class RedisScheduler(FrontierScheduler):
         self._ticks = 0
         self._pop_seq = 0
         self._tick_seq = 0
-        self.jobs = RedisJobs()
+        self.jobs = RedisJobs(outage_timeout=outage_timeout, on_outage=self._outage,
+                              stats=crawler.stats)
         self._popping = False
         self._admitting = 0
         self._ticking = False
@@ -167,6 +169,7 @@ class RedisScheduler(FrontierScheduler):
             idle_before_close=s.getfloat("LARBIN_IDLE_BEFORE_CLOSE"),
             keep_alive=s.getbool("LARBIN_KEEP_ALIVE"),
             persist=s.getbool("SCHEDULER_PERSIST"),
+            outage_timeout=s.getfloat("LARBIN_REDIS_OUTAGE_TIMEOUT"),
             **common,
         )
 
@@ -202,6 +205,13 @@ class RedisScheduler(FrontierScheduler):
         fatal.stop(self.crawler, fatal.REDIS_UNREACHABLE,
                    f"cannot reach Redis at {self.redis_where}: {failure.getErrorMessage()}")
 
+    def _outage(self, detail: str) -> None:
+        """Redis stayed away (``RedisJobs``): stop, one line; its state waits in Redis."""
+        self._unreachable = True
+        fatal.stop(self.crawler, fatal.REDIS_UNREACHABLE,
+                   f"Redis at {self.redis_where} {detail}: stopping this worker; what it had "
+                   f"leased goes back to the queue in Redis (LARBIN_LEASE_TIMEOUT)")
+
     def _joined(self, result: tuple[tuple[int, int], dict[str, int]]) -> None:
         reaped, status = result
         self._heartbeat_done(reaped)
@@ -218,7 +228,7 @@ class RedisScheduler(FrontierScheduler):
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._cancel_wakeup()
-        if self._unreachable:  # it never joined: nothing to hand back, no Redis to tell
+        if self._unreachable:  # never joined, or Redis went away: no Redis to tell
             self.jobs.stop()
             return defer.succeed(None)
         self.flush()
@@ -412,6 +422,7 @@ class RedisScheduler(FrontierScheduler):
     # -- seeds, heartbeat, ending ----------------------------------------------------------
     def _tick(self) -> None:
         self._ticks += 1
+        self.jobs.check()
         self.flush()
         if not self._ticking:  # one tick job at a time: a slow Redis does not pile them up
             self._ticking = True
