@@ -16,6 +16,7 @@ Settings read here for both: ``DUPEFILTER_CLASS``, ``LARBIN_MAX_URLS_PER_SITE``,
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,9 @@ if TYPE_CHECKING:
     from twisted.internet.base import DelayedCall
 
 
-class FrontierScheduler:
-    """Base of ``LarbinScheduler`` and ``RedisScheduler``; subclasses implement ``_enqueue``."""
+class FrontierScheduler(ABC):
+    """Base of ``LarbinScheduler`` and ``RedisScheduler``; they implement ``_enqueue`` (where a
+    request is queued) and ``_page_complete`` (how a page's record is acknowledged)."""
 
     PRIORITY_TIER: int  # the subclass's index of larbin's priority tier...
     NORMAL_TIER: int  # ...and of the normal one
@@ -120,12 +122,12 @@ class FrontierScheduler:
             if parent is not None:
                 self.pending.child_enqueued(parent)
 
+    @abstractmethod
     def _enqueue(self, request: Request, previous: Any, *, seen_test: bool) -> bool:
         """Queue ``request``; ``previous`` is the record it replaces (to acknowledge), if any.
 
         ``seen_test`` False: queue it whatever the seen-set says (``dont_filter``, requeued).
         """
-        raise NotImplementedError
 
     def _encode(self, request: Request) -> bytes | None:
         """The request's frontier record, or None: kept in memory, it cannot be serialised."""
@@ -162,9 +164,9 @@ class FrontierScheduler:
         if rid is not None:
             self.pending.page_done(rid, children)
 
+    @abstractmethod
     def _page_complete(self, rid: Any) -> None:
         """Every child of the page ``rid`` is queued: acknowledge its record."""
-        raise NotImplementedError
 
     # -- waking the engine -----------------------------------------------------------------
     def _engine(self) -> Any:
