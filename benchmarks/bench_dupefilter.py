@@ -308,15 +308,9 @@ def synthweb_links(hosts: int = 20, pages: int = 200) -> list[list[str]]:
         out = []
         for index in range(pages):  # breadth first: page i of every host, then page i + 1
             for host in web.hostnames:
-                path = web.dir / host.split(".")[0] / _page_file(index)
-                out.append(links.extract(path.read_bytes(), web.url(host, index)).links)
+                body = web.file_of(host, index).read_bytes()
+                out.append(links.extract(body, web.url(host, index)).links)
     return out
-
-
-def _page_file(index: int) -> str:
-    from benchmarks.synthweb import _file_of
-
-    return _file_of(index)
 
 
 def seen_test_rates(cache: int) -> dict[str, Any]:

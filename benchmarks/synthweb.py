@@ -177,6 +177,10 @@ class SynthWeb:
     def access_log(self) -> Path:
         return self.dir / "access.log"
 
+    def file_of(self, host: str, index: int) -> Path:
+        """The file of page ``index`` of ``host`` (after ``generate``)."""
+        return self.dir / self._dirs[host] / _file_of(index)
+
     def url(self, host: str, index: int) -> str:
         return f"http://{host}:{self.port}{page_path(index)}"
 
