@@ -102,3 +102,13 @@ def test_every_peer_has_a_command(web, tmp_path, monkeypatch):
                                              one_page)
             assert cmd and cwd.exists()
     assert (tmp_path / "seeds.txt").read_text().split() == web.seeds
+
+
+def test_the_seen_test_benchmark_reads_every_page_of_the_web():
+    # bench_dupefilter's gate stream: every page's links, in crawl order (it once read the
+    # web's files under the wrong directory and failed on the first page)
+    from benchmarks.bench_dupefilter import synthweb_links
+
+    stream = synthweb_links(hosts=2, pages=5)
+    assert len(stream) == 10
+    assert all(stream) and all(u.startswith("http://127.0.2.") for p in stream for u in p)
