@@ -17,6 +17,7 @@ installed is reported ``absent`` and the others are still measured.
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -56,6 +57,26 @@ def missing(crawler: str) -> str | None:
     return None
 
 
+def _checkout(crawler: str) -> Path:
+    """The repository a larbinscrapy peer runs from."""
+    return REPO if crawler == "larbin" else Path(os.environ[BASELINE_ENV]).resolve()
+
+
+def compile_bytecode(crawler: str) -> None:
+    """Write the ``.pyc`` files of a larbinscrapy peer's checkout before it is measured.
+
+    An installed package has them (pip compiles it). A checkout run with
+    ``PYTHONDONTWRITEBYTECODE=1``, or edited since its last run, compiles every changed module
+    again at each start instead: measured 0.12 s of a 0.59 s one-page crawl, charged to
+    whichever checkout was edited last.
+    """
+    if crawler not in ("larbin", "baseline") or missing(crawler):
+        return
+    repo = _checkout(crawler)
+    for package in ("larbinscrapy", "settings"):
+        compileall.compile_dir(repo / package, quiet=1)
+
+
 def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: float,
             per_domain: int | None, concurrent: int | None, one_page: bool = False,
             extra: tuple[str, ...] = ()) -> tuple[list[str], Path, dict[str, str]]:
@@ -88,7 +109,7 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
         return _wget(web, work, items, seeds, delay, one_page), work, env
     if crawler not in ("larbin", "baseline"):
         raise ValueError(f"unknown crawler {crawler!r}: choose from {', '.join(CRAWLERS)}")
-    repo = REPO if crawler == "larbin" else Path(os.environ[BASELINE_ENV]).resolve()
+    repo = _checkout(crawler)
     env["PYTHONPATH"] = str(repo)  # that checkout only: never the other one's modules
     if not (repo / "scrapy.cfg").exists():
         env["SCRAPY_SETTINGS_MODULE"] = "settings.base"

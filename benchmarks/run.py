@@ -595,6 +595,8 @@ def main(argv: list[str] | None = None) -> int:
             crawlers.insert(crawlers.index("larbin") if "larbin" in crawlers else 0, "baseline")
     elif "baseline" in crawlers and not os.environ.get(peers.BASELINE_ENV):
         crawlers.remove("baseline")
+    for crawler in crawlers:
+        peers.compile_bytecode(crawler)
     q = args.quick
     reps = args.reps or (1 if q else 3)
     cpu = Scenario("cpu", args.hosts or (10 if q else 20), args.pages or (40 if q else 100),

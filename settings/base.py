@@ -86,14 +86,16 @@ DOWNLOADER_MIDDLEWARES = {
     # LARBIN_REVISIT: conditional GET on revisits; below retry/redirect, so it sees final outcomes
     "larbinscrapy.revisit.middleware.ConditionalGetMiddleware": 540,
 }
-# Scrapy's base lists less two components that are off by default and cost start-up only to be
+# Scrapy's base lists less three components that are off by default and cost start-up only to be
 # imported (Scrapy imports every key of these dicts, even one set to None): the remote-control
-# extension (aiohttp, ~120 ms; REMOTE_CONTROL_ENABLED is off) and the cookies middleware
-# (tldextract, ~45 ms; COOKIES_ENABLED is off), which larbinscrapy's shim imports only if
-# COOKIES_ENABLED is turned on.
-EXTENSIONS_BASE = {  # Scrapy's, without RemoteControl (to use it: add it to EXTENSIONS and set REMOTE_CONTROL_ENABLED)
-    k: v for k, v in scrapy_defaults.EXTENSIONS_BASE.items()
-    if k != "scrapy.extensions.remote_control.RemoteControl"
+# extension (aiohttp, ~120 ms; REMOTE_CONTROL_ENABLED is off), the cookies middleware
+# (tldextract, ~45 ms; COOKIES_ENABLED is off) and the telnet console (twisted.conch, ~2 ms;
+# TELNETCONSOLE_ENABLED is off); larbinscrapy's shims import the last two only when turned on.
+EXTENSIONS_BASE = {  # Scrapy's, without RemoteControl (to use it: add it to EXTENSIONS and set REMOTE_CONTROL_ENABLED), its TelnetConsole built only when TELNETCONSOLE_ENABLED
+    **{k: v for k, v in scrapy_defaults.EXTENSIONS_BASE.items()
+       if k not in ("scrapy.extensions.remote_control.RemoteControl",
+                    "scrapy.extensions.telnet.TelnetConsole")},
+    "larbinscrapy.optional.TelnetConsole": 0,
 }
 DOWNLOADER_MIDDLEWARES_BASE = {  # Scrapy's, its CookiesMiddleware built only when COOKIES_ENABLED
     **{k: v for k, v in scrapy_defaults.DOWNLOADER_MIDDLEWARES_BASE.items()
@@ -109,7 +111,6 @@ ITEM_PIPELINES = {
     "larbinscrapy.pipelines.sqlite_example.SQLitePipeline": 500,  # LARBIN_SQLITE_PATH (docs/pipelines.md)
 }
 EXTENSIONS = {
-    "scrapy.extensions.telnet.TelnetConsole": None,
     "larbinscrapy.jobdir.JobDirCheck": -1,  # before Scrapy's SpiderState creates JOBDIR: one clear line
     "scrapy.extensions.spiderstate.SpiderState": None,  # truncates spider.state before writing it
     "larbinscrapy.jobdir.AtomicSpiderState": 0,
@@ -119,6 +120,7 @@ EXTENSIONS = {
     "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
     "larbinscrapy.status.logline.CrawlLogLine": 0,  # every LOGSTATS_INTERVAL: rates, queues, IPs
     "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_HTTP_*)
+    "larbinscrapy.gcfreeze.StartupFreeze": 1000,  # LARBIN_GC_FREEZE: start-up objects out of the collector's way
 }
 ADDONS = {"larbinscrapy.larbinconf.LarbinConfAddon": 0}  # reads LARBIN_CONF (larbin.conf)
 COMMANDS_MODULE = "larbinscrapy.commands"  # scrapy addurls; scrapy crawl exits 1 when a crawl stops on a fatal error
@@ -206,6 +208,9 @@ REDIS_URL = "redis://127.0.0.1:6379/0"  # scrapy-redis's connection setting (RED
 REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list workers read seeds from: redis-cli lpush larbin:start_urls URL
 REDIS_START_URLS_BATCH_SIZE = 100  # seeds taken from that list per read (every 0.25 s)
 SCHEDULER_PERSIST = True  # keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)
+
+# --- Start-up (larbinscrapy/gcfreeze.py) ----------------------------------------------------
+LARBIN_GC_FREEZE = True  # gc.freeze() at engine start: full collections skip the ~75k objects built before it
 
 # --- Status -------------------------------------------------------------------------------
 LARBIN_STATS_FILE = ""  # write the crawl's stats as JSON here (larbin's status page); empty = off

@@ -5,7 +5,8 @@ off by default must defer its heavy dependencies until its setting turns it on (
 fifth of larbinscrapy's CPU on the benchmark's small web was start-up). Each test runs a real
 ``scrapy crawl larbin`` of the test web, closed after its first page, under a wrapper that
 writes the process's ``sys.modules`` at exit; the same crawl with the features on shows the
-check can fail and that each feature still loads and works when asked for.
+check can fail and that each feature still loads and works when asked for. The default crawl
+also freezes its start-up objects (``LARBIN_GC_FREEZE``, ``larbinscrapy/gcfreeze.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tests.conftest import ROOT, crawl_command, seeds_args
 
@@ -41,7 +41,6 @@ OFF_BY_DEFAULT = {
     "warcio": "LARBIN_WARC",
     "sqlite3": "LARBIN_SQLITE_PATH (the docs/pipelines.md example)",
     "larbinscrapy.revisit.store": "LARBIN_REVISIT",
-    "larbinscrapy.revisit.observe": "LARBIN_REVISIT",
     "twisted.conch": "TELNETCONSOLE_ENABLED",
     "redis": "the distributed profile",
     "scrapy_redis": "the distributed profile",
@@ -51,8 +50,9 @@ OFF_BY_DEFAULT = {
 }
 
 
-def crawl_modules(web: RunningWeb, out: Path, **settings: object) -> set[str]:
-    """Run a one-page crawl of ``web``; the modules its process had imported at exit."""
+def crawl_modules(web: RunningWeb, out: Path,
+                  **settings: object) -> tuple[set[str], dict[str, Any]]:
+    """Run a one-page crawl of ``web``: the modules its process had imported at exit, its stats."""
     out.mkdir(parents=True, exist_ok=True)
     cmd = crawl_command(web, out, *seeds_args(web.seeds),
                         settings={"CLOSESPIDER_PAGECOUNT": 1, **settings})
@@ -64,7 +64,8 @@ def crawl_modules(web: RunningWeb, out: Path, **settings: object) -> set[str]:
     assert result.returncode == 0, result.stderr[-3000:]
     items = (out / "items.jsonl").read_text().splitlines()
     assert items and json.loads(items[0])["status"] == 200
-    return set(modules.read_text().split())
+    stats = json.loads((out / "stats.json").read_text())
+    return set(modules.read_text().split()), stats
 
 
 def loaded(modules: set[str], name: str) -> bool:
@@ -72,23 +73,26 @@ def loaded(modules: set[str], name: str) -> bool:
 
 
 def test_default_crawl_imports_nothing_for_features_that_are_off(web, tmp_path):
-    modules = crawl_modules(web, tmp_path / "default")
+    modules, stats = crawl_modules(web, tmp_path / "default")
     assert "larbinscrapy.status.extension" in modules  # the status page is on, only idle
     wrongly = {name: why for name, why in OFF_BY_DEFAULT.items() if loaded(modules, name)}
     assert not wrongly, f"imported by a default crawl: {wrongly}"
+    # LARBIN_GC_FREEZE: the start-up objects (Scrapy, Twisted, our components) left the GC's way
+    assert stats["larbin/gc/frozen"] > 20_000
 
 
 def test_the_same_features_turned_on_load_and_work(web, tmp_path):
     out = tmp_path / "on"
-    modules = crawl_modules(
+    modules, stats = crawl_modules(
         web, out,
         LARBIN_WARC=True, LARBIN_WARC_DIR=out / "warc",
         LARBIN_SQLITE_PATH=out / "pages.db",
         LARBIN_REVISIT=True,
+        LARBIN_GC_FREEZE=False,
     )
-    for name in ("warcio", "sqlite3", "larbinscrapy.revisit.store",
-                 "larbinscrapy.revisit.observe"):
+    for name in ("warcio", "sqlite3", "larbinscrapy.revisit.store"):
         assert loaded(modules, name), name
     assert list((out / "warc").glob("*.warc.gz"))
     with sqlite3.connect(out / "pages.db") as db:
         assert db.execute("SELECT count(*) FROM pages").fetchone()[0] >= 1
+    assert "larbin/gc/frozen" not in stats

@@ -12,13 +12,14 @@ Settings: ``LARBIN_SQLITE_PATH`` (empty = off), ``LARBIN_SQLITE_BATCH``.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class SQLitePipeline:
         return cls(path, batch_size=crawler.settings.getint("LARBIN_SQLITE_BATCH"))
 
     def open_spider(self, spider: Any = None) -> None:
+        import sqlite3  # here, not at the top: Scrapy imports the class even when it is off
+
         self._db = sqlite3.connect(self.path)
         self._db.execute("PRAGMA journal_mode=WAL")  # readers do not block the crawl
         self._db.execute(SCHEMA)

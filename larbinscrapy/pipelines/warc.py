@@ -21,7 +21,8 @@ gets a ``revisit`` record instead of a response, as Heritrix writes: profile
 ``server-not-modified`` for a 304 (the headers only), ``identical-payload-digest`` with the
 body's SHA-1 for an unchanged 200. Settings: ``LARBIN_WARC``, ``LARBIN_WARC_DIR``,
 ``LARBIN_WARC_MAX_SIZE``, ``LARBIN_WARC_PREFIX``. Stats: ``larbin/warc/{written,revisit,nobody,
-files}``.
+files}``. warcio is imported when a pipeline is built, not with this module: Scrapy imports every
+class of ``ITEM_PIPELINES``, and this one is off by default.
 """
 
 from __future__ import annotations
@@ -40,19 +41,17 @@ from urllib.parse import urlsplit
 
 from scrapy.exceptions import NotConfigured
 from w3lib.url import safe_url_string
-from warcio.statusandheaders import StatusAndHeaders
-from warcio.timeutils import datetime_to_iso_date
-from warcio.warcwriter import WARCWriter
 
 from larbinscrapy.items import storable
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
 
 logger = logging.getLogger(__name__)
 
-_SOFTWARE = f"larbinscrapy (Scrapy {version('scrapy')}, warcio {version('warcio')})"
 _WARC_1_1_SPEC = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 _WIRE_HEADERS = {"content-length", "content-encoding", "transfer-encoding"}
 _NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
@@ -96,7 +95,12 @@ def warc_date(fetched_at: str | None) -> str | None:
         return None
     if dt.tzinfo is not None:
         dt = dt.astimezone(UTC).replace(tzinfo=None)
-    return datetime_to_iso_date(dt, use_micros=True)
+    return dt.isoformat() + "Z"  # warcio's datetime_to_iso_date(dt, use_micros=True)
+
+
+def _software() -> str:
+    """The warcinfo ``software`` field (read from the installed packages' metadata)."""
+    return f"larbinscrapy (Scrapy {version('scrapy')}, warcio {version('warcio')})"
 
 
 class WarcPipeline:
@@ -115,6 +119,11 @@ class WarcPipeline:
     ) -> None:
         if max_size < 1:
             raise ValueError("LARBIN_WARC_MAX_SIZE must be positive")
+        from warcio.statusandheaders import StatusAndHeaders
+        from warcio.warcwriter import WARCWriter
+
+        self._status_and_headers = StatusAndHeaders
+        self._writer_class = WARCWriter
         self.root = Path(directory)
         self.max_size = max_size
         self.prefix = prefix
@@ -163,7 +172,7 @@ class WarcPipeline:
         if item.get("ip"):
             extra["WARC-IP-Address"] = str(item["ip"])
         status = int(item.get("status") or 200)
-        http_headers = StatusAndHeaders(
+        http_headers = self._status_and_headers(
             response_status_line(status), response_headers(item, len(body)), protocol="HTTP/1.1"
         )
         if item.get("changed") is False:  # a revisit: the archive already holds this payload
@@ -216,7 +225,7 @@ class WarcPipeline:
         headers = [("Host", parts.netloc)]
         if self.user_agent:
             headers.append(("User-Agent", self.user_agent))
-        return StatusAndHeaders(f"GET {target} HTTP/1.1", headers, is_http_request=True)
+        return self._status_and_headers(f"GET {target} HTTP/1.1", headers, is_http_request=True)
 
     def _open_file(self) -> WARCWriter:
         stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
@@ -229,11 +238,11 @@ class WarcPipeline:
             except FileExistsError:
                 serial += 1
         self.files.append(path)
-        self._writer = WARCWriter(self._file, gzip=True, warc_version="1.1")
+        self._writer = self._writer_class(self._file, gzip=True, warc_version="1.1")
         info = self._writer.create_warcinfo_record(
             path.name,
             {
-                "software": _SOFTWARE,
+                "software": _software(),
                 "format": "WARC File Format 1.1",
                 "conformsTo": _WARC_1_1_SPEC,
                 "robots": self.robots,

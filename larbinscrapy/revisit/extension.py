@@ -35,11 +35,9 @@ from twisted.internet import defer, task
 
 from larbinscrapy import meta as M
 from larbinscrapy.fatal import retrieve_task_exception
-from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule
 from larbinscrapy.revisit.entry import Entry
 from larbinscrapy.revisit.observe import observe
 from larbinscrapy.revisit.rule import RevisitRule
-from larbinscrapy.revisit.store import RevisitStore
 from larbinscrapy.urls import fingerprint_url
 
 if TYPE_CHECKING:
@@ -49,10 +47,13 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
+    from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule
+
+    Schedule = LocalSchedule | SharedSchedule
+
 logger = logging.getLogger(__name__)
 
 _MAX_TICK = 1.0  # seconds: how often due pages are looked for, at most
-Schedule = LocalSchedule | SharedSchedule
 
 
 def revisit_token(entry: Entry) -> str:
@@ -115,6 +116,9 @@ class RevisitExtension:
             raise ValueError("LARBIN_REVISIT_INFLIGHT must be at least 1")
         ext = cls(crawler, rule, near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
                   checkpoint_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"))
+        # here, not at the top: Scrapy imports this class for every crawl, revisits on or off
+        from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule
+
         if _shared_frontier(s):
             from scrapy_redis.connection import get_redis_from_settings
 
@@ -125,6 +129,8 @@ class RevisitExtension:
             store = RedisRevisitStore(get_redis_from_settings(s), key, inflight)
             ext.schedule = SharedSchedule(store, lease, ext._inc)
         else:
+            from larbinscrapy.revisit.store import RevisitStore
+
             jobdir = job_dir(s)
             local = RevisitStore(str(Path(jobdir, "revisit")) if jobdir else None,
                                  s.getfloat("LARBIN_REVISIT_BUCKET"))

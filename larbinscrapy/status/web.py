@@ -9,7 +9,9 @@
     POST /api/pause, /api/resume, /api/stop
 
 Everything but the page needs the token (401 otherwise); POSTs also refuse a foreign Origin
-(403). Responses are never cached and never framed by another site.
+(403). Responses are never cached and never framed by another site. ``StatusServer`` imports
+this module on the first connection, and ``/metrics`` imports prometheus-client on its first
+scrape.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet import defer
 from twisted.web import resource, server
 
-from larbinscrapy.status import metrics
 from larbinscrapy.status.auth import authorized, same_origin
 from larbinscrapy.status.inject import BadPayload, parse_batch
 
@@ -36,6 +37,20 @@ logger = logging.getLogger(__name__)
 _CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
         "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
         "frame-ancestors 'none'")
+
+
+class _QuietSite(server.Site):
+    """No access log: the page polls every second, and a ``?token=`` URL must not be logged."""
+
+    noisy = False
+
+    def log(self, request: Any) -> None:
+        return None
+
+
+def status_site(status: StatusServer, max_body: int, max_urls: int) -> server.Site:
+    """The twisted.web site of ``status``: one ``StatusResource``, no access log."""
+    return _QuietSite(StatusResource(status, max_body, max_urls))
 
 
 def page_bytes() -> bytes:
@@ -107,6 +122,8 @@ class StatusResource(resource.Resource):
         return _json(request, 200, self.status.history.series(since))
 
     def _get_metrics(self, request: Request) -> bytes:
+        from larbinscrapy.status import metrics
+
         request.setHeader(b"content-type", metrics.CONTENT_TYPE.encode())
         return metrics.render(self.status.document())
 
