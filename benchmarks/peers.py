@@ -90,7 +90,7 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
     env = dict(os.environ)
     env.pop("SCRAPY_SETTINGS_MODULE", None)
     extra_args = [a for kv in extra for a in ("-s", kv)]
-    if one_page and crawler in ("plain", "larbin"):
+    if one_page and crawler in ("plain", "larbin", "baseline"):
         extra_args += ["-s", "CLOSESPIDER_PAGECOUNT=1"]
     if crawler == "plain":
         cmd = [sys.executable, str(PLAIN_SPIDER), "--seeds-file", str(seeds),

@@ -210,7 +210,7 @@ REDIS_START_URLS_BATCH_SIZE = 100  # seeds taken from that list per read (every 
 SCHEDULER_PERSIST = True  # keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)
 
 # --- Start-up (larbinscrapy/gcfreeze.py) ----------------------------------------------------
-LARBIN_GC_FREEZE = True  # gc.freeze() at engine start: full collections skip the ~75k objects built before it
+LARBIN_GC_FREEZE = True  # gc.freeze() at engine start: full collections (and the exit) skip the ~70k objects built before it
 
 # --- Status -------------------------------------------------------------------------------
 LARBIN_STATS_FILE = ""  # write the crawl's stats as JSON here (larbin's status page); empty = off
