@@ -5,11 +5,12 @@ modules, classes, functions, settings, components. CPython's cyclic collector tr
 one of them at each full collection, which a crawl triggers all along, and again at exit, when
 the interpreter's final collections walk them all. ``gc.freeze()`` at ``engine_started`` moves
 them to the collector's permanent generation, so later collections traverse only what the crawl
-itself allocated. Measured (python -m benchmarks.run, benchmarks/RESULTS.md): a one-page crawl's
-whole-process CPU 0.41 -> 0.36 s (the exit), and the full collections of a 2,000-page crawl
-130-200 -> 20-35 ms. Nothing is kept that would have been freed: a frozen object is still freed
-when its last reference goes; only a reference cycle that was already garbage at that moment
-stays allocated, which a collection just before would cost more than it frees.
+itself allocated. Measured (benchmarks/RESULTS.md, "Start-up, second pass"): a one-page
+crawl's whole-process CPU 0.34 -> 0.31 s (most of it at exit), a 2,000-page crawl's 2.30 ->
+2.18 s (its full collections 130-200 -> 20-35 ms). Nothing is kept that would have been
+freed: a frozen object is still freed when its last reference goes; only a reference cycle
+that was already garbage at that moment stays allocated, which a collection just before would
+cost more than it frees.
 
 Settings: ``LARBIN_GC_FREEZE``. Stats: ``larbin/gc/frozen`` (objects moved).
 """

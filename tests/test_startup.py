@@ -18,6 +18,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 from tests.conftest import ROOT, crawl_command, seeds_args
+from testweb.harness import free_port
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,8 +52,9 @@ OFF_BY_DEFAULT = {
 
 
 def crawl_modules(web: RunningWeb, out: Path,
-                  **settings: object) -> tuple[set[str], dict[str, Any]]:
-    """Run a one-page crawl of ``web``: the modules its process had imported at exit, its stats."""
+                  **settings: object) -> tuple[set[str], dict[str, Any], str]:
+    """Run a one-page crawl of ``web``: the modules its process had imported at exit, its stats
+    and its log."""
     out.mkdir(parents=True, exist_ok=True)
     cmd = crawl_command(web, out, *seeds_args(web.seeds),
                         settings={"CLOSESPIDER_PAGECOUNT": 1, **settings})
@@ -65,7 +67,7 @@ def crawl_modules(web: RunningWeb, out: Path,
     items = (out / "items.jsonl").read_text().splitlines()
     assert items and json.loads(items[0])["status"] == 200
     stats = json.loads((out / "stats.json").read_text())
-    return set(modules.read_text().split()), stats
+    return set(modules.read_text().split()), stats, result.stderr
 
 
 def loaded(modules: set[str], name: str) -> bool:
@@ -73,7 +75,7 @@ def loaded(modules: set[str], name: str) -> bool:
 
 
 def test_default_crawl_imports_nothing_for_features_that_are_off(web, tmp_path):
-    modules, stats = crawl_modules(web, tmp_path / "default")
+    modules, stats, _ = crawl_modules(web, tmp_path / "default")
     assert "larbinscrapy.status.extension" in modules  # the status page is on, only idle
     wrongly = {name: why for name, why in OFF_BY_DEFAULT.items() if loaded(modules, name)}
     assert not wrongly, f"imported by a default crawl: {wrongly}"
@@ -83,16 +85,19 @@ def test_default_crawl_imports_nothing_for_features_that_are_off(web, tmp_path):
 
 def test_the_same_features_turned_on_load_and_work(web, tmp_path):
     out = tmp_path / "on"
-    modules, stats = crawl_modules(
+    port = free_port()
+    modules, stats, log = crawl_modules(
         web, out,
         LARBIN_WARC=True, LARBIN_WARC_DIR=out / "warc",
         LARBIN_SQLITE_PATH=out / "pages.db",
         LARBIN_REVISIT=True,
         LARBIN_GC_FREEZE=False,
+        TELNETCONSOLE_ENABLED=True, TELNETCONSOLE_PORT=f"{port},{port + 20}",
     )
-    for name in ("warcio", "sqlite3", "larbinscrapy.revisit.store"):
+    for name in ("warcio", "sqlite3", "larbinscrapy.revisit.store", "twisted.conch"):
         assert loaded(modules, name), name
     assert list((out / "warc").glob("*.warc.gz"))
     with sqlite3.connect(out / "pages.db") as db:
         assert db.execute("SELECT count(*) FROM pages").fetchone()[0] >= 1
     assert "larbin/gc/frozen" not in stats
+    assert "Telnet console listening on 127.0.0.1:" in log
