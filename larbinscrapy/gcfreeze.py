@@ -12,7 +12,7 @@ freed: a frozen object is still freed when its last reference goes; only a refer
 that was already garbage at that moment stays allocated, which a collection just before would
 cost more than it frees.
 
-Settings: ``LARBIN_GC_FREEZE``. Stats: ``larbin/gc/frozen`` (objects moved).
+Settings: ``LARBIN_GC_FREEZE``. No stat: counting the frozen objects walks them all (~4 ms).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from scrapy.exceptions import NotConfigured
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-    from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
 
@@ -34,19 +33,14 @@ logger = logging.getLogger(__name__)
 class StartupFreeze:
     """Freezes the start-up objects once, at ``engine_started`` (see the module docstring)."""
 
-    def __init__(self, stats: StatsCollector) -> None:
-        self.stats = stats
-
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StartupFreeze:
         if not crawler.settings.getbool("LARBIN_GC_FREEZE"):
             raise NotConfigured
-        ext = cls(crawler.stats)
+        ext = cls()
         crawler.signals.connect(ext.engine_started, signal=signals.engine_started)
         return ext
 
     def engine_started(self) -> None:
         gc.freeze()
-        frozen = gc.get_freeze_count()
-        self.stats.set_value("larbin/gc/frozen", frozen)
-        logger.debug("gc: %d start-up objects frozen", frozen)
+        logger.debug("gc: start-up objects frozen")
