@@ -180,7 +180,8 @@ LARBIN_DNS_TTL = 3600  # seconds a resolved address (or a failure) is kept
 LARBIN_DNS_TIMEOUT = 10  # seconds before a lookup counts as failed
 LARBIN_MAX_CRAWL_DELAY = 30  # cap on robots.txt Crawl-delay, seconds
 LARBIN_TIMEOUT_BYTES_PER_SECOND = 2000  # larbin: page timeout grows 1 s per this many bytes
-LARBIN_HTTP_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"  # what PageDeadlineHandler wraps
+LARBIN_HTTP_HANDLER = "larbinscrapy.http1.LeanHttpDownloadHandler"  # what PageDeadlineHandler wraps: plain http on llhttp (larbinscrapy/http1.py), the rest delegated to Scrapy's HTTP11DownloadHandler (set it to go back)
+LARBIN_HTTP1_IDLE_TIMEOUT = 240.0  # seconds an idle keep-alive connection is kept (Twisted's pool: 240)
 LARBIN_IP_MAX_FAILURES = 3  # consecutive timeouts/refusals before an IP is dropped (noConnection)
 LARBIN_IP_BACKOFF = 10.0  # extra delay after each consecutive failure, seconds
 # host and IP levels, throttling answers, bandwidth (larbinscrapy/hosts.py; README "Politeness")

@@ -1,0 +1,387 @@
+"""``LeanHttpDownloadHandler``: plain ``http://`` over keep-alive connections parsed by llhttp.
+
+Why: on a broad crawl Scrapy's HTTP/1.1 handler is the largest block of per-page CPU above the
+spider (Agent, HostnameEndpoint, the connection pool, the retrying protocol, a line-by-line
+parser, Twisted Headers, several Deferred chains per response). This handler does the same job
+on one plain Twisted ``Protocol`` per connection (``http1conn.py``) and ``httptools`` (llhttp, the
+C parser uvicorn uses), and builds Scrapy's response with Scrapy's own ``make_response``.
+
+It is ``LARBIN_HTTP_HANDLER`` (wrapped by ``PageDeadlineHandler``). It delegates to Scrapy's
+``HTTP11DownloadHandler`` (built once, on first need) whatever it does not do itself: https,
+``meta["proxy"]``, ``meta["bindaddress"]`` / ``DOWNLOAD_BIND_ADDRESS``, and every request when the
+reactor is not asyncio's.
+
+Same behaviour as Scrapy's handler (tests/test_http1.py runs each case against both):
+
+* the request as Twisted writes it: ``METHOD origin-form HTTP/1.1``, ``Content-Length`` first
+  (a body, or an empty POST/PUT), then the request's headers in order (Twisted's name
+  capitalisation, CR/LF in values turned into spaces), ``Host`` last unless given;
+* connections kept alive per (host, port), at most ``CONCURRENT_REQUESTS_PER_DOMAIN`` idle
+  ones per key (Scrapy's ``maxPersistentPerHost``), closed after ``LARBIN_HTTP1_IDLE_TIMEOUT``
+  seconds idle and at ``close()``; a connection the server closes, or that said
+  ``Connection: close``, is not reused; a GET/HEAD/OPTIONS/DELETE/TRACE without body whose
+  reused connection closed before any byte of the answer is sent once more on a new connection
+  (Twisted's ``_RetryingHTTP11ClientProtocol``);
+* DNS through ``reactor.resolve`` (larbinscrapy's ``PinnedResolver``); the ``download_timeout``
+  meta as connect and whole-download timeout; cancellation closes the connection;
+* ``headers_received`` / ``bytes_received`` with Scrapy's arguments, ``StopDownload`` honoured
+  (flag ``download_stopped``, the body kept up to that chunk); ``DOWNLOAD_MAXSIZE`` /
+  ``DOWNLOAD_WARNSIZE`` and their meta keys (Content-Length first, then the bytes);
+  ``DOWNLOAD_FAIL_ON_DATALOSS`` / ``download_fail_on_dataloss`` (flag ``dataloss``); flag
+  ``partial`` for a close-delimited body; ``download_latency``; ``ip_address``, ``protocol``;
+  headers as Scrapy shows them (a known length as ``Content-Length`` first, connection headers
+  removed except a HEAD's Content-Length); bodies left encoded.
+
+Failures raise the classes Scrapy's handler raises, with the same Twisted cause, so that
+``larbinscrapy.failures.classify`` and ``RetryMiddleware`` see no difference:
+
+* connection refused: ``DownloadConnectionRefusedError`` -> refused;
+* name does not resolve: ``CannotResolveHostError`` (``DNSLookupError``) -> dns;
+* no route, other connect errors: the Twisted ``ConnectError`` itself -> unreachable;
+* connect or download timeout: ``DownloadTimeoutError`` -> timeout;
+* closed / reset before any byte: ``DownloadFailedError`` (``ResponseNeverReceived``)
+  -> malformed / reset;
+* closed / reset within the head, malformed status line or headers, a head line over 16,384
+  bytes: ``DownloadFailedError`` (``ResponseFailed``) -> malformed (reset for a reset);
+* lost or malformed within a sized body: ``ResponseDataLossError`` (``ResponseFailed``) -> reset;
+* over ``DOWNLOAD_MAXSIZE``: ``DownloadCancelledError`` -> none (not a host's failure).
+
+A "sized" body has a Content-Length or is chunked; with ``download_fail_on_dataloss`` false
+it is a response flagged ``dataloss`` instead.
+
+Settings: ``DOWNLOAD_TIMEOUT``, ``DOWNLOAD_MAXSIZE``, ``DOWNLOAD_WARNSIZE``,
+``DOWNLOAD_FAIL_ON_DATALOSS``, ``DOWNLOAD_BIND_ADDRESS``, ``CONCURRENT_REQUESTS_PER_DOMAIN``,
+``LARBIN_HTTP1_IDLE_TIMEOUT``. Files: none. Stats: ``larbin/http1/delegated`` (requests handed to
+Scrapy's handler), ``larbin/http1/connections`` (connections opened), ``larbin/http1/retried``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from time import monotonic
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import (
+    DownloadCancelledError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    ResponseDataLossError,
+    StopDownload,
+)
+from scrapy.http import Headers
+from scrapy.utils._download_handlers import (
+    check_stop_download,
+    get_dataloss_msg,
+    get_maxsize_msg,
+    get_warnsize_msg,
+    make_response,
+)
+from scrapy.utils.asyncio import is_asyncio_available
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet import defer
+from twisted.internet.abstract import isIPAddress
+from twisted.python.failure import Failure
+from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
+from twisted.web.http import _DataLoss
+from twisted.web.iweb import UNKNOWN_LENGTH
+
+from larbinscrapy.http1conn import CONNECTION_CONTROL, Connection, Exchange, request_bytes
+from larbinscrapy.http1pool import ConnectionPool, Dialer, connect_error
+from larbinscrapy.reactor import installed_reactor
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+_RETRYABLE = frozenset({b"GET", b"HEAD", b"OPTIONS", b"DELETE", b"TRACE"})
+_RETRY = object()  # the outcome of a reused connection closed before any byte: send again
+
+
+class LeanHttpDownloadHandler:
+    """Scrapy's HTTP/1.1 download handler, for plain http, on llhttp (module docstring)."""
+
+    lazy = False
+
+    def __init__(self, crawler: Crawler, *, timeout: float, maxsize: int, warnsize: int,
+                 fail_on_dataloss: bool, bind_address: Any, max_idle: int,
+                 idle_timeout: float) -> None:
+        if idle_timeout <= 0:
+            raise ValueError("LARBIN_HTTP1_IDLE_TIMEOUT must be positive")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.timeout = timeout
+        self.maxsize = maxsize
+        self.warnsize = warnsize
+        self.fail_on_dataloss = fail_on_dataloss
+        self._delegate_all = bool(bind_address) or not is_asyncio_available()
+        self._reactor = installed_reactor()
+        self._pool = ConnectionPool(self._reactor, max(1, max_idle), idle_timeout)
+        self._scrapy: Any = None
+        self._dataloss_warned = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> LeanHttpDownloadHandler:
+        s = crawler.settings
+        return cls(
+            crawler,
+            timeout=s.getfloat("DOWNLOAD_TIMEOUT"),
+            maxsize=s.getint("DOWNLOAD_MAXSIZE"),
+            warnsize=s.getint("DOWNLOAD_WARNSIZE"),
+            fail_on_dataloss=s.getbool("DOWNLOAD_FAIL_ON_DATALOSS"),
+            bind_address=s.get("DOWNLOAD_BIND_ADDRESS"),
+            max_idle=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
+            idle_timeout=s.getfloat("LARBIN_HTTP1_IDLE_TIMEOUT"),
+        )
+
+    def _delegate(self) -> Any:
+        """Scrapy's handler, built once on first need."""
+        if self._scrapy is None:
+            from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+            from scrapy.utils.misc import build_from_crawler
+
+            self._scrapy = build_from_crawler(HTTP11DownloadHandler, self.crawler)
+        return self._scrapy
+
+    async def download_request(self, request: Request) -> Response:
+        meta = request.meta
+        parsed = urlparse_cached(request)
+        if (self._delegate_all or parsed.scheme != "http" or meta.get("proxy")
+                or meta.get("bindaddress")):
+            self.stats.inc_value("larbin/http1/delegated")
+            return await self._delegate().download_request(request)
+        host = parsed.hostname or ""
+        port = parsed.port or 80
+        dl = _Download(self, request, float(meta.get("download_timeout") or self.timeout))
+        data = request_bytes(request, parsed, host, port)
+        timer = self._reactor.callLater(dl.timeout, dl.expire)
+        try:
+            outcome = await self._exchange(dl, host, port, data, retry=not request.body)
+            if outcome is _RETRY:
+                self.stats.inc_value("larbin/http1/retried")
+                dl.reset()
+                outcome = await self._exchange(dl, host, port, data, retry=False)
+        except asyncio.CancelledError:
+            dl.abort()
+            raise
+        finally:
+            if timer.active():
+                timer.cancel()
+        return self._response(dl, outcome)
+
+    async def _exchange(self, dl: _Download, host: str, port: int, data: bytes,
+                        retry: bool) -> Any:
+        conn = self._pool.take((host, port))
+        if conn is None:
+            conn = await dl.wait(self._open(dl, host, port))
+        elif not (retry and dl.method in _RETRYABLE):
+            conn.used = False  # a close before any byte is then no reason to send again
+        dl.conn = conn
+        dl.start = monotonic()
+        conn.send(dl, data)
+        return await dl.wait(dl.answer)
+
+    def _open(self, dl: _Download, host: str, port: int) -> asyncio.Future[Connection]:
+        """A new connection to ``host``: its IP through the reactor's resolver, then TCP."""
+        fut: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        key = (host, port)
+        if isIPAddress(host):
+            self._dial(fut, dl, key, host)
+            return fut
+
+        def resolved(ip: str) -> None:
+            if not fut.done():
+                self._dial(fut, dl, key, ip)
+
+        def unresolved(failure: Failure) -> None:
+            if not fut.done():
+                fut.set_exception(connect_error(failure.value))
+
+        self._reactor.resolve(host).addCallbacks(resolved, unresolved)
+        return fut
+
+    def _dial(self, fut: asyncio.Future[Connection], dl: _Download, key: Any, ip: str) -> None:
+        self.stats.inc_value("larbin/http1/connections")
+        factory = Dialer(fut, self._pool, key)
+        dl.connector = self._reactor.connectTCP(ip, key[1], factory, timeout=dl.timeout)
+
+    def _response(self, dl: _Download, outcome: Any) -> Response:
+        if isinstance(outcome, BaseException):
+            if isinstance(outcome, ResponseDataLossError) and not self._dataloss_warned:
+                logger.warning(get_dataloss_msg(dl.request.url))
+                self._dataloss_warned = True
+            raise outcome
+        url = dl.request.url
+        if "#" in url:
+            url = url.split("#", 1)[0]
+        return make_response(
+            url=url, status=dl.status, headers=dl.scrapy_headers,
+            body=b"".join(dl.chunks), flags=outcome or None, certificate=None,
+            ip_address=dl.ip_address, protocol=dl.version, stop_download=dl.stopped,
+        )
+
+    async def close(self) -> None:
+        self._pool.close()
+        if self._scrapy is not None:
+            closing = self._scrapy.close()
+            if inspect.isawaitable(closing):
+                await closing
+
+
+class _Download(Exchange):
+    """One request through the lean handler: the exchange's callbacks and the download state."""
+
+    def __init__(self, handler: LeanHttpDownloadHandler, request: Request,
+                 timeout: float) -> None:
+        super().__init__()
+        self.handler = handler
+        self.request = request
+        self.method = request.method.encode("ascii")
+        self.head_only = self.method == b"HEAD"
+        self.timeout = timeout
+        meta = request.meta
+        self.maxsize: int = meta.get("download_maxsize", handler.maxsize)
+        self.warnsize: int = meta.get("download_warnsize", handler.warnsize)
+        self.warned = False
+        self.conn: Connection | None = None
+        self.connector: Any = None
+        self.waiter: asyncio.Future[Any] | None = None
+        self.answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.start = monotonic()
+        self.chunks: list[bytes] = []
+        self.received = 0
+        self.stopped: StopDownload | None = None
+        self.scrapy_headers: Headers | None = None
+        self.ip_address: Any = None
+        self.timed_out = False
+
+    def reset(self) -> None:
+        """Ready to send again on a new connection (nothing of an answer came)."""
+        self.__init__(self.handler, self.request, self.timeout)  # type: ignore[misc]
+
+    async def wait(self, fut: asyncio.Future[Any]) -> Any:
+        self.waiter = fut
+        return await fut
+
+    def _settle(self, outcome: Any) -> None:
+        if not self.answer.done():
+            self.answer.set_result(outcome)
+
+    def expire(self) -> None:
+        """The ``download_timeout`` passed: close what is open, fail as Scrapy does."""
+        self.timed_out = True
+        self.abort()
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(DownloadTimeoutError(
+                f"Getting {self.request.url} took longer than {self.timeout} seconds."))
+
+    def abort(self) -> None:
+        self.finished = True
+        if self.conn is not None:
+            self.conn.close()
+        elif self.connector is not None:
+            self.connector.disconnect()
+
+    # -- Exchange callbacks ------------------------------------------------------------------
+
+    def headers(self) -> bool:
+        request = self.request
+        request.meta["download_latency"] = monotonic() - self.start
+        conn = self.conn
+        assert conn is not None
+        self.ip_address = conn.ip_address
+        known = 0 if (self.head_only or self.status in (204, 304)) else self.length
+        grouped: dict[bytes, list[Any]] = {}
+        if known is not None:
+            grouped[b"content-length"] = [b"Content-Length", [str(known).encode()], True]
+        control = CONNECTION_CONTROL - {b"content-length"} if self.head_only \
+            else CONNECTION_CONTROL
+        for name, value in self.raw_headers:
+            lname = name.lower()
+            if lname in control:
+                continue
+            entry = grouped.get(lname)
+            if entry is None:
+                grouped[lname] = [name, [value], False]
+            elif entry[2]:  # the synthetic length, replaced by a HEAD's own Content-Length
+                entry[1] = [value]
+                entry[2] = False
+            else:
+                entry[1].append(value)
+        self.scrapy_headers = headers = Headers({e[0]: e[1] for e in grouped.values()})
+        handler = self.handler
+        stop = check_stop_download(signals.headers_received, handler.crawler, request,
+                                   headers=headers,
+                                   body_length=UNKNOWN_LENGTH if known is None else known)
+        if stop is not None:
+            self.stopped = stop
+            self._settle(None)
+            return False
+        if known == 0:
+            return True
+        expected = -1 if known is None else known
+        if self.maxsize and expected > self.maxsize:
+            msg = get_maxsize_msg(expected, self.maxsize, request, expected=True)
+            logger.warning(msg)
+            self._settle(DownloadCancelledError(msg))
+            return False
+        if self.warnsize and expected > self.warnsize:
+            self.warned = True
+            logger.warning(get_warnsize_msg(expected, self.warnsize, request, expected=True))
+        return True
+
+    def body(self, data: bytes) -> bool:
+        self.chunks.append(data)
+        self.received += len(data)
+        request = self.request
+        stop = check_stop_download(signals.bytes_received, self.handler.crawler, request,
+                                   data=data)
+        if stop is not None:
+            self.stopped = stop
+            self._settle(None)
+            return False
+        if self.maxsize and self.received > self.maxsize:
+            msg = get_maxsize_msg(self.received, self.maxsize, request, expected=False)
+            logger.warning(msg)
+            self.chunks = []
+            err = DownloadCancelledError(msg)
+            err.__cause__ = defer.CancelledError()  # Scrapy's cancels its Deferred here
+            self._settle(err)
+            return False
+        if self.warnsize and self.received > self.warnsize and not self.warned:
+            self.warned = True
+            logger.warning(
+                get_warnsize_msg(self.received, self.warnsize, request, expected=False))
+        return True
+
+    def done(self, partial: bool) -> None:
+        self._settle(["partial"] if partial else None)
+
+    def failed(self, reason: Failure, dataloss: bool) -> None:
+        if dataloss:
+            fail = self.request.meta.get("download_fail_on_dataloss",
+                                         self.handler.fail_on_dataloss)
+            if not fail:
+                self._settle(["dataloss"])
+                return
+            exc = ResponseDataLossError()
+            exc.__cause__ = ResponseFailed([reason, Failure(_DataLoss())])
+            self._settle(exc)
+            return
+        conn = self.conn
+        if not self.received_any:
+            if conn is not None and conn.used:
+                self._settle(_RETRY)
+                return
+            cause: ResponseFailed = ResponseNeverReceived([reason])
+        else:
+            cause = ResponseFailed([reason])
+        err = DownloadFailedError(str(cause))
+        err.__cause__ = cause
+        self._settle(err)

@@ -1,0 +1,393 @@
+"""One keep-alive HTTP/1.1 client connection parsed by llhttp (``httptools``), for ``http1.py``.
+
+Pure protocol: no settings, no signals, no Scrapy objects. An ``Exchange`` is one request and
+its answer; a ``Connection`` carries one exchange at a time (no pipelining) and tells its
+``Exchange`` what happened through four calls: ``headers`` (status line and headers parsed),
+``body`` (a chunk of the body), ``done`` (the answer is complete) and ``failed`` (why it is not,
+as the Twisted reason Scrapy's handler would have seen, so that the handler can raise the same
+exception classes: see ``http1.py``).
+
+llhttp is strict where Twisted's client (and Scrapy's lenient parser on top of it) is lenient:
+Twisted accepts a bare ``\\n`` as line end, a status line without reason phrase, header lines
+without a colon (skipped), obs-fold continuation lines (joined without a space) and trailing
+spaces (stripped). So when llhttp rejects a response head, the head is read again the Twisted
+way (``lenient_head``) and, if that succeeds, fed to a fresh parser as a clean head; only what
+Twisted would also refuse is malformed. A head line longer than Twisted's ``LineReceiver``
+limit (16,384 bytes) closes the connection, as Twisted does.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+import httptools
+from twisted.internet import error as tx
+from twisted.internet.protocol import Protocol
+from twisted.python.failure import Failure
+from twisted.web._newclient import ParseError, RequestGenerationFailed
+from twisted.web.http_headers import _nameEncoder
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+MAX_LINE = 16384  # Twisted's LineReceiver.MAX_LENGTH: a longer head line closes the connection
+NO_BODY_CODES = frozenset({204, 304})
+INFORMATIONAL = range(100, 200)  # 1xx answers: ignored, the real answer follows (as Twisted)
+DEFAULT_PORT = 80
+_EXPECTS_BODY = frozenset({b"PUT", b"POST"})  # an empty body still gets Content-Length: 0
+_VALID_TARGET = re.compile(rb"\A[\x21-\x7e]+\Z")  # Twisted's _ensureValidURI
+CONNECTION_CONTROL = frozenset(
+    {b"content-length", b"connection", b"keep-alive", b"te", b"trailers",
+     b"transfer-encoding", b"upgrade", b"proxy-connection"}
+)
+
+
+class Exchange:
+    """One request on a connection and the state of its answer; the handler subclasses it."""
+
+    head_only: bool = False  # a HEAD: the answer ends with its headers
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.version = ""
+        self.length: int | None = None  # Content-Length, None when chunked or close-delimited
+        self.chunked = False
+        self.received_any = False  # a byte of the answer arrived (Twisted's _everReceivedData)
+        self.headers_done = False
+        self.finished = False
+        self.raw_headers: list[tuple[bytes, bytes]] = []
+        self.conn_close = False
+
+    def headers(self) -> bool:
+        """Status and headers are in; False stops the download (the connection is closed)."""
+        raise NotImplementedError
+
+    def body(self, data: bytes) -> bool:
+        """A body chunk; False stops the download (the connection is closed)."""
+        raise NotImplementedError
+
+    def done(self, partial: bool) -> None:
+        """The whole answer is in (``partial``: close-delimited, Twisted's PotentialDataLoss)."""
+        raise NotImplementedError
+
+    def failed(self, reason: Failure, dataloss: bool) -> None:
+        """The answer is lost: ``reason`` as Twisted has it; ``dataloss``: within the body."""
+        raise NotImplementedError
+
+
+class _Stop(Exception):
+    """Raised from a parser callback to stop llhttp: the exchange is over."""
+
+
+class Connection(Protocol):
+    """An HTTP/1.1 client connection carrying one ``Exchange`` at a time.
+
+    ``on_made(conn)`` is called once connected; ``on_idle(conn)`` when an answer completed and
+    the connection may carry another request; ``on_lost(conn)`` when the connection is gone.
+    """
+
+    def __init__(self, on_made: Callable[[Connection], None],
+                 on_idle: Callable[[Connection], None],
+                 on_lost: Callable[[Connection], None]) -> None:
+        self.on_made = on_made
+        self.on_idle = on_idle
+        self.on_lost = on_lost
+        self.exchange: Exchange | None = None
+        self.parser: Any = None
+        self.head: list[bytes] = []  # the raw bytes of the head so far, for lenient_head
+        self.lenient = False  # the head being parsed is lenient_head's clean copy
+        self.used = False  # it carried an exchange before: a close before any byte is retried
+        self.lost = False
+        self.key: Any = None  # the pool's key, (host, port)
+        self.ip_address: Any = None  # the peer's address, for Response.ip_address
+        self.idle_since = 0.0
+
+    def connectionMade(self) -> None:
+        self.transport.setTcpNoDelay(True)  # type: ignore[union-attr]
+        self.on_made(self)
+
+    def send(self, exchange: Exchange, data: bytes) -> None:
+        self.exchange = exchange
+        self.parser = httptools.HttpResponseParser(self)
+        self.head = []
+        self.lenient = False
+        self.transport.write(data)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """Drop the connection now (a stopped, cancelled or failed download)."""
+        self.exchange = None
+        if not self.lost:
+            self.transport.abortConnection()  # type: ignore[union-attr]
+
+    # -- bytes in ----------------------------------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        ex = self.exchange
+        if ex is None or ex.finished:  # bytes nobody asked for: the connection cannot be reused
+            self.close()
+            return
+        ex.received_any = True
+        if not ex.headers_done:
+            self.head.append(data)
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        ex = self.exchange
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as e:
+            inner = e.__context__
+            if not isinstance(inner, _Stop):
+                self._fail(Failure(inner if isinstance(inner, ParseError)
+                                   else ParseError(str(inner), b"")))
+            return
+        except httptools.HttpParserUpgrade:
+            self._fail(Failure(ParseError("upgrade not asked for", b"")))
+            return
+        except httptools.HttpParserError as e:
+            if ex is None or ex.finished:
+                return
+            if not ex.headers_done and not self.lenient:
+                self._lenient_retry()
+                return
+            self._fail(Failure(ParseError(str(e), b"")))
+            return
+        if ex is not None and not ex.headers_done and self._too_long():
+            self._fail(Failure(tx.ConnectionDone("head line too long")))
+
+    def _too_long(self) -> bool:
+        head = b"".join(self.head)
+        return max((len(line) for line in head.split(b"\n")), default=0) > MAX_LINE
+
+    def _lenient_retry(self) -> None:
+        """llhttp refused the head: read it as Twisted would, then parse the cleaned head."""
+        raw = b"".join(self.head)
+        end = _head_end(raw)
+        if end is None:  # the head is not complete yet: wait for more, unless a line is too long
+            if self._too_long():
+                self._fail(Failure(tx.ConnectionDone("head line too long")))
+                return
+            self.parser = _WaitForHead(self)
+            return
+        try:
+            clean = lenient_head(raw[:end])
+        except ParseError as e:
+            self._fail(Failure(e))
+            return
+        ex = self.exchange
+        assert ex is not None
+        ex.raw_headers = []
+        self.parser = httptools.HttpResponseParser(self)
+        self.lenient = True
+        self._feed(clean + raw[end:])
+
+    # -- llhttp callbacks --------------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.exchange.raw_headers.append((name, value.strip()))  # type: ignore[union-attr]
+
+    def on_headers_complete(self) -> None:
+        ex = self.exchange
+        assert ex is not None
+        parser = self.parser
+        status = parser.get_status_code()
+        if status in INFORMATIONAL:
+            ex.raw_headers = []
+            return
+        no_body = ex.head_only or status in NO_BODY_CODES
+        if not no_body:
+            for name, value in ex.raw_headers:
+                lname = name.lower()
+                if lname == b"transfer-encoding":
+                    ex.chunked = True
+                elif lname == b"content-length":
+                    ex.length = _content_length(value, ex.length)
+            if ex.chunked:
+                ex.length = None
+        ex.status = status
+        ex.version = "HTTP/" + parser.get_http_version()
+        ex.conn_close = not parser.should_keep_alive()
+        ex.headers_done = True
+        self.head = []
+        if not ex.headers():
+            self.close()
+            raise _Stop
+        if no_body or ex.length == 0:
+            self._complete(partial=False)
+            raise _Stop
+
+    def on_body(self, data: bytes) -> None:
+        ex = self.exchange
+        if ex is None:
+            raise _Stop
+        if not ex.body(data):
+            self.close()
+            raise _Stop
+
+    def on_message_complete(self) -> None:
+        ex = self.exchange
+        if ex is None or not ex.headers_done:
+            return
+        self._complete(partial=False)
+        raise _Stop
+
+    # -- endings -----------------------------------------------------------------------------
+
+    def _complete(self, partial: bool) -> None:
+        ex = self.exchange
+        assert ex is not None
+        ex.finished = True
+        self.exchange = None
+        self.used = True
+        if ex.conn_close or partial or self.lost:
+            self.close()
+        else:
+            self.on_idle(self)
+        ex.done(partial)
+
+    def _fail(self, reason: Failure) -> None:
+        """A malformed answer: drop the connection, tell the exchange."""
+        ex = self.exchange
+        self.close()
+        if ex is not None and not ex.finished:
+            ex.finished = True
+            ex.failed(reason, dataloss=ex.headers_done)
+
+    def connectionLost(self, reason: Failure = tx.ConnectionDone()) -> None:  # noqa: B008
+        self.lost = True
+        ex = self.exchange
+        self.exchange = None
+        self.on_lost(self)
+        if ex is None or ex.finished:
+            return
+        if ex.headers_done and not ex.chunked and ex.length is None:
+            self.exchange = ex
+            self._complete(partial=True)  # close-delimited: Twisted's PotentialDataLoss
+            return
+        ex.finished = True
+        ex.failed(reason, dataloss=ex.headers_done)
+
+
+class _WaitForHead:
+    """Stands in for the parser while an incomplete head that llhttp refused waits for bytes."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def feed_data(self, data: bytes) -> None:
+        self.conn._lenient_retry()
+
+
+def _head_end(raw: bytes) -> int | None:
+    """The offset just past the blank line ending a head (``\\r\\n`` or bare ``\\n``)."""
+    pos = 0
+    while True:
+        nl = raw.find(b"\n", pos)
+        if nl < 0:
+            return None
+        line = raw[pos:nl].removesuffix(b"\r")
+        if not line and pos > 0:
+            return nl + 1
+        pos = nl + 1
+
+
+def lenient_head(head: bytes) -> bytes:
+    """A response head read as Twisted's client and Scrapy's lenient parser read it, re-encoded
+    as a clean CRLF head that llhttp accepts; ``ParseError`` where Twisted would fail too."""
+    lines = [line.removesuffix(b"\r") for line in head.split(b"\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    if not lines:
+        raise ParseError("wrong number of parts", b"")
+    status, rest = lines[0], lines[1:]
+    parts = status.split(b" ", 2)
+    if len(parts) not in (2, 3):
+        raise ParseError("wrong number of parts", status)
+    version, code = parts[0], parts[1]
+    if not (version.startswith(b"HTTP/") and b"." in version):
+        raise ParseError("wrong version", version)
+    try:
+        int(code)
+    except ValueError:
+        raise ParseError("non-integer status code", status) from None
+    out = [b" ".join([version, code, *parts[2:]])]
+    partial: list[bytes] | None = None
+    fields: list[tuple[bytes, bytes]] = []
+    for line in [*rest, b""]:
+        if line and line[0] in b" \t" and partial is not None:
+            partial.append(line)
+            continue
+        if partial is not None:
+            header = b"".join(partial)
+            if b":" in header:
+                name, value = header.split(b":", 1)
+                fields.append((name.strip(), value.strip()))
+            else:
+                logger.debug("Skipping the bad response header line %r, as it has no colon.",
+                             header)
+        partial = [line] if line else None
+    chunked = any(n.lower() == b"transfer-encoding" for n, _ in fields)
+    length: int | None = None
+    for name, value in fields:
+        if name.lower() != b"content-length":
+            out.append(name + b": " + value)
+        elif not chunked:
+            try:
+                length = _content_length(value, length)
+            except ValueError:
+                raise ParseError("invalid Content-Length", value) from None
+    if length is not None:
+        out.append(b"Content-Length: %d" % length)
+    return b"\r\n".join(out) + b"\r\n\r\n"
+
+
+def _content_length(value: bytes, before: int | None) -> int:
+    """A Content-Length value as Twisted's ``_contentLength`` reads it (``42, 42`` allowed)."""
+    values = {int(v) for v in value.split(b",")} if value else set()
+    if before is not None:
+        values.add(before)
+    if len(values) != 1 or min(values) < 0:
+        raise ParseError("conflicting or invalid Content-Length", value)
+    return values.pop()
+
+
+def request_bytes(request: Any, parsed: Any, host: str, port: int) -> bytes:
+    """The request head and body exactly as Twisted's ``Agent`` writes them."""
+    target = (parsed.path or "/").encode("ascii")
+    if parsed.params:
+        target += b";" + parsed.params.encode("ascii")
+    if parsed.query:
+        target += b"?" + parsed.query.encode("ascii")
+    method = request.method.encode("ascii")
+    if not _VALID_TARGET.match(target) or not _VALID_TARGET.match(method):
+        raise RequestGenerationFailed([Failure(ValueError(f"Invalid URI {target!r}"))])
+    lines = [method + b" " + target + b" HTTP/1.1\r\n"]
+    body = request.body
+    if body:
+        lines.append(b"Content-Length: %d\r\n" % len(body))
+    elif method in _EXPECTS_BODY:
+        lines.append(b"Content-Length: 0\r\n")
+    has_host = False
+    for name, values in request.headers.items():
+        cname = _nameEncoder.encode(name)
+        if cname == b"Host":
+            has_host = True
+        for value in values:
+            if b"\n" in value or b"\r" in value:
+                value = b" ".join(value.splitlines())  # noqa: PLW2901
+            lines.append(cname + b": " + value + b"\r\n")
+    if not has_host:
+        hostb = host.encode("ascii")
+        if ":" in host:
+            hostb = b"[" + hostb + b"]"
+        if port != DEFAULT_PORT:
+            hostb = b"%b:%d" % (hostb, port)
+        lines.append(b"Host: " + hostb + b"\r\n")
+    lines.append(b"\r\n")
+    if body:
+        lines.append(body)
+    return b"".join(lines)

@@ -1,0 +1,149 @@
+"""For tests/test_http1*.py: a scripted raw-socket HTTP server and both handlers on one reactor.
+
+The server runs on the test process's own asyncio reactor (``reactor.startRunning`` once, then
+``run(coro)`` drives the loop), so a case can write what no HTTP library would send: a reset in
+the middle of a body, a 1 MB header line, a close before any byte, an answer that never comes.
+Each path of ``RawWeb.script`` is a list of actions done on receipt of a request head:
+``b"..."`` writes bytes, ``"close"`` closes, ``"reset"`` resets, ``"hang"`` waits forever,
+``"drop_if_reused"`` closes without answering when the connection carried a request before
+(a stale keep-alive connection), a number waits that many seconds before the next action.
+Every raw request head is kept in ``requests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.reactor import install_reactor, is_reactor_installed
+from scrapy.utils.test import get_crawler
+
+if not is_reactor_installed():
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+
+from twisted.internet import reactor
+from twisted.internet.protocol import Factory, Protocol
+
+from settings import base
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+HANDLERS = {
+    "scrapy": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
+    "lean": "larbinscrapy.http1.LeanHttpDownloadHandler",
+}
+BASE_SETTINGS = {k: v for k, v in vars(base).items() if k.startswith("LARBIN_")}
+
+if not reactor.running:  # type: ignore[attr-defined]
+    reactor.startRunning(installSignalHandlers=False)  # type: ignore[attr-defined]
+LOOP: asyncio.AbstractEventLoop = reactor._asyncioEventloop  # type: ignore[attr-defined]
+
+
+def run(coro: Coroutine[Any, Any, Any], timeout: float = 20) -> Any:
+    """Run ``coro`` on the reactor's loop until it is done (the reactor keeps its state)."""
+    return LOOP.run_until_complete(asyncio.wait_for(coro, timeout))
+
+
+def settle(seconds: float = 0.05) -> None:
+    """Let the reactor run a little (connections close, servers see it)."""
+    run(asyncio.sleep(seconds))
+
+
+def make_handler(name: str, **settings: Any) -> tuple[Any, Any]:
+    """(handler, crawler) for ``name`` (``scrapy`` or ``lean``) built from a bare crawler."""
+    crawler = get_crawler(settings_dict={**BASE_SETTINGS, "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+                                         **settings})
+    return build_from_crawler(load_object(HANDLERS[name]), crawler), crawler
+
+
+class _Scripted(Protocol):
+    def __init__(self, web: RawWeb) -> None:
+        self.web = web
+        self.buffer = b""
+        self.served = 0
+        self.hung = False
+
+    def connectionMade(self) -> None:
+        self.web.connections += 1
+        self.web.open.add(self)
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.web.open.discard(self)
+        self.web.lost += 1
+
+    def dataReceived(self, data: bytes) -> None:
+        self.buffer += data
+        while not self.hung and b"\r\n\r\n" in self.buffer:
+            head, rest = self.buffer.split(b"\r\n\r\n", 1)
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if len(rest) < length:
+                return
+            self.buffer = rest[length:]
+            self.web.requests.append(head + b"\r\n\r\n" + rest[:length])
+            if not self._answer(head.split(b" ")[1].decode().split("?")[0]):
+                return
+
+    def _answer(self, path: str) -> bool:
+        """Do the path's actions; False when the connection is done (or the rest is later)."""
+        reused = self.served > 0
+        self.served += 1
+        return self._act(self.web.script[path], reused)
+
+    def _act(self, actions: list[Any], reused: bool) -> bool:
+        transport: Any = self.transport
+        for i, action in enumerate(actions):
+            if isinstance(action, bytes):
+                transport.write(action)
+            elif isinstance(action, (int, float)):
+                self.hung = True
+                reactor.callLater(action, self._act, actions[i + 1:], reused)  # type: ignore[attr-defined]
+                return False
+            elif action == "close" or (action == "drop_if_reused" and reused):
+                transport.loseConnection()
+                return False
+            elif action == "reset":
+                transport.abortConnection()
+                return False
+            elif action == "hang":
+                self.hung = True
+                return False
+        return True
+
+
+class RawWeb:
+    """The scripted server on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(self, script: dict[str, list[Any]]) -> None:
+        self.script = script
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.lost = 0
+        self.open: set[_Scripted] = set()
+        factory = Factory.forProtocol(lambda: _Scripted(self))  # type: ignore[arg-type]
+        self.port = reactor.listenTCP(0, factory, interface="127.0.0.1")  # type: ignore[attr-defined]
+        self.base = f"http://127.0.0.1:{self.port.getHost().port}"
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def stop(self) -> None:
+        for proto in list(self.open):
+            proto.transport.abortConnection()  # type: ignore[union-attr]
+        stopped = self.port.stopListening()
+        if stopped is not None:
+            run(stopped.asFuture(LOOP))
+        settle()
+
+
+def stop_threads() -> None:
+    """Stop the reactor's thread pool (the resolver's): its threads would keep pytest alive."""
+    pool = getattr(reactor, "threadpool", None)
+    if pool is not None:
+        pool.stop()
+        reactor.threadpool = None  # type: ignore[attr-defined]
