@@ -99,6 +99,8 @@ class Connection(Protocol):
         self.exchange: Exchange | None = None
         self.parser: Any = None
         self.head: list[bytes] = []  # the raw bytes of the head so far, for lenient_head
+        self.head_size = 0
+        self.scan: _HeadScan | None = None  # only for a head over MAX_LINE or refused by llhttp
         self.lenient = False  # the head being parsed is lenient_head's clean copy
         self.used = False  # it carried an exchange before: a close before any byte is retried
         self.lost = False
@@ -114,6 +116,8 @@ class Connection(Protocol):
         self.exchange = exchange
         self.parser = httptools.HttpResponseParser(self)
         self.head = []
+        self.head_size = 0
+        self.scan = None
         self.lenient = False
         self.transport.write(data)  # type: ignore[union-attr]
 
@@ -133,6 +137,9 @@ class Connection(Protocol):
         ex.received_any = True
         if not ex.headers_done:
             self.head.append(data)
+            self.head_size += len(data)
+            if self.scan is not None:
+                self.scan.add(data)
         self._feed(data)
 
     def _feed(self, data: bytes) -> None:
@@ -159,20 +166,28 @@ class Connection(Protocol):
         if ex is not None and not ex.headers_done and self._too_long():
             self._fail(Failure(tx.ConnectionDone("head line too long")))
 
+    def _scanned(self) -> _HeadScan:
+        if self.scan is None:
+            self.scan = _HeadScan()
+            for chunk in self.head:
+                self.scan.add(chunk)
+        return self.scan
+
     def _too_long(self) -> bool:
-        head = b"".join(self.head)
-        return max((len(line) for line in head.split(b"\n")), default=0) > MAX_LINE
+        """A head line over Twisted's limit (only looked at once the head is that long)."""
+        return self.head_size > MAX_LINE and self._scanned().too_long
 
     def _lenient_retry(self) -> None:
         """llhttp refused the head: read it as Twisted would, then parse the cleaned head."""
-        raw = b"".join(self.head)
-        end = _head_end(raw)
-        if end is None:  # the head is not complete yet: wait for more, unless a line is too long
-            if self._too_long():
-                self._fail(Failure(tx.ConnectionDone("head line too long")))
-                return
+        scan = self._scanned()
+        if scan.too_long:
+            self._fail(Failure(tx.ConnectionDone("head line too long")))
+            return
+        end = scan.end
+        if end is None:  # the head is not complete yet: wait for more
             self.parser = _WaitForHead(self)
             return
+        raw = bytes(scan.buf)
         try:
             clean = lenient_head(raw[:end])
         except ParseError as e:
@@ -211,6 +226,8 @@ class Connection(Protocol):
         ex.status = status
         ex.version = "HTTP/" + parser.get_http_version()
         ex.conn_close = not parser.should_keep_alive()
+        if self._too_long():
+            raise ParseError("head line too long", b"")
         ex.headers_done = True
         self.head = []
         if not ex.headers():
@@ -282,17 +299,30 @@ class _WaitForHead:
         self.conn._lenient_retry()
 
 
-def _head_end(raw: bytes) -> int | None:
-    """The offset just past the blank line ending a head (``\\r\\n`` or bare ``\\n``)."""
-    pos = 0
-    while True:
-        nl = raw.find(b"\n", pos)
-        if nl < 0:
-            return None
-        line = raw[pos:nl].removesuffix(b"\r")
-        if not line and pos > 0:
-            return nl + 1
-        pos = nl + 1
+class _HeadScan:
+    """A head's bytes scanned once, chunk by chunk: a line over MAX_LINE, where the head ends."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.line_start = 0
+        self.too_long = False
+        self.end: int | None = None  # the offset just past the blank line (CRLF or bare LF)
+
+    def add(self, data: bytes) -> None:
+        buf = self.buf
+        pos = len(buf)
+        buf += data
+        while self.end is None and not self.too_long:
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                self.too_long = len(buf) - self.line_start > MAX_LINE
+                return
+            length = nl - self.line_start
+            if length > MAX_LINE:
+                self.too_long = True
+            elif self.line_start and (length == 0 or (length == 1 and buf[nl - 1] == 13)):  # noqa: PLR2004 - a lone CR
+                self.end = nl + 1
+            self.line_start = pos = nl + 1
 
 
 def lenient_head(head: bytes) -> bytes:

@@ -71,6 +71,12 @@ CASES: dict[str, tuple[list[Any], dict[str, Any], tuple[Any, ...]]] = {
                        ("DownloadFailedError", "ResponseFailed", "reset")),
     "/big-header": ([OK + b"X-Big: " + b"a" * (1024 * 1024) + b"\r\n\r\n"], {},
                     ("DownloadFailedError", "ResponseFailed", "malformed")),
+    "/long-line": ([OK + b"X-Long: " + b"a" * 20000 + b"\r\nContent-Length: 2\r\n\r\nok"], {},
+                   ("DownloadFailedError", "ResponseFailed", "malformed")),
+    "/many-lines": ([OK + b"".join(b"X-H%d: v\r\n" % i for i in range(3000))
+                     + b"Content-Length: 2\r\n\r\nok"], {}, ("TextResponse", 200, [
+                         ("Content-Length", ["2"]), *((f"X-H{i}", ["v"]) for i in range(3000))],
+                         b"ok", [])),
     "/reset-in-body": ([OK + b"Content-Length: 100\r\n\r\nhalf", 0.2, "reset"], {},
                        ("ResponseDataLossError", "ResponseFailed", "reset")),
     "/lying-length": ([OK + b"Content-Length: 100\r\n\r\nhalf", "close"], {},
@@ -296,3 +302,43 @@ def test_cancel_closes_the_connection(handler: str) -> None:
         run(h.close())
     finally:
         web.stop()
+
+
+class _NameMap:
+    """A resolver for the reactor (``IResolverSimple``) that knows a fixed map of names."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def getHostByName(self, name: str, timeout: Any = ()) -> Any:
+        from twisted.internet import defer
+        from twisted.internet.error import DNSLookupError
+
+        ip = self.names.get(name)
+        return defer.succeed(ip) if ip else defer.fail(DNSLookupError(name))
+
+
+@pytest.mark.parametrize("handler", BOTH)
+def test_names_through_the_reactor_resolver(web: RawWeb, handler: str) -> None:
+    """Host names go through the reactor's resolver; one it cannot resolve is ``dns``."""
+    from twisted.internet import reactor
+    from twisted.internet.interfaces import IResolverSimple
+    from zope.interface import directlyProvides
+
+    resolver = _NameMap({"known.test": "127.0.0.1"})
+    directlyProvides(resolver, IResolverSimple)
+    old = reactor.installResolver(resolver)  # type: ignore[attr-defined]
+    try:
+        h, _ = make_handler(handler)
+        port = web.port.getHost().port
+        response = run(h.download_request(Request(f"http://known.test:{port}/page")))
+        assert response.body == b"hello"
+        assert str(response.ip_address) == "127.0.0.1"
+        assert web.requests[-1].endswith(f"Host: known.test:{port}\r\n\r\n".encode())
+        with pytest.raises(Exception) as info:  # noqa: PT011 - the class is the assertion
+            run(h.download_request(Request(f"http://unknown.test:{port}/page")))
+        assert type(info.value).__name__ == "CannotResolveHostError"
+        assert classify(info.value) == "dns"
+        run(h.close())
+    finally:
+        reactor.installResolver(old)  # type: ignore[attr-defined]
