@@ -61,7 +61,7 @@ import asyncio
 import inspect
 import logging
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from scrapy import signals
 from scrapy.exceptions import (
@@ -90,17 +90,30 @@ from twisted.web.iweb import UNKNOWN_LENGTH
 
 from larbinscrapy.http1conn import CONNECTION_CONTROL, Connection, Exchange, request_bytes
 from larbinscrapy.http1pool import ConnectionPool, Dialer, connect_error
-from larbinscrapy.reactor import installed_reactor
+from larbinscrapy.reactor import Reactor, installed_reactor
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.internet.defer import Deferred
+    from twisted.internet.interfaces import IConnector
+    from twisted.internet.protocol import ClientFactory
 
 logger = logging.getLogger(__name__)
 
 _RETRYABLE = frozenset({b"GET", b"HEAD", b"OPTIONS", b"DELETE", b"TRACE"})
 _RETRY = object()  # the outcome of a reused connection closed before any byte: send again
+
+
+class _NetReactor(Reactor, Protocol):
+    """The two reactor calls this handler makes beyond ``Reactor``'s."""
+
+    def resolve(self, name: str) -> Deferred[str]: ...
+
+    def connectTCP(
+        self, host: str, port: int, factory: ClientFactory, timeout: float
+    ) -> IConnector: ...
 
 
 class LeanHttpDownloadHandler:
@@ -120,7 +133,7 @@ class LeanHttpDownloadHandler:
         self.warnsize = warnsize
         self.fail_on_dataloss = fail_on_dataloss
         self._delegate_all = bool(bind_address) or not is_asyncio_available()
-        self._reactor = installed_reactor()
+        self._reactor = cast("_NetReactor", installed_reactor())
         self._pool = ConnectionPool(self._reactor, max(1, max_idle), idle_timeout)
         self._scrapy: Any = None
         self._dataloss_warned = False
@@ -220,7 +233,7 @@ class LeanHttpDownloadHandler:
         if "#" in url:
             url = url.split("#", 1)[0]
         return make_response(
-            url=url, status=dl.status, headers=dl.scrapy_headers,
+            url=url, status=dl.status, headers=cast("Headers", dl.scrapy_headers),
             body=b"".join(dl.chunks), flags=outcome or None, certificate=None,
             ip_address=dl.ip_address, protocol=dl.version, stop_download=dl.stopped,
         )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import httptools
 from twisted.internet import error as tx
-from twisted.internet.protocol import Protocol
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 from twisted.web._newclient import ParseError, RequestGenerationFailed
 from twisted.web.http_headers import _nameEncoder
@@ -119,7 +119,8 @@ class Connection(Protocol):
         self.head_size = 0
         self.scan = None
         self.lenient = False
-        self.transport.write(data)  # type: ignore[union-attr]
+        transport: Any = self.transport
+        transport.write(data)
 
     def close(self) -> None:
         """Drop the connection now (a stopped, cancelled or failed download)."""
@@ -274,7 +275,7 @@ class Connection(Protocol):
             ex.finished = True
             ex.failed(reason, dataloss=ex.headers_done)
 
-    def connectionLost(self, reason: Failure = tx.ConnectionDone()) -> None:  # noqa: B008
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self.lost = True
         ex = self.exchange
         self.exchange = None

@@ -81,7 +81,8 @@ class ConnectionPool:
         self._sweeper = None
         for conns in list(self.idle.values()):
             for conn in list(conns):
-                conn.transport.loseConnection()  # type: ignore[union-attr]
+                transport: Any = conn.transport
+                transport.loseConnection()
         self.idle.clear()
 
 
@@ -95,10 +96,10 @@ class Dialer(ClientFactory):
         self.pool = pool
         self.key = key
 
-    def buildProtocol(self, addr: IAddress) -> Connection:
+    def buildProtocol(self, addr: IAddress | None) -> Connection:
         conn = Connection(self.connected, self.pool.put, self.pool.discard)
         conn.key = self.key
-        conn.ip_address = ipaddress.ip_address(addr.host)  # type: ignore[attr-defined]
+        conn.ip_address = ipaddress.ip_address(getattr(addr, "host", "") or "0.0.0.0")
         return conn
 
     def connected(self, conn: Connection) -> None:
@@ -112,9 +113,11 @@ class Dialer(ClientFactory):
             self.fut.set_exception(connect_error(reason.value))
 
 
-def connect_error(exc: BaseException) -> BaseException:
+def connect_error(exc: BaseException | None) -> BaseException:
     """A connect or DNS failure as Scrapy's handler raises it (``wrap_twisted_exceptions``)."""
     wrapped: BaseException
+    if exc is None:
+        return tx.ConnectError("connection failed")
     if isinstance(exc, tx.ConnectionRefusedError):
         wrapped = DownloadConnectionRefusedError(str(exc))
     elif isinstance(exc, tx.DNSLookupError):
