@@ -101,6 +101,7 @@ class Connection(Protocol):
         self.head: list[bytes] = []  # the raw bytes of the head so far, for lenient_head
         self.head_size = 0
         self.scan: _HeadScan | None = None  # only for a head over MAX_LINE or refused by llhttp
+        self.long_line = False  # llhttp parsed a head line over MAX_LINE (Twisted would close)
         self.lenient = False  # the head being parsed is lenient_head's clean copy
         self.used = False  # it carried an exchange before: a close before any byte is retried
         self.lost = False
@@ -118,6 +119,7 @@ class Connection(Protocol):
         self.head = []
         self.head_size = 0
         self.scan = None
+        self.long_line = False
         self.lenient = False
         transport: Any = self.transport
         transport.write(data)
@@ -203,7 +205,13 @@ class Connection(Protocol):
 
     # -- llhttp callbacks --------------------------------------------------------------------
 
+    def on_status(self, reason: bytes) -> None:
+        if len(reason) > MAX_LINE:
+            self.long_line = True
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) + len(value) > MAX_LINE:  # the line is longer still (": ", spaces, CRLF)
+            self.long_line = True
         self.exchange.raw_headers.append((name, value.strip()))  # type: ignore[union-attr]
 
     def on_headers_complete(self) -> None:
@@ -227,7 +235,7 @@ class Connection(Protocol):
         ex.status = status
         ex.version = "HTTP/" + parser.get_http_version()
         ex.conn_close = not parser.should_keep_alive()
-        if self._too_long():
+        if self.long_line:
             raise ParseError("head line too long", b"")
         ex.headers_done = True
         self.head = []
