@@ -177,7 +177,7 @@ class LeanHttpDownloadHandler:
             outcome = await self._exchange(dl, host, port, data, retry=not request.body)
             if outcome is _RETRY:
                 self.stats.inc_value("larbin/http1/retried")
-                dl.reset()
+                dl.reset()  # the latency still counts from the first try, as in Twisted's retry
                 outcome = await self._exchange(dl, host, port, data, retry=False)
         except asyncio.CancelledError:
             dl.abort()
@@ -195,7 +195,6 @@ class LeanHttpDownloadHandler:
         elif not (retry and dl.method in _RETRYABLE):
             conn.used = False  # a close before any byte is then no reason to send again
         dl.conn = conn
-        dl.start = monotonic()
         conn.send(dl, data)
         return await dl.wait(dl.answer)
 
@@ -275,7 +274,9 @@ class _Download(Exchange):
 
     def reset(self) -> None:
         """Ready to send again on a new connection (nothing of an answer came)."""
+        start = self.start
         self.__init__(self.handler, self.request, self.timeout)  # type: ignore[misc]
+        self.start = start
 
     async def wait(self, fut: asyncio.Future[Any]) -> Any:
         self.waiter = fut

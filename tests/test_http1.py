@@ -342,3 +342,18 @@ def test_names_through_the_reactor_resolver(web: RawWeb, handler: str) -> None:
         run(h.close())
     finally:
         reactor.installResolver(old)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("handler", BOTH)
+def test_download_latency_counts_to_the_headers(handler: str) -> None:
+    """``download_latency``: from the start (connect included) to the headers, not the body."""
+    web = RawWeb({"/slow": [0.3, OK + b"Content-Length: 4\r\n\r\nab", 1.5, b"cd"]})
+    try:
+        h, _ = make_handler(handler)
+        request = Request(web.url("/slow"))
+        response = run(h.download_request(request))
+        run(h.close())
+    finally:
+        web.stop()
+    assert response.body == b"abcd"
+    assert 0.3 <= request.meta["download_latency"] < 1.5  # the body came 1.5 s after
