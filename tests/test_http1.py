@@ -357,3 +357,56 @@ def test_download_latency_counts_to_the_headers(handler: str) -> None:
         web.stop()
     assert response.body == b"abcd"
     assert 0.3 <= request.meta["download_latency"] < 1.5  # the body came 1.5 s after
+
+
+@pytest.mark.parametrize("handler", BOTH)
+def test_idle_connections_bounded_per_host(handler: str) -> None:
+    """At most ``CONCURRENT_REQUESTS_PER_DOMAIN`` idle connections are kept per host."""
+    import asyncio
+
+    web = RawWeb({"/slow": [0.3, PAGE]})
+    try:
+        h, _ = make_handler(handler, CONCURRENT_REQUESTS_PER_DOMAIN=2)
+
+        async def four() -> None:
+            await asyncio.gather(*(h.download_request(Request(web.url("/slow")))
+                                   for _ in range(4)))
+
+        run(four())
+        settle(0.2)
+        assert web.connections == 4
+        assert len(web.open) == 2
+        run(h.close())
+    finally:
+        web.stop()
+
+
+def test_idle_connections_closed_after_the_timeout() -> None:
+    web = RawWeb({"/p": [PAGE]})
+    try:
+        h, _ = make_handler("lean", LARBIN_HTTP1_IDLE_TIMEOUT=0.4)
+        run(h.download_request(Request(web.url("/p"))))
+        settle(0.1)
+        assert len(web.open) == 1
+        settle(1.0)  # the sweep runs every timeout / 2: closed by 0.6 s idle at the latest
+        assert not web.open
+        run(h.download_request(Request(web.url("/p"))))
+        assert web.connections == 2
+        run(h.close())
+    finally:
+        web.stop()
+
+
+def test_proxy_and_https_go_to_scrapys_handler() -> None:
+    """``meta["proxy"]`` (and https) are Scrapy's handler's: the proxy sees an absolute URI."""
+    web = RawWeb({"http://example.test/p": [PAGE]})
+    try:
+        h, crawler = make_handler("lean")
+        response = run(h.download_request(Request("http://example.test/p",
+                                                  meta={"proxy": web.base})))
+        assert response.body == b"hello"
+        assert web.requests[0].startswith(b"GET http://example.test/p HTTP/1.1\r\n")
+        assert crawler.stats.get_value("larbin/http1/delegated") == 1
+        run(h.close())
+    finally:
+        web.stop()
