@@ -227,6 +227,8 @@ class Connection(Protocol):
             for name, value in ex.raw_headers:
                 lname = name.lower()
                 if lname == b"transfer-encoding":
+                    if not ex.chunked and value.lower() != b"chunked":  # Twisted knows no other
+                        raise ParseError("unknown Transfer-Encoding", value)
                     ex.chunked = True
                 elif lname == b"content-length":
                     ex.length = _content_length(value, ex.length)

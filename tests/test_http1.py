@@ -46,6 +46,10 @@ CASES: dict[str, tuple[list[Any], dict[str, Any], tuple[Any, ...]]] = {
     "/te-and-cl": ([OK + b"Content-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n"
                     b"2\r\nok\r\n0\r\n\r\n"],
                    {}, ("TextResponse", 200, [], b"ok", [])),
+    "/te-identity": ([OK + b"Transfer-Encoding: identity\r\n\r\nok", "close"], {},
+                     ("DownloadFailedError", "ResponseFailed", "malformed")),
+    "/te-gzip-chunked": ([OK + b"Transfer-Encoding: gzip, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"],
+                         {}, ("DownloadFailedError", "ResponseFailed", "malformed")),
     "/no-content": ([b"HTTP/1.1 204 No Content\r\nX-D: d\r\n\r\n"], {},
                     ("TextResponse", 204, [("Content-Length", ["0"]), ("X-D", ["d"])], b"", [])),
     "/not-modified": ([b"HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n"], {},
