@@ -26,6 +26,7 @@ import httptools
 from twisted.internet import error as tx
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
+from twisted.web._abnf import _istoken
 from twisted.web._newclient import ParseError, RequestGenerationFailed
 from twisted.web.http_headers import _nameEncoder
 
@@ -366,7 +367,9 @@ def lenient_head(head: bytes) -> bytes:
             header = b"".join(partial)
             if b":" in header:
                 name, value = header.split(b":", 1)
-                fields.append((name.strip(), value.strip()))
+                if not _istoken(name):  # Twisted's Headers refuse it: the answer fails
+                    raise ParseError("invalid header name", name)
+                fields.append((name, value.strip()))
             else:
                 logger.debug("Skipping the bad response header line %r, as it has no colon.",
                              header)
