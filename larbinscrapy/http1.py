@@ -167,6 +167,9 @@ class LeanHttpDownloadHandler:
         if (self._delegate_all or parsed.scheme != "http" or meta.get("proxy")
                 or meta.get("bindaddress")):
             self.stats.inc_value("larbin/http1/delegated")
+            if self._scrapy is None:  # log the first, count them all
+                logger.debug("%s goes to Scrapy's HTTP/1.1 handler (https, proxy, bind address "
+                             "or a reactor other than asyncio's)", request)
             return await self._delegate().download_request(request)
         host = parsed.hostname or ""
         port = parsed.port or 80
