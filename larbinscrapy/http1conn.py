@@ -1,6 +1,7 @@
-"""One keep-alive HTTP/1.1 client connection parsed by llhttp (``httptools``), for ``http1.py``.
+"""HTTP/1.1 on the wire for ``http1.py``: a keep-alive client connection parsed by llhttp
+(``httptools``), and ``request_bytes``, a request written the way Twisted's ``Agent`` writes it.
 
-Pure protocol: no settings, no signals, no Scrapy objects. An ``Exchange`` is one request and
+No settings, no signals, no stats. An ``Exchange`` is one request and
 its answer; a ``Connection`` carries one exchange at a time (no pipelining) and tells its
 ``Exchange`` what happened through four calls: ``headers`` (status line and headers parsed),
 ``body`` (a chunk of the body), ``done`` (the answer is complete) and ``failed`` (why it is not,
@@ -9,7 +10,7 @@ exception classes: see ``http1.py``).
 
 llhttp is strict where Twisted's client (and Scrapy's lenient parser on top of it) is lenient:
 Twisted accepts a bare ``\\n`` as line end, a status line without reason phrase, header lines
-without a colon (skipped), obs-fold continuation lines (joined without a space) and trailing
+without a colon (skipped), obs-fold continuation lines (appended as they are) and trailing
 spaces (stripped). So when llhttp rejects a response head, the head is read again the Twisted
 way (``lenient_head``) and, if that succeeds, fed to a fresh parser as a clean head; only what
 Twisted would also refuse is malformed. A head line longer than Twisted's ``LineReceiver``
