@@ -1,8 +1,8 @@
 """For tests/test_http1*.py: a scripted raw-socket HTTP server and both handlers on one reactor.
 
-The server runs on the test process's own asyncio reactor (``reactor.startRunning`` once, then
-``run(coro)`` drives the loop), so a case can write what no HTTP library would send: a reset in
-the middle of a body, a 1 MB header line, a close before any byte, an answer that never comes.
+The server runs on the test process's own asyncio reactor (``run(coro)`` drives its loop), so
+a case can write what no HTTP library would send: a reset in the middle of a body, a 1 MB
+header line, a close before any byte, an answer that never comes.
 Each path of ``RawWeb.script`` is a list of actions done on receipt of a request head:
 ``b"..."`` writes bytes, ``"close"`` closes, ``"reset"`` resets, ``"hang"`` waits forever,
 ``"drop_if_reused"`` closes without answering when the connection carried a request before
@@ -36,13 +36,18 @@ HANDLERS = {
 }
 BASE_SETTINGS = {k: v for k, v in vars(base).items() if k.startswith("LARBIN_")}
 
-if not reactor.running:  # type: ignore[attr-defined]
-    reactor.startRunning(installSignalHandlers=False)  # type: ignore[attr-defined]
 LOOP: asyncio.AbstractEventLoop = reactor._asyncioEventloop  # type: ignore[attr-defined]
 
 
 def run(coro: Coroutine[Any, Any, Any], timeout: float = 20) -> Any:
-    """Run ``coro`` on the reactor's loop until it is done (the reactor keeps its state)."""
+    """Run ``coro`` on the reactor's loop until it is done.
+
+    The reactor is not ``run()`` (it could not be restarted for the next test): its thread pool,
+    which Scrapy's handler resolves names in, is started here and stopped by ``stop_threads``.
+    """
+    pool = reactor.getThreadPool()  # type: ignore[attr-defined]
+    if not pool.started:
+        pool.start()
     return LOOP.run_until_complete(asyncio.wait_for(coro, timeout))
 
 
