@@ -13,6 +13,7 @@ Every raw request head is kept in ``requests``.
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.misc import build_from_crawler, load_object
@@ -28,7 +29,7 @@ from twisted.internet.protocol import Factory, Protocol
 from settings import base
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import Coroutine, Iterator
 
 HANDLERS = {
     "scrapy": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
@@ -144,6 +145,24 @@ class RawWeb:
         if stopped is not None:
             run(stopped.asFuture(LOOP))
         settle()
+
+
+@contextmanager
+def plain_reactor() -> Iterator[None]:
+    """The reactor as a fresh process has it, for one module: Twisted's threaded resolver.
+
+    An earlier test module may have built a crawler that installed larbinscrapy's
+    ``PinnedResolver`` (whose SSRF guard refuses the loopback addresses used here) on the one
+    reactor all tests share. Restored, and the thread pool stopped, afterwards.
+    """
+    from twisted.internet.base import ThreadedResolver
+
+    old = reactor.installResolver(ThreadedResolver(reactor))  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        reactor.installResolver(old)  # type: ignore[attr-defined]
+        stop_threads()
 
 
 def stop_threads() -> None:

@@ -15,7 +15,7 @@ from scrapy import Request, signals
 from scrapy.exceptions import StopDownload
 
 from larbinscrapy.failures import classify
-from tests.http1_support import RawWeb, make_handler, run, settle, stop_threads
+from tests.http1_support import RawWeb, make_handler, plain_reactor, run, settle
 
 BOTH = ["scrapy", "lean"]
 OK = b"HTTP/1.1 200 OK\r\n"
@@ -130,8 +130,8 @@ def outcome(handler_name: str, path: str, web: RawWeb, meta: dict[str, Any],
 
 @pytest.fixture(scope="module", autouse=True)
 def _threads() -> Any:
-    yield
-    stop_threads()
+    with plain_reactor():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from scrapy import Request
 
 from benchmarks.synthweb import SynthWeb
-from tests.http1_support import make_handler, run, stop_threads
+from tests.http1_support import make_handler, plain_reactor, run
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None and
                                 not shutil.which("/usr/sbin/nginx"), reason="needs nginx")
@@ -38,23 +38,20 @@ async def _fetch(handler: Any, requests: list[Request]) -> list[tuple[Any, ...]]
 
 
 def test_same_answers_from_nginx() -> None:
-    try:
-        with SynthWeb(hosts=2, pages_per_host=20, dead=0) as web:
-            urls = sorted(web.pages)
-            extra = [web.seeds[0] + "robots.txt", web.seeds[0] + "missing.html"]
+    with plain_reactor(), SynthWeb(hosts=2, pages_per_host=20, dead=0) as web:
+        urls = sorted(web.pages)
+        extra = [web.seeds[0] + "robots.txt", web.seeds[0] + "missing.html"]
 
-            def requests() -> list[Request]:
-                return ([Request(u) for u in urls + extra]
-                        + [Request(urls[3], method="HEAD"),
-                           Request(urls[4], headers={"Accept-Encoding": "gzip"})])
+        def requests() -> list[Request]:
+            return ([Request(u) for u in urls + extra]
+                    + [Request(urls[3], method="HEAD"),
+                       Request(urls[4], headers={"Accept-Encoding": "gzip"})])
 
-            got = {}
-            for name in ("scrapy", "lean"):
-                handler, _ = make_handler(name)
-                got[name] = run(_fetch(handler, requests()), timeout=60)
-                run(handler.close())
-    finally:
-        stop_threads()
+        got = {}
+        for name in ("scrapy", "lean"):
+            handler, _ = make_handler(name)
+            got[name] = run(_fetch(handler, requests()), timeout=60)
+            run(handler.close())
     assert got["lean"] == got["scrapy"]
     statuses = [s[2] for s in got["lean"]]
     assert statuses.count(200) == len(urls) + 3 and 404 in statuses
