@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 import httptools
@@ -48,7 +49,7 @@ CONNECTION_CONTROL = frozenset(
 )
 
 
-class Exchange:
+class Exchange(ABC):
     """One request on a connection and the state of its answer; the handler subclasses it."""
 
     head_only: bool = False  # a HEAD: the answer ends with its headers
@@ -64,21 +65,21 @@ class Exchange:
         self.raw_headers: list[tuple[bytes, bytes]] = []
         self.conn_close = False
 
+    @abstractmethod
     def headers(self) -> bool:
         """Status and headers are in; False stops the download (the connection is closed)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def body(self, data: bytes) -> bool:
         """A body chunk; False stops the download (the connection is closed)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def done(self, partial: bool) -> None:
         """The whole answer is in (``partial``: close-delimited, Twisted's PotentialDataLoss)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def failed(self, reason: Failure, dataloss: bool) -> None:
         """The answer is lost: ``reason`` as Twisted has it; ``dataloss``: within the body."""
-        raise NotImplementedError
 
 
 class _Stop(Exception):

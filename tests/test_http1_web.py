@@ -8,17 +8,12 @@ responses must be equal (class, status, headers but ``Date``, body, flags, IP, p
 from __future__ import annotations
 
 import asyncio
-import shutil
 from typing import Any
 
-import pytest
 from scrapy import Request
 
 from benchmarks.synthweb import SynthWeb
 from tests.http1_support import make_handler, plain_reactor, run
-
-pytestmark = pytest.mark.skipif(shutil.which("nginx") is None and
-                                not shutil.which("/usr/sbin/nginx"), reason="needs nginx")
 
 
 def _summary(response: Any) -> tuple[Any, ...]:
