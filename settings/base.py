@@ -100,7 +100,7 @@ EXTENSIONS_BASE = {  # Scrapy's, without RemoteControl (to use it: add it to EXT
 DOWNLOADER_MIDDLEWARES_BASE = {  # Scrapy's, its CookiesMiddleware built only when COOKIES_ENABLED
     **{k: v for k, v in scrapy_defaults.DOWNLOADER_MIDDLEWARES_BASE.items()
        if k != "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"},
-    "larbinscrapy.middlewares.folded.CookiesMiddleware": 700,
+    "larbinscrapy.optional.CookiesMiddleware": 700,
 }
 ITEM_PIPELINES = {
     # Each raises NotConfigured unless its LARBIN_* setting turns it on (docs/pipelines.md).

@@ -18,12 +18,7 @@ lengths of ``request_httprepr`` instead of building the bytes, reads the headers
 directly, and binds ``stats.inc_value`` once (every attribute read on Scrapy's stats collector
 goes through a deprecation wrapper).
 
-``CookiesMiddleware`` builds Scrapy's cookies middleware only when ``COOKIES_ENABLED`` is on:
-importing it (for tldextract) costs ~45 ms of every crawl's start-up only to raise
-``NotConfigured`` with our default ``COOKIES_ENABLED = False``.
-
-Settings: ``SPIDER_MIDDLEWARES``, ``DOWNLOADER_MIDDLEWARES`` (these replace Scrapy's entries),
-``COOKIES_ENABLED``.
+Settings: ``SPIDER_MIDDLEWARES``, ``DOWNLOADER_MIDDLEWARES`` (these replace Scrapy's entries).
 """
 
 from __future__ import annotations
@@ -32,11 +27,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.stats import DownloaderStats, get_status_size
-from scrapy.exceptions import NotConfigured
 from scrapy.spidermiddlewares.referer import RefererMiddleware
 from scrapy.spidermiddlewares.start import StartSpiderMiddleware
 from scrapy.utils.httpobj import urlparse_cached
-from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.python import global_object_name, to_bytes
 
 if TYPE_CHECKING:
@@ -68,18 +61,6 @@ def chainless_referer(crawler: Crawler) -> RefererMiddleware | None:
     if referer is not None and getattr(referer, "process_spider_output", None) is None:
         return referer
     return None
-
-
-class CookiesMiddleware:
-    """Scrapy's ``CookiesMiddleware``, imported only when ``COOKIES_ENABLED`` is true."""
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Any:
-        if not crawler.settings.getbool("COOKIES_ENABLED"):
-            raise NotConfigured("COOKIES_ENABLED is off")
-        from scrapy.downloadermiddlewares.cookies import CookiesMiddleware as Scrapys
-
-        return build_from_crawler(Scrapys, crawler)
 
 
 def header_size(headers: dict[bytes, list[bytes]]) -> int:
