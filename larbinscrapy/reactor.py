@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
     from twisted.internet.base import DelayedCall
     from twisted.internet.defer import Deferred
+    from twisted.internet.protocol import ServerFactory
+    from twisted.internet.tcp import Port
     from twisted.python.threadpool import ThreadPool
 
 _P = ParamSpec("_P")
@@ -40,7 +42,8 @@ class Clock(Protocol):
 
 
 class Reactor(Clock, Protocol):
-    """The reactor calls larbinscrapy makes beyond time: shutdown hooks, threads, the resolver."""
+    """The reactor calls larbinscrapy makes beyond time: shutdown hooks, threads, the resolver,
+    the status page's port."""
 
     resolver: Any  # the installed name resolver (dns.py installs a PinnedResolver)
 
@@ -55,6 +58,10 @@ class Reactor(Clock, Protocol):
     def getThreadPool(self) -> ThreadPool: ...
 
     def installResolver(self, resolver: Any) -> Any: ...
+
+    def listenTCP(
+        self, port: int, factory: ServerFactory, backlog: int = 50, interface: str = ""
+    ) -> Port: ...
 
 
 def installed_reactor() -> Reactor:

@@ -3,23 +3,29 @@ line, the token file."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 import stat
 from typing import TYPE_CHECKING
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from twisted.internet.error import CannotListenError
+from twisted.internet.protocol import ServerFactory
 
 from larbinscrapy.status import metrics
 from larbinscrapy.status.auth import read_job_files, remove_job_files, save_job_files
-from larbinscrapy.status.extension import is_loopback, parse_port_range
+from larbinscrapy.status.extension import is_loopback, listen_first_free, parse_port_range
 from larbinscrapy.status.history import HostCounter, RateHistory
 from larbinscrapy.status.inject import BadPayload, parse_batch
 from larbinscrapy.status.logline import format_line
 from larbinscrapy.status.snapshot import build_status, group
+from larbinscrapy.urls import MAX_PORT
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 
@@ -192,3 +198,43 @@ def test_job_files_are_private_and_removed(tmp_path: Path):
     remove_job_files(str(tmp_path))
     with pytest.raises(FileNotFoundError):
         read_job_files(str(tmp_path))
+
+
+@pytest.fixture
+def rival_between_bind_and_listen(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """A port that another crawl binds too and starts listening on between our bind and listen.
+
+    Two crawls started together (scrapyd jobs, distributed workers) both bind the first port of
+    the range (SO_REUSEADDR lets them while neither listens); the one that calls ``listen()``
+    second gets EADDRINUSE from the kernel. The race is real; only its timing is forced here.
+    """
+    with socket.socket() as rival:
+        rival.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        rival.bind(("127.0.0.1", 0))
+        port = rival.getsockname()[1]
+        real_listen = socket.socket.listen
+
+        def listen_second(sock: socket.socket, *args: int) -> None:
+            if sock is not rival and sock.getsockname() == ("127.0.0.1", port):
+                real_listen(rival)
+            real_listen(sock, *args)
+
+        monkeypatch.setattr(socket.socket, "listen", listen_second)
+        yield port
+
+
+def test_a_port_lost_between_bind_and_listen_moves_on(rival_between_bind_and_listen: int) -> None:
+    port = rival_between_bind_and_listen
+    listening = listen_first_free([port, min(port + 20, MAX_PORT)], "127.0.0.1", ServerFactory())
+    try:
+        assert port < listening.getHost().port <= port + 20
+    finally:
+        listening.stopListening()
+
+
+def test_the_last_port_lost_between_bind_and_listen_is_cannot_listen(
+        rival_between_bind_and_listen: int) -> None:
+    port = rival_between_bind_and_listen
+    with pytest.raises(CannotListenError) as raised:
+        listen_first_free([port], "127.0.0.1", ServerFactory())
+    assert raised.value.socketError.errno == errno.EADDRINUSE

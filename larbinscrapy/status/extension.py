@@ -23,6 +23,7 @@ resumes the crawl.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import os
@@ -34,11 +35,11 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
-from scrapy.utils.reactor import listen_tcp
 from twisted.internet import error, task
 from twisted.internet.protocol import ServerFactory
 
 from larbinscrapy.dns import SsrfGuard, dns_cache
+from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.status.auth import make_token, remove_job_files, save_job_files
 from larbinscrapy.status.gate import PauseGate
 from larbinscrapy.status.history import HostCounter, RateHistory
@@ -78,6 +79,29 @@ def parse_port_range(value: Any) -> list[int] | None:
             or ports[0] > ports[-1]):
         raise ValueError(f"LARBIN_HTTP_PORT must be a port or a range, got {value!r}")
     return ports
+
+
+def listen_first_free(ports: list[int], host: str, factory: ServerFactory) -> Port:
+    """Listen on the first port of ``ports`` (one port or a range) that is free.
+
+    Not Scrapy's ``listen_tcp``: it moves on only when ``bind()`` fails. Two crawls started
+    together (scrapyd jobs, workers on one machine) can both bind a port, as SO_REUSEADDR
+    allows while neither listens, and the second to call ``listen()`` then gets EADDRINUSE as
+    a bare OSError: a traceback and no status page. Here that port is taken too, as it is.
+    """
+    reactor = installed_reactor()
+    lost: error.CannotListenError | None = None
+    for port in range(ports[0], ports[-1] + 1):
+        try:
+            return reactor.listenTCP(port, factory, interface=host)
+        except error.CannotListenError as exc:
+            lost = exc
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            lost = error.CannotListenError(host, port, exc)
+    assert lost is not None  # parse_port_range gives at least one port
+    raise lost
 
 
 def is_loopback(host: str) -> bool:
@@ -190,7 +214,7 @@ class StatusServer:
     def _engine_started(self) -> None:
         self._started = time.time()
         try:
-            port = listen_tcp(self.ports, self.host, SiteOnFirstConnection(self._site))
+            port = listen_first_free(self.ports, self.host, SiteOnFirstConnection(self._site))
         except error.CannotListenError as exc:
             logger.error("Status page: no free port in %s on %s (%s); crawling without it",
                          "-".join(map(str, self.ports)), self.host, exc.socketError)
