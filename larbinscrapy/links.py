@@ -215,8 +215,15 @@ def _resolve(value: str, base: _Base) -> str | None:
             if m.group(1).lower() not in ("http", "https"):
                 return None  # mailto:, javascript:, data:, tel:, ftp: ...
             return urljoin(base.url, value)
-    if first != "." and "/." not in value and "//" not in value and base.directory is not None:
-        return base.directory + value
+    if base.directory is not None and "//" not in value and ";" not in value:
+        if first != "." and "/." not in value:
+            return base.directory + value
+        if value.startswith("../"):  # "../x/y.html", site navigation's other common shape
+            rest = value.lstrip("./")
+            up, odd = divmod(len(value) - len(rest), 3)
+            if not odd and value[: 3 * up] == "../" * up and "/." not in rest:
+                kept = base.segments[: max(len(base.segments) - up, 1)]
+                return base.origin + "/".join(kept) + "/" + rest
     return _join_path(base, value) if ";" not in value else urljoin(base.url, value)
 
 

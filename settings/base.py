@@ -170,7 +170,7 @@ LARBIN_DUPEFILTER_CAPACITY = 10_000_000  # bloom: URLs it is sized for; scalable
 LARBIN_DUPEFILTER_ERROR_RATE = 0.001  # bloom, scalable: target false-positive rate; bitmap: warning threshold
 LARBIN_DUPEFILTER_GROWTH = 2  # scalable: each next filter holds this many times the URLs of the last
 LARBIN_DUPEFILTER_TIGHTENING = 0.5  # scalable: each next filter's error rate is this times the last's
-LARBIN_DUPEFILTER_URL_CACHE = 32_768  # link gate: raw link strings remembered (x2 generations) to skip hashing repeats; 0 = off
+LARBIN_DUPEFILTER_URL_CACHE = 65_536  # link gate: recent raw links remembered (x2 generations, ~75 bytes each) to skip filtering and hashing repeats; 0 = off
 LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL = 300  # seconds between snapshots (journal in between)
 LARBIN_DUPEFILTER_RESET_CORRUPT = False  # start clean if the snapshot is corrupt, instead of failing
 

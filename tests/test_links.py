@@ -67,6 +67,17 @@ def test_resolve(href: str, expected: str | None) -> None:
 
 TRICKY_VALUES = [
     "a//b",
+    # "../" chains: concatenated from the base's directories unless a dot segment follows
+    "../x/y.html",
+    "../../x",
+    "../../../../../x",
+    "../.x",
+    "../..",
+    "../../",
+    "../x/.",
+    "..././x",
+    "../x?q=/../y",
+    "../x/../y",
     "x/../../../../y",
     "./",
     "../",
