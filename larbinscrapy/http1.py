@@ -23,7 +23,9 @@ Same behaviour as Scrapy's handler (tests/test_http1.py runs each case against b
   reused connection closed before any byte of the answer is sent once more on a new connection
   (Twisted's ``_RetryingHTTP11ClientProtocol``);
 * DNS through ``reactor.resolve`` (larbinscrapy's ``PinnedResolver``); the ``download_timeout``
-  meta as connect and whole-download timeout; cancellation closes the connection;
+  meta as connect and whole-download timeout, or, once ``PageDeadlineHandler`` hands it larbin's
+  page timeout (``adopt_page_deadline``), as that rule's base (bytes received earn more time);
+  cancellation closes the connection;
 * ``headers_received`` / ``bytes_received`` with Scrapy's arguments, ``StopDownload`` honoured
   (flag ``download_stopped``, the body kept up to that chunk); ``DOWNLOAD_MAXSIZE`` /
   ``DOWNLOAD_WARNSIZE`` and their meta keys (Content-Length first, then the bytes);
@@ -93,12 +95,16 @@ from larbinscrapy.http1pool import ConnectionPool, Dialer, connect_error
 from larbinscrapy.reactor import Reactor, installed_reactor
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from twisted.internet.defer import Deferred
     from twisted.internet.interfaces import IConnector
     from twisted.internet.protocol import ClientFactory
+
+    from larbinscrapy.deadline import EarnedTime
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +143,7 @@ class LeanHttpDownloadHandler:
         self._pool = ConnectionPool(self._reactor, max(1, max_idle), idle_timeout)
         self._scrapy: Any = None
         self._dataloss_warned = False
+        self._earned: EarnedTime | None = None  # larbin's page timeout, once adopted
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LeanHttpDownloadHandler:
@@ -161,11 +168,26 @@ class LeanHttpDownloadHandler:
             self._scrapy = build_from_crawler(HTTP11DownloadHandler, self.crawler)
         return self._scrapy
 
+    def adopt_page_deadline(self, rule: EarnedTime) -> Callable[[Request], bool]:
+        """Time the pages served here by larbin's rule (``PageDeadlineHandler`` asks).
+
+        This handler counts each page's bytes anyway, so its one timer per download applies
+        the rule: the wrapper needs no timer, no ``bytes_received`` receiver and no Deferred
+        round trip of its own for them. Returns which requests those are.
+        """
+        self._earned = rule
+        return self.serves
+
+    def serves(self, request: Request) -> bool:
+        """Whether ``request`` is downloaded here, not by Scrapy's handler."""
+        meta = request.meta
+        return not (self._delegate_all or urlparse_cached(request).scheme != "http"
+                    or meta.get("proxy") or meta.get("bindaddress"))
+
     async def download_request(self, request: Request) -> Response:
         meta = request.meta
         parsed = urlparse_cached(request)
-        if (self._delegate_all or parsed.scheme != "http" or meta.get("proxy")
-                or meta.get("bindaddress")):
+        if not self.serves(request):
             self.stats.inc_value("larbin/http1/delegated")
             if self._scrapy is None:  # log the first, count them all
                 logger.debug("%s goes to Scrapy's HTTP/1.1 handler (https, proxy, bind address "
@@ -175,7 +197,7 @@ class LeanHttpDownloadHandler:
         port = parsed.port or 80
         dl = _Download(self, request, float(meta.get("download_timeout") or self.timeout))
         data = request_bytes(request, parsed, host, port)
-        timer = self._reactor.callLater(dl.timeout, dl.expire)
+        dl.timer = self._reactor.callLater(dl.timeout, dl.expire)
         try:
             outcome = await self._exchange(dl, host, port, data, retry=not request.body)
             if outcome is _RETRY:
@@ -186,8 +208,8 @@ class LeanHttpDownloadHandler:
             dl.abort()
             raise
         finally:
-            if timer.active():
-                timer.cancel()
+            if dl.timer.active():
+                dl.timer.cancel()
         return self._response(dl, outcome)
 
     async def _exchange(self, dl: _Download, host: str, port: int, data: bytes,
@@ -223,7 +245,10 @@ class LeanHttpDownloadHandler:
     def _dial(self, fut: asyncio.Future[Connection], dl: _Download, key: Any, ip: str) -> None:
         self.stats.inc_value("larbin/http1/connections")
         factory = Dialer(fut, self._pool, key)
-        dl.connector = self._reactor.connectTCP(ip, key[1], factory, timeout=dl.timeout)
+        # under larbin's page timeout its timer ends a connect that takes too long, as it did
+        # when PageDeadlineHandler timed every page (counted in larbin/timeout/pages)
+        timeout = dl.timeout if self._earned is None else dl.timeout + 1
+        dl.connector = self._reactor.connectTCP(ip, key[1], factory, timeout=timeout)
 
     def _response(self, dl: _Download, outcome: Any) -> Response:
         if isinstance(outcome, BaseException):
@@ -268,6 +293,8 @@ class _Download(Exchange):
         self.waiter: asyncio.Future[Any] | None = None
         self.answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.start = monotonic()
+        self.started = handler._reactor.seconds()  # the page deadline's clock
+        self.timer: Any = None
         self.chunks: list[bytes] = []
         self.received = 0
         self.stopped: StopDownload | None = None
@@ -277,9 +304,9 @@ class _Download(Exchange):
 
     def reset(self) -> None:
         """Ready to send again on a new connection (nothing of an answer came)."""
-        start = self.start
+        start, started, timer = self.start, self.started, self.timer
         self.__init__(self.handler, self.request, self.timeout)  # type: ignore[misc]
-        self.start = start
+        self.start, self.started, self.timer = start, started, timer
 
     async def wait(self, fut: asyncio.Future[Any]) -> Any:
         self.waiter = fut
@@ -290,13 +317,26 @@ class _Download(Exchange):
             self.answer.set_result(outcome)
 
     def expire(self) -> None:
-        """The ``download_timeout`` passed: close what is open, fail as Scrapy does."""
+        """The ``download_timeout`` passed: close what is open, fail as Scrapy does.
+
+        Under larbin's page timeout (adopted), the bytes received so far may have earned the
+        page more time: the timer is set again for then.
+        """
+        rule, reactor = self.handler._earned, self.handler._reactor
+        if rule is None:
+            error = DownloadTimeoutError(
+                f"Getting {self.request.url} took longer than {self.timeout} seconds.")
+        else:
+            left = rule.left(self.started, self.timeout, self.received, reactor.seconds())
+            if left is not None:
+                self.timer = reactor.callLater(left, self.expire)
+                return
+            error = rule.expired(self.request.url, self.timeout, self.received)
         self.timed_out = True
         self.abort()
         waiter = self.waiter
         if waiter is not None and not waiter.done():
-            waiter.set_exception(DownloadTimeoutError(
-                f"Getting {self.request.url} took longer than {self.timeout} seconds."))
+            waiter.set_exception(error)
 
     def abort(self) -> None:
         self.finished = True

@@ -188,7 +188,11 @@ def test_ip_that_keeps_timing_out_or_refusing_is_dropped(tmp_path):
     assert "Dropping IP 127.0.1.10" in crawl.stderr
 
 
-def test_page_timeout_grows_with_the_bytes_received(web, tmp_path):
+@pytest.mark.parametrize("handler", [
+    "larbinscrapy.http1.LeanHttpDownloadHandler",  # it times its pages itself (adopts the rule)
+    "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",  # PageDeadlineHandler times
+], ids=["lean", "scrapy"])
+def test_page_timeout_grows_with_the_bytes_received(web, tmp_path, handler):
     # larbin's page timeout: DOWNLOAD_TIMEOUT (1 s here) + 1 s per 2,000 bytes received.
     # 8,000 bytes at 4,000 B/s take 2 s but earn 4 s more: fetched. At 500 B/s the deadline
     # (1 + t/4 s) is passed at 1.33 s: cancelled. A fixed 1 s timeout would cancel both.
@@ -214,6 +218,7 @@ def test_page_timeout_grows_with_the_bytes_received(web, tmp_path):
                 "DOWNLOAD_TIMEOUT": 1,
                 "RETRY_TIMES": 0,
                 "ROBOTSTXT_OBEY": False,
+                "LARBIN_HTTP_HANDLER": handler,
             },
         )
     finally:
