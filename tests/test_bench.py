@@ -112,3 +112,23 @@ def test_the_seen_test_benchmark_reads_every_page_of_the_web():
     stream = synthweb_links(hosts=2, pages=5)
     assert len(stream) == 10
     assert all(stream) and all(u.startswith("http://127.0.2.") for p in stream for u in p)
+
+
+def test_the_paired_benchmark_runs_both_checkouts_at_once_on_twin_webs(tmp_path, monkeypatch):
+    # benchmarks.ab's whole point: the two crawls overlap in time (so they meet the same machine
+    # drift), each fetches its whole web, and the checkouts swap webs between pairs.
+    from benchmarks.ab import paired_runs, summary
+
+    monkeypatch.setenv(peers.BASELINE_ENV, str(Path(__file__).resolve().parent.parent))
+    pairs = paired_runs(3, 12, 2, tmp_path)
+    assert len(pairs) == 2
+    for pair in pairs:
+        before, after = pair["baseline"], pair["larbin"]
+        assert before["status"] == after["status"] == "ok"
+        assert before["coverage"] == after["coverage"] == 1.0
+        assert before["port"] != after["port"]
+        overlap = min(before["ended"], after["ended"]) - max(before["started"], after["started"])
+        assert overlap > 0.5 * min(before["wall_s"], after["wall_s"])
+    assert pairs[0]["larbin"]["port"] == pairs[1]["baseline"]["port"]
+    result = summary(pairs)
+    assert result["ok_pairs"] == 2 and result["ratio_median"] > 0
