@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exporters import BaseItemExporter, JsonLinesItemExporter
 from scrapy.item import Item
+from scrapy.utils.python import to_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,8 +58,7 @@ class JsonLinesExporter(JsonLinesItemExporter):
                 exported[name] = value if serializer is None else serializer(value)
             elif self.export_empty_fields:
                 exported[name] = None
-        data = self.encoder.encode(exported) + "\n"
-        self.file.write(data.encode(self.encoding or "utf-8"))
+        self.file.write(to_bytes(self.encoder.encode(exported) + "\n", self.encoding))
 
     def _plan(self, cls: type[Item]) -> Plan:
         """Each field to export with its declared serializer (None: the value as it is)."""

@@ -95,7 +95,7 @@ from larbinscrapy.http1pool import ConnectionPool, Dialer, connect_error
 from larbinscrapy.reactor import Reactor, installed_reactor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -168,34 +168,42 @@ class LeanHttpDownloadHandler:
             self._scrapy = build_from_crawler(HTTP11DownloadHandler, self.crawler)
         return self._scrapy
 
-    def adopt_page_deadline(self, rule: EarnedTime) -> Callable[[Request], bool]:
+    def adopt_page_deadline(
+        self, rule: EarnedTime
+    ) -> Callable[[Request], Coroutine[Any, Any, Response] | None]:
         """Time the pages served here by larbin's rule (``PageDeadlineHandler`` asks).
 
         This handler counts each page's bytes anyway, so its one timer per download applies
         the rule: the wrapper needs no timer, no ``bytes_received`` receiver and no Deferred
-        round trip of its own for them. Returns which requests those are.
+        round trip of its own for them. Returns ``_served``: the download of a request served
+        here, or None for one that goes to Scrapy's handler (the wrapper times those).
         """
         self._earned = rule
-        return self.serves
-
-    def serves(self, request: Request) -> bool:
-        """Whether ``request`` is downloaded here, not by Scrapy's handler."""
-        meta = request.meta
-        return not (self._delegate_all or urlparse_cached(request).scheme != "http"
-                    or meta.get("proxy") or meta.get("bindaddress"))
+        return self._served
 
     async def download_request(self, request: Request) -> Response:
-        meta = request.meta
-        parsed = urlparse_cached(request)
-        if not self.serves(request):
+        served = self._served(request)
+        if served is None:
             self.stats.inc_value("larbin/http1/delegated")
             if self._scrapy is None:  # log the first, count them all
                 logger.debug("%s goes to Scrapy's HTTP/1.1 handler (https, proxy, bind address "
                              "or a reactor other than asyncio's)", request)
             return await self._delegate().download_request(request)
+        return await served
+
+    def _served(self, request: Request) -> Coroutine[Any, Any, Response] | None:
+        """The download of ``request`` here, or None when it is Scrapy's handler's to do."""
+        meta = request.meta
+        parsed = urlparse_cached(request)
+        if (self._delegate_all or parsed.scheme != "http" or meta.get("proxy")
+                or meta.get("bindaddress")):
+            return None
+        return self._download(request, parsed)
+
+    async def _download(self, request: Request, parsed: Any) -> Response:
         host = parsed.hostname or ""
         port = parsed.port or 80
-        dl = _Download(self, request, float(meta.get("download_timeout") or self.timeout))
+        dl = _Download(self, request, float(request.meta.get("download_timeout") or self.timeout))
         data = request_bytes(request, parsed, host, port)
         dl.timer = self._reactor.callLater(dl.timeout, dl.expire)
         try:
@@ -292,8 +300,7 @@ class _Download(Exchange):
         self.connector: Any = None
         self.waiter: asyncio.Future[Any] | None = None
         self.answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.start = monotonic()
-        self.started = handler._reactor.seconds()  # the page deadline's clock
+        self.start = monotonic()  # download_latency's and the page deadline's clock
         self.timer: Any = None
         self.chunks: list[bytes] = []
         self.received = 0
@@ -304,9 +311,9 @@ class _Download(Exchange):
 
     def reset(self) -> None:
         """Ready to send again on a new connection (nothing of an answer came)."""
-        start, started, timer = self.start, self.started, self.timer
+        start, timer = self.start, self.timer
         self.__init__(self.handler, self.request, self.timeout)  # type: ignore[misc]
-        self.start, self.started, self.timer = start, started, timer
+        self.start, self.timer = start, timer
 
     async def wait(self, fut: asyncio.Future[Any]) -> Any:
         self.waiter = fut
@@ -327,7 +334,7 @@ class _Download(Exchange):
             error = DownloadTimeoutError(
                 f"Getting {self.request.url} took longer than {self.timeout} seconds.")
         else:
-            left = rule.left(self.started, self.timeout, self.received, reactor.seconds())
+            left = rule.left(self.start, self.timeout, self.received, monotonic())
             if left is not None:
                 self.timer = reactor.callLater(left, self.expire)
                 return
