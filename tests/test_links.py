@@ -11,6 +11,7 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 from w3lib.url import safe_url_string
 
+from larbinscrapy import links
 from larbinscrapy.links import Page, extract, robots_directives
 
 PAGE = "http://a.com/b/c.html"
@@ -157,12 +158,55 @@ TAGS = [
     ("<noscript><a href=x></noscript>", ["x"]),
     ("<p><a href=x>1</a> and <a href=y>2</a> and <a href=x>3</a>", ["x", "y"]),
     ("<a href=x#a><a href=x#b>", ["x"]),
+    # a first href="..." is read by the scan itself: the same value as the attribute matcher's
+    ('<a\n\thref="x">', ["x"]),
+    ('<a/href="x">', ["x"]),
+    ('<a href = "x" href="y">', ["x"]),
+    ('<a HREF="x"title="t">', ["x"]),
+    ('<a href="x"/>', ["x"]),
+    ('<a href="">', [""]),
+    ('<a href="  x  ">', ["x"]),
+    ('<iframe href="no" src="x">', ["x"]),
+    ('<base href="/d/"><a href="x">', ["/d/x"]),
 ]
 
 
 @pytest.mark.parametrize(("html", "expected"), TAGS)
 def test_tags(html: str, expected: list[str]) -> None:
     assert links_of(html) == [urljoin(PAGE, e) for e in expected]
+
+
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [('<a href="x<y" title=t>', "x%3Cy"), ('<a href="x>y">', "x%3Ey"), ("<a href=\"x'y\">", "x'y")],
+)
+def test_brackets_and_quotes_in_a_first_href(html: str, expected: str) -> None:
+    assert links_of(html) == [urljoin(PAGE, expected)]
+
+
+def test_the_scans_own_href_is_the_attribute_matchers() -> None:
+    """Group 4 (a first ``href="..."``) must be what ``_HREF`` finds in the tag's attributes."""
+    rng = random.Random(18)
+    attrs = ['href="/a b"', "href='/q'", "href=/u", 'HREF="/U"', 'href = "/s"', 'href="/<x"',
+             'href="/>x"', 'src="/s"', 'rel="nofollow"', 'title="x>y"', "title='<'", "class=a",
+             "/", "href", "href=", 'data-href="/no"', 'hrefx="/no"', 'href="&amp;x"', '"', "'",
+             "<", "=", '\n href="/nl"', '\thref\t=\t"/tab"']
+    tags = ["a", "A", "area", "link", "frame", "iframe", "base", "img", "meta", "p", "/a"]
+    separators, ends = [" ", "\n", "/", ""], [">", "", "/>"]
+    checked = 0
+    for _ in range(3000):
+        html = "".join(
+            "<" + rng.choice(tags) + rng.choice(separators)
+            + " ".join(rng.choice(attrs) for _ in range(rng.randrange(4)))
+            + rng.choice(ends) + "text"
+            for _ in range(rng.randrange(1, 12))
+        )
+        for m in links._SCAN_IMAGES.finditer(html):
+            if m.lastindex == links._LINK and m.group(4) is not None:
+                a = links._HREF(m.group(3))
+                assert a is not None and a.group(a.lastindex or 0) == m.group(4), html
+                checked += 1
+    assert checked > 1000  # the shapes above do reach the shortcut
 
 
 def test_images_only_when_asked() -> None:
