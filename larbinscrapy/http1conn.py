@@ -418,7 +418,9 @@ def request_bytes(request: Any, parsed: Any, host: str, port: int) -> bytes:
     elif method in _EXPECTS_BODY:
         lines.append(b"Content-Length: 0\r\n")
     has_host = False
-    for name, values in request.headers.items():
+    # dict.items: the stored (normalised) names and value lists; Headers.items() normalises
+    # every name again and looks each one up.
+    for name, values in dict.items(request.headers):
         cname = _nameEncoder.encode(name)
         if cname == b"Host":
             has_host = True

@@ -144,7 +144,9 @@ def _text(value: str) -> str:
 class _Base:
     """A base URL cut into the prefixes that resolve common relative links by concatenation."""
 
-    __slots__ = ("directory", "ok", "origin", "scheme", "segments", "url", "without_query")
+    __slots__ = (
+        "directory", "ok", "origin", "parents", "scheme", "segments", "url", "without_query"
+    )
 
     def __init__(self, url: str) -> None:
         url = url.partition("#")[0]
@@ -160,6 +162,12 @@ class _Base:
         # A base path with dot segments or "//" is normalised by urljoin: no concatenation.
         clean = "/." not in path and "//" not in path
         self.directory = self.origin + path[: path.rfind("/") + 1] if clean else None
+        # What "../" * k resolves to, k = 1, 2 ...: the directory k levels up; urljoin clamps
+        # excess ".." at the root, which is the last entry.
+        self.parents = [
+            self.origin + "/".join(self.segments[:up]) + "/"
+            for up in range(max(len(self.segments) - 1, 1), 0, -1)
+        ] if clean else None
 
 
 def _join_path(base: _Base, value: str) -> str:
@@ -215,21 +223,29 @@ def _resolve(value: str, base: _Base) -> str | None:
         return _join_path(base, value) if ";" not in value else urljoin(base.url, value)
     if first == "?":
         return base.without_query + value
-    if ":" in value:
-        m = _SCHEME(value)
-        if m is not None:
-            if m.group(1).lower() not in ("http", "https"):
-                return None  # mailto:, javascript:, data:, tel:, ftp: ...
-            return urljoin(base.url, value)
-    if base.directory is not None and "//" not in value and ";" not in value:
-        if first != "." and "/." not in value:
+    if first == ".":  # no scheme starts with "."
+        parents = base.parents
+        if parents and value.startswith("../"):  # "../x/y.html", site navigation's other shape
+            rest, up = value[3:], 1
+            while rest.startswith("../"):
+                rest, up = rest[3:], up + 1
+            if (
+                rest and rest[0] not in "./"
+                and "/." not in rest and "//" not in rest and ";" not in rest
+            ):
+                return parents[min(up, len(parents)) - 1] + rest
+    else:
+        if ":" in value:
+            m = _SCHEME(value)
+            if m is not None:
+                if m.group(1).lower() not in ("http", "https"):
+                    return None  # mailto:, javascript:, data:, tel:, ftp: ...
+                return urljoin(base.url, value)
+        if (
+            base.directory is not None and "//" not in value and ";" not in value
+            and "/." not in value
+        ):
             return base.directory + value
-        if value.startswith("../"):  # "../x/y.html", site navigation's other common shape
-            rest = value.lstrip("./")
-            up, odd = divmod(len(value) - len(rest), 3)
-            if not odd and value[: 3 * up] == "../" * up and "/." not in rest:
-                kept = base.segments[: max(len(base.segments) - up, 1)]
-                return base.origin + "/".join(kept) + "/" + rest
     return _join_path(base, value) if ";" not in value else urljoin(base.url, value)
 
 

@@ -80,6 +80,11 @@ TRICKY_VALUES = [
     "../x?q=/../y",
     "../x/../y",
     "x/../../../../y",
+    "..//x",
+    "../;x",
+    "../x;y",
+    "../../.",
+    ".../x",
     "./",
     "../",
     "x/.",
@@ -111,6 +116,18 @@ BASES = [
     "http://a.com/b/../c/d.html",
     "http://a.com:8080/b;p/c",
 ]
+
+
+def test_random_dot_dot_chains_agree_with_urljoin() -> None:
+    rng = random.Random(18)
+    parts = ["..", ".", "x", "", "y.html", "...", ".z", "q?a=../b"]
+    bases = [f"http://a.com/{'d/' * depth}p.html" for depth in range(5)]
+    for _ in range(5000):
+        tail = "/".join(rng.choice(parts) for _ in range(rng.randrange(4)))
+        href = "../" * rng.randrange(6) + tail
+        base = rng.choice(bases)
+        expected = safe_url_string(urljoin(base, href))
+        assert links_of(f'<a href="{href}">x</a>', base) == [expected], (base, href)
 
 
 @pytest.mark.parametrize("base", BASES)

@@ -203,7 +203,11 @@ class LinkGateMiddleware:
         errback = getattr(self.crawler.spider, "on_error", None)
         parent = {M.PARENT: meta[M.RID]} if M.RID in meta else {}
         url_filter, trap = self.url_filter, self._trap
-        reason_of, context_reason_of = url_filter.reason, url_filter.context_reason
+        reason_of = url_filter.reason
+        # What a known link can still be filtered for depends only on whether it stays on
+        # this page's host: two answers a page, not one call a link.
+        same_host_reason = url_filter.context_reason(source, parent_depth + 1, source)
+        other_host_reason = url_filter.context_reason("/", 0, source)  # "/": no host's name
         links_seen = self._seen  # raw-link cache, then fingerprint and seen-set
         known = links_seen.known if links_seen is not None and links_seen.size else None
         referer_mw = self._referer
@@ -219,8 +223,7 @@ class LinkGateMiddleware:
                     # only what depends on this page can still give another reason.
                     host = known(url)
                     if host is not None:
-                        site_depth = parent_depth + 1 if host == source else 0
-                        reason = context_reason_of(host, site_depth, source)
+                        reason = same_host_reason if host == source else other_host_reason
                         if reason is not None:
                             filtered[reason] += 1
                         else:
