@@ -39,6 +39,7 @@ STATS_CLASS = "larbinscrapy.stats.LeanStatsCollector"  # Scrapy's in-memory stat
 LOG_FORMATTER = "larbinscrapy.logformatter.QuietLogFormatter"  # no per-page "Crawled"/"Scraped" DEBUG records unless LOG_LEVEL=DEBUG
 
 SCHEDULER = "larbinscrapy.frontier.scheduler.LarbinScheduler"
+DOWNLOADER = "larbinscrapy.downloader.LeanDownloader"  # Scrapy's, its middleware chain without a coroutine per layer and per request
 DUPEFILTER_CLASS = "larbinscrapy.dupefilter.BitmapDupeFilter"
 REQUEST_FINGERPRINTER_CLASS = "larbinscrapy.urls.CanonicalUrlFingerprinter"
 TWISTED_DNS_RESOLVER = "larbinscrapy.dns.PinnedResolver"
