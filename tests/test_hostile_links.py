@@ -24,7 +24,7 @@ from scrapy.utils.test import get_crawler
 
 from larbinscrapy import meta as M
 from larbinscrapy.dupefilter import BitmapDupeFilter
-from larbinscrapy.links import extract
+from larbinscrapy.links import SafeUrlRequest, extract
 from larbinscrapy.middlewares.filters import LinkGateMiddleware
 from larbinscrapy.spiders.larbin import LarbinSpider
 from larbinscrapy.urls import canonicalize, fingerprint_url, is_valid_url
@@ -259,3 +259,36 @@ def test_a_known_link_from_another_host_is_still_external():
     assert admitted == [[link], [], []]
     assert counts["larbin/filtered/external"] == 1  # not "seen": o.test may not link out
     assert counts["larbin/filtered/depth"] == 1  # depth 3 in h.test
+
+
+# -- SafeUrlRequest (issue #18): the URL Request() would give, without w3lib's parse --------
+PORTS = ["http://h.test:65535/", "http://h.test:65536/", "http://h.test:080/", "http://h.test:1/",
+         "http://h.test:" + "9" * 5000 + "/", "https://h.test:443/x?a=1&b=%41"]
+
+
+def _made(cls: type, url: object) -> tuple:
+    try:
+        request = cls(url)
+    except Exception as exc:  # the outcome is compared, whatever it is
+        return ("raised", type(exc).__name__, str(exc))
+    return ("url", request.url)
+
+
+@pytest.mark.parametrize("url", [*BAD_LINKS, *GOOD_LINKS, *PORTS, 42, b"http://h.test/"])
+def test_a_safe_url_request_gives_what_request_gives(url: object) -> None:
+    assert _made(SafeUrlRequest, url) == _made(Request, url)
+
+
+@HYPOTHESIS
+@given(st.one_of(valid_urls(), mutated_urls()))
+def test_safe_url_requests_of_any_url_agree_with_request(url: str) -> None:
+    assert _made(SafeUrlRequest, url) == _made(Request, url)
+
+
+def test_the_benchmark_webs_links_make_the_same_requests() -> None:
+    from benchmarks.bench_links import synthweb_pages
+
+    links = {u for url, body in synthweb_pages(1000) for u in extract(body, url).links}
+    assert len(links) > 500
+    for url in links:
+        assert SafeUrlRequest(url).url == Request(url).url == url

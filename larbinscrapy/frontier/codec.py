@@ -10,11 +10,13 @@ callbacks are stored by spider-method name, as Scrapy's own ``request_to_dict`` 
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from scrapy import Request
+from typing import TYPE_CHECKING, Any
 
 from larbinscrapy import meta as M
+from larbinscrapy.links import SafeUrlRequest
+
+if TYPE_CHECKING:
+    from scrapy import Request
 
 PERSIST_META = (
     "depth",
@@ -101,7 +103,9 @@ def decode(data: bytes, spider: Any) -> Request:
             kwargs["body"] = rec[_BODY].encode("latin-1")
         if len(rec) > _HEADERS:
             kwargs["headers"] = rec[_HEADERS]
-    return Request(url, priority=priority, meta=meta, callback=callback, errback=errback, **kwargs)
+    return SafeUrlRequest(
+        url, priority=priority, meta=meta, callback=callback, errback=errback, **kwargs
+    )
 
 
 def url_of(data: bytes) -> str:

@@ -30,6 +30,7 @@ from scrapy import Request, signals
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.items import PageItem
+from larbinscrapy.links import SafeUrlRequest
 from larbinscrapy.middlewares.folded import chainless_referer
 from larbinscrapy.seencache import SeenLinks
 from larbinscrapy.traps import TrapGuard
@@ -255,7 +256,7 @@ class LinkGateMiddleware:
                     M.REFERER: referer,
                 }
                 try:
-                    request = Request(url, errback=errback, meta=request_meta)
+                    request = SafeUrlRequest(url, errback=errback, meta=request_meta)
                 except ValueError:  # is_valid_url() let it through: still this link only
                     filtered[INVALID] += 1
                     continue
