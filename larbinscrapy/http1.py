@@ -4,7 +4,7 @@ Why: on a broad crawl Scrapy's HTTP/1.1 handler is the largest block of per-page
 spider (Agent, HostnameEndpoint, the connection pool, the retrying protocol, a line-by-line
 parser, Twisted Headers, several Deferred chains per response). This handler does the same job
 on one plain Twisted ``Protocol`` per connection (``http1conn.py``) and ``httptools`` (llhttp, the
-C parser uvicorn uses), and builds Scrapy's response with Scrapy's own ``make_response``.
+C parser uvicorn uses), and builds Scrapy's response as Scrapy's own ``make_response`` does.
 
 It is ``LARBIN_HTTP_HANDLER`` (wrapped by ``PageDeadlineHandler``). It delegates to Scrapy's
 ``HTTP11DownloadHandler`` (built once, on first need) whatever it does not do itself: https,
@@ -74,12 +74,12 @@ from scrapy.exceptions import (
     StopDownload,
 )
 from scrapy.http import Headers
+from scrapy.responsetypes import responsetypes
 from scrapy.utils._download_handlers import (
     check_stop_download,
     get_dataloss_msg,
     get_maxsize_msg,
     get_warnsize_msg,
-    make_response,
 )
 from scrapy.utils.asyncio import is_asyncio_available
 from scrapy.utils.httpobj import urlparse_cached
@@ -267,11 +267,21 @@ class LeanHttpDownloadHandler:
         url = dl.request.url
         if "#" in url:
             url = url.split("#", 1)[0]
-        return make_response(
-            url=url, status=dl.status, headers=cast("Headers", dl.scrapy_headers),
-            body=b"".join(dl.chunks), flags=outcome or None, certificate=None,
-            ip_address=dl.ip_address, protocol=dl.version, stop_download=dl.stopped,
+        headers = cast("Headers", dl.scrapy_headers)
+        body = b"".join(dl.chunks)
+        # Scrapy's make_response, but the response is handed the Headers built from the wire:
+        # Response() copies a Headers name by name (6.7 us a page); its setter keeps one.
+        response = responsetypes.from_args(headers=headers, url=url, body=body)(
+            url=url, status=dl.status, body=body, flags=outcome or None, certificate=None,
+            ip_address=dl.ip_address, protocol=dl.version,
         )
+        response.headers = headers
+        if dl.stopped:
+            response.flags.append("download_stopped")
+            if dl.stopped.fail:
+                dl.stopped.response = response
+                raise dl.stopped
+        return response
 
     async def close(self) -> None:
         self._pool.close()
@@ -378,7 +388,10 @@ class _Download(Exchange):
                 entry[2] = False
             else:
                 entry[1].append(value)
-        self.scrapy_headers = headers = Headers({e[0]: e[1] for e in grouped.values()})
+        # Headers' own storage filled directly, as its normkey/normvalue would fill it (a
+        # title-cased name, a list of bytes), without those two calls a header
+        self.scrapy_headers = headers = Headers()
+        dict.update(headers, {e[0].title(): e[1] for e in grouped.values()})
         handler = self.handler
         stop = check_stop_download(signals.headers_received, handler.crawler, request,
                                    headers=headers,

@@ -31,6 +31,11 @@ CASES: dict[str, tuple[list[Any], dict[str, Any], tuple[Any, ...]]] = {
     "/close-delimited": ([b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello", "close"],
                          {}, ("TextResponse", 200, [("Content-Type", ["text/plain"])],
                               b"hello", ["partial"])),
+    # names as any casing, one header given twice in two casings: stored as Scrapy's Headers do
+    "/casing": ([OK + b"content-TYPE: text/plain\r\nx-lower: a\r\nX-LOWER: b\r\n"
+                 b"content-length: 2\r\n\r\nok"], {},
+                ("TextResponse", 200, [("Content-Length", ["2"]), ("Content-Type", ["text/plain"]),
+                                       ("X-Lower", ["a", "b"])], b"ok", [])),
     "/no-phrase": ([b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok"], {},
                    ("TextResponse", 200, [("Content-Length", ["2"])], b"ok", [])),
     "/bare-lf": ([b"HTTP/1.1 200 OK\nContent-Length: 2\nX-B:  spaced  \n\nok"], {},
