@@ -454,7 +454,9 @@ def run_profile(sc: Scenario, target: str, profiler: str, work: Path,
         if profiler in ("auto", "py-spy"):
             raw = sc_work / "pyspy.txt"
             pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-            prof_cmd = [pyspy, "record", "--format", "raw", "--rate", "250", "--nonblocking",
+            # blocking: py-spy pauses the crawl for each sample; --nonblocking lost ~45% of
+            # the samples' stacks here (read while they changed), which skewed the shares
+            prof_cmd = [pyspy, "record", "--format", "raw", "--rate", "250",
                         "-o", str(raw), "--", *cmd]
             proc = run_process(prof_cmd, cwd, env, sc_work / "pyspy", timeout, web)
             if raw.exists() and raw.stat().st_size:
@@ -555,7 +557,8 @@ def machine_info() -> dict[str, Any]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small web, 1 repetition (~2 min)")
-    p.add_argument("--reps", type=int, help="repetitions per crawler (default 3; quick 1)")
+    p.add_argument("--reps", type=int,
+                   help="repetitions per crawler (default 3; quick 1; the large web 1)")
     p.add_argument("--json", type=Path, help="write the full results as JSON here")
     p.add_argument("--md", type=Path, help="write the markdown report here")
     p.add_argument("--scenario", choices=("all", "cpu", "large", "polite"), default="all",
@@ -601,9 +604,10 @@ def main(argv: list[str] | None = None) -> int:
     reps = args.reps or (1 if q else 3)
     cpu = Scenario("cpu", args.hosts or (10 if q else 20), args.pages or (40 if q else 100),
                    0.0, reps, args.per_domain, 100)
-    # once per peer, no start-up run: at 50,000 pages start-up is ~2% of the whole
-    large = Scenario("large", args.large_hosts, args.large_pages, 0.0, 1, args.per_domain, 100,
-                     startup=False)
+    # once per peer unless --reps says otherwise, no start-up run: at 50,000 pages start-up is
+    # ~2% of the whole
+    large = Scenario("large", args.large_hosts, args.large_pages, 0.0, args.reps or 1,
+                     args.per_domain, 100, startup=False)
     polite = Scenario("polite", args.polite_hosts or (5 if q else 10),
                       args.polite_pages or (8 if q else 15), args.delay, reps, None, None)
     work = Path(tempfile.mkdtemp(prefix="larbin-bench-"))

@@ -51,12 +51,7 @@ class LeanMiddlewareManager(DownloaderMiddlewareManager):
             assert method is not None
             response = self._handle_mw_method(method, request=request)
             if response is not None and not isinstance(response, _OUTPUT):
-                response = await _awaited(response, method)
-                if response is not None and not isinstance(response, _OUTPUT):
-                    raise _InvalidOutput(
-                        f"Middleware {method.__qualname__} must return None, Response or "
-                        f"Request, got {response.__class__.__name__}"
-                    )
+                response = await _settled(response, method, none=True, got=_class_name)
             if response:
                 return response
         return await download_func(request)
@@ -72,12 +67,7 @@ class LeanMiddlewareManager(DownloaderMiddlewareManager):
             assert method is not None
             result: Any = self._handle_mw_method(method, request=request, response=response)
             if not isinstance(result, _OUTPUT):
-                result = await _awaited(result, method)
-                if not isinstance(result, _OUTPUT):
-                    raise _InvalidOutput(
-                        f"Middleware {method.__qualname__} must return Response or Request, "
-                        f"got {type(result)}"
-                    )
+                result = await _settled(result, method, none=False, got=type)
             if isinstance(result, Request):
                 return result
             response = result
@@ -90,20 +80,31 @@ class LeanMiddlewareManager(DownloaderMiddlewareManager):
             assert method is not None
             response = self._handle_mw_method(method, request=request, exception=exception)
             if response is not None and not isinstance(response, _OUTPUT):
-                response = await _awaited(response, method)
-                if response is not None and not isinstance(response, _OUTPUT):
-                    raise _InvalidOutput(
-                        f"Middleware {method.__qualname__} must return None, Response or "
-                        f"Request, got {type(response)}"
-                    )
+                response = await _settled(response, method, none=True, got=type)
             if response:
                 return response
         raise exception
 
 
-def _awaited(value: Any, method: Callable[..., Any]) -> Any:
-    """What Scrapy's chain awaits for ``value`` (a Deferred warns, naming ``method``)."""
-    return ensure_awaitable(value, _warn=global_object_name(method))
+def _class_name(value: Any) -> str:
+    return str(value.__class__.__name__)
+
+
+async def _settled(
+    value: Any, method: Callable[..., Any], *, none: bool, got: Callable[[Any], object]
+) -> Any:
+    """Scrapy's await and check of a method's value that is not a plain one.
+
+    ``ensure_awaitable`` warns about a Deferred, naming ``method``; the messages of a wrong
+    value are Scrapy's (``got`` says how each method's message shows the value's type).
+    """
+    value = await ensure_awaitable(value, _warn=global_object_name(method))
+    if isinstance(value, _OUTPUT) or (none and value is None):
+        return value
+    allowed = "None, Response or Request" if none else "Response or Request"
+    raise _InvalidOutput(
+        f"Middleware {method.__qualname__} must return {allowed}, got {got(value)}"
+    )
 
 
 class LeanDownloader(Downloader):
