@@ -294,13 +294,13 @@ def _port_ok(port: str | None) -> bool:
 class SafeUrlRequest(Request):
     """A ``Request`` that does not parse again a URL ``safe_url_string`` would leave as it is.
 
-    ``Request()`` passes every URL through w3lib's ``safe_url_string`` (~13 us: its own URL
-    split, then quoting each part); the link gate's URLs come out of ``_link`` and the
-    frontier's out of a Request, so they are safe already. A URL the ``_SAFE_URL`` check
-    passes, with a port ``safe_url_string`` accepts, is kept as given, which is what
-    ``safe_url_string`` returns for it; any other goes through Scrapy's ``_set_url`` (its
-    errors included). ``tests/test_links.py`` compares the two on the benchmark web's links
-    and hostile ones.
+    ``Request()`` passes every URL through w3lib's ``safe_url_string`` (its own URL split, then
+    quoting each part: ``Request(url)`` 3.9 us, this 2.1 us). The link gate's URLs come out of
+    ``_link`` and the frontier's out of a Request, so they are safe already. A URL the
+    ``_SAFE_URL`` check passes, with a port ``safe_url_string`` accepts, is kept as given,
+    which is what ``safe_url_string`` returns for it; any other goes through Scrapy's
+    ``_set_url`` (its errors included). ``tests/test_hostile_links.py`` compares the two on
+    hostile, random and the benchmark web's URLs.
     """
 
     def _set_url(self, url: str) -> None:
