@@ -371,27 +371,26 @@ class _Download(Exchange):
         assert conn is not None
         self.ip_address = conn.ip_address
         known = 0 if (self.head_only or self.status in (204, 304)) else self.length
+        # name as Headers stores it (title-cased) -> [values, the synthetic length?]
         grouped: dict[bytes, list[Any]] = {}
         if known is not None:
-            grouped[b"content-length"] = [b"Content-Length", [str(known).encode()], True]
+            grouped[b"Content-Length"] = [[str(known).encode()], True]
         control = CONNECTION_CONTROL - {b"content-length"} if self.head_only \
             else CONNECTION_CONTROL
         for name, value in self.raw_headers:
-            lname = name.lower()
-            if lname in control:
+            if name.lower() in control:
                 continue
-            entry = grouped.get(lname)
-            if entry is None:
-                grouped[lname] = [name, [value], False]
-            elif entry[2]:  # the synthetic length, replaced by a HEAD's own Content-Length
-                entry[1] = [value]
-                entry[2] = False
+            key = name.title()
+            entry = grouped.get(key)
+            # new, or the synthetic length replaced by a HEAD's own Content-Length (in its place)
+            if entry is None or entry[1]:
+                grouped[key] = [[value], False]
             else:
-                entry[1].append(value)
-        # Headers' own storage filled directly, as its normkey/normvalue would fill it (a
-        # title-cased name, a list of bytes), without those two calls a header
+                entry[0].append(value)
+        # Headers' own storage filled directly, as its normkey/normvalue would fill it, without
+        # those two calls a header
         self.scrapy_headers = headers = Headers()
-        dict.update(headers, {e[0].title(): e[1] for e in grouped.values()})
+        dict.update(headers, {key: entry[0] for key, entry in grouped.items()})
         handler = self.handler
         stop = check_stop_download(signals.headers_received, handler.crawler, request,
                                    headers=headers,

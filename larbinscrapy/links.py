@@ -29,6 +29,8 @@ from urllib.parse import urljoin, urlsplit
 from scrapy import Request
 from w3lib.url import safe_url_string
 
+from larbinscrapy.urls import MAX_PORT
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -111,6 +113,7 @@ _ANY_ATTR = re.compile(
 
 _REL = _attr_matcher("rel")
 _HTML_WS = " \t\n\r\f"
+_PORT_DIGITS = len(str(MAX_PORT))
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):").match
 # An http(s) URL safe_url_string() would return unchanged: lower-case host, a path before any
 # query, no empty query, no character it percent-encodes (a quote is fine in the path only).
@@ -281,14 +284,12 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
     return url if url.startswith(("http://", "https://")) else None
 
 
-_MAX_PORT = "65535"
-
-
 def _port_ok(port: str | None) -> bool:
-    """A ``_SAFE_URL`` port (no leading zero) that ``safe_url_string`` accepts: <= 65535."""
-    return port is None or len(port) < len(_MAX_PORT) or (
-        len(port) == len(_MAX_PORT) and port <= _MAX_PORT
-    )
+    """A ``_SAFE_URL`` port that ``safe_url_string`` accepts (<= MAX_PORT).
+
+    The length test first: ``int()`` refuses a string of over 4,300 digits.
+    """
+    return port is None or (len(port) <= _PORT_DIGITS and int(port) <= MAX_PORT)
 
 
 class SafeUrlRequest(Request):
