@@ -41,7 +41,7 @@ from benchmarks.synthweb import SynthWeb  # noqa: E402
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter  # noqa: E402
 from larbinscrapy.distributed.frontier import NORMAL, RedisFrontier  # noqa: E402
 from larbinscrapy.frontier import codec  # noqa: E402
-from larbinscrapy.urls import fingerprint_url, host_of, site_of  # noqa: E402
+from larbinscrapy.parse.urls import fingerprint_url, host_of, site_of  # noqa: E402
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 

@@ -16,7 +16,7 @@ Measures, in one run on the same random 16-byte keys (what ``CanonicalUrlFingerp
   measured false-positive rate at ``--growth-urls`` (1M, 10M, 100M) URLs for initial capacities
   of 10M (the default) and ``urls / 10`` and ``urls / 100``, next to pybloom-live's
   ``ScalableBloomFilter``;
-- the seen test as the link gate runs it (``larbinscrapy.seencache``: raw-link cache, then
+- the seen test as the link gate runs it (``larbinscrapy.gate.seencache``: raw-link cache, then
   fingerprint and seen-set) over the links of the benchmark's synthetic web, page by page, and
   over links that never repeat (the cache's worst case).
 
@@ -46,9 +46,9 @@ from twisted.internet.task import Clock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from larbinscrapy.bitchain import BloomChain
-from larbinscrapy.bitset import bitmap_bits_for, theoretical_fp_rate
-from larbinscrapy.dupefilter import BitmapDupeFilter
+from larbinscrapy.seen.bitchain import BloomChain
+from larbinscrapy.seen.bitset import bitmap_bits_for, theoretical_fp_rate
+from larbinscrapy.seen.dupefilter import BitmapDupeFilter
 from settings import base
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def snapshot_ms(df: BitmapDupeFilter) -> float:
 
 def gate_rate(df: BitmapDupeFilter) -> float:
     """fingerprint_url + seen_fingerprint per link, on links already seen (the common case)."""
-    from larbinscrapy.urls import fingerprint_url
+    from larbinscrapy.parse.urls import fingerprint_url
 
     urls = [f"http://h{i % 97}.test/dir{i % 13}/page{i}.html?b={i}&a=1" for i in range(50_000)]
     seen = df.seen_fingerprint
@@ -300,7 +300,7 @@ def growth(sizes: list[int], pybloom_urls: int) -> list[dict[str, Any]]:
 def synthweb_links(hosts: int = 20, pages: int = 200) -> list[list[str]]:
     """The links of every page of the benchmark's synthetic web, pages in crawl order."""
     from benchmarks.synthweb import SynthWeb
-    from larbinscrapy import links
+    from larbinscrapy.parse import links
 
     with tempfile.TemporaryDirectory() as tmp:
         web = SynthWeb(hosts, pages, workdir=tmp)
@@ -316,8 +316,8 @@ def synthweb_links(hosts: int = 20, pages: int = 200) -> list[list[str]]:
 
 def seen_test_rates(cache: int) -> dict[str, Any]:
     """Links/s of the gate's seen test, with and without the raw-link cache, best of 3."""
-    from larbinscrapy.seencache import SeenLinks
-    from larbinscrapy.urls import fingerprint_url
+    from larbinscrapy.gate.seencache import SeenLinks
+    from larbinscrapy.parse.urls import fingerprint_url
 
     pages = synthweb_links()
     unique = [[f"http://u{i % 97}.test/d{i % 13}/p{i}.html?b={i}&a=1" for i in range(j, j + 40)]

@@ -34,7 +34,7 @@ from benchmarks.synthweb import SynthWeb  # noqa: E402
 
 HANDLERS = {
     "scrapy": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
-    "lean": "larbinscrapy.http1.LeanHttpDownloadHandler",
+    "lean": "larbinscrapy.lean.http1.LeanHttpDownloadHandler",
 }
 
 

@@ -44,7 +44,7 @@ from scrapy.linkextractors import LinkExtractor
 from scrapy.utils.request import RequestFingerprinter
 from w3lib.url import canonicalize_url
 
-from larbinscrapy import links, urls
+from larbinscrapy.parse import links, urls
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -46,9 +46,9 @@ def _disk(path: Path) -> int:
 
 def run_store(n: int, directory: str) -> dict:
     """Fill a store with ``n`` pages, reopen it, take due pages; runs in its own process."""
+    from larbinscrapy.parse.urls import fingerprint_url
     from larbinscrapy.revisit.entry import Entry
     from larbinscrapy.revisit.store import RevisitStore
-    from larbinscrapy.urls import fingerprint_url
 
     now = 1_800_000_000.0
     store = RevisitStore(directory, 300.0, clock=lambda: now)
@@ -99,9 +99,9 @@ def run_redis(n: int, tmp: Path) -> dict:
     """``RedisRevisitStore`` add/take rates and memory per page in a fresh redis-server."""
     import redis
 
+    from larbinscrapy.parse.urls import fingerprint_url
     from larbinscrapy.revisit.entry import Entry
     from larbinscrapy.revisit.redis_store import RedisRevisitStore
-    from larbinscrapy.urls import fingerprint_url
     from tests.conftest import redis_server
 
     now = 1_800_000_000.0

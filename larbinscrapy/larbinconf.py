@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from larbinscrapy.seeds import check_url
+from larbinscrapy.seeds.seedlist import check_url
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

@@ -19,7 +19,7 @@ REQUEUED = "larbin_requeued"  # given back by the politeness gate: queued again,
 OUTPUT_DONE = "larbin_output_done"  # on a response: its page's output was counted once
 ANY_TYPE = "larbin_any_type"  # download whatever the Content-Type (larbin checkType off for it)
 
-# -- revisits (larbinscrapy/revisit/) and sitemaps (larbinscrapy/sitemaps.py) ---------------
+# -- revisits (larbinscrapy/revisit/) and sitemaps (larbinscrapy/seeds/sitemaps.py) ---------------
 REVISIT = "larbin_revisit"  # a due page re-entering the frontier: its packed schedule entry, hex
 REVISIT_HINT = "larbin_revisit_hint"  # seconds between fetches a sitemap entry suggests
 FETCH_COUNT = "larbin_fetch_count"  # on a response: fetches of this page, this one included

@@ -35,22 +35,22 @@ TELNETCONSOLE_ENABLED = False  # never open a code-running port by default
 REMOTE_CONTROL_ENABLED = False
 AJAXCRAWL_ENABLED = False
 FEED_EXPORT_ENCODING = "utf-8"
-STATS_CLASS = "larbinscrapy.stats.LeanStatsCollector"  # Scrapy's in-memory stats without a deprecation wrapper around every call
-LOG_FORMATTER = "larbinscrapy.logformatter.QuietLogFormatter"  # no per-page "Crawled"/"Scraped" DEBUG records unless LOG_LEVEL=DEBUG
+STATS_CLASS = "larbinscrapy.lean.stats.LeanStatsCollector"  # Scrapy's in-memory stats without a deprecation wrapper around every call
+LOG_FORMATTER = "larbinscrapy.lean.logformatter.QuietLogFormatter"  # no per-page "Crawled"/"Scraped" DEBUG records unless LOG_LEVEL=DEBUG
 
 SCHEDULER = "larbinscrapy.frontier.scheduler.LarbinScheduler"
-DOWNLOADER = "larbinscrapy.downloader.LeanDownloader"  # Scrapy's, its middleware chain without a coroutine per layer and per request
-DUPEFILTER_CLASS = "larbinscrapy.dupefilter.BitmapDupeFilter"
-REQUEST_FINGERPRINTER_CLASS = "larbinscrapy.urls.CanonicalUrlFingerprinter"
-TWISTED_DNS_RESOLVER = "larbinscrapy.dns.PinnedResolver"
+DOWNLOADER = "larbinscrapy.lean.downloader.LeanDownloader"  # Scrapy's, its middleware chain without a coroutine per layer and per request
+DUPEFILTER_CLASS = "larbinscrapy.seen.dupefilter.BitmapDupeFilter"
+REQUEST_FINGERPRINTER_CLASS = "larbinscrapy.parse.urls.CanonicalUrlFingerprinter"
+TWISTED_DNS_RESOLVER = "larbinscrapy.politeness.dns.PinnedResolver"
 DOWNLOAD_HANDLERS = {  # larbin's page timeout (DOWNLOAD_TIMEOUT + 1 s per LARBIN_TIMEOUT_BYTES_PER_SECOND bytes)
-    "http": "larbinscrapy.deadline.PageDeadlineHandler",
-    "https": "larbinscrapy.deadline.PageDeadlineHandler",
+    "http": "larbinscrapy.fetch.deadline.PageDeadlineHandler",
+    "https": "larbinscrapy.fetch.deadline.PageDeadlineHandler",
 }
 
 SPIDER_MIDDLEWARES = {
     # larbin check(): filters + cheap seen test, turning page links into requests
-    "larbinscrapy.middlewares.filters.LinkGateMiddleware": 10,
+    "larbinscrapy.middlewares.gate.LinkGateMiddleware": 10,
     # The gate does their work (URL length, depth): each extra spider middleware
     # is an async-generator layer over every output of every page.
     "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
@@ -59,9 +59,9 @@ SPIDER_MIDDLEWARES = {
     # Scrapy's start and referer middlewares without their layer over every page's output:
     # the gate sets Referer (same policies and settings) on what it lets through.
     "scrapy.spidermiddlewares.start.StartSpiderMiddleware": None,
-    "larbinscrapy.middlewares.folded.StartOnlyMiddleware": 25,
+    "larbinscrapy.lean.folded.StartOnlyMiddleware": 25,
     "scrapy.spidermiddlewares.referer.RefererMiddleware": None,
-    "larbinscrapy.middlewares.folded.GateRefererMiddleware": 700,
+    "larbinscrapy.lean.folded.GateRefererMiddleware": 700,
 }
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
@@ -73,12 +73,12 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,  # links.extract follows the target
     # Scrapy's bounded decompression, its bomb refusals counted (larbin/dropped/decompression_bomb)
     "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
-    "larbinscrapy.checktype.BoundedDecompressionMiddleware": 590,
+    "larbinscrapy.fetch.checktype.BoundedDecompressionMiddleware": 590,
     # larbin checkType: non-HTML answers stopped at their headers (after politeness saw them)
-    "larbinscrapy.checktype.ContentTypeMiddleware": 940,
+    "larbinscrapy.fetch.checktype.ContentTypeMiddleware": 940,
     # the same downloader/* stats at a fifth of the cost per page
     "scrapy.downloadermiddlewares.stats.DownloaderStats": None,
-    "larbinscrapy.middlewares.folded.DownloaderStatsMiddleware": 850,
+    "larbinscrapy.lean.folded.DownloaderStatsMiddleware": 850,
     # redirect targets pass the link gate's URL filters (same priority as Scrapy's)
     "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
     "larbinscrapy.middlewares.redirect.FilteredRedirectMiddleware": 600,
@@ -96,12 +96,12 @@ EXTENSIONS_BASE = {  # Scrapy's, without RemoteControl (to use it: add it to EXT
     **{k: v for k, v in scrapy_defaults.EXTENSIONS_BASE.items()
        if k not in ("scrapy.extensions.remote_control.RemoteControl",
                     "scrapy.extensions.telnet.TelnetConsole")},
-    "larbinscrapy.optional.TelnetConsole": 0,
+    "larbinscrapy.lean.optional.TelnetConsole": 0,
 }
 DOWNLOADER_MIDDLEWARES_BASE = {  # Scrapy's, its CookiesMiddleware built only when COOKIES_ENABLED
     **{k: v for k, v in scrapy_defaults.DOWNLOADER_MIDDLEWARES_BASE.items()
        if k != "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"},
-    "larbinscrapy.optional.CookiesMiddleware": 700,
+    "larbinscrapy.lean.optional.CookiesMiddleware": 700,
 }
 ITEM_PIPELINES = {
     # Each raises NotConfigured unless its LARBIN_* setting turns it on (docs/pipelines.md).
@@ -115,13 +115,13 @@ EXTENSIONS = {
     "larbinscrapy.jobdir.JobDirCheck": -1,  # before Scrapy's SpiderState creates JOBDIR: one clear line
     "scrapy.extensions.spiderstate.SpiderState": None,  # truncates spider.state before writing it
     "larbinscrapy.jobdir.AtomicSpiderState": 0,
-    "larbinscrapy.statsfile.StatsFile": 500,  # on when LARBIN_STATS_FILE is set
+    "larbinscrapy.status.statsfile.StatsFile": 500,  # on when LARBIN_STATS_FILE is set
     "larbinscrapy.revisit.extension.RevisitExtension": 510,  # on when LARBIN_REVISIT is set
-    "larbinscrapy.sitemaps.SitemapReader": 520,  # on when LARBIN_SITEMAPS is set
+    "larbinscrapy.seeds.sitemaps.SitemapReader": 520,  # on when LARBIN_SITEMAPS is set
     "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
     "larbinscrapy.status.logline.CrawlLogLine": 0,  # every LOGSTATS_INTERVAL: rates, queues, IPs
     "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_HTTP_*)
-    "larbinscrapy.gcfreeze.StartupFreeze": 1000,  # LARBIN_GC_FREEZE: start-up objects out of the collector's way
+    "larbinscrapy.lean.gcfreeze.StartupFreeze": 1000,  # LARBIN_GC_FREEZE: start-up objects out of the collector's way
 }
 ADDONS = {"larbinscrapy.larbinconf.LarbinConfAddon": 0}  # reads LARBIN_CONF (larbin.conf)
 COMMANDS_MODULE = "larbinscrapy.commands"  # scrapy addurls; scrapy crawl exits 1 when a crawl stops on a fatal error
@@ -143,14 +143,14 @@ LARBIN_FORBIDDEN_EXTENSIONS = (
 LARBIN_MAX_URL_LENGTH = 512  # larbin maxUrlSize: longer URLs are dropped
 LARBIN_CGI_LEVEL = 0  # larbin CGILEVEL: 0 all URLs, 1 none with ? or =, 2 also none with "cgi"
 
-# --- Robots meta (the spider; larbinscrapy/links.py) ---------------------------------------
+# --- Robots meta (the spider; larbinscrapy/parse/links.py) ---------------------------------------
 LARBIN_OBEY_NOFOLLOW = True  # obey <meta name=robots|BOT_NAME content=nofollow>, X-Robots-Tag and rel="nofollow"
 LARBIN_OBEY_NOINDEX = True  # noindex pages: item["noindex"] = True and storage pipelines skip them
 
 # --- Bounded memory per response (the spider) ----------------------------------------------
 LARBIN_MAX_LINKS_PER_PAGE = 10_000  # links kept from one page (item links and the gate); the rest counted as page_links; 0 = all
 
-# --- Trap defence (larbinscrapy/urlfilter.py, larbinscrapy/traps.py); 0 turns a test off ------
+# --- Trap defence (larbinscrapy/gate/urlfilter.py, larbinscrapy/gate/traps.py); 0 turns a test off ------
 LARBIN_MAX_PATH_SEGMENTS = 20  # URLs with more path segments are dropped (path_segments)
 LARBIN_MAX_PATH_REPEATS = 2  # a run of path segments repeated more often in a row is a trap (path_repeat)
 LARBIN_MAX_PAGES_PER_SITE = 100_000  # new URLs queued per site, then the rest are dropped (site_budget)
@@ -181,11 +181,11 @@ LARBIN_DNS_TTL = 3600  # seconds a resolved address (or a failure) is kept
 LARBIN_DNS_TIMEOUT = 10  # seconds before a lookup counts as failed
 LARBIN_MAX_CRAWL_DELAY = 30  # cap on robots.txt Crawl-delay, seconds
 LARBIN_TIMEOUT_BYTES_PER_SECOND = 2000  # larbin: page timeout grows 1 s per this many bytes
-LARBIN_HTTP_HANDLER = "larbinscrapy.http1.LeanHttpDownloadHandler"  # what PageDeadlineHandler wraps: plain http on llhttp (larbinscrapy/http1.py), the rest delegated to Scrapy's HTTP11DownloadHandler (set it to go back)
+LARBIN_HTTP_HANDLER = "larbinscrapy.lean.http1.LeanHttpDownloadHandler"  # what PageDeadlineHandler wraps: plain http on llhttp (larbinscrapy/lean/http1.py), the rest delegated to Scrapy's HTTP11DownloadHandler (set it to go back)
 LARBIN_HTTP1_IDLE_TIMEOUT = 240.0  # seconds an idle keep-alive connection is kept (Twisted's pool: 240)
 LARBIN_IP_MAX_FAILURES = 3  # consecutive timeouts/refusals before an IP is dropped (noConnection)
 LARBIN_IP_BACKOFF = 10.0  # extra delay after each consecutive failure, seconds
-# host and IP levels, throttling answers, bandwidth (larbinscrapy/hosts.py; README "Politeness")
+# host and IP levels, throttling answers, bandwidth (larbinscrapy/politeness/hosts.py; README "Politeness")
 LARBIN_IP_DELAY = 0.25  # seconds from the end of one fetch to the next start on one IP (all its hostnames); at most DOWNLOAD_DELAY
 LARBIN_IP_CONNECTIONS = 1  # fetches open to one IP at once
 LARBIN_MAX_RETRY_AFTER = 3600.0  # longest Retry-After honoured, seconds; a host asking more is set aside
@@ -211,7 +211,7 @@ REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list workers read seeds from: re
 REDIS_START_URLS_BATCH_SIZE = 100  # seeds taken from that list per read (every 0.25 s)
 SCHEDULER_PERSIST = True  # keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)
 
-# --- Start-up (larbinscrapy/gcfreeze.py) ----------------------------------------------------
+# --- Start-up (larbinscrapy/lean/gcfreeze.py) ----------------------------------------------------
 LARBIN_GC_FREEZE = True  # gc.freeze() at engine start: full collections (and the exit) skip the ~70k objects built before it
 
 # --- Status -------------------------------------------------------------------------------
@@ -241,11 +241,11 @@ FEED_EXPORT_FIELDS = [
     "title", "keywords", "description", "links", "ip", "noindex", "canonical",
     "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ]
-# Scrapy's JSON lines exporter with each item class's fields planned once (larbinscrapy.exporters):
+# Scrapy's JSON lines exporter with each item class's fields planned once (larbinscrapy.lean.exporters):
 # the same bytes at ~40% of the CPU per item. Scrapy's other formats are unchanged.
 FEED_EXPORTERS = {
-    "jsonl": "larbinscrapy.exporters.JsonLinesExporter",
-    "jsonlines": "larbinscrapy.exporters.JsonLinesExporter",
+    "jsonl": "larbinscrapy.lean.exporters.JsonLinesExporter",
+    "jsonlines": "larbinscrapy.lean.exporters.JsonLinesExporter",
 }  # JSON lines feeds: Scrapy's exporter, fields planned once per item class; other formats Scrapy's
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = 1.0  # seconds between flushes of JOBDIR/contentdup/journal
 LARBIN_SIMPLE_SAVE = False  # larbin SIMPLE_SAVE: bodies to save/dNNNNN/fNNNNN plus index.jsonl
@@ -260,7 +260,7 @@ LARBIN_WARC_PREFIX = "larbin"  # WARC file names: <prefix>-<UTC timestamp>-<seri
 LARBIN_SQLITE_PATH = ""  # the docs/pipelines.md SQLite example: database file; empty = off
 LARBIN_SQLITE_BATCH = 100  # SQLite example: rows per commit (also committed after 1 s)
 
-# --- Revisits and sitemaps (larbinscrapy/revisit/, larbinscrapy/sitemaps.py) ----------------
+# --- Revisits and sitemaps (larbinscrapy/revisit/, larbinscrapy/seeds/sitemaps.py) ----------------
 LARBIN_REVISIT = False  # continuous crawl: refetch pages when due (the crawl then runs until stopped)
 LARBIN_REVISIT_INTERVAL = 86400.0  # seconds from a page's first fetch to its first revisit
 LARBIN_REVISIT_MIN = 3600.0  # shortest revisit interval, seconds

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from scrapy.utils.reactor import install_reactor, is_reactor_installed
 
-from larbinscrapy.hosts import HostTable
-from larbinscrapy.politeness import IpTable
+from larbinscrapy.politeness.hosts import HostTable
+from larbinscrapy.politeness.ipsites import IpTable
 from settings import base
 from testweb.harness import (
     RunningWeb,

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 HANDLERS = {
     "scrapy": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",
-    "lean": "larbinscrapy.http1.LeanHttpDownloadHandler",
+    "lean": "larbinscrapy.lean.http1.LeanHttpDownloadHandler",
 }
 BASE_SETTINGS = {k: v for k, v in vars(base).items() if k.startswith("LARBIN_")}
 

@@ -21,7 +21,7 @@ from larbinscrapy.distributed.frontier import RedisFrontier
 from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.frontier import codec
 from larbinscrapy.meta import seed_meta
-from larbinscrapy.urls import fingerprint_url
+from larbinscrapy.parse.urls import fingerprint_url
 from tests.conftest import ROOT, CountingStats, crawl_command, seeds_args
 from testweb.harness import gaps_by_ip, page_counts, pages, sitemap_counts
 

@@ -7,7 +7,13 @@ import pytest
 from twisted.internet import defer, task
 from twisted.internet.error import DNSLookupError
 
-from larbinscrapy.dns import DnsCache, PinnedResolver, SsrfGuard, parse_networks, parse_resolve
+from larbinscrapy.politeness.dns import (
+    DnsCache,
+    PinnedResolver,
+    SsrfGuard,
+    parse_networks,
+    parse_resolve,
+)
 
 
 class Answers:
@@ -162,7 +168,7 @@ def test_pinned_resolver_refuses_what_the_guard_refuses(clock, answers):
 def test_expired_answers_are_forgotten_so_memory_follows_the_ttl(clock, answers, monkeypatch):
     # A broad crawl meets millions of hosts once each: the table must not keep them all.
     # (The first purge comes at 10,000 entries; 100 here keeps twisted's test Clock quick.)
-    monkeypatch.setattr("larbinscrapy.dns._PURGE_MIN", 100)
+    monkeypatch.setattr("larbinscrapy.politeness.dns._PURGE_MIN", 100)
     cache = make_cache(clock, answers, ttl=60, overrides={})
     for i in range(120):
         cache.resolve(f"h{i}.test")

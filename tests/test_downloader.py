@@ -24,7 +24,7 @@ from scrapy.http import HtmlResponse  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 from twisted.internet.defer import succeed  # noqa: E402
 
-from larbinscrapy.downloader import LeanDownloader, LeanMiddlewareManager  # noqa: E402
+from larbinscrapy.lean.downloader import LeanDownloader, LeanMiddlewareManager  # noqa: E402
 from settings import base  # noqa: E402
 from tests.http1_support import run  # noqa: E402
 

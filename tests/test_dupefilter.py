@@ -18,21 +18,21 @@ from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
 from twisted.internet.task import Clock
 
-from larbinscrapy.bitset import (
+from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
+from larbinscrapy.parse.urls import CanonicalUrlFingerprinter
+from larbinscrapy.seen.bitset import (
     KHashBitSet,
     OneHashBitSet,
     bitmap_bits_for,
     bloom_size,
     theoretical_fp_rate,
 )
-from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
-from larbinscrapy.dupefilter import (
+from larbinscrapy.seen.dupefilter import (
     SNAPSHOT_HEADER,
     BitmapDupeFilter,
     CorruptSnapshotError,
     SnapshotMismatchError,
 )
-from larbinscrapy.urls import CanonicalUrlFingerprinter
 from tests.conftest import LARBIN_DEFAULTS, redis_server
 
 if TYPE_CHECKING:
@@ -265,7 +265,7 @@ def test_torn_journal_tail_is_tolerated(tmp_path: Path, caplog: pytest.LogCaptur
         journal.write(keys(1, seed=9)[0][:7])  # the process died mid-write
 
     reopened = make_filter(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="larbinscrapy.dupefilter"):
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.seen.dupefilter"):
         reopened.open()
     assert "torn 7-byte record" in caplog.text
     assert all(reopened.seen_fingerprint(key) for key in ks)
@@ -332,7 +332,7 @@ def test_corrupt_snapshot_raises_unless_reset(
     # A journal written after the (now corrupt) snapshot is still replayed on reset.
     (tmp_path / "journal").write_bytes(b"".join(journaled))
     reset = make_filter(tmp_path, reset_corrupt=True)
-    with caplog.at_level(logging.ERROR, logger="larbinscrapy.dupefilter"):
+    with caplog.at_level(logging.ERROR, logger="larbinscrapy.seen.dupefilter"):
         reset.open()
     assert [r.levelno for r in caplog.records if "corrupt" in r.getMessage()] == [logging.ERROR]
     assert reset.bitset.count == len(journaled)
@@ -374,7 +374,7 @@ def test_from_crawler_settings_stats_and_jobdir(tmp_path: Path) -> None:
         settings_dict={
             **LARBIN_DEFAULTS,
             "JOBDIR": str(tmp_path),
-            "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.urls.CanonicalUrlFingerprinter",
+            "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.parse.urls.CanonicalUrlFingerprinter",
             "LARBIN_DUPEFILTER_MODE": "bloom",
             "LARBIN_DUPEFILTER_CAPACITY": 5000,
             "LARBIN_DUPEFILTER_ERROR_RATE": 0.01,
@@ -406,7 +406,7 @@ def test_log_first_duplicate_only_unless_debug(caplog: pytest.LogCaptureFixture)
     for debug, expected in [(False, 1), (True, 3)]:
         caplog.clear()
         df = make_filter(debug=debug)
-        with caplog.at_level(logging.DEBUG, logger="larbinscrapy.dupefilter"):
+        with caplog.at_level(logging.DEBUG, logger="larbinscrapy.seen.dupefilter"):
             for _ in range(3):
                 df.log(Request("http://a.test/"))
         assert (
@@ -452,7 +452,7 @@ def test_warning_when_bitmap_is_undersized(caplog: pytest.LogCaptureFixture) -> 
     stats_crawler = get_crawler()
     df = make_filter(bits=80_000, error_rate=0.001, clock=clock, stats=stats_crawler.stats)
     df.open()
-    with caplog.at_level(logging.WARNING, logger="larbinscrapy.dupefilter"):
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.seen.dupefilter"):
         for key in keys(50, seed=13):  # 0.06% full: fine
             df.seen_fingerprint(key)
         clock.advance(5)
@@ -475,7 +475,7 @@ def test_warning_when_bitmap_is_undersized(caplog: pytest.LogCaptureFixture) -> 
 
 def test_no_warning_for_bloom_within_capacity(caplog: pytest.LogCaptureFixture) -> None:
     df = make_filter(mode="bloom", capacity=5000, error_rate=0.01)
-    with caplog.at_level(logging.WARNING, logger="larbinscrapy.dupefilter"):
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.seen.dupefilter"):
         for key in keys(4000, seed=15):
             df.seen_fingerprint(key)
         df.publish_stats()
@@ -499,8 +499,8 @@ def test_scrapy_scheduler_uses_it_as_dupefilter_class(tmp_path: Path) -> None:
     crawler = get_crawler(
         settings_dict={
             **LARBIN_DEFAULTS,
-            "DUPEFILTER_CLASS": "larbinscrapy.dupefilter.BitmapDupeFilter",
-            "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.urls.CanonicalUrlFingerprinter",
+            "DUPEFILTER_CLASS": "larbinscrapy.seen.dupefilter.BitmapDupeFilter",
+            "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.parse.urls.CanonicalUrlFingerprinter",
             "LARBIN_DUPEFILTER_MODE": "bitmap",
             "LARBIN_DUPEFILTER_BITS": SMALL_BITS,
             # the default DownloaderAwarePriorityQueue needs a running engine

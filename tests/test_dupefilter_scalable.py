@@ -23,15 +23,15 @@ import xxhash
 from scrapy.utils.test import get_crawler
 from twisted.internet.task import Clock
 
-from larbinscrapy.bitchain import BloomChain, chain_plan
-from larbinscrapy.dupefilter import (
+from larbinscrapy.gate.seencache import SeenLinks
+from larbinscrapy.parse.urls import CanonicalUrlFingerprinter, fingerprint_url
+from larbinscrapy.seen.bitchain import BloomChain, chain_plan
+from larbinscrapy.seen.dupefilter import (
     SNAPSHOT_HEADER,
     BitmapDupeFilter,
     CorruptSnapshotError,
     SnapshotMismatchError,
 )
-from larbinscrapy.seencache import SeenLinks
-from larbinscrapy.urls import CanonicalUrlFingerprinter, fingerprint_url
 from settings import base
 from tests.conftest import ROOT, settings_of
 
@@ -198,7 +198,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time, xxhash
     from twisted.internet.task import Clock
-    from larbinscrapy.dupefilter import BitmapDupeFilter
+    from larbinscrapy.seen.dupefilter import BitmapDupeFilter
     path, start = sys.argv[1], int(sys.argv[2])
     df = BitmapDupeFilter(mode="scalable", capacity=500, error_rate=0.01, path=path,
                           clock=Clock())
@@ -320,7 +320,7 @@ def test_growth_is_counted_and_logged_once_per_filter(caplog: pytest.LogCaptureF
     df = BitmapDupeFilter.from_crawler(crawler)
     df.publish_stats()
     assert crawler.stats.get_value("larbin/dupefilter/filters") == 1
-    with caplog.at_level(logging.INFO, logger="larbinscrapy.dupefilter"):
+    with caplog.at_level(logging.INFO, logger="larbinscrapy.seen.dupefilter"):
         for key in keys(1500, seed=10):
             df.seen_fingerprint(key)
         df.publish_stats()

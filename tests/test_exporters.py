@@ -18,8 +18,8 @@ import scrapy
 from scrapy.exporters import JsonLinesItemExporter
 from scrapy.utils.test import get_crawler
 
-from larbinscrapy.exporters import JsonLinesExporter
 from larbinscrapy.items import PageItem
+from larbinscrapy.lean.exporters import JsonLinesExporter
 from settings import base
 
 PAGE = {
@@ -123,6 +123,6 @@ def test_a_subclass_serialize_field_is_honoured() -> None:
 def test_the_jsonl_feeds_of_a_crawl_use_it() -> None:
     crawler = get_crawler(settings_dict={k: v for k, v in vars(base).items() if k.isupper()})
     exporters = crawler.settings.getwithbase("FEED_EXPORTERS")
-    ours = "larbinscrapy.exporters.JsonLinesExporter"
+    ours = "larbinscrapy.lean.exporters.JsonLinesExporter"
     assert exporters["jsonl"] == exporters["jsonlines"] == ours
     assert exporters["json"] == "scrapy.exporters.JsonItemExporter"

@@ -25,8 +25,8 @@ from twisted.python.failure import Failure
 from twisted.web._newclient import ParseError, ResponseFailed
 from twisted.web.http import _DataLoss
 
-from larbinscrapy import failures
 from larbinscrapy.distributed.frontier import RedisFrontier
+from larbinscrapy.politeness import failures
 from tests.conftest import ip_table, run_crawl
 from tests.test_distributed import _assert_clean_logs, _entry, _start_worker, _wait
 from testweb.rawweb import RawWeb

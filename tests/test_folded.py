@@ -32,8 +32,8 @@ from scrapy.spidermiddlewares.referer import RefererMiddleware  # noqa: E402
 from scrapy.utils.misc import build_from_crawler  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
-from larbinscrapy.logformatter import QuietLogFormatter, debug_enabled  # noqa: E402
-from larbinscrapy.middlewares.filters import LinkGateMiddleware  # noqa: E402
+from larbinscrapy.lean.logformatter import QuietLogFormatter, debug_enabled  # noqa: E402
+from larbinscrapy.middlewares.gate import LinkGateMiddleware  # noqa: E402
 from settings import base  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
@@ -211,7 +211,7 @@ STATS_REQUESTS = [
 def test_request_size_is_len_of_request_httprepr(request_):
     from scrapy.utils.request import request_httprepr
 
-    from larbinscrapy.middlewares.folded import request_size
+    from larbinscrapy.lean.folded import request_size
 
     assert request_size(request_) == len(request_httprepr(request_))
 
@@ -220,7 +220,7 @@ def test_downloader_stats_equal_scrapys():
     from scrapy.downloadermiddlewares.stats import DownloaderStats
     from twisted.internet.error import ConnectionRefusedError
 
-    from larbinscrapy.middlewares.folded import DownloaderStatsMiddleware
+    from larbinscrapy.lean.folded import DownloaderStatsMiddleware
 
     theirs_crawler, ours_crawler = get_crawler(), get_crawler()
     theirs = build_from_crawler(DownloaderStats, theirs_crawler)
@@ -242,7 +242,7 @@ def test_downloader_stats_equal_scrapys():
 def test_lean_stats_collector_behaves_as_scrapys_without_the_wrapper():
     from scrapy.statscollectors import MemoryStatsCollector
 
-    from larbinscrapy.stats import LeanStatsCollector
+    from larbinscrapy.lean.stats import LeanStatsCollector
 
     crawler = get_crawler(settings_dict=BASE_SETTINGS)
     assert isinstance(crawler.stats, LeanStatsCollector)

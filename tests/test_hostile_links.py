@@ -23,11 +23,12 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from larbinscrapy import meta as M
-from larbinscrapy.dupefilter import BitmapDupeFilter
-from larbinscrapy.links import SafeUrlRequest, extract
-from larbinscrapy.middlewares.filters import LinkGateMiddleware
+from larbinscrapy.lean.request import SafeUrlRequest
+from larbinscrapy.middlewares.gate import LinkGateMiddleware
+from larbinscrapy.parse.links import extract
+from larbinscrapy.parse.urls import canonicalize, fingerprint_url, is_valid_url
+from larbinscrapy.seen.dupefilter import BitmapDupeFilter
 from larbinscrapy.spiders.larbin import LarbinSpider
-from larbinscrapy.urls import canonicalize, fingerprint_url, is_valid_url
 from settings import base
 
 SETTINGS = {k: v for k, v in vars(base).items() if k.isupper()}

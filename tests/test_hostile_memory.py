@@ -30,7 +30,7 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from larbinscrapy.items import PageItem
-from larbinscrapy.links import Page
+from larbinscrapy.parse.links import Page
 from larbinscrapy.spiders.larbin import LarbinSpider
 from settings import base
 from tests.conftest import ROOT, crawl_command

@@ -1,4 +1,4 @@
-"""The host level of politeness (``larbinscrapy.hosts``) on a fake clock: no crawl, no reactor.
+"""The host level of politeness (``politeness.hosts``) on a fake clock: no crawl, no reactor.
 
 Host and IP delays joined in ``IpTable.next_start``, the ring choosing a ready host among the
 vhosts of an IP, Retry-After parsing, the doubling back-off and its reset, setting a host
@@ -14,9 +14,9 @@ from itertools import pairwise
 import pytest
 
 from larbinscrapy.frontier.sites import READY, IpRing, Site
-from larbinscrapy.hosts import Bandwidth, parse_retry_after
-from larbinscrapy.pauses import PauseFile, write_pauses
-from larbinscrapy.politeness import Politeness
+from larbinscrapy.politeness.hosts import Bandwidth, parse_retry_after
+from larbinscrapy.politeness.ipsites import Politeness
+from larbinscrapy.politeness.pauses import PauseFile, write_pauses
 from tests.conftest import CountingStats, ManualClock, host_table, ip_table
 
 
@@ -93,7 +93,7 @@ def test_ring_serves_vhosts_of_one_ip_at_the_ip_delay(clock):
 def test_throttle_with_retry_after_pauses_host_and_ip_and_counts(clock, caplog):
     p = Politeness.local(ip_table(0.25, clock=clock, host_delay=1.0), CountingStats())
     st = p.table.get("10.0.0.1")
-    with caplog.at_level(logging.INFO, logger="larbinscrapy.politeness"):
+    with caplog.at_level(logging.INFO, logger="larbinscrapy.politeness.ipsites"):
         assert p.throttled("10.0.0.1", "a.test", 429, 30.0) == 30.0
         assert p.throttled("10.0.0.1", "a.test", 503, 10.0) == 10.0  # the longer pause holds
     assert p.table.next_start(st, "a.test") == pytest.approx(130.0)
@@ -150,7 +150,7 @@ def test_pause_file_keeps_running_pauses_and_survives_a_bad_file(tmp_path, caplo
     assert not path.with_suffix(".tmp").exists()  # written aside, then renamed over
     assert PauseFile(path).load(WALL) == {"a.test": (WALL + 30, "10.0.0.1")}  # ended: left out
     path.write_text('{"a.test": 5}')
-    with caplog.at_level(logging.WARNING, logger="larbinscrapy.pauses"):
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.politeness.pauses"):
         assert PauseFile(path).load(WALL) == {}
     assert "Ignoring unreadable" in caplog.text
     assert PauseFile.in_jobdir(None).load(WALL) == {}

@@ -2,7 +2,7 @@
 
 Every case runs through both handlers; the outcome (response class, status, headers in order,
 body, flags, protocol, IP; or exception class, its cause's class and the failure kind
-``larbinscrapy.failures.classify`` gives) must be the one the case expects, for both: a
+``larbinscrapy.politeness.failures.classify`` gives) must be the one the case expects, for both: a
 difference between the handlers is a failing test.
 """
 
@@ -14,7 +14,7 @@ import pytest
 from scrapy import Request, signals
 from scrapy.exceptions import StopDownload
 
-from larbinscrapy.failures import classify
+from larbinscrapy.politeness.failures import classify
 from tests.http1_support import RawWeb, make_handler, plain_reactor, run, settle
 
 BOTH = ["scrapy", "lean"]

@@ -1,4 +1,4 @@
-"""Tables of cases for larbinscrapy.links, and agreement with Scrapy's LinkExtractor."""
+"""Tables of cases for larbinscrapy.parse.links, and agreement with Scrapy's LinkExtractor."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 from w3lib.url import safe_url_string
 
-from larbinscrapy import links
-from larbinscrapy.links import Page, extract, robots_directives
+from larbinscrapy.parse import links
+from larbinscrapy.parse.links import Page, extract, robots_directives
 
 PAGE = "http://a.com/b/c.html"
 

@@ -189,7 +189,7 @@ def test_ip_that_keeps_timing_out_or_refusing_is_dropped(tmp_path):
 
 
 @pytest.mark.parametrize("handler", [
-    "larbinscrapy.http1.LeanHttpDownloadHandler",  # it times its pages itself (adopts the rule)
+    "larbinscrapy.lean.http1.LeanHttpDownloadHandler",  # times its own pages
     "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",  # PageDeadlineHandler times
 ], ids=["lean", "scrapy"])
 def test_page_timeout_grows_with_the_bytes_received(web, tmp_path, handler):

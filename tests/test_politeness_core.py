@@ -1,4 +1,4 @@
-"""The politeness core (``larbinscrapy.politeness``) on a fake clock: no crawl, no reactor.
+"""The politeness core (``larbinscrapy.politeness.ipsites``) on a fake clock: no crawl, no reactor.
 
 The lease a scheduler takes and gives back, the connection the send-time gate owns, a robots.txt
 borrowing a lease, backoff after failures, the drop of an IP and of a host, and the listeners
@@ -14,9 +14,9 @@ import pytest
 from twisted.internet import defer, task
 from twisted.internet.error import DNSLookupError
 
-from larbinscrapy.dns import DnsCache, SsrfGuard, parse_networks
 from larbinscrapy.exceptions import DroppedRequest
-from larbinscrapy.politeness import DNS, NOCONNECTION, SSRF, IpState, Politeness
+from larbinscrapy.politeness.dns import DnsCache, SsrfGuard, parse_networks
+from larbinscrapy.politeness.ipsites import DNS, NOCONNECTION, SSRF, IpState, Politeness
 from tests.conftest import CountingStats, ManualClock, ip_table
 
 
@@ -94,7 +94,7 @@ def test_backoff_grows_per_failure_and_a_success_resets_it(clock):
 def test_ip_dropped_after_max_failures_logged_and_counted_once(clock, caplog):
     p = core(clock, delay=0.0, max_failures=3)
     st = p.table.get("10.0.0.9")
-    with caplog.at_level(logging.WARNING, logger="larbinscrapy.politeness"):
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.politeness.ipsites"):
         for _ in range(4):
             p.fetch_ended(st.ip, release=False, failed=True)
     assert st.dead and p.table.wait(st, clock.now) is None
@@ -184,7 +184,7 @@ def test_host_drops_log_the_first_host_per_reason_and_count_all(clock, caplog):
     from twisted.python.failure import Failure
 
     p = core(clock)
-    with caplog.at_level(logging.WARNING, logger="larbinscrapy.politeness"):
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.politeness.ipsites"):
         for host in ("a.test", "b.test"):
             reason = p.host_dropped(host, Failure(DroppedRequest(DNS, f"{host}: no address")))
             p.count_drop(reason, 3)

@@ -58,9 +58,9 @@ def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis
 
 
 def test_redis_store_schedules_once_applies_a_fetch_once_and_leases(redis_url):
+    from larbinscrapy.parse.urls import fingerprint_url
     from larbinscrapy.revisit.entry import Entry
     from larbinscrapy.revisit.redis_store import RedisRevisitStore
-    from larbinscrapy.urls import fingerprint_url
 
     server = redis.Redis.from_url(redis_url)
     store = RedisRevisitStore(server, "t:revisit", inflight=3)

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from larbinscrapy.parse.urls import fingerprint_url
 from larbinscrapy.revisit.entry import MAX_ETAG, Entry, frame, frames
 from larbinscrapy.revisit.observe import conditional_headers, observe
 from larbinscrapy.revisit.rule import RevisitRule, freshness
 from larbinscrapy.revisit.store import RevisitStore
-from larbinscrapy.urls import fingerprint_url
 from tests.conftest import ManualClock
 
 if TYPE_CHECKING:

@@ -84,7 +84,7 @@ class Harness:
         self.redis = variant in REDIS
         self.reports_duplicates = not self.redis  # enqueue_request() returns False for one
         common = {
-            "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.urls.CanonicalUrlFingerprinter",
+            "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.parse.urls.CanonicalUrlFingerprinter",
             "LARBIN_DUPEFILTER_MODE": "bitmap",
             "LARBIN_DUPEFILTER_BITS": 1 << 16,
             "LARBIN_MAX_URLS_PER_SITE": 40,

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from larbinscrapy.seeds import (
+from larbinscrapy.seeds.seedlist import (
     Seeds,
     SeedsError,
     check_url,

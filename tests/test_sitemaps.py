@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from larbinscrapy.revisit.rule import sitemap_hint
-from larbinscrapy.sitemaps import BrokenSitemap, parse_sitemap
+from larbinscrapy.seeds.sitemaps import BrokenSitemap, parse_sitemap
 from tests.conftest import ROOT, crawl_command, run_crawl, seeds_args
 from testweb.changing import SITEMAP_HOSTS, start_changing
 

@@ -15,7 +15,7 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.test import get_crawler
 
 from larbinscrapy.items import PageItem
-from larbinscrapy.seeds import SeedsError
+from larbinscrapy.seeds.seedlist import SeedsError
 from larbinscrapy.spiders.larbin import LarbinSpider, SpiderArgumentError
 from settings import base
 

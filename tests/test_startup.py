@@ -6,7 +6,7 @@ fifth of larbinscrapy's CPU on the benchmark's small web was start-up). Each tes
 ``scrapy crawl larbin`` of the test web, closed after its first page, under a wrapper that
 writes the process's ``sys.modules`` at exit; the same crawl with the features on shows the
 check can fail and that each feature still loads and works when asked for. The default crawl
-also freezes its start-up objects (``LARBIN_GC_FREEZE``, ``larbinscrapy/gcfreeze.py``).
+also freezes its start-up objects (``LARBIN_GC_FREEZE``, ``larbinscrapy/lean/gcfreeze.py``).
 """
 
 from __future__ import annotations

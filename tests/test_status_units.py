@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet.error import CannotListenError
 from twisted.internet.protocol import ServerFactory
 
+from larbinscrapy.parse.urls import MAX_PORT
 from larbinscrapy.status import metrics
 from larbinscrapy.status.auth import read_job_files, remove_job_files, save_job_files
 from larbinscrapy.status.extension import is_loopback, listen_first_free, parse_port_range
@@ -22,7 +23,6 @@ from larbinscrapy.status.history import HostCounter, RateHistory
 from larbinscrapy.status.inject import BadPayload, parse_batch
 from larbinscrapy.status.logline import format_line
 from larbinscrapy.status.snapshot import build_status, group
-from larbinscrapy.urls import MAX_PORT
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

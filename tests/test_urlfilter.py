@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from larbinscrapy.urlfilter import (
+from larbinscrapy.gate.urlfilter import (
     CGI,
     DEPTH,
     DOMAIN,
@@ -340,7 +340,7 @@ def test_long_repetitions_are_caught_with_the_segment_limit_off():
 
 
 def test_trap_guard_caps_queries_per_path_and_pages_per_site():
-    from larbinscrapy.traps import QUERIES, SITE_BUDGET, TrapGuard
+    from larbinscrapy.gate.traps import QUERIES, SITE_BUDGET, TrapGuard
 
     guard = TrapGuard(max_pages_per_site=5, max_queries_per_path=3)
     cal = [f"http://a.com/cal?month={m}" for m in range(5)]

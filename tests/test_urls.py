@@ -1,4 +1,4 @@
-"""Tables of cases for larbinscrapy.urls: canonical form, site/host/extension, fingerprints."""
+"""Tables of cases for parse.urls: canonical form, site/host/extension, fingerprints."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
-from larbinscrapy.urls import (
+from larbinscrapy.parse.urls import (
     CanonicalUrlFingerprinter,
     canonicalize,
     extension_of,
@@ -210,7 +210,9 @@ def test_fingerprint_is_stable_across_processes() -> None:
 
 def test_from_crawler() -> None:
     crawler = get_crawler(
-        settings_dict={"REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.urls.CanonicalUrlFingerprinter"}
+        settings_dict={
+            "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.parse.urls.CanonicalUrlFingerprinter"
+        }
     )
     fingerprinter = CanonicalUrlFingerprinter.from_crawler(crawler)
     assert fingerprinter.fingerprint(Request("http://a.com/")) == fingerprint_url("http://a.com")

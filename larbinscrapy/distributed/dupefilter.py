@@ -34,8 +34,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.request import RequestFingerprinter
 from scrapy_redis.connection import get_redis_from_settings
 
-from larbinscrapy.bitset import KHashBitSet, bloom_size
-from larbinscrapy.dupefilter import CountingDupeFilter
+from larbinscrapy.seen.bitset import KHashBitSet, bloom_size
+from larbinscrapy.seen.dupefilter import CountingDupeFilter
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -16,7 +16,7 @@ this class is its Scrapy side:
   workers hit one IP closer than the delay. robots.txt fetches borrow the page's lease
   (``RobotsMiddleware``), so they are under the same rule;
 * DNS: new hosts come back from ``pop`` as "unresolved"; the worker resolves them through its
-  host gate (``larbinscrapy.politeness``: its own ``DnsCache`` and SSRF guard) and stores the
+  host gate (``politeness.ipsites``: its own ``DnsCache`` and SSRF guard) and stores the
   answer in Redis (``resolved``); a worker handed a host it never resolved resolves it before
   sending;
 * a heartbeat every ``LARBIN_LEASE_TIMEOUT / 4`` s keeps this worker's leases; any worker reaps
@@ -68,8 +68,8 @@ from larbinscrapy.distributed.jobs import RedisJobs
 from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.frontier.base import FrontierScheduler
-from larbinscrapy.politeness import NOCONNECTION
-from larbinscrapy.urls import host_of, site_of
+from larbinscrapy.parse.urls import host_of, site_of
+from larbinscrapy.politeness.ipsites import NOCONNECTION
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
 
-    from larbinscrapy.politeness import IpState, IpTable
+    from larbinscrapy.politeness.ipsites import IpState, IpTable
 
 logger = logging.getLogger(__name__)
 

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 
 from larbinscrapy import meta as M
-from larbinscrapy.seeds import check_url
+from larbinscrapy.seeds.seedlist import check_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from larbinscrapy.politeness import Stats
+    from larbinscrapy.politeness.ipsites import Stats
 
 logger = logging.getLogger(__name__)
 

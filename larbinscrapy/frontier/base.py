@@ -28,10 +28,10 @@ from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.pending import PendingPages
-from larbinscrapy.politeness import IpTable, Politeness, politeness_of
+from larbinscrapy.gate.urlfilter import parse_extensions
+from larbinscrapy.parse.urls import extension_of
+from larbinscrapy.politeness.ipsites import IpTable, Politeness, politeness_of
 from larbinscrapy.reactor import installed_reactor
-from larbinscrapy.urlfilter import parse_extensions
-from larbinscrapy.urls import extension_of
 
 if TYPE_CHECKING:
     from collections.abc import Hashable

@@ -13,7 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from larbinscrapy import meta as M
-from larbinscrapy.links import SafeUrlRequest
+from larbinscrapy.lean.request import SafeUrlRequest
 
 if TYPE_CHECKING:
     from scrapy import Request

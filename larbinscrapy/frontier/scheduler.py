@@ -10,7 +10,7 @@ Where a request goes::
 
 The two tiers are larbin's URLsPriority/URLsPriorityWait and URLsDisk/URLsDiskWait. A site's
 URLs are served only once its host has passed the host gate (one DNS lookup per host, the SSRF
-guard, the dead-IP check: ``larbinscrapy.politeness``). The IP is put in ``meta["download_slot"]``,
+guard, the dead-IP check: ``politeness.ipsites``). The IP is put in ``meta["download_slot"]``,
 and the IP is *leased* until the request leaves the downloader (``meta.stamp_lease``).
 
 Crash safety (``JOBDIR``): the FIFOs are append-only segment files (``segments.py``); a record
@@ -50,14 +50,14 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet import task
 
 from larbinscrapy import fatal
-from larbinscrapy.dupefilter import SnapshotError
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.frontier.diskguard import writes
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Overflow, Site
-from larbinscrapy.politeness import NOCONNECTION, IpTable
-from larbinscrapy.urls import host_of, site_of
+from larbinscrapy.parse.urls import host_of, site_of
+from larbinscrapy.politeness.ipsites import NOCONNECTION, IpTable
+from larbinscrapy.seen.dupefilter import SnapshotError
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
 
-    from larbinscrapy.politeness import IpState
+    from larbinscrapy.politeness.ipsites import IpState
 
 logger = logging.getLogger(__name__)
 

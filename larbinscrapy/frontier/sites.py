@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from larbinscrapy.politeness import IpState, IpTable
+    from larbinscrapy.politeness.ipsites import IpState, IpTable
 
 # Site states: waiting for DNS, servable, dropped (DNS failure, SSRF guard, dead IP).
 RESOLVING, READY, DEAD = "resolving", "ready", "dead"

@@ -1,4 +1,4 @@
-"""The politeness downloader middleware: Scrapy's side of ``larbinscrapy.politeness``.
+"""The politeness downloader middleware: Scrapy's side of ``larbinscrapy.politeness.ipsites``.
 
 Placed right before the download handler. For every request it
 
@@ -23,7 +23,7 @@ Placed right before the download handler. For every request it
 * with ``AUTOTHROTTLE_ENABLED`` copies AutoThrottle's delay of the host's slot into the host's
   delay after each answer, so it is held from the end of the fetch like the others;
 * when the request ends, starts the delays, tells the core whose failure it was
-  (``larbinscrapy.failures``: a refusal is the IP's, a timeout or reset one URL's) and gives
+  (``politeness.failures``: a refusal is the IP's, a timeout or reset one URL's) and gives
   back the connection the scheduler leased.
 
 Requests a scheduler leased carry ``meta[LEASE]`` (or ``meta[BORROW]``, robots.txt on the lease
@@ -36,7 +36,7 @@ Settings: ``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS_PER_DOMAIN``, ``LARBIN_IP_DE
 ``LARBIN_THROTTLE_MAX_BACKOFF``, ``LARBIN_MAX_BANDWIDTH``, ``LARBIN_FROM``,
 ``AUTOTHROTTLE_ENABLED``, ``HTTPPROXY_ENABLED``, ``LARBIN_SSRF_GUARD``,
 ``LARBIN_ALLOWED_NETWORKS``, ``LARBIN_STATS_INTERVAL``, ``JOBDIR`` (throttling pauses kept in
-``JOBDIR/politeness/pauses.json``: ``larbinscrapy.pauses``).
+``JOBDIR/politeness/pauses.json``: ``larbinscrapy.politeness.pauses``).
 Stats: those of the core, plus
 ``larbin/errors/<exception>``, ``larbin/throttled/<status>`` and the gauges
 ``larbin/ip/{seen,active,cooling}`` and ``larbin/host/{seen,active,cooling,throttled,set_aside}``
@@ -58,13 +58,13 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import defer, task
 
-from larbinscrapy import failures
 from larbinscrapy import meta as M
-from larbinscrapy.dns import SsrfGuard, allow_proxy, dns_cache
 from larbinscrapy.exceptions import DroppedRequest
-from larbinscrapy.hosts import THROTTLED, HostState, parse_retry_after
-from larbinscrapy.pauses import PauseFile
-from larbinscrapy.politeness import IpState, IpTable, Politeness, PolitenessProvider
+from larbinscrapy.politeness import failures
+from larbinscrapy.politeness.dns import SsrfGuard, allow_proxy, dns_cache
+from larbinscrapy.politeness.hosts import THROTTLED, HostState, parse_retry_after
+from larbinscrapy.politeness.ipsites import IpState, IpTable, Politeness, PolitenessProvider
+from larbinscrapy.politeness.pauses import PauseFile
 from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:

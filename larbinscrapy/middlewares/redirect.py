@@ -26,8 +26,8 @@ from scrapy.downloadermiddlewares.redirect import RedirectMiddleware
 from scrapy.exceptions import IgnoreRequest
 
 from larbinscrapy import meta as M
-from larbinscrapy.urlfilter import UrlFilter
-from larbinscrapy.urls import host_of
+from larbinscrapy.gate.urlfilter import UrlFilter
+from larbinscrapy.parse.urls import host_of
 
 if TYPE_CHECKING:
     from typing import Self

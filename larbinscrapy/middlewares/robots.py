@@ -31,7 +31,7 @@ from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
-from larbinscrapy.politeness import Politeness, politeness_of
+from larbinscrapy.politeness.ipsites import Politeness, politeness_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

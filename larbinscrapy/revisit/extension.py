@@ -35,10 +35,10 @@ from twisted.internet import defer, task
 
 from larbinscrapy import meta as M
 from larbinscrapy.fatal import retrieve_task_exception
+from larbinscrapy.parse.urls import fingerprint_url
 from larbinscrapy.revisit.entry import Entry
 from larbinscrapy.revisit.observe import observe
 from larbinscrapy.revisit.rule import RevisitRule
-from larbinscrapy.urls import fingerprint_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -20,14 +20,20 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 
-from larbinscrapy import failures
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.fatal import retrieve_task_exception
+from larbinscrapy.gate.urlfilter import PAGE_LINKS, UrlFilter, parse_domains
 from larbinscrapy.items import PageItem
-from larbinscrapy.links import extract, robots_directives
-from larbinscrapy.seeds import Seeds, SeedsError, parse_lines, parse_url_list, read_seeds_file
-from larbinscrapy.urlfilter import PAGE_LINKS, UrlFilter, parse_domains
+from larbinscrapy.parse.links import extract, robots_directives
+from larbinscrapy.politeness import failures
+from larbinscrapy.seeds.seedlist import (
+    Seeds,
+    SeedsError,
+    parse_lines,
+    parse_url_list,
+    read_seeds_file,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator

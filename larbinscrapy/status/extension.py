@@ -38,7 +38,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import error, task
 from twisted.internet.protocol import ServerFactory
 
-from larbinscrapy.dns import SsrfGuard, dns_cache
+from larbinscrapy.parse.urls import MAX_PORT
+from larbinscrapy.politeness.dns import SsrfGuard, dns_cache
 from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.status.auth import make_token, remove_job_files, save_job_files
 from larbinscrapy.status.gate import PauseGate
@@ -46,7 +47,6 @@ from larbinscrapy.status.history import HostCounter, RateHistory
 from larbinscrapy.status.inject import UrlInjector
 from larbinscrapy.status.probe import frontier_status
 from larbinscrapy.status.snapshot import build_status
-from larbinscrapy.urls import MAX_PORT
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -23,8 +23,8 @@ from scrapy import Request
 from twisted.internet.error import DNSLookupError
 
 from larbinscrapy import meta as M
-from larbinscrapy.dns import SsrfGuard, dns_cache
-from larbinscrapy.seeds import check_url
+from larbinscrapy.politeness.dns import SsrfGuard, dns_cache
+from larbinscrapy.seeds.seedlist import check_url
 from larbinscrapy.status.probe import scheduler_of
 
 if TYPE_CHECKING:

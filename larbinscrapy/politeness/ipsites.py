@@ -8,8 +8,8 @@ drives it with a fake clock. Two parts, bundled in ``Politeness``:
   ``LARBIN_IP_BACKOFF`` per consecutive failure, none for an IP that never answered, or later
   if a throttling answer paused it) and whether the IP was dropped after
   ``LARBIN_IP_MAX_FAILURES`` failures that say it is gone (larbin noConnection;
-  ``larbinscrapy.failures`` says which failure is the host's). The table owns the host level
-  (``larbinscrapy.hosts``: ``DOWNLOAD_DELAY`` per hostname, Crawl-delay, Retry-After) and the
+  ``failures`` says which failure is the host's). The table owns the host level
+  (``hosts``: ``DOWNLOAD_DELAY`` per hostname, Crawl-delay, Retry-After) and the
   crawl's ``Bandwidth``; ``next_start(st, host)`` joins them. The scheduler asks it which IP may
   go next, the politeness middleware asks it again at send time.
   Listeners hear of every change (``add_listener``) and of every lease given back
@@ -40,16 +40,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
 
-from larbinscrapy import failures
-from larbinscrapy.dns import is_ip
 from larbinscrapy.exceptions import DroppedRequest
-from larbinscrapy.hosts import Bandwidth, HostTable
+from larbinscrapy.politeness import failures
+from larbinscrapy.politeness.dns import is_ip
+from larbinscrapy.politeness.hosts import Bandwidth, HostTable
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
 
-    from larbinscrapy.dns import DnsCache, SsrfGuard
+    from larbinscrapy.politeness.dns import DnsCache, SsrfGuard
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class IpState:
     ip: str
     busy: int = 0
     ready_at: float = 0.0
-    failures: int = 0  # consecutive failures that say "gone" (larbinscrapy.failures)
+    failures: int = 0  # consecutive failures that say "gone" (larbinscrapy.politeness.failures)
     dead: bool = False
     answered: bool = False  # a server answered here once: it may come back, back off long
     strikes: int = 0  # consecutive failures of single URLs (timeouts, resets): back-off only
@@ -207,7 +207,7 @@ class IpTable:
         self._notify(st)
 
     def count_outcome(self, st: IpState, failed: bool | str | None) -> None:
-        """Whose failure it was (``larbinscrapy.failures``), and drop the IP once it is gone.
+        """Whose failure it was (``failures``), and drop the IP once it is gone.
 
         ``failed``: False, an answer (any status: a server is there, every count is cleared);
         None, not the IP's fault; a ``GONE`` kind (or True), counted toward

@@ -2,7 +2,7 @@
 
 Pure: no Scrapy, no I/O. This is the scalable Bloom filter of Almeida et al. (2007), the
 structure pybloom-live's ``ScalableBloomFilter`` implements, over our own k-hash bit arrays
-(``larbinscrapy.bitset``). Filter ``i`` is sized for ``capacity * growth**i`` keys at the error
+(``larbinscrapy.seen.bitset``). Filter ``i`` is sized for ``capacity * growth**i`` keys at the error
 rate ``p_i = error_rate * (1 - tightening) * tightening**i``; the ``p_i`` sum to less than
 ``error_rate``, so however many filters the chain grows, a new key is taken for seen with a
 probability below ``error_rate`` (the union bound over the filters it is tested against).
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from larbinscrapy.bitset import KHashBitSet, bloom_size
+from larbinscrapy.seen.bitset import KHashBitSet, bloom_size
 
 MIN_GROWTH = 2  # each new filter holds at least twice the last
 FULL_MARGIN = 0.8  # a filter is full at this share of its error budget (module docstring)

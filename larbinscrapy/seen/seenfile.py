@@ -18,7 +18,7 @@ import struct
 import zlib
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from larbinscrapy.bitset import KEY_BYTES
+from larbinscrapy.seen.bitset import KEY_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

@@ -12,7 +12,7 @@ Requests at once.
 Every link is handled whatever the string: one that ``Request()`` would refuse (a port out of
 range, a broken IPv6 literal, control characters...) is counted under ``larbin/filtered/invalid``
 and the page keeps its other links. New links then pass the trap accounting
-(``larbinscrapy/traps.py``: ``LARBIN_MAX_PAGES_PER_SITE``, ``LARBIN_MAX_QUERIES_PER_PATH``).
+(``larbinscrapy/gate/traps.py``: ``LARBIN_MAX_PAGES_PER_SITE``, ``LARBIN_MAX_QUERIES_PER_PATH``).
 
 Requests that a user's callbacks yield go through the same filters; seeds do not. When
 a response's output is exhausted, ``request_done`` tells the scheduler how many requests the page
@@ -29,13 +29,14 @@ from scrapy import Request, signals
 
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
+from larbinscrapy.gate.seencache import SeenLinks
+from larbinscrapy.gate.traps import TrapGuard
+from larbinscrapy.gate.urlfilter import DEPTH, INVALID, UrlFilter
 from larbinscrapy.items import PageItem
-from larbinscrapy.links import SafeUrlRequest
-from larbinscrapy.middlewares.folded import chainless_referer
-from larbinscrapy.seencache import SeenLinks
-from larbinscrapy.traps import TrapGuard
-from larbinscrapy.urlfilter import DEPTH, INVALID, UrlFilter
-from larbinscrapy.urls import host_of
+from larbinscrapy.lean.folded import chainless_referer
+from larbinscrapy.lean.request import SafeUrlRequest
+from larbinscrapy.parse.urls import host_of
+from larbinscrapy.seen import seen_set_of
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator
@@ -59,7 +60,7 @@ class LinkGateMiddleware:
         traps: TrapGuard | None = None,
     ) -> None:
         self.crawler = crawler
-        self.url_cache = url_cache  # LARBIN_DUPEFILTER_URL_CACHE (larbinscrapy.seencache)
+        self.url_cache = url_cache  # LARBIN_DUPEFILTER_URL_CACHE (larbinscrapy.gate.seencache)
         self.stats = crawler.stats
         self.depth_limit = depth_limit
         self.url_filter = url_filter  # the spider's own filter replaces it at spider_opened
@@ -87,11 +88,10 @@ class LinkGateMiddleware:
     def _spider_opened(self, spider: Spider) -> None:
         self.url_filter = getattr(spider, "url_filter", None) or self.url_filter
         self._referer = chainless_referer(self.crawler)
-        df = getattr(self.crawler.engine.scheduler, "df", None)
-        seen = getattr(df, "seen_fingerprint", None)
+        seen = seen_set_of(self.crawler)
         if seen is not None and self._fingerprint_url is not None:
-            self._seen = SeenLinks(seen, self._fingerprint_url, self.url_cache)
-            self._count_seen = getattr(df, "count_filtered", None)
+            self._seen = SeenLinks(seen.seen_fingerprint, self._fingerprint_url, self.url_cache)
+            self._count_seen = seen.count_filtered
         else:
             logger.info(
                 "Dupefilter or fingerprinter without a URL fast path: every link "

@@ -19,7 +19,7 @@ from scrapy.exceptions import (
 from twisted.internet import error as tx
 from twisted.internet.protocol import ClientFactory
 
-from larbinscrapy.http1conn import Connection
+from larbinscrapy.lean.http1conn import Connection
 
 if TYPE_CHECKING:
     import asyncio

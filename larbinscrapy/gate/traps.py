@@ -21,7 +21,7 @@ from collections import defaultdict
 
 from xxhash import xxh3_64_intdigest
 
-from larbinscrapy.urls import site_of
+from larbinscrapy.parse.urls import site_of
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ Same behaviour as Scrapy's handler (tests/test_http1.py runs each case against b
   removed except a HEAD's Content-Length); bodies left encoded.
 
 Failures raise the classes Scrapy's handler raises, with the same Twisted cause, so that
-``larbinscrapy.failures.classify`` and ``RetryMiddleware`` see no difference:
+``larbinscrapy.politeness.failures.classify`` and ``RetryMiddleware`` see no difference:
 
 * connection refused: ``DownloadConnectionRefusedError`` -> refused;
 * name does not resolve: ``CannotResolveHostError`` (``DNSLookupError``) -> dns;
@@ -90,8 +90,8 @@ from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
 from twisted.web.http import _DataLoss
 from twisted.web.iweb import UNKNOWN_LENGTH
 
-from larbinscrapy.http1conn import CONNECTION_CONTROL, Connection, Exchange, request_bytes
-from larbinscrapy.http1pool import ConnectionPool, Dialer, connect_error
+from larbinscrapy.lean.http1conn import CONNECTION_CONTROL, Connection, Exchange, request_bytes
+from larbinscrapy.lean.http1pool import ConnectionPool, Dialer, connect_error
 from larbinscrapy.reactor import Reactor, installed_reactor
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ if TYPE_CHECKING:
     from twisted.internet.interfaces import IConnector
     from twisted.internet.protocol import ClientFactory
 
-    from larbinscrapy.deadline import EarnedTime
+    from larbinscrapy.fetch.deadline import EarnedTime
 
 logger = logging.getLogger(__name__)
 

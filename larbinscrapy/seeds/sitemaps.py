@@ -46,9 +46,9 @@ from twisted.internet.threads import deferToThread
 from xxhash import xxh3_128_digest
 
 from larbinscrapy import meta as M
-from larbinscrapy.middlewares.filters import LinkGateMiddleware
+from larbinscrapy.middlewares.gate import LinkGateMiddleware
+from larbinscrapy.parse.urls import fingerprint_url, site_of
 from larbinscrapy.revisit.rule import sitemap_hint
-from larbinscrapy.urls import fingerprint_url, site_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -1,7 +1,7 @@
 """The host level of politeness: per-hostname delays, throttling answers, the bandwidth cap.
 
 Pure: no Scrapy component, no I/O, the clock is passed in (fake-clock tests). ``IpTable`` (the
-IP level, ``larbinscrapy.politeness``) owns one ``HostTable`` and joins the two in
+IP level, ``larbinscrapy.politeness.ipsites``) owns one ``HostTable`` and joins the two in
 ``IpTable.next_start(st, host)``: a request may start when both its IP and its host allow it.
 
 * ``DOWNLOAD_DELAY`` keeps Scrapy's meaning: seconds between two fetches from one hostname,

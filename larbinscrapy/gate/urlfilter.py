@@ -7,7 +7,7 @@ tests: ``invalid`` (what ``Request()`` would refuse or no server can answer, see
 ``LARBIN_MAX_PATH_SEGMENTS``) and ``path_repeat`` (a run of segments repeated more than
 ``LARBIN_MAX_PATH_REPEATS`` times in a row: ``/a/b/a/b/a/b/``, the relative-link loop of a
 misconfigured server). The stateful trap tests (per-site budget, queries per path) are in
-``larbinscrapy/traps.py``.
+``larbinscrapy/gate/traps.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from larbinscrapy.urls import extension_of, host_of, is_valid_url
+from larbinscrapy.parse.urls import extension_of, host_of, is_valid_url
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -3,11 +3,11 @@
 A fixed-size bit array instead of a set of fingerprints: 8 MB for larbin's 64,000,000 bits
 whatever the number of URLs (a set of SHA1 fingerprints costs ~120 bytes per URL). The key is
 ``crawler.request_fingerprinter.fingerprint(request)`` (``REQUEST_FINGERPRINTER_CLASS`` is
-honoured); the bit positions come from its first 16 bytes (``larbinscrapy.bitset``).
+honoured); the bit positions come from its first 16 bytes (``larbinscrapy.seen.bitset``).
 
 Modes (``LARBIN_DUPEFILTER_MODE``):
 
-- ``scalable`` (the default): a chain of Bloom filters (``larbinscrapy.bitchain``), the first
+- ``scalable`` (the default): a chain of Bloom filters (``larbinscrapy.seen.bitchain``), the first
   sized for ``LARBIN_DUPEFILTER_CAPACITY`` keys, each next one ``LARBIN_DUPEFILTER_GROWTH``
   times larger and ``LARBIN_DUPEFILTER_TIGHTENING`` times tighter, so a crawl of unknown size
   keeps its false-positive rate under ``LARBIN_DUPEFILTER_ERROR_RATE`` as it grows.
@@ -34,7 +34,7 @@ estimate passes ``LARBIN_DUPEFILTER_ERROR_RATE``. The scalable mode also sets
 Files, with ``JOBDIR`` (none without it), in ``JOBDIR/dupefilter/``:
 
 - ``snapshot``: per bit array (one, or one per filter of the chain) a 36-byte header (magic,
-  version, mode, m, k, bits set, crc32 of the bits) and the bits (``larbinscrapy.seenfile``);
+  version, mode, m, k, bits set, crc32 of the bits) and the bits (``larbinscrapy.seen.seenfile``);
   written to ``snapshot.tmp``, fsynced and renamed over the old one (larbin
   renames ``hashtable.bak``) when the filter opens, every ``LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL``
   seconds and at close. The write is synchronous in the reactor thread: it is rare and short
@@ -67,10 +67,10 @@ from twisted.internet.task import LoopingCall
 
 from larbinscrapy import fatal
 from larbinscrapy import meta as M
-from larbinscrapy.bitchain import BloomChain
-from larbinscrapy.bitset import KHashBitSet, bitmap_bits_for, bloom_size
 from larbinscrapy.reactor import installed_reactor
-from larbinscrapy.seenfile import (
+from larbinscrapy.seen.bitchain import BloomChain
+from larbinscrapy.seen.bitset import KHashBitSet, bitmap_bits_for, bloom_size
+from larbinscrapy.seen.seenfile import (
     JOURNAL_NAME,
     SNAPSHOT_HEADER,
     SNAPSHOT_NAME,

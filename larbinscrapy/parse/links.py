@@ -26,17 +26,16 @@ from html.entities import html5 as _HTML5_ENTITIES
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urljoin, urlsplit
 
-from scrapy import Request
 from w3lib.url import safe_url_string
 
-from larbinscrapy.urls import MAX_PORT
+from larbinscrapy.parse.urls import MAX_PORT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Page", "SafeUrlRequest", "extract", "robots_directives"]
+__all__ = ["Page", "extract", "is_safe_url", "robots_directives"]
 
 
 class Page(NamedTuple):
@@ -292,24 +291,10 @@ def _port_ok(port: str | None) -> bool:
     return port is None or (len(port) <= _PORT_DIGITS and int(port) <= MAX_PORT)
 
 
-class SafeUrlRequest(Request):
-    """A ``Request`` that does not parse again a URL ``safe_url_string`` would leave as it is.
-
-    ``Request()`` passes every URL through w3lib's ``safe_url_string`` (its own URL split, then
-    quoting each part: ``Request(url)`` 3.9 us, this 2.1 us). The link gate's URLs come out of
-    ``_link`` and the frontier's out of a Request, so they are safe already. A URL the
-    ``_SAFE_URL`` check passes, with a port ``safe_url_string`` accepts, is kept as given,
-    which is what ``safe_url_string`` returns for it; any other goes through Scrapy's
-    ``_set_url`` (its errors included). ``tests/test_hostile_links.py`` compares the two on
-    hostile, random and the benchmark web's URLs.
-    """
-
-    def _set_url(self, url: str) -> None:
-        m = _SAFE_URL(url) if type(url) is str else None
-        if m is not None and _port_ok(m.group(1)):
-            self._url = url
-        else:
-            super()._set_url(url)
+def is_safe_url(url: str) -> bool:
+    """True when ``safe_url_string`` would return ``url`` unchanged (so it need not run)."""
+    m = _SAFE_URL(url) if type(url) is str else None
+    return m is not None and _port_ok(m.group(1))
 
 
 def extract(

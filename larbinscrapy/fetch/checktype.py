@@ -41,9 +41,9 @@ from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http.request import NO_CALLBACK
 
 from larbinscrapy.exceptions import DroppedRequest
+from larbinscrapy.gate.urlfilter import parse_extensions
 from larbinscrapy.meta import ANY_TYPE
-from larbinscrapy.urlfilter import parse_extensions
-from larbinscrapy.urls import extension_of
+from larbinscrapy.parse.urls import extension_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

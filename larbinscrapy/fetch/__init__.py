@@ -1,0 +1,4 @@
+"""Fetching a page the larbin way: its time limit and the types worth downloading.
+
+Owns the page deadline handler and the content-type and decompression guards.
+"""
