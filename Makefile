@@ -8,7 +8,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # chromium: the status page's real-browser test (Playwright drives /usr/bin/chromium)
 APT_PACKAGES := redis-server nginx chromium tinyproxy
 
-.PHONY: install install-system crawl demo test lint bench bench-quick bench-system bench-crawlee-venv deploy clean
+.PHONY: install install-system crawl demo test test-fast lint bench bench-quick bench-system bench-crawlee-venv deploy clean
 
 $(BIN)/scrapy: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ demo: install
 
 test: install install-system
 	$(BIN)/python -m pytest -q
+
+# The unit tests alone: no subprocess crawl, no outside server (tests marked `crawl` are left out).
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not crawl"
 
 # ruff (rules and their ignores in pyproject.toml) and mypy on larbinscrapy/ (its [tool.mypy]).
 lint: install

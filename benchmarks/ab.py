@@ -29,7 +29,7 @@ from typing import Any
 
 from benchmarks import peers
 from benchmarks.run import Scenario, crawl_once
-from benchmarks.synthweb import SynthWeb
+from testweb.synthweb import SynthWeb
 
 logger = logging.getLogger(__name__)
 

@@ -37,11 +37,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.run import Scenario, analyze_fetches, crawler_command, run_process  # noqa: E402
-from benchmarks.synthweb import SynthWeb  # noqa: E402
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter  # noqa: E402
 from larbinscrapy.distributed.frontier import NORMAL, RedisFrontier  # noqa: E402
 from larbinscrapy.frontier import codec  # noqa: E402
 from larbinscrapy.parse.urls import fingerprint_url, host_of, site_of  # noqa: E402
+from testweb.synthweb import SynthWeb  # noqa: E402
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 

@@ -299,8 +299,8 @@ def growth(sizes: list[int], pybloom_urls: int) -> list[dict[str, Any]]:
 
 def synthweb_links(hosts: int = 20, pages: int = 200) -> list[list[str]]:
     """The links of every page of the benchmark's synthetic web, pages in crawl order."""
-    from benchmarks.synthweb import SynthWeb
     from larbinscrapy.parse import links
+    from testweb.synthweb import SynthWeb
 
     with tempfile.TemporaryDirectory() as tmp:
         web = SynthWeb(hosts, pages, workdir=tmp)

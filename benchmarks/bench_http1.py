@@ -30,7 +30,7 @@ from scrapy.utils.defer import deferred_from_coro  # noqa: E402
 from scrapy.utils.misc import build_from_crawler, load_object  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
-from benchmarks.synthweb import SynthWeb  # noqa: E402
+from testweb.synthweb import SynthWeb  # noqa: E402
 
 HANDLERS = {
     "scrapy": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",

@@ -20,7 +20,7 @@ finding the same tags (``a``/``area``/``link``/``base`` href, ``frame``/``iframe
 meta keywords/description/refresh), with the URLs resolved by the same code as ``links.extract``
 (its ``_link``), so that only the scan differs: pages/s of each and whether every page gave the
 same links, title, keywords and description. On these pages and on the benchmark web's
-(``benchmarks/synthweb.py``). Skipped if selectolax is not installed.
+(``testweb/synthweb.py``). Skipped if selectolax is not installed.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from scrapy.utils.request import RequestFingerprinter
 from w3lib.url import canonicalize_url
 
 from larbinscrapy.parse import links, urls
+from testweb.synthweb import synthweb_pages
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -250,20 +251,6 @@ def lexbor_extract(body: bytes, base_url: str, encoding: str = "utf-8") -> links
             continue
         found.append(url)
     return links.Page(list(dict.fromkeys(found)), title, keywords, description)
-
-
-def synthweb_pages(count: int) -> list[tuple[str, bytes]]:
-    """Pages of the benchmark web (``SynthWeb``'s generator, no server started)."""
-    from benchmarks.synthweb import SynthWeb
-
-    web = SynthWeb(hosts=10, pages_per_host=max(2, count // 10))
-    web.port = 8000
-    out = []
-    for host_no, host in enumerate(web.hostnames):
-        for index in range(web.pages_per_host):
-            rng = random.Random(f"{web.seed}:{host_no}:{index}")
-            out.append((web.url(host, index), web._page_html(rng, host, index).encode()))
-    return out[:count]
 
 
 def bench_lexbor(sets: dict[str, list[tuple[str, bytes]]], runs: int) -> dict[str, Any]:

@@ -102,7 +102,7 @@ def run_redis(n: int, tmp: Path) -> dict:
     from larbinscrapy.parse.urls import fingerprint_url
     from larbinscrapy.revisit.entry import Entry
     from larbinscrapy.revisit.redis_store import RedisRevisitStore
-    from tests.conftest import redis_server
+    from tests.support.redisserver import redis_server
 
     now = 1_800_000_000.0
     with redis_server(tmp / "redis") as url:
@@ -126,7 +126,7 @@ def run_redis(n: int, tmp: Path) -> dict:
 
 def run_conditional_get(seconds: float, tmp: Path) -> dict:
     """A revisiting crawl of the changing web; body bytes sent vs. without validators."""
-    from tests.conftest import run_crawl, seeds_args
+    from tests.support.crawl import run_crawl, seeds_args
     from tests.test_revisit import RULE
     from testweb.changing import REVISIT_HOSTS, start_changing
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.run import Scenario, crawl_once
-from benchmarks.synthweb import SynthWeb, free_port
+from testweb.synthweb import SynthWeb, free_port
 
 TOKEN = "bench-token"
 VARIANTS = ("off", "on", "polled")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from benchmarks.synthweb import SynthWeb
+    from testweb.synthweb import SynthWeb
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -48,10 +48,10 @@ from typing import TYPE_CHECKING, Any
 from benchmarks import peers
 from benchmarks.peers import CRAWLERS, LABELS, REPO
 from benchmarks.report import fmt, render_markdown
-from benchmarks.synthweb import SynthWeb
+from testweb.synthweb import SynthWeb
 
 if TYPE_CHECKING:
-    from benchmarks.synthweb import LogEntry
+    from testweb.synthweb import LogEntry
 
 logger = logging.getLogger("benchmarks.run")
 

@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks import peers
 from benchmarks.run import Scenario, analyze_fetches, crawler_command, run_process, summarize
-from benchmarks.synthweb import SynthWeb
+from testweb.synthweb import SynthWeb
 
 NGINX = Path("/usr/sbin/nginx")
 HREF = re.compile(r'<a href="([^"]*)"')
@@ -34,6 +34,7 @@ def _a_links(web: SynthWeb, url: str) -> set[str]:
     return {urllib.parse.urljoin(url, h).partition("#")[0] for h in HREF.findall(body)}
 
 
+@pytest.mark.crawl
 def test_every_page_is_reachable_through_a_links_alone(web):
     # so that every peer (plain Scrapy's LinkExtractor ignores frames) can reach the ground truth
     seen, todo = set(web.seeds), list(web.seeds)
@@ -45,6 +46,7 @@ def test_every_page_is_reachable_through_a_links_alone(web):
     assert seen == web.pages
 
 
+@pytest.mark.crawl
 def test_the_web_has_dead_addresses_iframes_and_image_maps(web):
     html = "".join(p.read_text() for p in web.dir.glob("h*/**/*.html"))
     assert "<iframe src=" in html and "<area " in html
@@ -53,6 +55,7 @@ def test_the_web_has_dead_addresses_iframes_and_image_maps(web):
     assert all(url.startswith("http://127.0.2.") for url in web.pages)  # named by IP
 
 
+@pytest.mark.crawl
 def test_access_log_counts_what_was_fetched(web):
     log_start = web.log_offset()
     for url in (web.seeds[0], web.seeds[0], web.seeds[1]):
@@ -92,6 +95,7 @@ def test_ratios_are_per_repetition_and_favour_larbin_above_one():
     assert ratios["marginal_cpu_ms_per_page"] is None
 
 
+@pytest.mark.crawl
 def test_every_peer_has_a_command(web, tmp_path, monkeypatch):
     monkeypatch.setenv(peers.BASELINE_ENV, str(Path(__file__).resolve().parent.parent))
     assert peers.missing("baseline") is None
@@ -114,6 +118,7 @@ def test_the_seen_test_benchmark_reads_every_page_of_the_web():
     assert all(stream) and all(u.startswith("http://127.0.2.") for p in stream for u in p)
 
 
+@pytest.mark.crawl
 def test_the_paired_benchmark_runs_both_checkouts_at_once_on_twin_webs(tmp_path, monkeypatch):
     # benchmarks.ab's whole point: the two crawls overlap in time (so they meet the same machine
     # drift), each fetches its whole web, and the checkouts swap webs between pairs.

@@ -13,11 +13,16 @@ import shlex
 import subprocess
 from typing import TYPE_CHECKING
 
-from tests.conftest import ROOT, crawl_command, run_crawl
+import pytest
+
+from tests.support.crawl import ROOT, crawl_command, run_crawl
 from testweb.harness import free_port
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None,

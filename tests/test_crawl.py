@@ -19,11 +19,13 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from settings.base import FEED_EXPORT_FIELDS
-from tests.conftest import ROOT, Crawl, crawl_command, run_crawl, seeds_args
+from tests.support.crawl import ROOT, Crawl, crawl_command, run_crawl, seeds_args
 from testweb.harness import RunningWeb, start_web
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 STOCK_ROBOTS = json.dumps(
     {

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
-import subprocess
 import time
-from typing import TYPE_CHECKING
 
+import pytest
 import redis
 
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
@@ -22,41 +20,19 @@ from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.frontier import codec
 from larbinscrapy.meta import seed_meta
 from larbinscrapy.parse.urls import fingerprint_url
-from tests.conftest import ROOT, CountingStats, crawl_command, seeds_args
+from tests.support.cores import CountingStats
+from tests.support.crawl import seeds_args
+from tests.support.workers import (
+    WORKER_DELAY,
+    assert_clean_logs,
+    frontier_entry,
+    start_worker,
+    wait_workers,
+)
 from testweb.harness import gaps_by_ip, page_counts, pages, sitemap_counts
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-DELAY = 0.3
+DELAY = WORKER_DELAY
 TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
-
-
-def _start_worker(web, out: Path, redis_url: str, *args: str, **settings):
-    out.mkdir(parents=True, exist_ok=True)
-    merged = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": DELAY, "LARBIN_LEASE_TIMEOUT": 3,
-              "LARBIN_IDLE_BEFORE_CLOSE": 1, **settings}
-    cmd = crawl_command(web, out, *args, settings=merged)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SCRAPY_SETTINGS_MODULE": "settings.distributed"}
-    err = open(out / "stderr.log", "w")  # noqa: SIM115 - closed by _wait
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT, env=env)
-    proc.err = err  # type: ignore[attr-defined]
-    proc.out = out  # type: ignore[attr-defined]
-    return proc
-
-
-def _wait(procs, timeout: float = 150) -> None:
-    deadline = time.monotonic() + timeout
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            tail = (proc.out / "stderr.log").read_text()[-3000:]
-            raise AssertionError(f"worker did not finish in {timeout}s:\n{tail}") from None
-        finally:
-            proc.err.close()
 
 
 def _fetched_twice(records, port: int) -> list[str]:
@@ -70,23 +46,17 @@ def _min_interval_per_ip(records) -> dict[str, float]:
     return {ip: min(gaps, default=99.0) for ip, gaps in gaps_by_ip(records).items()}
 
 
-def _assert_clean_logs(procs) -> None:
-    for proc in procs:
-        log = (proc.out / "stderr.log").read_text()
-        assert "Traceback" not in log, log[-3000:]
-        assert "ScrapyDeprecationWarning" not in log, log[-3000:]
-
-
+@pytest.mark.crawl
 def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
     client = redis.Redis.from_url(redis_url)
     client.lpush("larbin:start_urls", *web.seeds)  # the scrapy-redis way...
     # ...and on the command line of every worker
-    procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
+    procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
              for i in range(3)]
-    _wait(procs)
+    wait_workers(procs)
     assert [p.returncode for p in procs] == [0, 0, 0]
-    _assert_clean_logs(procs)
+    assert_clean_logs(procs)
     records = web.read_log()
     fetched = pages(records, web.port)
     assert set(fetched) == truth
@@ -101,17 +71,18 @@ def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url)
     assert int(counts[b"queued"]) == 0 and int(counts[b"leased"]) == 0
 
 
+@pytest.mark.crawl
 def test_kill_one_worker_its_leases_come_back(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
-    procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
+    procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
              for i in range(3)]
     deadline = time.monotonic() + 60
     while len(pages(web.read_log(), web.port)) < 40 and time.monotonic() < deadline:
         time.sleep(0.1)
     procs[0].send_signal(signal.SIGKILL)
-    _wait(procs)
+    wait_workers(procs)
     assert [p.returncode for p in procs[1:]] == [0, 0]
-    _assert_clean_logs(procs[1:])
+    assert_clean_logs(procs[1:])
     records = web.read_log()
     assert pages(records, web.port) == truth
     assert min(_min_interval_per_ip(records).values()) >= DELAY - TOLERANCE
@@ -119,43 +90,39 @@ def test_kill_one_worker_its_leases_come_back(web, tmp_path, redis_url):
     assert reaped >= 1
 
 
+@pytest.mark.crawl
 def test_stop_all_workers_and_resume_from_redis(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
-    first = [_start_worker(web, tmp_path / f"a{i}", redis_url, *seeds_args(web.seeds))
+    first = [start_worker(web, tmp_path / f"a{i}", redis_url, *seeds_args(web.seeds))
              for i in range(3)]
     deadline = time.monotonic() + 60
     while len(pages(web.read_log(), web.port)) < 50 and time.monotonic() < deadline:
         time.sleep(0.1)
     for proc in first:
         proc.send_signal(signal.SIGINT)
-    _wait(first)
+    wait_workers(first)
     stopped_at = len(pages(web.read_log(), web.port))
     assert stopped_at < len(truth)
     status = redis.Redis.from_url(redis_url).hgetall("larbin:frontier:count")
     assert int(status[b"queued"]) > 0 and int(status[b"leased"]) == 0
-    second = [_start_worker(web, tmp_path / f"b{i}", redis_url, *seeds_args(web.seeds))
+    second = [start_worker(web, tmp_path / f"b{i}", redis_url, *seeds_args(web.seeds))
               for i in range(3)]
-    _wait(second)
+    wait_workers(second)
     assert [p.returncode for p in second] == [0, 0, 0]
-    _assert_clean_logs(first + second)
+    assert_clean_logs(first + second)
     records = web.read_log()
     assert pages(records, web.port) == truth
     assert _fetched_twice(records, web.port) == []
 
 
 # --- the Redis frontier and dupefilter without Scrapy -------------------------------------
-def _entry(frontier: RedisFrontier, url: str) -> bytes:
-    host = url.split("/")[2].split(":", maxsplit=1)[0]
-    site = "/".join(url.split("/")[:3])
-    return frontier.entry(site, host, f'["{url}",0]'.encode())
-
-
+@pytest.mark.crawl
 def test_frontier_leases_ip_until_release_and_reaps_dead_workers(redis_url):
     server = redis.Redis.from_url(redis_url)
     df = RedisBitmapDupeFilter(server, "t:seen", mode="bloom", capacity=1000)
     f = RedisFrontier(server, "t:frontier", max_per_site=2)
     urls = [f"http://a.test/{i}" for i in range(4)] + ["http://b.test/"]
-    entries = [(2, df.positions(fingerprint_url(u)), _entry(f, u)) for u in urls]
+    entries = [(2, df.positions(fingerprint_url(u)), frontier_entry(f, u)) for u in urls]
     assert f.admit("w1", df.key, 0, entries) == (5, 0)
     assert f.admit("w1", df.key, 0, entries[:1]) == (0, 1)  # seen: not queued twice
     popped = f.pop("w1", 8, 0)
@@ -182,18 +149,19 @@ def test_frontier_leases_ip_until_release_and_reaps_dead_workers(redis_url):
     assert f.status("t:start")["leased"] == 0
 
 
+@pytest.mark.crawl
 def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
     """LARBIN_KEEP_ALIVE: an empty frontier does not end the worker; a seed pushed later is
     crawled. Without it the same worker closes by itself (the control)."""
     client = redis.Redis.from_url(redis_url)
     first, later = web.url("h03.test"), web.url("h04.test")
-    control = _start_worker(web, tmp_path / "control", redis_url, "-a", f"urls={first}",
+    control = start_worker(web, tmp_path / "control", redis_url, "-a", f"urls={first}",
                             DOWNLOAD_DELAY=0, LARBIN_DEPTH=0)
-    _wait([control], timeout=60)
+    wait_workers([control], timeout=60)
     assert control.returncode == 0  # closed by itself once the frontier stayed empty
     client.flushdb()
     start = len(web.read_log())
-    worker = _start_worker(web, tmp_path / "alive", redis_url, "-a", f"urls={first}",
+    worker = start_worker(web, tmp_path / "alive", redis_url, "-a", f"urls={first}",
                            DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_KEEP_ALIVE=True)
     try:
         deadline = time.monotonic() + 30
@@ -210,11 +178,12 @@ def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
         assert worker.poll() is None
     finally:
         worker.send_signal(signal.SIGINT)
-        _wait([worker], timeout=60)
+        wait_workers([worker], timeout=60)
     assert worker.returncode == 0
-    _assert_clean_logs([worker])
+    assert_clean_logs([worker])
 
 
+@pytest.mark.crawl
 def test_redis_seeds_follow_the_rule_of_command_line_seeds(web, tmp_path, redis_url):
     """A seed is the user's choice wherever it comes from: checked as a URL, never link-filtered.
 
@@ -226,11 +195,11 @@ def test_redis_seeds_follow_the_rule_of_command_line_seeds(web, tmp_path, redis_
     client = redis.Redis.from_url(redis_url)
     client.lpush("larbin:start_urls", outside_too, "ftp://h06.test/file", "not a url",
                  json.dumps({"url": web.url("h07.test"), "meta": {"larbin_priority": 1}}))
-    worker = _start_worker(web, tmp_path / "w", redis_url, "-a", f"urls={inside},{outside}",
+    worker = start_worker(web, tmp_path / "w", redis_url, "-a", f"urls={inside},{outside}",
                            DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_DOMAINS="h03.test")
-    _wait([worker], timeout=60)
+    wait_workers([worker], timeout=60)
     assert worker.returncode == 0
-    _assert_clean_logs([worker])
+    assert_clean_logs([worker])
     seeds = [inside, outside, outside_too, web.url("h07.test")]
     assert pages(web.read_log(), web.port) == web.web.ground_truth(seeds, depth=0)
     stats = json.loads((worker.out / "stats.json").read_text())
@@ -268,12 +237,13 @@ def test_idle_rule_closes_only_after_the_frontier_stayed_empty():
     assert rule.may_close(empty, False, 12.0) is True
 
 
+@pytest.mark.crawl
 def test_a_worker_whose_redis_goes_away_stops_with_one_line(web, tmp_path, redis_url):
     """Redis shut down mid-crawl: the worker ends (exit 1) once the outage has lasted
     LARBIN_REDIS_OUTAGE_TIMEOUT, saying so in one line, not one error line per Redis job.
     Everything stays in Redis: its leases come back to the workers of the next run."""
     client = redis.Redis.from_url(redis_url)
-    worker = _start_worker(web, tmp_path / "w", redis_url, *seeds_args(web.seeds),
+    worker = start_worker(web, tmp_path / "w", redis_url, *seeds_args(web.seeds),
                            LARBIN_REDIS_OUTAGE_TIMEOUT=2)
     start = len(web.read_log())
     deadline = time.monotonic() + 60
@@ -284,7 +254,7 @@ def test_a_worker_whose_redis_goes_away_stops_with_one_line(web, tmp_path, redis
     with contextlib.suppress(redis.ConnectionError):  # it closes the connection as it exits
         client.shutdown(nosave=True)
     gone = time.monotonic()
-    _wait([worker], timeout=45)
+    wait_workers([worker], timeout=45)
     took = time.monotonic() - gone
     log = (tmp_path / "w" / "stderr.log").read_text()
     assert worker.returncode == 1, log[-3000:]

@@ -26,7 +26,7 @@ from twisted.internet.defer import succeed  # noqa: E402
 
 from larbinscrapy.lean.downloader import LeanDownloader, LeanMiddlewareManager  # noqa: E402
 from settings import base  # noqa: E402
-from tests.http1_support import run  # noqa: E402
+from tests.support.http1 import run  # noqa: E402
 
 URL = "http://127.0.0.1:9/page"
 MANAGERS = [DownloaderMiddlewareManager, LeanMiddlewareManager]

@@ -33,7 +33,9 @@ from larbinscrapy.seen.dupefilter import (
     CorruptSnapshotError,
     SnapshotMismatchError,
 )
-from tests.conftest import LARBIN_DEFAULTS, redis_server
+from tests.support.crawl import LARBIN_DEFAULTS
+from tests.support.marks import server_params
+from tests.support.redisserver import redis_server
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -50,7 +52,7 @@ def shared_redis(tmp_path_factory):
         yield url
 
 
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=server_params(KINDS, lambda kind: kind.startswith("redis-")))
 def any_filter(request):
     """A factory of empty filters of one kind: ``any_filter(capacity=...)``."""
     kind = request.param

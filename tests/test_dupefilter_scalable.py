@@ -33,7 +33,7 @@ from larbinscrapy.seen.dupefilter import (
     SnapshotMismatchError,
 )
 from settings import base
-from tests.conftest import ROOT, settings_of
+from tests.support.crawl import ROOT, settings_of
 
 if TYPE_CHECKING:
     from pathlib import Path

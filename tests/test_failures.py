@@ -27,8 +27,9 @@ from twisted.web.http import _DataLoss
 
 from larbinscrapy.distributed.frontier import RedisFrontier
 from larbinscrapy.politeness import failures
-from tests.conftest import ip_table, run_crawl
-from tests.test_distributed import _assert_clean_logs, _entry, _start_worker, _wait
+from tests.support.cores import ip_table
+from tests.support.crawl import run_crawl
+from tests.support.workers import assert_clean_logs, frontier_entry, start_worker, wait_workers
 from testweb.rawweb import RawWeb
 
 HOST_IP = "127.0.5.1"
@@ -45,6 +46,7 @@ def _hostile_pages() -> dict[str, dict]:
     return pages
 
 
+@pytest.mark.crawl
 def test_hostile_urls_never_drop_a_host_whose_pages_answer(tmp_path):
     # The hostile URLs come first and robots.txt is off, so nothing good has been heard from
     # the IP when they fail: each must count against its URL (retried once, then dropped with
@@ -70,6 +72,7 @@ def test_hostile_urls_never_drop_a_host_whose_pages_answer(tmp_path):
     assert stats["larbin/dropped/malformed"] == 2
 
 
+@pytest.mark.crawl
 def test_a_host_that_never_answers_robots_txt_included_ends_its_part(tmp_path):
     # Everything on t.test is a tarpit, robots.txt first: the site's pages wait for a robots.txt
     # that never comes, then time out themselves. The IP never answered, so its timeouts say
@@ -106,6 +109,7 @@ def _dead_link_pages() -> dict[str, dict]:
     return pages
 
 
+@pytest.mark.crawl
 def test_dead_addresses_are_given_up_within_seconds(tmp_path):
     # Three loopback IPs where nothing listens, linked from the last pages of a small site:
     # the crawl must end a few seconds after its last good fetch (it waited 30 s with a
@@ -199,6 +203,7 @@ def test_failure_kinds(exc, kind):
     assert failures.classify(exc) == kind
 
 
+@pytest.mark.crawl
 def test_distributed_workers_drop_dead_hosts_and_close(tmp_path, redis_url):
     # Two workers share a frontier whose only URLs left are on three dead IPs: they must
     # drop them from Redis (counted) and close, instead of idling at 0 pages/min forever.
@@ -207,11 +212,11 @@ def test_distributed_workers_drop_dead_hosts_and_close(tmp_path, redis_url):
                  *(f"http://{ip}:{web.port}/seed.html" for ip in DEAD_IPS)]
         args = ("-a", "depth=10", "-a", "urls=" + ",".join(seeds))
         # a short back-off, so that the IPs die while their URLs are still being discovered
-        procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, *args, DOWNLOAD_DELAY=1.0,
+        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *args, DOWNLOAD_DELAY=1.0,
                                LARBIN_IP_BACKOFF=0.05) for i in range(2)]
-        _wait(procs, timeout=90)
+        wait_workers(procs, timeout=90)
     assert [p.returncode for p in procs] == [0, 0]
-    _assert_clean_logs(procs)
+    assert_clean_logs(procs)
     client = redis.Redis.from_url(redis_url)
     counts = client.hgetall("larbin:frontier:count")
     assert int(counts[b"queued"]) == 0 and int(counts[b"leased"]) == 0
@@ -222,18 +227,19 @@ def test_distributed_workers_drop_dead_hosts_and_close(tmp_path, redis_url):
     assert dropped + failed == len(DEAD_IPS) * (PAGES + 1)  # every dead URL accounted for, once
 
 
+@pytest.mark.crawl
 def test_frontier_drops_urls_that_reach_a_dead_ip_later(redis_url):
     # The Lua side of the dead end: a host's URLs admitted after its IP was released dead
     # (its site list was empty then, so no site was dropped) must be dropped, not parked.
     server = redis.Redis.from_url(redis_url)
     f = RedisFrontier(server, "t:frontier")
-    first = [(2, [], _entry(f, "http://d.test/0"))]
+    first = [(2, [], frontier_entry(f, "http://d.test/0"))]
     f.admit("w1", "t:seen", 0, first)
     assert f.pop("w1", 8, 0).unresolved == ["d.test"]
     f.resolved("d.test", "127.0.9.1")
     (lease, ip, _), = f.pop("w1", 8, 0).leases
     f.release("w1", ip, 0.0, dead=True)
-    f.admit("w1", "t:seen", 0, [(2, [], _entry(f, f"http://d.test/{i}")) for i in (1, 2)],
+    f.admit("w1", "t:seen", 0, [(2, [], frontier_entry(f, f"http://d.test/{i}")) for i in (1, 2)],
             [lease])
     popped = f.pop("w1", 8, 10)
     assert not popped.leases

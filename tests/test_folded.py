@@ -35,7 +35,7 @@ from scrapy.utils.test import get_crawler  # noqa: E402
 from larbinscrapy.lean.logformatter import QuietLogFormatter, debug_enabled  # noqa: E402
 from larbinscrapy.middlewares.gate import LinkGateMiddleware  # noqa: E402
 from settings import base  # noqa: E402
-from tests.conftest import ROOT  # noqa: E402
+from tests.support.crawl import ROOT  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -112,6 +112,7 @@ def _sent(log: list[tuple[str, dict[str, str]]]) -> dict[str, tuple[str | None, 
     return {p: (h.get("referer"), h.get("user-agent")) for p, h in log}
 
 
+@pytest.mark.crawl
 def test_links_carry_the_referer_scrapys_policy_gives(recorder, tmp_path):
     url, log = recorder
     _crawl(url, tmp_path / "folded")
@@ -127,6 +128,7 @@ def test_links_carry_the_referer_scrapys_policy_gives(recorder, tmp_path):
     assert {ua for _, ua in folded.values()} == {base.USER_AGENT}
 
 
+@pytest.mark.crawl
 def test_referer_settings_still_apply(recorder, tmp_path):
     url, log = recorder
     _crawl(url, tmp_path / "off", {"REFERER_ENABLED": False})
@@ -137,6 +139,7 @@ def test_referer_settings_still_apply(recorder, tmp_path):
     assert sent["/e.html"][0] == f"{url}/"  # the origin only, not /d.html
 
 
+@pytest.mark.crawl
 def test_no_aiohttp_or_tldextract_at_start_up(recorder, tmp_path):
     url, _ = recorder
     result = _crawl(url, tmp_path / "imports", python_flags=("-X", "importtime"))

@@ -4,7 +4,11 @@ tests/test_hostile_web.py."""
 
 from __future__ import annotations
 
-from tests.conftest import run_crawl
+import pytest
+
+from tests.support.crawl import run_crawl
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 PDF, ZIP, TXT = "/docs/report.pdf", "/dist/archive.zip", "/notes.txt"
 

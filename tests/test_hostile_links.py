@@ -8,7 +8,6 @@ In-process: the real ``LinkGateMiddleware`` with a real Bloom dupefilter, and pr
 from __future__ import annotations
 
 import html
-from types import SimpleNamespace
 
 import pytest
 from scrapy.utils.reactor import install_reactor, is_reactor_installed
@@ -20,19 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scrapy import Request
 from scrapy.http import HtmlResponse
-from scrapy.utils.test import get_crawler
 
 from larbinscrapy import meta as M
 from larbinscrapy.lean.request import SafeUrlRequest
-from larbinscrapy.middlewares.gate import LinkGateMiddleware
 from larbinscrapy.parse.links import extract
 from larbinscrapy.parse.urls import canonicalize, fingerprint_url, is_valid_url
-from larbinscrapy.seen.dupefilter import BitmapDupeFilter
-from larbinscrapy.spiders.larbin import LarbinSpider
-from settings import base
-
-SETTINGS = {k: v for k, v in vars(base).items() if k.isupper()}
-PAGE_URL = "http://h.test/dir/page.html"
+from tests.support.spider import PAGE_URL, gate, page_response
+from testweb.synthweb import synthweb_pages
 
 BAD_LINKS = [
     "http://host:99999/",  # port out of range: Request() raises ValueError
@@ -51,23 +44,6 @@ BAD_LINKS = [
     "http://a b.test/",  # no host name has a space
 ]
 GOOD_LINKS = ["http://h.test/a.html", "http://other.test:8080/b?x=1", "https://h.test/c%20d"]
-
-
-def gate(**overrides) -> tuple[LinkGateMiddleware, object]:
-    crawler = get_crawler(LarbinSpider, {**SETTINGS, **overrides})
-    middleware = LinkGateMiddleware.from_crawler(crawler)
-    df = BitmapDupeFilter(mode="bloom", capacity=100_000, stats=crawler.stats)
-    crawler.engine = SimpleNamespace(  # what the gate reads: the seen-set, the spider middlewares
-        scheduler=SimpleNamespace(df=df),
-        scraper=SimpleNamespace(spidermw=SimpleNamespace(middlewares=())),
-    )
-    middleware._spider_opened(None)
-    return middleware, crawler.stats
-
-
-def page_response(url: str = PAGE_URL) -> HtmlResponse:
-    request = Request(url, meta={"depth": 1, "larbin_site_depth": 1})
-    return HtmlResponse(url, body=b"", request=request)
 
 
 def filtered(stats, reason: str) -> int:
@@ -287,8 +263,6 @@ def test_safe_url_requests_of_any_url_agree_with_request(url: str) -> None:
 
 
 def test_the_benchmark_webs_links_make_the_same_requests() -> None:
-    from benchmarks.bench_links import synthweb_pages
-
     links = {u for url, body in synthweb_pages(1000) for u in extract(body, url).links}
     assert len(links) > 500
     for url in links:

@@ -33,9 +33,8 @@ from larbinscrapy.items import PageItem
 from larbinscrapy.parse.links import Page
 from larbinscrapy.spiders.larbin import LarbinSpider
 from settings import base
-from tests.conftest import ROOT, crawl_command
-from tests.test_hostile_links import gate, page_response
-from tests.test_hostile_robots import SETTINGS, parse
+from tests.support.crawl import ROOT, crawl_command
+from tests.support.spider import SETTINGS, gate, page_response, parse
 from testweb.harness import run_with_peak_rss
 
 if TYPE_CHECKING:
@@ -133,6 +132,7 @@ def big_web() -> Iterator[dict[str, int]]:
             server.server_close()
 
 
+@pytest.mark.crawl
 def test_six_link_heavy_pages_at_once_stay_under_300_mb(big_web, tmp_path):
     assert len(_links_page("big1.test")) < base.DOWNLOAD_MAXSIZE  # each page is parsed, not dropped
     seeds = [f"http://{host}:{port}/" for host, port in big_web.items()]

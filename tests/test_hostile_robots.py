@@ -11,33 +11,13 @@ from scrapy.utils.reactor import install_reactor, is_reactor_installed
 if not is_reactor_installed():
     install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
-from typing import TYPE_CHECKING
-
-from scrapy import Request
-from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from larbinscrapy.pipelines.mirrorsave import MirrorSavePipeline
 from larbinscrapy.pipelines.simplesave import SimpleSavePipeline
 from larbinscrapy.pipelines.warc import WarcPipeline
 from larbinscrapy.spiders.larbin import LarbinSpider
-from settings import base
-
-if TYPE_CHECKING:
-    from larbinscrapy.items import PageItem
-
-SETTINGS = {k: v for k, v in vars(base).items() if k.isupper()}
-URL = "http://h.test/p.html"
-
-
-def parse(body: bytes, headers: dict | None = None, **settings) -> tuple[PageItem, object]:
-    crawler = get_crawler(LarbinSpider, {**SETTINGS, **settings})
-    spider = LarbinSpider.from_crawler(crawler, urls="http://h.test/")
-    headers = {"Content-Type": "text/html; charset=utf-8", **(headers or {})}
-    response = HtmlResponse(URL, headers=headers, body=body, request=Request(URL))
-    (item,) = list(spider.parse(response))
-    return item, crawler.stats
-
+from tests.support.spider import SETTINGS, parse
 
 LINKS = b'<a href="/a">a</a><a href="/b" rel="nofollow">b</a><a href="/c">c</a>'
 

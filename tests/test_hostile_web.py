@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.conftest import LARBIN_DEFAULTS, ROOT, crawl_command
+from tests.support.crawl import LARBIN_DEFAULTS, ROOT, crawl_command
 from testweb.harness import SITE_FILES, RunningWeb, pages, run_with_peak_rss, start_web
 from testweb.hostile import CRAWL_SETTINGS, LINKS_ON_MANY
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 TIMEOUT = 240
 RSS_LIMIT_MB = 300

@@ -17,7 +17,7 @@ from larbinscrapy.frontier.sites import READY, IpRing, Site
 from larbinscrapy.politeness.hosts import Bandwidth, parse_retry_after
 from larbinscrapy.politeness.ipsites import Politeness
 from larbinscrapy.politeness.pauses import PauseFile, write_pauses
-from tests.conftest import CountingStats, ManualClock, host_table, ip_table
+from tests.support.cores import CountingStats, ManualClock, host_table, ip_table
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from scrapy import Request, signals
 from scrapy.exceptions import StopDownload
 
 from larbinscrapy.politeness.failures import classify
-from tests.http1_support import RawWeb, make_handler, plain_reactor, run, settle
+from tests.support.http1 import RawWeb, make_handler, plain_reactor, run, settle
 
 BOTH = ["scrapy", "lean"]
 OK = b"HTTP/1.1 200 OK\r\n"

@@ -1,4 +1,4 @@
-"""Both download handlers on a real web server (nginx, ``benchmarks.synthweb``): same answers.
+"""Both download handlers on a real web server (nginx, ``testweb.synthweb``): same answers.
 
 Every page of a small synthetic web, its robots.txt, a missing page and a HEAD, fetched through
 Scrapy's handler and through the lean one, 16 at a time over keep-alive connections: the
@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from scrapy import Request
 
-from benchmarks.synthweb import SynthWeb
-from tests.http1_support import make_handler, plain_reactor, run
+from tests.support.http1 import make_handler, plain_reactor, run
+from testweb.synthweb import SynthWeb
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 
 def _summary(response: Any) -> tuple[Any, ...]:

@@ -12,7 +12,7 @@ import pytest
 from scrapy.settings import Settings
 
 from larbinscrapy.larbinconf import LarbinConfAddon, LarbinConfError, parse, read
-from tests.conftest import ROOT, run_crawl
+from tests.support.crawl import ROOT, run_crawl
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -173,6 +173,7 @@ def test_command_line_wins_and_headers_merge(tmp_path: Path):
     assert headers["From"] == "me@example.org" and "Accept" in headers  # Scrapy's kept
 
 
+@pytest.mark.crawl
 def test_a_crawl_configured_by_larbin_conf(web: RunningWeb, tmp_path: Path):
     seed = web.seeds[0]
     conf = tmp_path / "larbin.conf"
@@ -189,6 +190,7 @@ def test_a_crawl_configured_by_larbin_conf(web: RunningWeb, tmp_path: Path):
     assert len(deeper.fetched(web.port)) > 1  # -s LARBIN_DEPTH=1 beats depthInSite 0
 
 
+@pytest.mark.crawl
 def test_a_missing_larbin_conf_fails_the_crawl_in_one_line(tmp_path: Path):
     done = subprocess.run(
         [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", "urls=http://127.0.0.1:9/",

@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import run_crawl, seeds_args
-from tests.test_resume import run_until, twice
+from tests.support.crawl import run_crawl, seeds_args
+from tests.support.resume import run_until, twice
 from testweb.harness import start_web
 from testweb.overflow import DEAD_IPS, OVERFLOW_HOSTS
 from testweb.web import build_web
@@ -67,6 +67,7 @@ def served_truth(web) -> set[str]:
             if urlsplit(u).hostname not in DEAD_IPS}
 
 
+@pytest.mark.crawl
 def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
     web = overflow_web
     settings = overflow_settings(tmp_path)
@@ -112,6 +113,7 @@ def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
     assert to_wait, "the sites never overflowed: the test would not exercise the wait FIFOs"
 
 
+@pytest.mark.crawl
 def test_sigint_then_resume_with_overflowing_sites_fetches_nothing_twice(overflow_web, tmp_path):
     """A clean stop with most URLs in the overflow FIFOs: they are read back in place."""
     web = overflow_web

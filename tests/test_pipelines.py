@@ -30,7 +30,7 @@ from larbinscrapy.pipelines.simplesave import SimpleSavePipeline
 from larbinscrapy.pipelines.sqlite_example import SQLitePipeline
 from larbinscrapy.pipelines.warc import WarcPipeline
 from settings import base
-from tests.conftest import LARBIN_DEFAULTS
+from tests.support.crawl import LARBIN_DEFAULTS
 
 REPO = Path(__file__).resolve().parent.parent
 

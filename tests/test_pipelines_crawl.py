@@ -29,9 +29,11 @@ from warcio.archiveiterator import ArchiveIterator
 
 from larbinscrapy.pipelines.mirrorsave import mirror_path
 from larbinscrapy.pipelines.simplesave import INDEX_NAME, relative_name
-from tests.conftest import ROOT, Crawl, run_crawl, seeds_args
-from tests.test_resume import run_until
+from tests.support.crawl import ROOT, Crawl, run_crawl, seeds_args
+from tests.support.resume import run_until
 from testweb.harness import RunningWeb, start_web
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 SKIPPED_IN_REPO = {".git", ".pytest_cache", ".ruff_cache", "__pycache__", ".mypy_cache"}
 

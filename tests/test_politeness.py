@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, host_table, run_crawl, seeds_args
+from tests.support.cores import host_table
+from tests.support.crawl import ROOT, run_crawl, seeds_args
 from testweb.harness import gaps_by_host, gaps_by_ip, start_web
 from testweb.web import POLITENESS_FAST_HOSTS, POLITENESS_SLOW_HOSTS
 
@@ -57,6 +58,7 @@ def polite_and_control(tmp_path_factory):
         yield web, polite, control, truth
 
 
+@pytest.mark.crawl
 def test_no_two_requests_to_one_host_or_ip_closer_than_its_delay(polite_and_control):
     web, polite, control, truth = polite_and_control
     assert polite.returncode == 0, polite.stderr[-3000:]
@@ -75,6 +77,7 @@ def test_no_two_requests_to_one_host_or_ip_closer_than_its_delay(polite_and_cont
     assert "127.0.1.2" in too_close(control.requests, IP_DELAY, gaps_by_ip)
 
 
+@pytest.mark.crawl
 def test_crawl_delay_from_robots_txt_is_applied(polite_and_control):
     web, polite, control, _ = polite_and_control
     assert web.web.crawl_delay("h03.test") == 1
@@ -102,6 +105,7 @@ def test_crawl_delay_learnt_after_a_fetch_lengthens_the_pause_already_started():
     assert hosts.delay(hosts.get("other.test")) == 0.3  # another host on the IP: its own delay
 
 
+@pytest.mark.crawl
 def test_one_dns_lookup_per_hostname(polite_and_control):
     web, polite, _, _ = polite_and_control
     hosts = {e["host"] for e in polite.requests}
@@ -120,6 +124,7 @@ def _fast_span(crawl, port: int) -> tuple[int, float]:
     return len(fast), max(e["t"] for e in fast) - start
 
 
+@pytest.mark.crawl
 def test_slow_hosts_do_not_slow_the_rest(tmp_path):
     # The scenario (10% of hosts answering in 10-30 s) scaled down by ~5: 2 of 20 hosts
     # answer every request after 4 s, 18 fast hosts have 15 pages each at a 0.4 s delay.
@@ -158,6 +163,7 @@ def test_slow_hosts_do_not_slow_the_rest(tmp_path):
     assert ratio_hogged < 0.9
 
 
+@pytest.mark.crawl
 def test_ip_that_keeps_timing_out_or_refusing_is_dropped(tmp_path):
     # slow.test answers after 2 s, past a 0.5 s page timeout; dead.test maps to a loopback IP
     # nobody listens on (connection refused). Both are dropped after 3 failures.
@@ -192,6 +198,7 @@ def test_ip_that_keeps_timing_out_or_refusing_is_dropped(tmp_path):
     "larbinscrapy.lean.http1.LeanHttpDownloadHandler",  # times its own pages
     "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",  # PageDeadlineHandler times
 ], ids=["lean", "scrapy"])
+@pytest.mark.crawl
 def test_page_timeout_grows_with_the_bytes_received(web, tmp_path, handler):
     # larbin's page timeout: DOWNLOAD_TIMEOUT (1 s here) + 1 s per 2,000 bytes received.
     # 8,000 bytes at 4,000 B/s take 2 s but earn 4 s more: fetched. At 500 B/s the deadline
@@ -239,6 +246,7 @@ def _no_connection_outside_the_test_web(crawl) -> None:
     assert errors <= {"downloader/exception_type_count/scrapy.exceptions.IgnoreRequest"}
 
 
+@pytest.mark.crawl
 def test_ssrf_guard_refuses_private_and_metadata_addresses(web, tmp_path):
     # Never a real target: the guard refuses these before any connection (checked by stats).
     private = [
@@ -254,7 +262,7 @@ def test_ssrf_guard_refuses_private_and_metadata_addresses(web, tmp_path):
         "-a",
         "depth=0",
         *seeds_args([web.url("h00.test"), *private]),
-        settings={"LARBIN_RESOLVE": json.dumps(resolve)},  # 127.0.0.0/8 allowed (conftest)
+        settings={"LARBIN_RESOLVE": json.dumps(resolve)},  # 127.0.0.0/8 allowed (support/crawl.py)
     )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert crawl.stats["larbin/dropped/ssrf"] == 4
@@ -263,6 +271,7 @@ def test_ssrf_guard_refuses_private_and_metadata_addresses(web, tmp_path):
     _no_connection_outside_the_test_web(crawl)
 
 
+@pytest.mark.crawl
 def test_ssrf_guard_without_allowed_networks_refuses_the_loopback_web(web, tmp_path):
     crawl = run_crawl(
         web,
@@ -276,6 +285,7 @@ def test_ssrf_guard_without_allowed_networks_refuses_the_loopback_web(web, tmp_p
     assert crawl.stats.get("downloader/request_count", 0) == 0
 
 
+@pytest.mark.crawl
 def test_unresolvable_host_is_dropped_once_looked_up(web, tmp_path):
     nowhere = [f"http://nowhere.invalid:{web.port}/{p}.html" for p in range(4)]
     crawl = run_crawl(

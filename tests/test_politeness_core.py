@@ -17,7 +17,7 @@ from twisted.internet.error import DNSLookupError
 from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.politeness.dns import DnsCache, SsrfGuard, parse_networks
 from larbinscrapy.politeness.ipsites import DNS, NOCONNECTION, SSRF, IpState, Politeness
-from tests.conftest import CountingStats, ManualClock, ip_table
+from tests.support.cores import CountingStats, ManualClock, ip_table
 
 
 @pytest.fixture

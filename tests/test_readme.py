@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from tests.conftest import ROOT
+from tests.support.crawl import ROOT
 
 
 def _settings_table():

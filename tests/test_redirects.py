@@ -9,8 +9,12 @@ the guard refuses them before any connection.
 
 from __future__ import annotations
 
-from tests.conftest import run_crawl
+import pytest
+
+from tests.support.crawl import run_crawl
 from testweb.rawweb import RawWeb
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 HOST_IP = "127.0.5.1"
 OUTSIDE_IP = "127.0.6.1"  # loopback, but outside the crawl's allowed networks

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tests.conftest import run_crawl, seeds_args
+import pytest
+
+from tests.support.crawl import run_crawl, seeds_args
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 
 def _seeds(web) -> list[str]:

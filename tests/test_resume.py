@@ -9,22 +9,21 @@ with the machine's load.
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import signal
 import statistics
-import subprocess
-import time
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import ROOT, Crawl, crawl_command, run_crawl, seeds_args
+from tests.support.crawl import Crawl, run_crawl, seeds_args
+from tests.support.resume import check_resumed, run_until, twice
 from testweb.harness import start_web
 
 if TYPE_CHECKING:
     from collections import Counter
     from pathlib import Path
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 DELAY = 0.2
 
@@ -34,64 +33,11 @@ def job_settings(tmp_path: Path, **more) -> dict:
 
 
 
-def run_until(web, out: Path, settings: dict, after_requests: int, sig: int,
-              timeout: float = 120) -> Crawl:
-    """Start the crawl; once the server has logged ``after_requests`` more requests, ``sig``."""
-    out.mkdir(parents=True, exist_ok=True)
-    log_start = len(web.read_log())
-    cmd = crawl_command(web, out, *seeds_args(web.seeds), settings=settings)
-    with open(out / "stderr.log", "w") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
-        deadline = time.monotonic() + timeout
-        try:
-            while len(web.read_log()) - log_start < after_requests:
-                if proc.poll() is not None:
-                    raise AssertionError("the crawl ended before it could be stopped:\n"
-                                         + (out / "stderr.log").read_text()[-3000:])
-                if time.monotonic() > deadline:
-                    raise AssertionError("the crawl is too slow to reach the stop point")
-                time.sleep(0.02)
-            proc.send_signal(sig)
-            proc.wait(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    stats_path = out / "stats.json"
-    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
-    return Crawl(proc.returncode, (out / "stderr.log").read_text(), [], stats,
-                 web.read_log()[log_start:])
-
-
-def error_pages(web) -> set[str]:
-    """Pages the retry middleware fetches twice in one run (RETRY_TIMES=1)."""
-    return {u for u, page in web.web.pages.items() if page.status >= 500}
-
-
-def check_resumed(web, first: Crawl, second: Crawl) -> Counter[str]:
-    """Both runs together fetched exactly the ground truth; return how often each URL was."""
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert second.stats["finish_reason"] == "finished"
-    truth = web.web.ground_truth(web.seeds, depth=5)
-    assert first.fetched(web.port) | second.fetched(web.port) == truth
-    # both runs did part of the work: the stop really happened mid-crawl
-    assert first.fetched(web.port) and second.fetched(web.port) - first.fetched(web.port)
-    counts = first.fetch_counts(web.port) + second.fetch_counts(web.port)
-    for url in error_pages(web) & set(counts):
-        counts[url] -= 1  # the retry's second fetch is the crawl's rule, not a duplicate
-    return counts
-
-
 def sitemap_reads(web, first: Crawl, second: Crawl) -> Counter[str]:
     """How often each site's /sitemap.xml was asked for over both runs; every site was."""
     reads = first.sitemap_counts(web.port) + second.sitemap_counts(web.port)
     assert set(reads) == web.web.sitemap_truth(web.seeds, depth=5)
     return reads
-
-
-def twice(counts: Counter[str]) -> dict[str, int]:
-    return {u: n for u, n in counts.items() if n > 1}
 
 
 def test_sigint_then_resume_fetches_nothing_twice(web, tmp_path):

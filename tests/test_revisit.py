@@ -9,47 +9,30 @@ due") plus a generous upper bound on the doubled/halved intervals, which hold on
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
 import subprocess
 import time
-from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from larbinscrapy.revisit.rule import RevisitRule
-from tests.conftest import ROOT, crawl_command, run_crawl, seeds_args
+from tests.support.crawl import ROOT, crawl_command, run_crawl, seeds_args
+from tests.support.revisit import EARLY, RULE, by_page, gaps
 from testweb.changing import REVISIT_HOSTS, start_changing
-from testweb.harness import SITE_FILES
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-RULE = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0, "LARBIN_REVISIT_MIN": 0.25,
-        "LARBIN_REVISIT_MAX": 8.0, "LARBIN_REVISIT_STREAK": 2, "LARBIN_REVISIT_BUCKET": 0.05,
-        "LARBIN_CHECKPOINT_INTERVAL": 0.2}
-EARLY = 0.05  # seconds a fetch may precede its due time (clock reads on two processes)
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 
 @pytest.fixture
 def changing(tmp_path: Path):
     with start_changing(tmp_path / "web", period=3.0) as running:
         yield running
-
-
-def by_page(log: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    pages: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for record in log:
-        if record["host"] in REVISIT_HOSTS and record["path"] not in SITE_FILES:
-            pages[record["host"] + record["path"]].append(record)
-    return pages
-
-
-def gaps(records: list[dict[str, Any]]) -> list[float]:
-    return [b["t"] - a["t"] for a, b in itertools.pairwise(records)]
 
 
 def test_intervals_double_for_unchanged_pages_and_halve_for_changing_ones(changing, tmp_path):

@@ -12,15 +12,18 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
+import pytest
 import redis
 
-from tests.conftest import seeds_args
-from tests.test_distributed import _start_worker, _wait
-from tests.test_revisit import EARLY, RULE, by_page, gaps
+from tests.support.crawl import seeds_args
+from tests.support.revisit import EARLY, RULE, by_page, gaps
+from tests.support.workers import start_worker, wait_workers
 from testweb.changing import start_changing
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 SETTINGS = {**RULE, "DOWNLOAD_DELAY": 0, "LARBIN_REVISIT_LEASE": 2.0}
 
@@ -28,14 +31,14 @@ SETTINGS = {**RULE, "DOWNLOAD_DELAY": 0, "LARBIN_REVISIT_LEASE": 2.0}
 def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis_url):
     with start_changing(tmp_path / "web", period=3.0) as web:
         seeds = seeds_args(web.seeds)
-        a = _start_worker(web, tmp_path / "a", redis_url, *seeds, CLOSESPIDER_TIMEOUT=14,
+        a = start_worker(web, tmp_path / "a", redis_url, *seeds, CLOSESPIDER_TIMEOUT=14,
                           **SETTINGS)
-        b = _start_worker(web, tmp_path / "b", redis_url, *seeds, CLOSESPIDER_TIMEOUT=6,
+        b = start_worker(web, tmp_path / "b", redis_url, *seeds, CLOSESPIDER_TIMEOUT=6,
                           **SETTINGS)
         time.sleep(5)
         b.send_signal(signal.SIGKILL)  # before its CLOSESPIDER_TIMEOUT: holding due pages
         killed = time.time()
-        _wait([a, b], timeout=60)
+        wait_workers([a, b], timeout=60)
         log = web.read_log()
     pages = by_page(log)
     assert len(pages) == 44

@@ -10,14 +10,17 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING
 
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.conftest import run_crawl, seeds_args
-from tests.test_revisit import RULE, by_page
+from tests.support.crawl import run_crawl, seeds_args
+from tests.support.revisit import RULE, by_page
 from testweb.changing import start_changing
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"

@@ -18,7 +18,7 @@ from larbinscrapy.revisit.entry import MAX_ETAG, Entry, frame, frames
 from larbinscrapy.revisit.observe import conditional_headers, observe
 from larbinscrapy.revisit.rule import RevisitRule, freshness
 from larbinscrapy.revisit.store import RevisitStore
-from tests.conftest import ManualClock
+from tests.support.cores import ManualClock
 
 if TYPE_CHECKING:
     from pathlib import Path

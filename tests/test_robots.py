@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from settings.base import DOWNLOADER_MIDDLEWARES
-from tests.conftest import run_crawl, seeds_args
+from tests.support.crawl import run_crawl, seeds_args
 from testweb.harness import start_web
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 STOCK = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 OURS = "larbinscrapy.middlewares.robots.RobotsMiddleware"

@@ -38,7 +38,10 @@ from larbinscrapy.frontier.segfile import frames
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import READY, IpRing, Overflow, Site
 from settings import base, distributed
-from tests.conftest import CountingStats, ManualClock, ip_table, redis_server, settings_of
+from tests.support.cores import CountingStats, ManualClock, ip_table
+from tests.support.crawl import settings_of
+from tests.support.marks import server_params
+from tests.support.redisserver import redis_server
 
 if TYPE_CHECKING:
     from twisted.internet import defer
@@ -200,7 +203,7 @@ def _factory(variant: str, tmp_path: Path, request):
     return factory, made
 
 
-@pytest.fixture(params=LOCAL + REDIS)
+@pytest.fixture(params=server_params(LOCAL + REDIS, REDIS.__contains__))
 def make(request, tmp_path):
     factory, made = _factory(request.param, tmp_path, request)
     yield factory
@@ -344,7 +347,7 @@ def test_left_queued_counted_at_close(make):
 
 # -- what a restart gives back: JOBDIR, and Redis to the next worker ---------------------------
 
-@pytest.fixture(params=["jobdir", "redis"])
+@pytest.fixture(params=server_params(["jobdir", "redis"], REDIS.__contains__))
 def make_persistent(request, tmp_path):
     factory, made = _factory(request.param, tmp_path, request)
     yield factory

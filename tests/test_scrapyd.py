@@ -28,6 +28,8 @@ from scrapy.settings import default_settings
 from settings.base import RETRY_TIMES
 from testweb.harness import RunningWeb, page_counts, sitemap_counts
 
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 PROJECT, SPIDER = "larbinscrapy", "larbin"

@@ -17,7 +17,7 @@ from larbinscrapy.seeds.seedlist import (
     parse_url_list,
     read_seeds_file,
 )
-from tests.conftest import ROOT, run_crawl, seeds_args
+from tests.support.crawl import ROOT, run_crawl, seeds_args
 
 
 # -- one URL -------------------------------------------------------------------------------------
@@ -195,12 +195,14 @@ def _assert_one_clear_error(result: subprocess.CompletedProcess[str], *words: st
         assert word in errors[0]
 
 
+@pytest.mark.crawl
 def test_missing_seeds_file_exits_non_zero_with_one_line_naming_it(tmp_path):
     path = tmp_path / "no-such-seeds.txt"
     result = scrapy_crawl("-a", f"seeds={path}")
     _assert_one_clear_error(result, str(path))
 
 
+@pytest.mark.crawl
 def test_seeds_file_without_a_valid_url_exits_non_zero(tmp_path):
     path = tmp_path / "seeds.txt"
     path.write_text("# only bad lines\nftp://a.test/\nnot-a-url\n")
@@ -210,6 +212,7 @@ def test_seeds_file_without_a_valid_url_exits_non_zero(tmp_path):
     assert "seeds.txt:3: scheme must be http or https" in result.stderr
 
 
+@pytest.mark.crawl
 def test_no_seeds_at_all_exits_non_zero():
     _assert_one_clear_error(scrapy_crawl(), "-a seeds=FILE", "-a urls=")
 
@@ -218,10 +221,12 @@ def test_no_seeds_at_all_exits_non_zero():
     ("arg", "words"),
     [("depth=deep", ["-a depth=", "'deep'"]), ("external=maybe", ["-a external=", "'maybe'"])],
 )
+@pytest.mark.crawl
 def test_bad_spider_argument_exits_non_zero_with_one_line(arg, words):
     _assert_one_clear_error(scrapy_crawl("-a", "urls=http://a.test/", "-a", arg), *words)
 
 
+@pytest.mark.crawl
 def test_bad_lines_are_logged_and_the_good_seeds_crawled(web, tmp_path):
     good = web.seeds
     lines = [
@@ -252,6 +257,7 @@ def test_bad_lines_are_logged_and_the_good_seeds_crawled(web, tmp_path):
     assert crawl.stats["larbin/seeds/invalid"] == 3
 
 
+@pytest.mark.crawl
 def test_urls_argument(web, tmp_path):
     seeds = [web.url("h02.test", "/"), web.url("h06.test", "/map.html")]
     crawl = run_crawl(web, tmp_path / "out", *seeds_args(seeds), "-a", "depth=1")

@@ -18,7 +18,7 @@ import pytest
 
 from larbinscrapy.revisit.rule import sitemap_hint
 from larbinscrapy.seeds.sitemaps import BrokenSitemap, parse_sitemap
-from tests.conftest import ROOT, crawl_command, run_crawl, seeds_args
+from tests.support.crawl import ROOT, crawl_command, run_crawl, seeds_args
 from testweb.changing import SITEMAP_HOSTS, start_changing
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ def crawl_sites(sites, out: Path, **settings):
     return crawl, fetched
 
 
+@pytest.mark.crawl
 def test_pages_listed_only_in_sitemaps_are_crawled(sites, tmp_path):
     crawl, fetched = crawl_sites(sites, tmp_path / "on", LARBIN_SITEMAPS=True)
     assert fetched >= ONLY
@@ -61,12 +62,14 @@ def test_pages_listed_only_in_sitemaps_are_crawled(sites, tmp_path):
     assert sorted(maps) == ["/maps/a.xml", "/maps/b.xml.gz", "/maps/index.xml"]
 
 
+@pytest.mark.crawl
 def test_without_sitemaps_those_pages_are_unreachable(sites, tmp_path):
     _, fetched = crawl_sites(sites, tmp_path / "off", LARBIN_SITEMAPS=False)
     assert not (ONLY & fetched)
     assert not any("/maps/" in path or "sitemap" in path for path in fetched)
 
 
+@pytest.mark.crawl
 def test_a_sitemap_a_kill_cut_short_is_read_on_resume(sites, tmp_path):
     # s1.test's robots.txt names its sitemap index, asked for a delay after the robots.txt. A
     # kill -9 in that delay (once the seen-set journal reached the disk) must not leave the site
@@ -101,6 +104,7 @@ def test_a_sitemap_a_kill_cut_short_is_read_on_resume(sites, tmp_path):
     assert paths.count("/maps/index.xml") == 1
 
 
+@pytest.mark.crawl
 def test_files_and_urls_per_site_are_bounded(sites, tmp_path):
     crawl, fetched = crawl_sites(sites, tmp_path / "capped", LARBIN_SITEMAPS=True,
                                  LARBIN_SITEMAP_MAX_FILES=2, LARBIN_SITEMAP_MAX_URLS=2)

@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT, run_crawl, seeds_args
+import pytest
+
+from tests.support.crawl import ROOT, run_crawl, seeds_args
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 
 def test_scrapy_reads_our_settings_package(tmp_path):

@@ -17,7 +17,9 @@ import sqlite3
 import subprocess
 from typing import TYPE_CHECKING
 
-from tests.conftest import ROOT, crawl_command, seeds_args
+import pytest
+
+from tests.support.crawl import ROOT, crawl_command, seeds_args
 from testweb.harness import free_port
 
 if TYPE_CHECKING:
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 
 # `python -c WRAPPER crawl larbin ...`: Scrapy's own entry point, then at exit the objects the
 # collector has frozen and sys.modules, one name a line.
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
+
 WRAPPER = (
     "import atexit, gc, os, runpy, sys\n"
     "atexit.register(lambda: open(os.environ['LARBIN_TEST_MODULES'], 'w')"

@@ -16,15 +16,19 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import ROOT, Crawl, run_crawl, seeds_args
-from tests.status_support import LiveCrawl, port_range
-from tests.test_resume import check_resumed, twice
+from tests.support.crawl import ROOT, Crawl, run_crawl, seeds_args
+from tests.support.resume import check_resumed, twice
+from tests.support.status import LiveCrawl, port_range
 from testweb.harness import ROBOTS, SITEMAP, RunningWeb, pages
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 
 def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> None:

@@ -11,14 +11,17 @@ import re
 import time
 from typing import TYPE_CHECKING
 
+import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.status_support import LiveCrawl
+from tests.support.status import LiveCrawl
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from testweb.harness import RunningWeb
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -6,12 +6,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from tests.status_support import LiveCrawl, port_range
+import pytest
+
+from tests.support.status import LiveCrawl, port_range
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from testweb.harness import RunningWeb
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 DISTRIBUTED = {"SCRAPY_SETTINGS_MODULE": "settings.distributed"}
 

@@ -19,15 +19,19 @@ from contextlib import contextmanager
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from tests.conftest import run_crawl, seeds_args
-from tests.test_distributed import _assert_clean_logs, _start_worker, _wait
-from tests.test_resume import run_until
+import pytest
+
+from tests.support.crawl import run_crawl, seeds_args
+from tests.support.resume import run_until
+from tests.support.workers import assert_clean_logs, start_worker, wait_workers
 from testweb import polite
 from testweb.harness import ROBOTS, SITEMAP, free_port, gaps_by_host, gaps_by_ip
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+
+pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 SLACK = 0.001
 TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"  # Makefile APT_PACKAGES
@@ -210,13 +214,13 @@ def test_retry_after_holds_across_two_distributed_workers(tmp_path, redis_url):
              "ra-vhost.test": {"ip": "127.0.5.8", "pages": 3},
              "calm.test": {"ip": "127.0.5.9", "pages": 20}}
     with polite.start(tmp_path / "web", hosts) as web:
-        procs = [_start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
+        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
                                DOWNLOAD_DELAY=0.2, LARBIN_IP_DELAY=0.1)
                  for i in range(2)]
-        _wait(procs)
+        wait_workers(procs)
         log = web.read_log()
     assert [p.returncode for p in procs] == [0, 0]
-    _assert_clean_logs(procs)
+    assert_clean_logs(procs)
     assert _fetched_ok(log, web.port) == web.pages()
     t429 = next(e["t"] for e in log if e["status"] == 429)
     later = [e["t"] - t429 for e in log if e["ip"] == "127.0.5.8" and e["t"] > t429]

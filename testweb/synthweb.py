@@ -19,7 +19,7 @@ nginx runs in the foreground (``daemon off``) from a generated config in a temp 
 and writes an access log ``$msec $server_addr $host $request_uri $status``, which is how the
 benchmark runner counts what a crawler fetched, and when.
 
-Run ``python -m benchmarks.synthweb --hosts 3 --pages 30`` to serve a web by hand.
+Run ``python -m testweb.synthweb --hosts 3 --pages 30`` to serve a web by hand.
 """
 
 from __future__ import annotations
@@ -387,6 +387,18 @@ class SynthWeb:
 
     def entry_url(self, entry: LogEntry) -> str:
         return f"http://{entry.host}:{self.port}{entry.uri}"
+
+
+def synthweb_pages(count: int) -> list[tuple[str, bytes]]:
+    """``count`` (URL, HTML) pages of a 10-host web, from the generator (no server started)."""
+    web = SynthWeb(hosts=10, pages_per_host=max(2, count // 10))
+    web.port = 8000
+    out = []
+    for host_no, host in enumerate(web.hostnames):
+        for index in range(web.pages_per_host):
+            rng = random.Random(f"{web.seed}:{host_no}:{index}")
+            out.append((web.url(host, index), web._page_html(rng, host, index).encode()))
+    return out[:count]
 
 
 def _words(rng: random.Random, low: int, high: int) -> str:

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
-from tests.conftest import ROOT, crawl_command
+from tests.support.crawl import ROOT, crawl_command
 from testweb.harness import RunningWeb, free_port
 
 if TYPE_CHECKING:

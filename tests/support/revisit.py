@@ -1,0 +1,29 @@
+"""The revisit tests' schedule (a fast rule) and their reading of the changing web's log."""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from typing import Any
+
+from testweb.changing import REVISIT_HOSTS
+from testweb.harness import SITE_FILES
+
+RULE = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0, "LARBIN_REVISIT_MIN": 0.25,
+        "LARBIN_REVISIT_MAX": 8.0, "LARBIN_REVISIT_STREAK": 2, "LARBIN_REVISIT_BUCKET": 0.05,
+        "LARBIN_CHECKPOINT_INTERVAL": 0.2}
+EARLY = 0.05  # seconds a fetch may precede its due time (clock reads on two processes)
+
+
+def by_page(log: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The log's records of the revisited hosts' pages, by ``host + path``."""
+    pages: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in log:
+        if record["host"] in REVISIT_HOSTS and record["path"] not in SITE_FILES:
+            pages[record["host"] + record["path"]].append(record)
+    return pages
+
+
+def gaps(records: list[dict[str, Any]]) -> list[float]:
+    """The times between consecutive records."""
+    return [b["t"] - a["t"] for a, b in itertools.pairwise(records)]

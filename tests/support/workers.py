@@ -1,0 +1,66 @@
+"""Distributed-mode crawl workers (``settings.distributed``) over one Redis, and entries of the
+Redis frontier built by hand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import TYPE_CHECKING, Any
+
+from tests.support.crawl import ROOT, crawl_command
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
+    from larbinscrapy.distributed.frontier import RedisFrontier
+    from testweb.harness import RunningWeb
+
+WORKER_DELAY = 0.3  # a worker's DOWNLOAD_DELAY unless a test sets its own
+
+
+def start_worker(web: RunningWeb, out: Path, redis_url: str, *args: str,
+                 **settings: Any) -> subprocess.Popen[bytes]:
+    """One worker in the background; ``proc.out`` is ``out``, its log ``out/stderr.log``."""
+    out.mkdir(parents=True, exist_ok=True)
+    merged = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": WORKER_DELAY, "LARBIN_LEASE_TIMEOUT": 3,
+              "LARBIN_IDLE_BEFORE_CLOSE": 1, **settings}
+    cmd = crawl_command(web, out, *args, settings=merged)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SCRAPY_SETTINGS_MODULE": "settings.distributed"}
+    err = open(out / "stderr.log", "w")  # noqa: SIM115 - closed by wait_workers
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT, env=env)
+    proc.err = err  # type: ignore[attr-defined]
+    proc.out = out  # type: ignore[attr-defined]
+    return proc
+
+
+def wait_workers(procs: Iterable[Any], timeout: float = 150) -> None:
+    """Wait for every worker; past ``timeout`` kill them all and fail with the log's tail."""
+    procs = list(procs)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            tail = (proc.out / "stderr.log").read_text()[-3000:]
+            raise AssertionError(f"worker did not finish in {timeout}s:\n{tail}") from None
+        finally:
+            proc.err.close()
+
+
+def assert_clean_logs(procs: Iterable[Any]) -> None:
+    """No traceback and no deprecation warning in any worker's log."""
+    for proc in procs:
+        log = (proc.out / "stderr.log").read_text()
+        assert "Traceback" not in log, log[-3000:]
+        assert "ScrapyDeprecationWarning" not in log, log[-3000:]
+
+
+def frontier_entry(frontier: RedisFrontier, url: str) -> bytes:
+    """The frontier's stored entry of a plain GET of ``url``."""
+    host = url.split("/")[2].split(":", maxsplit=1)[0]
+    site = "/".join(url.split("/")[:3])
+    return frontier.entry(site, host, f'["{url}",0]'.encode())
