@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks import peers
 from benchmarks.run import Scenario, analyze_fetches, crawler_command, run_process, summarize
+from tests.support.wait import wait_for
 from testweb.synthweb import SynthWeb
 
 NGINX = Path("/usr/sbin/nginx")
@@ -60,10 +61,9 @@ def test_access_log_counts_what_was_fetched(web):
     log_start = web.log_offset()
     for url in (web.seeds[0], web.seeds[0], web.seeds[1]):
         urllib.request.urlopen(url, timeout=10).read()
-    import time
-
-    time.sleep(0.2)
-    fetched = analyze_fetches(web, web.access_log_entries(log_start))
+    entries = wait_for(lambda: len(web.access_log_entries(log_start)) >= 3
+                       and web.access_log_entries(log_start), 5, "nginx to log the three fetches")
+    fetched = analyze_fetches(web, entries)
     assert (fetched["pages_fetched"], fetched["unique_pages"], fetched["duplicates"]) == (3, 2, 1)
 
 

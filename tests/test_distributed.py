@@ -22,6 +22,7 @@ from larbinscrapy.meta import seed_meta
 from larbinscrapy.parse.urls import fingerprint_url
 from tests.support.cores import CountingStats
 from tests.support.crawl import seeds_args
+from tests.support.wait import wait_for
 from tests.support.workers import (
     WORKER_DELAY,
     assert_clean_logs,
@@ -76,9 +77,7 @@ def test_kill_one_worker_its_leases_come_back(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
     procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
              for i in range(3)]
-    deadline = time.monotonic() + 60
-    while len(pages(web.read_log(), web.port)) < 40 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: len(pages(web.read_log(), web.port)) >= 40, 60, "40 pages fetched")
     procs[0].send_signal(signal.SIGKILL)
     wait_workers(procs)
     assert [p.returncode for p in procs[1:]] == [0, 0]
@@ -95,9 +94,7 @@ def test_stop_all_workers_and_resume_from_redis(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
     first = [start_worker(web, tmp_path / f"a{i}", redis_url, *seeds_args(web.seeds))
              for i in range(3)]
-    deadline = time.monotonic() + 60
-    while len(pages(web.read_log(), web.port)) < 50 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: len(pages(web.read_log(), web.port)) >= 50, 60, "50 pages fetched")
     for proc in first:
         proc.send_signal(signal.SIGINT)
     wait_workers(first)
@@ -133,17 +130,20 @@ def test_frontier_leases_ip_until_release_and_reaps_dead_workers(redis_url):
     assert sorted(ip for _, ip, _ in popped.leases) == ["10.0.0.1", "10.0.0.2"]  # one per IP
     assert not f.pop("w2", 8, 10).leases  # both IPs leased by w1
     f.release("w1", "10.0.0.1", 0.2)
+    released = time.monotonic()
     assert not f.pop("w2", 8, 10).leases  # ready only 0.2 s after the release
-    time.sleep(0.25)
-    second = f.pop("w2", 8, 10)
-    assert [ip for _, ip, _ in second.leases] == ["10.0.0.1"]
+    second = wait_for(lambda: f.pop("w2", 8, 10).leases, 5, "the released IP ready again")
+    assert 0.2 - TOLERANCE <= time.monotonic() - released < 0.5
+    assert [ip for _, ip, _ in second] == ["10.0.0.1"]
     # w2 dies: after the timeout its lease goes back, and its IP is free again
-    time.sleep(0.3)
-    requeued, gone = f.heartbeat("w1", 0.2, "t:start")
-    assert (requeued, gone) == (1, 1)
+    def reaped() -> tuple[int, int] | None:
+        counts = f.heartbeat("w1", 0.2, "t:start")
+        return None if counts == (0, 0) else counts
+
+    assert wait_for(reaped, 5, "w2 reaped") == (1, 1)
     again = f.pop("w1", 8, 20)
     assert [codec.url_of(r) for _, _, r in again.leases] == [
-        codec.url_of(r) for _, _, r in second.leases]
+        codec.url_of(r) for _, _, r in second]
     # acknowledging the leases empties the frontier's lease count
     f.admit("w1", df.key, 0, [], [lid for lid, _, _ in popped.leases + again.leases])
     assert f.status("t:start")["leased"] == 0
@@ -164,17 +164,13 @@ def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
     worker = start_worker(web, tmp_path / "alive", redis_url, "-a", f"urls={first}",
                            DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_KEEP_ALIVE=True)
     try:
-        deadline = time.monotonic() + 30
-        while first not in pages(web.read_log()[start:], web.port):
-            assert time.monotonic() < deadline, "the first seed was never fetched"
-            time.sleep(0.2)
-        time.sleep(4)  # well past LARBIN_IDLE_BEFORE_CLOSE (1 s) with an empty frontier
+        wait_for(lambda: first in pages(web.read_log()[start:], web.port), 30,
+                 "the first seed fetched")
+        time.sleep(4)  # the behaviour: 4 s on an empty frontier, past LARBIN_IDLE_BEFORE_CLOSE
         assert worker.poll() is None, "a keep-alive worker closed on an empty frontier"
         client.lpush("larbin:start_urls", later)
-        deadline = time.monotonic() + 30
-        while later not in pages(web.read_log()[start:], web.port):
-            assert time.monotonic() < deadline, "a seed pushed to Redis later was not crawled"
-            time.sleep(0.2)
+        wait_for(lambda: later in pages(web.read_log()[start:], web.port), 30,
+                 "a seed pushed to Redis later crawled")
         assert worker.poll() is None
     finally:
         worker.send_signal(signal.SIGINT)

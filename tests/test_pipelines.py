@@ -4,7 +4,6 @@ itself) and the SQLite example of docs/pipelines.md across a resumed crawl."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from larbinscrapy.pipelines.sqlite_example import SQLitePipeline
 from larbinscrapy.pipelines.warc import WarcPipeline
 from settings import base
 from tests.support.crawl import LARBIN_DEFAULTS
+from tests.support.wait import run_loop, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -204,8 +204,8 @@ def test_contentdup_journal_is_flushed_by_its_timer(tmp_path):
     run([dup], [page("http://a.test/", b"<p>kept</p>")])
     journal = tmp_path / "journal"
     assert journal.stat().st_size == 0  # still in the buffer
-    asyncio.get_event_loop().run_until_complete(asyncio.sleep(0.3))
-    assert journal.stat().st_size > 0  # handed to the OS without close or an explicit flush
+    # handed to the OS without close or an explicit flush
+    wait_for(lambda: journal.stat().st_size > 0, 5, "the timer's flush", pause=run_loop)
     dup.close_spider()
 
 

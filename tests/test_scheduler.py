@@ -42,6 +42,7 @@ from tests.support.cores import CountingStats, ManualClock, ip_table
 from tests.support.crawl import settings_of
 from tests.support.marks import server_params
 from tests.support.redisserver import redis_server
+from tests.support.wait import wait_for as wait_until
 
 if TYPE_CHECKING:
     from twisted.internet import defer
@@ -310,8 +311,8 @@ def test_pending_while_ip_cools_down_and_engine_wakeup(make):
     wakeups = [c for c in reactor.getDelayedCalls() if c.func == h.sched._wake_engine]
     assert wakeups, "no wakeup scheduled for when the IP is ready again"
     assert 0.1 < wakeups[0].getTime() - reactor.seconds() <= 0.3
-    run_reactor(0.35)
-    assert h.fetch().url == url("a", 2)
+    ready = wait_until(h.fetch, 5, "a.test ready again", pause=run_reactor)
+    assert ready.url == url("a", 2)
 
 
 @pytest.fixture(params=LOCAL)
@@ -616,8 +617,7 @@ def test_redis_jobs_without_any_answer_are_an_outage_too():
         d = jobs.submit("pop", answer.wait, 10)
         jobs.check()
         assert outages == []  # not yet
-        run_reactor(0.4)
-        jobs.check()
+        wait_until(lambda: (jobs.check(), outages)[1], 5, "the outage reported", pause=run_reactor)
         assert len(outages) == 1 and outages[0].endswith("(no answer)"), outages
     finally:
         answer.set()

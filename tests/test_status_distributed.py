@@ -3,12 +3,12 @@ from Redis, and ``POST /api/urls`` on any worker feeds the shared frontier."""
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.status import LiveCrawl, port_range
+from tests.support.wait import wait_stable
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -49,7 +49,11 @@ def test_each_worker_its_page_and_urls_go_to_the_shared_frontier(
         # paused, so no page adds links meanwhile: the counters move for this URL only.
         for worker in workers:
             assert worker.call("POST", "/api/pause")[0] == 200
-        time.sleep(1.5)  # what was in flight is parsed and admitted
+        def counters() -> list[tuple[int, int]]:
+            return [(w.status()["stats"].get("larbin/frontier/enqueued", 0),
+                     w.status()["stats"].get("larbin/dupefilter/filtered", 0)) for w in workers]
+
+        wait_stable(counters, 1.0, 20, "what was in flight, parsed and admitted")
         before = one.status()["stats"]
         code, answer = one.call("POST", "/api/urls", {"urls": [added]})
         assert code == 200 and answer["queued"] == 1, answer  # sent; the test is in Redis

@@ -144,7 +144,7 @@ class RawWeb:
         stopped = self.port.stopListening()
         if stopped is not None:
             run(stopped.asFuture(LOOP))
-        settle()
+        settle()  # the aborted connections' closes reach the protocols
 
 
 @contextmanager
