@@ -1,16 +1,4 @@
-"""Errors that end a crawl: one line that says what and where, a non-zero exit, no traceback.
-
-A crawl that cannot go on (Redis unreachable, the job directory unwritable or full, a damaged
-state file) is not a bug: a traceback hides the one fact the user needs. Components call:
-
-* ``fail_start(message)`` while the crawler is being built (before the engine exists): it logs
-  ``message`` and returns the exception to raise; Scrapy then exits 1 (``bootstrap_failed``),
-  and the asyncio "Task exception was never retrieved" traceback is kept out of the log;
-* ``stop(crawler, reason, message)`` from a component's ``open`` or later: the crawl closes
-  with ``finish_reason = reason``, one of ``REASONS``, and ``larbinscrapy.commands.crawl``
-  (``COMMANDS_MODULE``) turns those into exit status 1. What is already on disk is left as it
-  is: the component that called it stops writing.
-"""
+"""Errors that end a crawl: one line that says what and where, a non-zero exit, no traceback."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""The job directory: checked before anything is built on it, and ``spider.state`` saved safely.
-
-Scrapy's ``SpiderState`` extension creates ``JOBDIR`` while the crawler is being built, and a
-directory that cannot be created or written (a path under a regular file, a read-only mount, a
-full disk) ends there with a traceback. ``JobDirCheck`` runs before it (``EXTENSIONS``, priority
--1): it creates the directory, writes, fsyncs and removes a probe file, and on failure stops the
-start with one line that names the directory and the system's reason (``larbinscrapy.fatal``,
-exit status 1). Nothing that was in the directory is touched. Without ``JOBDIR`` it is a no-op
-(``NotConfigured``).
-
-``AtomicSpiderState`` replaces Scrapy's ``SpiderState`` (``spider.state`` kept in
-``JOBDIR/spider.state`` between runs), which truncates the file before writing it: a full disk
-destroyed the state of the previous run, with a traceback. Here the state is written to a
-temporary file, fsynced and renamed over the old one; a failure is one line and the old file
-stays. After a fatal job-directory error (``larbin/fatal``) nothing is written.
-"""
+"""The job directory: checked before anything is built on it, and ``spider.state`` saved safely."""
 
 from __future__ import annotations
 

@@ -1,29 +1,4 @@
-"""larbin.conf, read into our settings (migration): ``-s LARBIN_CONF=larbin.conf``.
-
-larbin reads its configuration as a stream of whitespace-separated tokens, ``#`` starting a
-comment to the end of the line, keys case-insensitive, lists closed by ``end``. Each key it knew
-becomes the setting with the same meaning:
-
-============================  ==================================================
-``From x@y``                  ``DEFAULT_REQUEST_HEADERS["From"]``
-``UserAgent ua``              ``USER_AGENT``
-``httpPort N``                ``LARBIN_HTTP_PORT = [N, N]`` (0: no status page)
-``inputPort N``               (none: URLs come in through the status page's POST /api/urls)
-``pagesConnexions N``         ``CONCURRENT_REQUESTS``
-``dnsConnexions N``           ``REACTOR_THREADPOOL_MAXSIZE`` (lookups run in that pool)
-``depthInSite N``             ``LARBIN_DEPTH``
-``noExternalLinks``           ``LARBIN_EXTERNAL = False``
-``waitDuration S``            ``DOWNLOAD_DELAY``
-``proxy host port``           (none: Scrapy takes a proxy from ``http_proxy``; a warning says so)
-``StartUrl url`` (repeated)   ``LARBIN_URLS``
-``limitToDomain .fr .. end``  ``LARBIN_DOMAINS``
-``forbiddenExtensions .. end``  ``LARBIN_FORBIDDEN_EXTENSIONS``
-============================  ==================================================
-
-An unknown key is warned about with its line number (and the rest of its line skipped); a bad
-value too. ``LarbinConfAddon`` (``ADDONS``) applies the result at the ``project`` priority, so
-``settings/base.py`` gives way and ``-s`` on the command line still wins.
-"""
+"""larbin.conf, read into our settings (migration): ``-s LARBIN_CONF=larbin.conf``."""
 
 from __future__ import annotations
 

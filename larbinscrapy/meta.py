@@ -1,9 +1,4 @@
-"""The request-meta protocol: every ``larbin_*`` key, who sets it, what it means.
-
-One module owns the names so that components never spell each other's keys. Keys of one trip
-through the downloader (``TRIP``) are cleared when a request is queued again (a redirect or a
-retry of a request the scheduler handed out).
-"""
+"""The request-meta protocol: every ``larbin_*`` key, who sets it, what it means."""
 
 from __future__ import annotations
 

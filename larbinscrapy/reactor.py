@@ -1,16 +1,5 @@
-"""The installed Twisted reactor, typed for what larbinscrapy asks of it.
-
-Twisted types ``from twisted.internet import reactor`` as a zope ``Interface``, whose methods are
-declared without ``self``, so mypy misreads every call on it (``seconds()`` "does not accept
-self", ``callLater``'s delay taken for ``self``). ``installed_reactor()`` is the one place that
-imports it, and returns it as ``Reactor``, a Protocol of the calls we make; Twisted's own APIs
-want the interface, so ``defer_to_pool`` hands them the reactor itself. The import waits
-for the first call: importing the module installs the default reactor if none is, and Scrapy
-must install its own first. ``Clock`` is the part a component that only keeps time needs;
-``twisted.internet.task.Clock`` provides it too, so tests hand in a fake one.
-
-No settings, files or stats.
-"""
+"""The installed Twisted reactor, typed for what larbinscrapy asks of it: mypy misreads Twisted's
+zope interface, so ``installed_reactor()`` returns a ``Reactor`` Protocol."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ RETRY_TIMES = 1  # a broad crawl does not insist; dead IPs are dropped by the po
 REDIRECT_MAX_TIMES = 5
 DEPTH_PRIORITY = 0
 COOKIES_ENABLED = False  # broad crawls do not keep sessions
-CONCURRENT_ITEMS = 2  # the scraper starts this many asyncio tasks per page: the default 100 costs ~15% CPU
+CONCURRENT_ITEMS = 2  # the scraper starts this many asyncio tasks per page: the default 100 is costly (RESULTS.md)
 REACTOR_THREADPOOL_MAXSIZE = 20  # DNS lookups run in the reactor thread pool
 LOG_LEVEL = "INFO"
 TELNETCONSOLE_ENABLED = False  # never open a code-running port by default
@@ -76,7 +76,7 @@ DOWNLOADER_MIDDLEWARES = {
     "larbinscrapy.fetch.checktype.BoundedDecompressionMiddleware": 590,
     # larbin checkType: non-HTML answers stopped at their headers (after politeness saw them)
     "larbinscrapy.fetch.checktype.ContentTypeMiddleware": 940,
-    # the same downloader/* stats at a fifth of the cost per page
+    # the same downloader/* stats without building each request's HTTP text
     "scrapy.downloadermiddlewares.stats.DownloaderStats": None,
     "larbinscrapy.lean.folded.DownloaderStatsMiddleware": 850,
     # redirect targets pass the link gate's URL filters (same priority as Scrapy's)
@@ -89,9 +89,9 @@ DOWNLOADER_MIDDLEWARES = {
 }
 # Scrapy's base lists less three components that are off by default and cost start-up only to be
 # imported (Scrapy imports every key of these dicts, even one set to None): the remote-control
-# extension (aiohttp, ~120 ms; REMOTE_CONTROL_ENABLED is off), the cookies middleware
-# (tldextract, ~45 ms; COOKIES_ENABLED is off) and the telnet console (twisted.conch, ~2 ms;
-# TELNETCONSOLE_ENABLED is off); larbinscrapy's shims import the last two only when turned on.
+# extension (aiohttp; REMOTE_CONTROL_ENABLED is off), the cookies middleware (tldextract;
+# COOKIES_ENABLED is off) and the telnet console (twisted.conch; TELNETCONSOLE_ENABLED is off);
+# larbinscrapy's shims import the last two only when turned on.
 EXTENSIONS_BASE = {  # Scrapy's, without RemoteControl (to use it: add it to EXTENSIONS and set REMOTE_CONTROL_ENABLED), its TelnetConsole built only when TELNETCONSOLE_ENABLED
     **{k: v for k, v in scrapy_defaults.EXTENSIONS_BASE.items()
        if k not in ("scrapy.extensions.remote_control.RemoteControl",
@@ -171,7 +171,7 @@ LARBIN_DUPEFILTER_CAPACITY = 10_000_000  # bloom: URLs it is sized for; scalable
 LARBIN_DUPEFILTER_ERROR_RATE = 0.001  # bloom, scalable: target false-positive rate; bitmap: warning threshold
 LARBIN_DUPEFILTER_GROWTH = 2  # scalable: each next filter holds this many times the URLs of the last
 LARBIN_DUPEFILTER_TIGHTENING = 0.5  # scalable: each next filter's error rate is this times the last's
-LARBIN_DUPEFILTER_URL_CACHE = 65_536  # link gate: recent raw links remembered (x2 generations, ~75 bytes each) to skip filtering and hashing repeats; 0 = off
+LARBIN_DUPEFILTER_URL_CACHE = 65_536  # link gate: recent raw links remembered (x2 generations, as 64-bit hashes) to skip filtering and hashing repeats; 0 = off
 LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL = 300  # seconds between snapshots (journal in between)
 LARBIN_DUPEFILTER_RESET_CORRUPT = False  # start clean if the snapshot is corrupt, instead of failing
 
@@ -212,7 +212,7 @@ REDIS_START_URLS_BATCH_SIZE = 100  # seeds taken from that list per read (every 
 SCHEDULER_PERSIST = True  # keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)
 
 # --- Start-up (larbinscrapy/lean/gcfreeze.py) ----------------------------------------------------
-LARBIN_GC_FREEZE = True  # gc.freeze() at engine start: full collections (and the exit) skip the ~70k objects built before it
+LARBIN_GC_FREEZE = True  # gc.freeze() at engine start: full collections (and the exit) skip the objects built before it
 
 # --- Status -------------------------------------------------------------------------------
 LARBIN_STATS_FILE = ""  # write the crawl's stats as JSON here (larbin's status page); empty = off
@@ -242,7 +242,7 @@ FEED_EXPORT_FIELDS = [
     "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ]
 # Scrapy's JSON lines exporter with each item class's fields planned once (larbinscrapy.lean.exporters):
-# the same bytes at ~40% of the CPU per item. Scrapy's other formats are unchanged.
+# the same bytes for less CPU per item. Scrapy's other formats are unchanged.
 FEED_EXPORTERS = {
     "jsonl": "larbinscrapy.lean.exporters.JsonLinesExporter",
     "jsonlines": "larbinscrapy.lean.exporters.JsonLinesExporter",

@@ -1,13 +1,4 @@
-"""``scrapy addurls``: add URLs to a running crawl (larbin's inputPort), through its status page.
-
-    scrapy addurls URL... [--priority] [--depth N] [--jobdir DIR | --url URL] [--token T]
-
-With ``--jobdir`` (or the ``JOBDIR`` setting) the address and token come from the crawl's
-``DIR/http-address`` and ``DIR/http-token``; with ``--url`` the token is ``--token``,
-``LARBIN_HTTP_TOKEN``, or the ``#token=`` of the URL the crawl logged. Prints what was queued,
-already seen and refused (with reasons); exits 1 when the crawl cannot be reached or refuses
-the token, 2 when it refused every URL.
-"""
+"""``scrapy addurls``: add URLs to a running crawl (larbin's inputPort) through its status page."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""``scrapy crawl`` whose exit status is 1 when the crawl ended on a fatal error.
-
-Scrapy's own command exits 1 only when the crawler could not be built; a crawl that had to stop
-(Redis unreachable, the job directory full: ``larbinscrapy.fatal``) closes the spider cleanly
-and would exit 0, so a shell script, scrapyd or cron could not tell it from a finished crawl.
-Installed by ``COMMANDS_MODULE = "larbinscrapy.commands"``; every other command is Scrapy's.
-"""
+"""``scrapy crawl`` whose exit status is 1 when the crawl ended on a fatal error
+(``larbinscrapy.fatal``), so scripts, scrapyd and cron can tell it from a finished crawl."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
-"""larbin's ``checkType``: a page that is not HTML is not downloaded past its headers.
-
-larbin read the ``Content-Type`` of each answer and closed the connection on anything but
-``text/html`` unless its specificSearch asked for that type. Without this, every PDF, image or
-archive that slips past the extension filter (a URL without an extension, a script that serves
-files) is downloaded whole, up to ``DOWNLOAD_MAXSIZE``, and yielded.
-
-``ContentTypeMiddleware`` (a downloader middleware) listens to Scrapy's ``headers_received``
-signal and raises ``StopDownload(fail=False)`` for a 2xx answer of an unwanted type: the body is
-never read and the connection is closed. Its ``process_response`` then turns a 2xx headers-only
-response into ``DroppedRequest("content_type")``, so no item is made and the IP's politeness
-bookkeeping (a good answer) is untouched; a redirect or an error page goes on as it was.
-
-Wanted, besides HTML (``text/html``, ``application/xhtml+xml``, or no Content-Type at all):
-* ``LARBIN_SAVE_CONTENT_TYPES``: MIME types (``application/pdf``) or prefixes (``image/``,
-  ``image/*``; ``*`` for everything), larbin's specificSearch content types;
-* the types of ``LARBIN_PRIORITY_EXTENSIONS`` (``.pdf`` -> ``application/pdf``), and any URL with
-  one of those extensions whatever its type;
-* what a component asks for: an item pipeline or the spider with a ``content_types`` attribute
-  (a tuple of the same patterns; the WARC and mirror pipelines ask for ``*``, the spider for
-  ``image/`` with ``-a images=true``);
-* a request with ``meta["larbin_any_type"]`` set; requests nobody parses (robots.txt).
-
-Stats: ``larbin/dropped/content_type`` (one per page stopped), the first logged at INFO.
-
-``BoundedDecompressionMiddleware`` replaces Scrapy's ``HttpCompressionMiddleware``: the same
-bounded decompression (a gzip, deflate or brotli bomb stops at ``DOWNLOAD_MAXSIZE`` inflated
-bytes), with the refusal counted under ``larbin/dropped/decompression_bomb``.
-"""
+"""larbin's ``checkType``: a page that is not HTML is not downloaded past its headers; bounded
+decompression with bombs counted."""
 
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
-"""larbin's page timeout: a page may take 30 s plus 1 s per 2,000 bytes it has sent so far.
-
-A download handler (``DOWNLOAD_HANDLERS``) wrapping Scrapy's HTTP/1.1 handler, because only a
-handler can cancel a download whose server sends nothing (a signal-only check never fires
-without bytes). Slow servers therefore cannot hold a connection longer than their bytes earn,
-which is what keeps slow hosts from hogging connections (with the politeness middleware, which
-backs off and drops IPs that keep timing out).
-
-``EarnedTime`` is the rule itself (when a page is due, the error and stat when it is late). An
-inner handler that counts its own bytes can adopt it (``adopt_page_deadline``, as
-``LeanHttpDownloadHandler`` does for the plain-http requests it serves): those pages then need
-no timer, no byte counter and no Deferred round trip here (~2% of the profile's samples).
-Every other request (https, proxies, another handler) is timed here.
-"""
+"""larbin's page timeout: a page may take ``DOWNLOAD_TIMEOUT`` plus 1 s per
+``LARBIN_TIMEOUT_BYTES_PER_SECOND`` bytes received, enforced around ``LARBIN_HTTP_HANDLER``."""
 
 from __future__ import annotations
 
@@ -73,11 +61,11 @@ class _PageClock:
 
 
 class PageDeadlineHandler:
-    """larbin's page timeout as a download handler wrapping Scrapy's (``DOWNLOAD_HANDLERS``).
+    """larbin's page timeout as a download handler wrapping another (``DOWNLOAD_HANDLERS``).
 
     A page may take ``download_timeout`` (``DOWNLOAD_TIMEOUT``) seconds plus one second per
     ``LARBIN_TIMEOUT_BYTES_PER_SECOND`` bytes received. Scrapy fixes a download's timeout when
-    it starts, so the inner handler (``LARBIN_HTTP_HANDLER``, Scrapy's HTTP/1.1 one by default)
+    it starts, so the inner handler (``LARBIN_HTTP_HANDLER``: the lean handler by default)
     gets the longest deadline any page can reach (``DOWNLOAD_MAXSIZE`` bytes at that rate) as a
     backstop, and one timer per download enforces the real one: when it falls due it compares
     the deadline with the bytes counted from ``bytes_received`` and re-arms itself at the new

@@ -1,18 +1,4 @@
-"""What the local and the Redis scheduler share: a request's way into and out of the frontier.
-
-Both schedulers take a request the same way: the meta of its last trip through the downloader
-is dropped (a redirect or retry of a request they handed out: ``meta.clear_trip``), the page
-that produced it is told its child arrived (``PendingPages``), its tier is chosen by larbin's
-rules, and a request that cannot be serialised stays in memory (counted in
-``larbin/frontier/unserializable``). Only where the record goes differs (``_enqueue``).
-
-Both find the crawl's politeness core the same way (``politeness_of``); a scheduler built
-without an engine (unit tests) uses a local one, where the host is the IP and the scheduler
-gives its leases back itself when a request leaves the downloader.
-
-Settings read here for both: ``DUPEFILTER_CLASS``, ``LARBIN_MAX_URLS_PER_SITE``,
-``LARBIN_LOADED_SITES``, ``LARBIN_PRIORITY_EXTENSIONS``.
-"""
+"""What the local and the Redis scheduler share: a request's way into and out of the frontier."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Compact request records for the disk frontier: what larbin stored per URL, not a pickle.
-
-A record is a JSON array: ``[url, priority, meta, callback, errback, method, body, headers]``
-with trailing defaults omitted. Only the meta keys the crawl needs are kept (``PERSIST_META``);
-callbacks are stored by spider-method name, as Scrapy's own ``request_to_dict`` does;
-``dont_filter``, ``cb_kwargs`` and ``flags`` travel in the meta object under reserved keys
-(``meta.DONT_FILTER``, ``meta.CB_KWARGS``, ``meta.FLAGS``).
-"""
+"""Compact request records for the disk frontier: what larbin stored per URL, not a pickle."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""A frontier that cannot write its files any more stops writing at once, and stops the crawl.
-
-``writes(default)`` wraps each entry point of ``LarbinScheduler`` that may write a FIFO (Scrapy's
-calls, the flush loop, signal and listener callbacks). The first ``OSError`` (a full disk,
-``ENOSPC``; a failing one) goes to the scheduler's ``_disk_failed``, which stops the crawl with
-one line (``larbinscrapy.fatal``); from then on the entry points return ``default`` and write
-nothing, so no acknowledgement can reach the disk without the records it follows, and the files
-are read back on the next run as after a ``kill -9``.
-"""
+"""A frontier that cannot write its files any more stops writing at once, and stops the crawl."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Pages handed out whose outlinks are still on their way to the frontier.
-
-The link gate sends ``request_done(request, children=N)`` when a page's output iterator is
-exhausted, but Scrapy's scraper hands that output to ``engine.crawl`` from parallel tasks,
-later. A page's frontier record may only be acknowledged once all ``N`` children reached
-``enqueue_request``: acknowledging earlier would let a ``kill -9`` in between lose them. Both
-schedulers (local and Redis) count with this one class.
-"""
+"""Pages handed out whose outlinks are still on their way to the frontier: a page is acknowledged
+only once all its children reached ``enqueue_request``."""
 
 from __future__ import annotations
 

@@ -1,41 +1,5 @@
-"""``LarbinScheduler``: larbin's frontier as a Scrapy scheduler (``SCHEDULER``).
-
-Where a request goes::
-
-    enqueue_request --dupefilter--> tier FIFO on disk (priority or normal)
-    sequencer (_refill) -> per-site queue in memory (<= LARBIN_MAX_URLS_PER_SITE)
-                        -> else the tier's "wait" FIFO on disk, its place kept per site
-    next_request      -> round robin over IPs whose politeness delay has passed; the site's
-                         queue is topped up from its own overflow (records read back by id)
-
-The two tiers are larbin's URLsPriority/URLsPriorityWait and URLsDisk/URLsDiskWait. A site's
-URLs are served only once its host has passed the host gate (one DNS lookup per host, the SSRF
-guard, the dead-IP check: ``politeness.ipsites``). The IP is put in ``meta["download_slot"]``,
-and the IP is *leased* until the request leaves the downloader (``meta.stamp_lease``).
-
-Crash safety (``JOBDIR``): the FIFOs are append-only segment files (``segments.py``); a record
-popped into memory or handed out stays unacknowledged until its page has been parsed and every
-request it produced is on disk (``request_done`` signal), so ``kill -9`` at any moment re-queues
-at most what was in flight. Without ``JOBDIR`` the FIFOs live in a temporary directory removed
-at close. Files: ``JOBDIR/frontier/{priority,priority-overflow,normal,normal-overflow}/``
-(a ``*-wait`` FIFO of an older version, whose records had no source id, is moved into its tier
-once at open).
-
-Overflow (larbin's URLsDiskWait): a URL whose site is full is written once to the wait FIFO and
-the site keeps its (id, offset) in memory (``sites.Overflow``, 12 bytes a URL); it is read back
-by id when that site has room, never copied again, so a URL is written at most twice however
-long its site stays full. A moved record carries the id of the one it replaces, whose ack is
-written only after the moved copy reached the OS: after a ``kill -9`` between the two, the
-records recovery finds past the wait FIFO's checkpoint drop their stale source copies
-(``larbin/frontier/stale_copies``). Wait records of an earlier run are read once, in order, and
-kept in place for their site. Stats: ``larbin/frontier/to_wait`` (records moved),
-``larbin/frontier/from_wait`` (read back by id).
-
-A frontier file that cannot be read at open (damaged, in use by another crawl) or written
-later (the disk is full, ``ENOSPC``) stops the crawl with one line and finish reason
-``jobdir_error`` (``larbinscrapy.fatal``, exit status 1); from then on nothing is written, so the
-files are left as a ``kill -9`` would leave them, and a crawl run again reads them back.
-"""
+"""``LarbinScheduler``: larbin's frontier as a Scrapy scheduler (``SCHEDULER``), crash-safe in
+``JOBDIR/frontier/`` (docs/DESIGN.md, "The frontier")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The on-disk format of a ``SegmentFifo`` (``segments.py``): framing, scanning, the state file.
-
-Pure functions over files and buffers, so the FIFO's logic and its format can be read apart.
-A segment file is a 16-byte header (magic, ``segment_records``, segment number) then records
-framed as ``<u32 length><u32 crc32(payload, length)>payload``; ``acks.log`` holds 16-byte
-entries (``rid``, ``rid ^ ACK_MASK``); ``state.json`` is replaced atomically.
-"""
+"""The on-disk format of a ``SegmentFifo`` (``segments.py``): framing, scanning, the state file."""
 
 from __future__ import annotations
 

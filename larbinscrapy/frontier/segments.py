@@ -1,42 +1,5 @@
-"""larbin's ``PersistentFifo``, made crash-safe: a disk FIFO of opaque byte records.
-
-larbin appends serialised URLs to numbered files of 10,000 URLs each and reads them back in
-order. That survives a clean stop only. ``SegmentFifo`` keeps the layout (append-only segment
-files of ``segment_records`` records, buffered writes, chunked reads) and adds what a
-``kill -9`` needs: records are leased by ``pop()`` and only forgotten once ``ack()``-ed, so a
-crash loses nothing (records in flight at the kill come back on the next open).
-
-Files in the directory:
-
-``00000012.seg``
-    Segment 12: a 16-byte header (magic, ``segment_records``, segment number) then records
-    framed as ``<u32 length><u32 crc32(payload, length)>payload``. Record id ``rid`` lives in
-    segment ``rid // segment_records`` at index ``rid % segment_records``.
-``acks.log``
-    Append-only ack journal, 16 bytes per ack (``rid``, ``rid ^ mask`` as a check).
-``state.json``
-    Checkpoint, replaced atomically (tmp, fsync, ``os.replace``): the live segments, their
-    record counts once sealed, and a compressed acked bitmap each. The ack journal is
-    truncated after it is written.
-``lock``
-    ``flock``-ed while open, so two processes never share one FIFO.
-
-Recovery reads the checkpoint, scans the segments it did not know as sealed (only the last
-one or two, normally), replays the journal, and makes every unacked record poppable again in
-rid order. A new process never appends to an old segment: it starts a fresh one, so a torn
-tail is never followed by good records. Pops, leases and the read position are not persisted:
-that is what makes popped-but-unacked records come back. Recovery and the state file are in
-``segrecovery.py``, the framing in ``segfile.py``.
-
-Records can also stay where they are while their id waits elsewhere (a crowded site's
-overflow): ``read_at`` hands one out by id and offset, ``release`` gives a popped record's lease
-back without a write, ``discard`` acks one never handed out, and ``tail`` lists what recovery
-found past the last checkpoint (the only records whose companion writes in another FIFO a
-crash may have cut).
-
-Only the acked bitmaps of live segments (``segment_records`` bits each, created when a
-segment is first acked), two file handles and their buffers are in memory.
-"""
+"""larbin's ``PersistentFifo``, made crash-safe: a disk FIFO of opaque byte records that are only
+forgotten once acknowledged (files: docs/DESIGN.md, "The frontier")."""
 
 from __future__ import annotations
 

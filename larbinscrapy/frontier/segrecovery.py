@@ -1,10 +1,4 @@
-"""Recovery and files of a ``SegmentFifo``: what an open finds on disk, the checkpoint, the lock.
-
-``SegmentFiles`` is the half of ``SegmentFifo`` (``segments.py``) that reads and writes its
-directory: it rebuilds the live segments from ``state.json``, a scan of the segments the
-checkpoint did not know as sealed, and the ack journal; it writes the checkpoint and holds the
-``flock``. The queue itself (push, pop, leases, acks) is in ``segments.py``.
-"""
+"""Recovery and files of a ``SegmentFifo``: what an open finds on disk, the checkpoint, the lock."""
 
 from __future__ import annotations
 

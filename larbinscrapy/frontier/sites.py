@@ -1,11 +1,4 @@
-"""larbin's NamedSite and okSites: per-site queues in memory, grouped by IP, served round robin.
-
-Pure bookkeeping, no I/O: the scheduler feeds sites from the disk tiers and asks ``next_ready``
-for the next (IP, site) whose politeness allows a request now: the IP's (delay, connections)
-and the site's host's (``DOWNLOAD_DELAY``, Crawl-delay, a throttling pause). Only IPs with
-queued work are tracked here; whether an IP or host may go, and when, is the shared
-``IpTable``'s answer. An IP whose hosts all cool down waits in the heap until the first is ready.
-"""
+"""larbin's NamedSite and okSites: per-site queues in memory, grouped by IP, served round robin."""
 
 from __future__ import annotations
 

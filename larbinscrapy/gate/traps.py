@@ -1,18 +1,4 @@
-"""Crawler-trap accounting: the per-site page budget and the cap on query strings per path.
-
-The link gate asks ``TrapGuard.reason(url)`` for each link that passed the URL filters and the
-seen test, so every URL it counts is new: a calendar (``/cal?month=...``, one page per month
-for ever), sort orders and session ids in the query, or a site that generates pages without
-end cannot fill the frontier. Pure (no Scrapy, no I/O): counters in memory.
-
-Settings (read by the gate): ``LARBIN_MAX_PAGES_PER_SITE`` (URLs queued per site),
-``LARBIN_MAX_QUERIES_PER_PATH`` (distinct query strings queued per site + path); 0 turns a test
-off. Reasons: ``site_budget``, ``queries`` (counted by the gate under ``larbin/filtered/``).
-
-Memory: one dict entry per site (its name and a count) and one per path that had a query (an
-8-byte hash and a count), about 100 bytes each. The counts live as long as the process: a
-resumed JOBDIR crawl starts them again from zero (each run grants the budget anew).
-"""
+"""Crawler-trap accounting: the per-site page budget and the cap on query strings per path."""
 
 from __future__ import annotations
 

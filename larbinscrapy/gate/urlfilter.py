@@ -1,14 +1,4 @@
-"""larbin's ``check()`` / ``filter1()``: the URL tests done before a URL is ever queued.
-
-Pure and cheap: string tests only, so the link gate can run them on every link of every page.
-Each test returns a reason, the stats key suffix under ``larbin/filtered/``. Besides larbin's
-tests: ``invalid`` (what ``Request()`` would refuse or no server can answer, see
-``urls.is_valid_url``) and two path traps, ``path_segments`` (more than
-``LARBIN_MAX_PATH_SEGMENTS``) and ``path_repeat`` (a run of segments repeated more than
-``LARBIN_MAX_PATH_REPEATS`` times in a row: ``/a/b/a/b/a/b/``, the relative-link loop of a
-misconfigured server). The stateful trap tests (per-site budget, queries per path) are in
-``larbinscrapy/gate/traps.py``.
-"""
+"""larbin's ``check()`` / ``filter1()``: the URL tests done before a URL is ever queued (pure)."""
 
 from __future__ import annotations
 

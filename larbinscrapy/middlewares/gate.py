@@ -1,23 +1,5 @@
-"""larbin's ``check()``: the link gate between a parsed page and the frontier.
-
-A spider middleware. For each item that carries ``links`` (our ``PageItem``), every link is
-tested in the cheapest order: the URL filters (string tests, ``larbin/filtered/<reason>``), then
-the seen test (fingerprint of the URL string + a bit test in the dupefilter), and only a link
-that passes both becomes a ``Request``. Most links of a broad crawl were seen before, so most
-cost a hash and a bit test, not a Request, middlewares and signals (profiled: that per-link work
-is most of plain Scrapy's ~25 ms of CPU per page on a broad crawl). Each Request is built when
-the scheduler has taken the one before it (``iter_admit``): a page's links never all exist as
-Requests at once.
-
-Every link is handled whatever the string: one that ``Request()`` would refuse (a port out of
-range, a broken IPv6 literal, control characters...) is counted under ``larbin/filtered/invalid``
-and the page keeps its other links. New links then pass the trap accounting
-(``larbinscrapy/gate/traps.py``: ``LARBIN_MAX_PAGES_PER_SITE``, ``LARBIN_MAX_QUERIES_PER_PATH``).
-
-Requests that a user's callbacks yield go through the same filters; seeds do not. When
-a response's output is exhausted, ``request_done`` tells the scheduler how many requests the page
-produced; it acknowledges the page's record once that many reached ``enqueue_request``.
-"""
+"""larbin's ``check()``: the link gate between a parsed page and the frontier (filters, then the
+seen test, and only then a ``Request``)."""
 
 from __future__ import annotations
 
@@ -190,8 +172,8 @@ class LinkGateMiddleware:
     def iter_admit(self, response: Response, links: Iterable[str]) -> Iterator[Request]:
         """``admit`` one Request at a time: the scheduler takes each before the next is built.
 
-        A page's links never all exist as Requests at once (measured: six pages of 120,000
-        links each took the crawl to 903 MB of RSS with the whole list built first).
+        A page's links never all exist as Requests at once: a list of them all is what made
+        link-heavy pages blow up the crawl's memory (benchmarks/RESULTS.md).
         """
         meta = response.meta
         depth = meta.get("depth", 0) + 1

@@ -1,47 +1,5 @@
-"""The politeness downloader middleware: Scrapy's side of ``larbinscrapy.politeness.ipsites``.
-
-Placed right before the download handler. For every request it
-
-* resolves the host through the host gate (``Politeness.resolve``: DNS, SSRF guard, dead IP)
-  unless a scheduler already did, and drops the request with a counted reason otherwise;
-* sets ``meta["download_slot"]`` to the host: Scrapy's slot then keeps one connection per host
-  (``CONCURRENT_REQUESTS_PER_DOMAIN``) and AutoThrottle adapts a delay per host, while this
-  gate holds the IP level (``LARBIN_IP_DELAY``, ``LARBIN_IP_CONNECTIONS``) itself;
-* holds the request until its IP and its host are free and both delays have passed since the
-  end of their previous fetch (larbin waitDuration), and the crawl's bandwidth budget allows
-  it: politeness is enforced at send time, so CPU load cannot squeeze two requests closer
-  than the delays at the server;
-* with ``HTTP_PROXY``/``HTTPS_PROXY`` (Scrapy's ``HttpProxyMiddleware``) targets are not
-  resolved: the proxy does it, politeness groups requests by hostname, the SSRF guard still
-  refuses private IP literals, and the proxy's own address is allowed (``meta["proxy"]`` of
-  one request: the target is resolved and grouped by IP as usual, the proxy allowed too);
-* sends ``From: LARBIN_FROM`` when set (the operator's contact address, RFC 9110 §10.1.2);
-* on a throttling answer (429, or 503 with ``Retry-After``) pauses the host and its IP and
-  hands the request back to the frontier: not a page, no ``RETRY_TIMES`` used
-  (``larbin/throttled/<status>``); a host asking for more than ``LARBIN_MAX_RETRY_AFTER`` is
-  set aside (``larbin/dropped/throttled``);
-* with ``AUTOTHROTTLE_ENABLED`` copies AutoThrottle's delay of the host's slot into the host's
-  delay after each answer, so it is held from the end of the fetch like the others;
-* when the request ends, starts the delays, tells the core whose failure it was
-  (``politeness.failures``: a refusal is the IP's, a timeout or reset one URL's) and gives
-  back the connection the scheduler leased.
-
-Requests a scheduler leased carry ``meta[LEASE]`` (or ``meta[BORROW]``, robots.txt on the lease
-of the page that needs it) and only wait out a delay; any other request (a user's
-``engine.download``) first takes a connection of its IP here (``meta[OWN]``).
-
-Settings: ``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS_PER_DOMAIN``, ``LARBIN_IP_DELAY``,
-``LARBIN_IP_CONNECTIONS``, ``LARBIN_IP_MAX_FAILURES``, ``LARBIN_IP_BACKOFF``,
-``LARBIN_MAX_CRAWL_DELAY``, ``LARBIN_MAX_RETRY_AFTER``, ``LARBIN_THROTTLE_BACKOFF``,
-``LARBIN_THROTTLE_MAX_BACKOFF``, ``LARBIN_MAX_BANDWIDTH``, ``LARBIN_FROM``,
-``AUTOTHROTTLE_ENABLED``, ``HTTPPROXY_ENABLED``, ``LARBIN_SSRF_GUARD``,
-``LARBIN_ALLOWED_NETWORKS``, ``LARBIN_STATS_INTERVAL``, ``JOBDIR`` (throttling pauses kept in
-``JOBDIR/politeness/pauses.json``: ``larbinscrapy.politeness.pauses``).
-Stats: those of the core, plus
-``larbin/errors/<exception>``, ``larbin/throttled/<status>`` and the gauges
-``larbin/ip/{seen,active,cooling}`` and ``larbin/host/{seen,active,cooling,throttled,set_aside}``
-(sampled every ``LARBIN_STATS_INTERVAL`` seconds, when the crawl goes idle and at close).
-"""
+"""The politeness downloader middleware: Scrapy's side of ``larbinscrapy.politeness.ipsites``,
+enforcing per-IP and per-host politeness at send time."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Redirects obey the rules links obey: a 3xx target passes the link gate's URL filters.
-
-Scrapy's ``RedirectMiddleware`` follows a ``Location`` wherever it points, so a page could lead
-the crawl out of ``-a domains=``, to a forbidden extension, past ``LARBIN_MAX_URL_LENGTH`` or
-``LARBIN_CGI_LEVEL``, or (with ``-a external=false``) to another host.
-``FilteredRedirectMiddleware`` replaces it (``DOWNLOADER_MIDDLEWARES``, same priority) and tests
-every target with the crawl's ``UrlFilter`` first (the spider's, with its arguments), counted
-under the same ``larbin/filtered/<reason>`` stats as links (``invalid``: a ``Location`` no
-request can be built from). The target keeps the site depth of the URL that redirected (it is
-a fetch of that URL, not a link followed). A seed's redirect is the seed's: like the seed, it
-is the user's choice and only gets the seen test (``http://a.org`` -> ``https://www.a.org`` is
-the common case).
-
-The SSRF guard needs no second copy here: the target is a new request, resolved and checked by
-the politeness core before anything is sent (``larbin/dropped/ssrf``), and the pinned resolver
-refuses the address again at connect time.
-"""
+"""Redirects obey the rules links obey: a 3xx target passes the link gate's URL filters."""
 
 from __future__ import annotations
 

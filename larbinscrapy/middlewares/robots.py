@@ -1,18 +1,5 @@
-"""larbin's NamedSite robots.txt step: fetched once per site, before any page of the site.
-
-Scrapy's ``RobotsTxtMiddleware`` shares one Deferred among every request that arrives while a
-site's robots.txt is downloading; under the asyncio reactor only the first waiter gets the parser
-and the others get ``None`` and go through unchecked (measured: 1-4 disallowed pages per
-4,600-page crawl). Here each waiter has its own Deferred, so every request is checked.
-
-Also:
-* the robots.txt request borrows the IP lease of the page request that needs it, so it is
-  scheduled under the same per-IP politeness instead of jumping the queue;
-* ``Crawl-delay`` for our user agent (Scrapy ignores it) raises its host's delay, capped at
-  ``LARBIN_MAX_CRAWL_DELAY``;
-* a robots.txt that is missing, an error page or unreachable means "everything allowed" (larbin's
-  behaviour), and a body that is not robots.txt at all parses to no rules (protego is tolerant).
-"""
+"""larbin's NamedSite robots.txt step: fetched once per site, before any page of the site, and
+every waiting request checked (Scrapy's middleware lets some through)."""
 
 from __future__ import annotations
 

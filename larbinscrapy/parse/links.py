@@ -1,21 +1,4 @@
-"""Link, title and meta extraction: larbin's ``html.cc`` tag scanner, as compiled regexes.
-
-larbin never builds a document tree: it scans the bytes for the few tags that carry links.
-So do we, with one ``finditer`` of a compiled regular expression over the page and a small
-``match`` per tag found, instead of lxml + ``LinkExtractor`` (a tree, then ``urljoin`` and
-``safe_url_string`` per link). Common links are resolved with string concatenation; only the
-hard cases (dot segments, odd schemes, characters that need percent-encoding) go through
-``urljoin`` and ``safe_url_string``, which give the same answers as Scrapy's ``LinkExtractor``.
-
-Decoding: bytes are scanned as latin-1. Every tag, attribute and URL delimiter is ASCII, and
-latin-1 maps each byte to one character, so decoding never fails, costs a copy, and keeps
-ASCII-compatible pages (UTF-8, cp1252, ...) byte for byte. The rare value that contains non-ASCII
-characters is re-decoded with the page's encoding before it is used, so it is percent-encoded
-exactly as ``LinkExtractor`` would. UTF-16/32 pages are not ASCII-compatible and are decoded.
-
-Every scanning pattern is possessive and stops at the next ``<`` (or the end of a comment or a
-script), so the scan stays linear on malformed or hostile input.
-"""
+"""Link, title and meta extraction: larbin's ``html.cc`` tag scanner, as compiled regexes."""
 
 from __future__ import annotations
 

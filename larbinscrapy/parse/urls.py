@@ -1,9 +1,4 @@
-"""Canonical URLs and the URL hash: larbin's ``url.cc`` as pure functions.
-
-Every link of every page goes through here (``LinkGateMiddleware`` hashes each one before it
-tests the dupefilter), so the common URL takes a fast path of one compiled regular expression
-and no ``urllib.parse``; only URLs the fast check cannot prove canonical take the general path.
-"""
+"""Canonical URLs and the URL hash: larbin's ``url.cc`` as pure functions."""
 
 from __future__ import annotations
 
@@ -282,7 +277,7 @@ def fingerprint_url(url: str) -> bytes:
     """Return the fingerprint a GET ``Request(url)`` without body would get.
 
     The link gate hashes each link with this and tests the dupefilter before it builds any
-    Request (building one and fingerprinting it costs ~50 µs here; this, 1-3 µs).
+    Request: building one and fingerprinting it costs far more than this string hash.
     """
     return xxh3_128_digest(("GET " + canonicalize(url)).encode())
 
@@ -297,9 +292,9 @@ def _fingerprint(method: str, url: str, body: bytes) -> bytes:
 class CanonicalUrlFingerprinter:
     """Scrapy's ``REQUEST_FINGERPRINTER_CLASS``: 16 bytes of xxh3_128(method, canonical URL, body).
 
-    Why not Scrapy's SHA1 of ``canonicalize_url``: ``canonicalize_url`` (~25 µs) and SHA1 are the
-    slow part, and the link gate fingerprints every link of every page. xxh3 is several times
-    faster than SHA1, and it is seeded with a constant, so fingerprints are stable across
+    Why not Scrapy's SHA1 of ``canonicalize_url``: ``canonicalize_url`` and SHA1 are the slow
+    part (benchmarks/RESULTS.md), and the link gate fingerprints every link of every page. xxh3
+    is faster than SHA1, and it is seeded with a constant, so fingerprints are stable across
     processes and can be kept in a JOBDIR (unlike Python's ``hash()``). 128 bits make collisions
     negligible (about 1e-20 for 1e9 URLs); cryptographic strength buys nothing against URLs
     we choose to fetch. Headers are not part of the key, as in Scrapy's default.

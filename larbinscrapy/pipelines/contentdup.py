@@ -1,31 +1,4 @@
-"""Drop pages whose content was already seen under another URL (larbin ``hashDup``, ``NO_DUP``).
-
-What is hashed: the body with all ASCII whitespace removed, then xxh3_128. larbin hashed the
-letters of a page only, which also merges pages that differ in digits or markup (page 1 and page
-2 of a listing); removing whitespace only merges what a reader cannot tell apart (CRLF against
-LF, re-indented templates, trailing blanks), costs one C-speed ``bytes.translate`` (~20 µs for
-17 KB, against ~140 µs to collapse runs with ``split``/``join``), and byte-identical bodies
-always collide. Empty bodies (after normalising) are not hashed: redirects and 204s are not
-"copies" of each other.
-
-Near duplicates (off by default): with ``LARBIN_NEAR_DUP_DISTANCE`` = k > 0 a 64-bit simhash
-of the page's visible words (the set of 3-word shingles; tags, scripts and styles removed) is
-also kept, and a page within Hamming distance k of a kept page is dropped. The lookup splits the
-64 bits into k + 1 blocks: two hashes within distance k agree on at least one block, so only
-pages sharing a block are compared. Pages with fewer than 8 shingles get no simhash (too little
-text to judge). Cost: ~3 ms for a 27 KB page, against ~0.15 ms for the exact hash.
-
-Files (``JOBDIR/contentdup/journal``): one append-only record per kept page,
-``<16-byte hash><8-byte simhash><2-byte URL length><URL>`` (26 bytes + the first URL), written
-through a buffer that is flushed to the OS at least every ``LARBIN_CONTENT_DUP_FLUSH_INTERVAL``
-seconds and at close, so a killed crawl loses at most that last second. On open the journal is
-replayed; a torn last record is cut off. Without ``JOBDIR`` the journal is an unnamed temporary
-file. Memory: a dict from the 16-byte hash to the URL's offset in the journal, ~135 bytes a
-page (tracemalloc over 200k pages: 133 B; 1M pages ~ 135 MB); the first URL is read back from the
-journal only when a page is dropped. Settings: ``LARBIN_CONTENT_DUP``, ``LARBIN_NEAR_DUP_DISTANCE``,
-``LARBIN_CONTENT_DUP_FLUSH_INTERVAL``. Stats: ``larbin/contentdup/{unique,dropped,near_dropped,
-empty,replayed,revisit}`` (a revisited page, ``LARBIN_REVISIT``, is not tested again).
-"""
+"""Drop pages whose content was already seen under another URL (larbin ``hashDup``, ``NO_DUP``)."""
 
 from __future__ import annotations
 

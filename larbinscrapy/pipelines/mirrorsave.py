@@ -1,28 +1,5 @@
-"""Save pages as a mirror of each site's URL tree (larbin ``MIRROR_SAVE``).
-
-``mirror_path(url)`` is pure and is where the safety is: it maps any URL to a relative path
-``<host>[_<port>]/<segment>/.../<name>`` that cannot leave the output directory.
-
-- The path is split on ``/`` first, then each segment is percent-decoded, so ``%2F`` stays inside
-  one name and ``%2e%2e`` is a dot segment. Dot segments are resolved as RFC 3986 says and never
-  climb above the host directory; empty segments (``//``) are skipped.
-- Every name is re-escaped: only ``A-Z a-z 0-9 - . _ ~ = & + ,`` are kept, every other byte
-  (``/ \\ : % @ NUL``, controls, non-ASCII) becomes ``%XX``; a name made only of dots is escaped
-  whole. Names are therefore plain ASCII and never ``.`` or ``..``.
-- A URL ending in ``/`` (or with an empty path) is stored as ``index.html`` in that directory.
-- The query is kept in the file name as ``<name>@q=<query>``, the query escaped byte by byte
-  without decoding (``@`` is always escaped elsewhere, so the marker is unambiguous).
-- A name longer than 200 bytes is cut to 183 and given ``~`` and 16 hex digits of its xxh3_64;
-  a path deeper than 32 levels or longer than 1,024 bytes becomes ``<host>/%long/<xxh3_128>``.
-- The port is kept only when it is not the scheme's default; http and https share a directory.
-
-The pipeline also refuses any target whose ``os.path.realpath`` is outside the root (defence in
-depth, e.g. against a symlink planted in the tree). When a URL needs a directory where a file
-was stored (``/a`` then ``/a/b``) the file moves to ``a/index.html``; a URL whose file would be
-an existing directory is stored as its ``index.html``. Writes are synchronous, as in
-``simplesave``. Settings: ``LARBIN_MIRROR_SAVE``, ``LARBIN_MIRROR_DIR``. Stats:
-``larbin/mirrorsave/{saved,unchanged,nobody,unmappable,refused}``.
-"""
+"""Save pages as a mirror of each site's URL tree (larbin ``MIRROR_SAVE``), never outside its
+directory."""
 
 from __future__ import annotations
 

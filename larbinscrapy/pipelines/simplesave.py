@@ -1,18 +1,4 @@
-"""Save each page's body under a numbered name (larbin ``SIMPLE_SAVE``).
-
-Files: ``<LARBIN_SIMPLE_SAVE_DIR>/dNNNNN/fNNNNN``; the file number counts every saved page and
-the directory number is ``file number // LARBIN_SIMPLE_SAVE_FILES_PER_DIR`` (2,000, as larbin),
-so no directory grows past that. ``index.jsonl`` holds one JSON line per saved page:
-``{"file", "url", "status", "content_type", "length", "fetched_at"}``.
-
-Crash safety: the body file is written and closed before its index line, and the index line is
-handed to the OS at once, so every indexed file is complete. On open the index is read back: a
-torn last line is cut and numbering continues after the last indexed file (a file written but
-not indexed before a crash is overwritten). Writes are synchronous: one page to the page cache
-costs far less than the fetch that produced it, and a thread pool would reorder the index.
-Settings: ``LARBIN_SIMPLE_SAVE``, ``LARBIN_SIMPLE_SAVE_DIR``, ``LARBIN_SIMPLE_SAVE_FILES_PER_DIR``.
-Stats: ``larbin/simplesave/{saved,unchanged,nobody}``.
-"""
+"""Save each page's body under a numbered name (larbin ``SIMPLE_SAVE``)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Store pages in SQLite: the worked example of docs/pipelines.md (a user's own pipeline).
-
-One row per URL in ``pages(url primary key, status, title, fetched_at, body)``. Rows are
-inserted with ``ON CONFLICT(url) DO NOTHING``, so a resumed crawl, which may deliver a page
-again, never adds a second row. Writes are batched: rows wait in a list and are committed
-together once ``LARBIN_SQLITE_BATCH`` rows wait or a page arrives a second or more after the
-last commit, and at close, so the reactor is held for one short transaction now and then
-instead of one disk sync per page. A killed crawl loses at most the uncommitted batch.
-Settings: ``LARBIN_SQLITE_PATH`` (empty = off), ``LARBIN_SQLITE_BATCH``.
-"""
+"""Store pages in SQLite: the worked example of docs/pipelines.md (a user's own pipeline)."""
 
 from __future__ import annotations
 

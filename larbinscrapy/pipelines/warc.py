@@ -1,29 +1,4 @@
-"""Write pages to WARC/1.1 files through warcio (the web archive format; not in larbin).
-
-Each file opens with one ``warcinfo`` record; each page then gets a ``response`` and a
-``request`` record (warcio's request/response pair, linked by ``WARC-Concurrent-To``), each record
-its own gzip member, so ``warcio index``/``check`` and wayback tools read them. A file is closed
-once it reaches ``LARBIN_WARC_MAX_SIZE`` bytes and the next page opens
-``<LARBIN_WARC_PREFIX>-<UTC timestamp>-<serial>.warc.gz``; names are created exclusively, so a
-resumed crawl never overwrites an earlier file.
-
-The HTTP messages are rebuilt from the item, since pipelines see items, not responses:
-the request is ``GET <path> HTTP/1.1`` with ``Host`` and our ``User-Agent``; the response holds
-the item's ``headers`` (a str -> str dict, when the item has it) or else only ``Content-Type``.
-The body is stored as Scrapy delivered it (decompressed, de-chunked), so ``Content-Encoding``,
-``Transfer-Encoding`` and ``Content-Length`` are replaced by a ``Content-Length`` of that body:
-the record then describes the bytes it holds. ``WARC-Date`` is the item's ``fetched_at``,
-``WARC-IP-Address`` its ``ip``. Each record is flushed to the OS when written, so a killed
-crawl leaves at most a torn last record.
-
-Revisits (``LARBIN_REVISIT``): a page fetched again without a change (``changed`` is False)
-gets a ``revisit`` record instead of a response, as Heritrix writes: profile
-``server-not-modified`` for a 304 (the headers only), ``identical-payload-digest`` with the
-body's SHA-1 for an unchanged 200. Settings: ``LARBIN_WARC``, ``LARBIN_WARC_DIR``,
-``LARBIN_WARC_MAX_SIZE``, ``LARBIN_WARC_PREFIX``. Stats: ``larbin/warc/{written,revisit,nobody,
-files}``. warcio is imported when a pipeline is built, not with this module: Scrapy imports every
-class of ``ITEM_PIPELINES``, and this one is off by default.
-"""
+"""Write pages to WARC/1.1 files through warcio (the web archive format; not in larbin)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""larbin's ``fetchDns``: each hostname resolved once, asynchronously, and pinned.
-
-``DnsCache`` keeps ``host -> IP`` (and failures: larbin's noDNS) for ``LARBIN_DNS_TTL`` seconds.
-Lookups run in the reactor's thread pool (``getaddrinfo``), so the reactor never blocks, and
-concurrent lookups of one host share one query.
-
-``PinnedResolver`` is installed as Twisted's resolver (``TWISTED_DNS_RESOLVER``) and answers
-from the same cache, so a connection goes to exactly the IP that the scheduler grouped the site
-under and the SSRF guard checked: a second, different answer from DNS cannot sneak in.
-``LARBIN_RESOLVE`` overrides names like curl's ``--resolve``; the test web uses it so tests
-never touch ``/etc/hosts``.
-"""
+"""larbin's ``fetchDns``: each hostname resolved once, asynchronously, and pinned."""
 
 from __future__ import annotations
 

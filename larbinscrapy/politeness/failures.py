@@ -1,20 +1,4 @@
-"""Which failure is whose: the host's (it is gone) or one URL's (it is hostile or broken).
-
-Pure: an exception in, a kind out. larbin's noConnection is for an IP that cannot be connected
-to; a page that times out or breaks is that page's failure, and dropping its host for it loses
-every good page of the host. So:
-
-* ``GONE`` kinds (``refused``, ``unreachable``, ``dns``) count toward the IP's
-  ``LARBIN_IP_MAX_FAILURES`` (``IpTable`` drops the IP after that many in a row);
-* ``URL`` kinds (``timeout``, ``reset``, ``malformed``) back the IP off but count against the
-  URL: Scrapy's retry middleware tries it again once (``RETRY_TIMES``), then it is dropped and
-  counted under ``larbin/dropped/<kind>``. ``reset`` and ``malformed`` also prove that a server
-  is there (it accepted and sent bytes); a ``timeout`` proves nothing, so an IP that never
-  answered and only times out is given up like a refusing one.
-
-Scrapy 2.13+ wraps Twisted's errors in its own (``DownloadTimeoutError``...), keeping the
-Twisted one as ``__cause__``: both forms are recognised.
-"""
+"""Which failure is whose: the host's (it is gone) or one URL's (it is hostile or broken)."""
 
 from __future__ import annotations
 

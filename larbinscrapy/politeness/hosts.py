@@ -1,22 +1,5 @@
-"""The host level of politeness: per-hostname delays, throttling answers, the bandwidth cap.
-
-Pure: no Scrapy component, no I/O, the clock is passed in (fake-clock tests). ``IpTable`` (the
-IP level, ``larbinscrapy.politeness.ipsites``) owns one ``HostTable`` and joins the two in
-``IpTable.next_start(st, host)``: a request may start when both its IP and its host allow it.
-
-* ``DOWNLOAD_DELAY`` keeps Scrapy's meaning: seconds between two fetches from one hostname,
-  counted from the end of the previous one, with ``CONCURRENT_REQUESTS_PER_DOMAIN`` fetches
-  open at most; a robots.txt ``Crawl-delay`` (capped at
-  ``LARBIN_MAX_CRAWL_DELAY``) and an AutoThrottle delay raise it for their host, never lower it.
-* A throttling answer (429, or 503 with ``Retry-After``) pauses the host until the
-  ``Retry-After`` time (delta-seconds or HTTP-date). Past ``LARBIN_MAX_RETRY_AFTER`` the host
-  is set aside (its URLs are dropped, reason ``throttled``). Without the header the pause is an
-  exponential back-off: ``LARBIN_THROTTLE_BACKOFF`` doubling up to ``LARBIN_THROTTLE_MAX_BACKOFF``,
-  plus up to 10% jitter (never less than the back-off); a normal answer resets it.
-* ``Bandwidth``: larbin's ``MAXBANDWIDTH``/``waitbandwidth()``, a token bucket over the whole
-  crawl (``LARBIN_MAX_BANDWIDTH`` bytes/s). A fetch reserves the average page size when it
-  starts and the difference is settled when its body arrives, so concurrent starts cannot burst.
-"""
+"""The host level of politeness: per-hostname delays, throttling answers, the bandwidth cap
+(pure: the clock is passed in)."""
 
 from __future__ import annotations
 

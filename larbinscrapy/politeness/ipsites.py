@@ -1,32 +1,5 @@
-"""larbin's IPSite and the host gate: per-IP politeness state, and who may be fetched at all.
-
-Pure: no Scrapy component is imported, no I/O of its own, the clock is passed in, so a test
-drives it with a fake clock. Two parts, bundled in ``Politeness``:
-
-* ``IpTable`` / ``IpState``: per server IP, the connections in use (``LARBIN_IP_CONNECTIONS``),
-  when the next fetch may start (``LARBIN_IP_DELAY`` after the end of the last one, plus
-  ``LARBIN_IP_BACKOFF`` per consecutive failure, none for an IP that never answered, or later
-  if a throttling answer paused it) and whether the IP was dropped after
-  ``LARBIN_IP_MAX_FAILURES`` failures that say it is gone (larbin noConnection;
-  ``failures`` says which failure is the host's). The table owns the host level
-  (``hosts``: ``DOWNLOAD_DELAY`` per hostname, Crawl-delay, Retry-After) and the
-  crawl's ``Bandwidth``; ``next_start(st, host)`` joins them. The scheduler asks it which IP may
-  go next, the politeness middleware asks it again at send time.
-  Listeners hear of every change (``add_listener``) and of every lease given back
-  (``add_release_listener``), so no component patches another's methods.
-* the host gate (``Politeness.resolve``): DNS through the process's ``DnsCache`` -> the SSRF
-  guard -> the dead-IP check. A refusal is a ``DroppedRequest`` whose ``reason`` (``dns``,
-  ``ssrf``, ``noconnection``) names the ``larbin/dropped/<reason>`` stat; ``count_drop`` counts
-  it and ``host_dropped`` logs the first host dropped for each reason.
-
-The downloader component that enforces politeness at send time subclasses
-``PolitenessProvider``; schedulers and the robots middleware find its ``Politeness`` with
-``politeness_of(crawler)``. Without one (a scheduler built without an engine), a scheduler uses
-``Politeness.local``: the host is the IP, nothing is resolved or refused.
-
-Stats: ``larbin/dns/lookups`` (queries made), ``larbin/dns/failures`` (hostnames that did not
-resolve), ``larbin/dropped/<reason>``, ``larbin/ip/dropped`` (IPs given up).
-"""
+"""larbin's IPSite and the host gate: per-IP politeness state, and who may be fetched at all
+(pure: the clock is passed in)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""Throttling pauses kept in ``JOBDIR``, so a paused host stays paused after a resume.
-
-A host that answered 429 (or 503 with Retry-After) must not be asked again before its time,
-even if the crawl is stopped and resumed meanwhile. ``PauseFile`` keeps ``host -> (Unix time
-the pause ends, IP)`` in ``JOBDIR/politeness/pauses.json``, rewritten whole (a temporary file
-renamed over it: ``kill -9`` at any moment leaves the old or the new one) in a thread, one
-write at a time; ended pauses are left out. Wall-clock time, because the monotonic clock of
-the next run starts elsewhere.
-"""
+"""Throttling pauses kept in ``JOBDIR``, so a paused host stays paused after a resume."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The two places a schedule lives, behind one asynchronous face for ``RevisitExtension``.
-
-``LocalSchedule``: ``RevisitStore`` in ``JOBDIR/revisit/`` (its calls are quick file appends,
-made in the reactor thread; ``os.write`` of ~100 bytes). ``SharedSchedule``:
-``RedisRevisitStore``, every call on one dedicated thread (``ThreadPool(1, 1)``: Redis is never
-called in the reactor thread, and calls reach Redis in the order they were made).
-"""
+"""The two places a schedule lives (a local store, Redis), behind one asynchronous face."""
 
 from __future__ import annotations
 

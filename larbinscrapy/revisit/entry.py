@@ -1,17 +1,4 @@
-"""One page's revisit state, packed: what the store keeps per page (pure).
-
-Layout (little-endian, 51 bytes + ETag + URL)::
-
-    fingerprint 16 | due f64 | interval f32 | streak i8 | flags u8 | depth u8 | site depth u8
-    | fetch count u32 | content digest 8 | Last-Modified u32 (epoch, 0 = none)
-    | ETag length u8 | URL length u16 | ETag | URL
-
-The state without the URL is at most 51 + 48 = 99 bytes (an ETag longer than ``MAX_ETAG`` is
-not kept: the page is then revisited with ``If-Modified-Since`` only). The digest is the first
-8 bytes of the duplicate pipeline's ``content_hash``, or, with near duplicates on, the page's
-simhash (``flags & SIMHASH``). Files frame each record as ``u16 length | record | u32 CRC32``
-so a torn write at the end of a file is found and cut.
-"""
+"""One page's revisit state, packed: what the store keeps per page (pure)."""
 
 from __future__ import annotations
 

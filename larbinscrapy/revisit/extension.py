@@ -1,23 +1,4 @@
-"""``RevisitExtension``: the continuous crawl (``LARBIN_REVISIT``).
-
-Owns the schedule (``backends.py``: ``RevisitStore`` in ``JOBDIR/revisit/``, or with the Redis
-scheduler ``RedisRevisitStore`` beside the shared frontier) and the rule (``rule.py``). Every
-fetched page is given a due time by ``ConditionalGetMiddleware`` (``middleware.py``); every tick
-(at most a second, or the bucket width) the extension takes the due pages, at most
-``LARBIN_REVISIT_INFLIGHT`` in the frontier at once, and hands them to ``engine.crawl``: the
-scheduler's ``enqueue_request`` with ``dont_filter`` (the seen-set would refuse them), so every
-politeness rule still applies. While pages are scheduled ``spider_idle`` raises
-``DontCloseSpider``: the crawl runs until Ctrl-C, ``CLOSESPIDER_*`` or an engine stop. A page
-that stays in flight longer than ``LARBIN_REVISIT_LEASE`` (the frontier dropped it: a dead host,
-a refused IP; or its worker died) is rescheduled.
-
-Settings: ``LARBIN_REVISIT``, ``LARBIN_REVISIT_{INTERVAL,MIN,MAX,STREAK,FACTOR,BUCKET,INFLIGHT,
-LEASE}``, ``LARBIN_REDIS_REVISIT_KEY``, ``LARBIN_NEAR_DUP_DISTANCE``,
-``LARBIN_CHECKPOINT_INTERVAL``, ``JOBDIR``. Files: ``JOBDIR/revisit/`` (``store.py``). Stats:
-``larbin/revisit/{scheduled,due,unchanged,changed,not_modified,failed,stale,expired,duplicates,
-recovered,pending,take_failed}``. A schedule that cannot be read (a corrupt checkpoint) stops the
-crawl before it starts, with one line.
-"""
+"""``RevisitExtension``: the continuous crawl (``LARBIN_REVISIT``)."""
 
 from __future__ import annotations
 

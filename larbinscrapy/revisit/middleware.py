@@ -1,21 +1,4 @@
-"""``ConditionalGetMiddleware``: revisits ask "changed since?", and every fetch is scheduled.
-
-A downloader middleware (on with ``LARBIN_REVISIT``), placed below Scrapy's retry and redirect
-middlewares so it sees a page's final outcome once:
-
-* ``process_request``: a due page (``meta[REVISIT]``) carries its stored ``ETag`` and
-  ``Last-Modified`` back as ``If-None-Match`` / ``If-Modified-Since``, and 304 is added to the
-  statuses the spider is given; a second copy of a due page (one the frontier kept over a
-  restart, as the store also hands it out again) is dropped (``larbin/revisit/stale``);
-* ``process_response``: the page is scheduled (a first fetch) or rescheduled by the rule, and the
-  response's meta gets ``CHANGED`` and ``FETCH_COUNT`` for the spider's item;
-* ``process_exception``: a due page that got no response is tried again after its interval.
-
-Both wait for the schedule's write (a file append, or Redis on the revisit thread), so a page's
-schedule is stored before the frontier can acknowledge the page.
-
-Requests without a callback of their own (robots.txt, sitemaps) are not pages: not scheduled.
-"""
+"""``ConditionalGetMiddleware``: revisits ask "changed since?", and every fetch is scheduled."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""What one fetch tells the schedule (pure): changed or not, the validators, the next due time.
-
-"Changed" is decided with the duplicate pipeline's own functions (``content_hash``, and
-``simhash`` when ``LARBIN_NEAR_DUP_DISTANCE`` > 0: a change is a Hamming distance above it); a
-304 is "unchanged" and keeps the last digest.
-"""
+"""What one fetch tells the schedule (pure): changed or not, the validators, the next due time."""
 
 from __future__ import annotations
 

@@ -1,22 +1,4 @@
-"""The revisit schedule in Redis, beside the shared frontier (``settings.distributed``).
-
-Keys (``LARBIN_REDIS_REVISIT_KEY``, e.g. ``larbin:revisit``):
-
-* ``<key>:due``: sorted set, fingerprint -> due time: the schedule;
-* ``<key>:state``: hash, fingerprint -> the packed entry (``entry.py``: validators, interval,
-  streak, digest, URL);
-* ``<key>:flight``: sorted set, fingerprint + fetch count (20 bytes) -> when it was taken: the due
-  pages handed to the frontier and not yet fetched, by any worker.
-
-Each step is one Lua script, atomic: ``take`` first re-takes flight entries older than the
-lease (the worker that held them died, or the frontier dropped them), then moves due pages into
-flight while fewer than ``LARBIN_REVISIT_INFLIGHT`` are there; ``done`` applies a fetch's new
-entry only if its exact flight member is still there (a second copy of the same due page, or a
-lease that expired meanwhile, changes nothing); ``add`` schedules a page only if it has no
-state yet (two workers that fetched the same new page schedule it once). The methods block:
-``RevisitExtension`` calls them on its own thread, and writes before the spider sees the
-response, so a page is never acknowledged to the frontier before its schedule is in Redis.
-"""
+"""The revisit schedule in Redis, beside the shared frontier (``settings.distributed``)."""
 
 from __future__ import annotations
 

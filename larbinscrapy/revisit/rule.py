@@ -1,16 +1,4 @@
-"""The seeds' revisit rule, pure: when is a page fetched again.
-
-larbin's design notes: compare each fetch with the previous one; after ``streak`` fetches in a
-row without a change, multiply the page's interval by ``factor``; after ``streak`` in a row
-with a change, divide it; keep it within ``[minimum, maximum]``. ``streak`` counts the current
-run: positive for unchanged fetches, negative for changed ones; a run that reaches the limit
-changes the interval and starts again from 0.
-
-Hints (a sitemap's ``<changefreq>``/``<lastmod>``, a response's ``Cache-Control: max-age`` /
-``Expires``) are seconds, always clamped to the bounds. A hint sets the interval a new page
-starts with; afterwards the rule adapts it, and a response's freshness lifetime only delays the
-next fetch (a server that says "fresh for a day" is not asked again within the day).
-"""
+"""The seeds' revisit rule, pure: when is a page fetched again."""
 
 from __future__ import annotations
 

@@ -1,26 +1,4 @@
-"""The revisit store: every fetched page's next due time, on disk, ordered by due time.
-
-Files (``JOBDIR/revisit/``, or a temporary directory removed at close):
-
-* ``<bucket>.due``: one append-only file per ``bucket`` seconds of due time, holding the framed
-  entries (``entry.py``) due in that window. Due pages are found by opening the oldest bucket
-  whose window has passed: no scan, no index of pages in memory.
-* ``journal.<epoch>``: the write-ahead log since the last checkpoint, written with ``os.write``
-  per event (so it is in the OS when the call returns and survives ``kill -9``): ``A`` an entry
-  scheduled, ``T`` an entry taken into flight, ``D`` a flight entry done and rescheduled, ``C``
-  the drain cursor.
-* ``checkpoint``: replaced atomically (``os.replace`` after ``fsync``) every
-  ``LARBIN_CHECKPOINT_INTERVAL``: the epoch of the journal that follows it, each bucket's length,
-  the drain cursor and the entries in flight.
-
-Recovery truncates every bucket to its checkpointed length (what was appended after it is
-re-derived), then replays the journal. Pages "in flight" were handed to the frontier and not yet
-fetched; after a restart they are handed out again (``inflight()``), and the fetch that comes
-second is recognised by its fetch count and dropped (the conditional-GET middleware).
-
-Memory: the entries in flight (at most ``LARBIN_REVISIT_INFLIGHT``), the write buffers of the
-buckets appended to since the last checkpoint, and three numbers per bucket file.
-"""
+"""The revisit store: every fetched page's next due time, on disk, ordered by due time."""
 
 from __future__ import annotations
 

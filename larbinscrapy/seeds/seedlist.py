@@ -1,8 +1,4 @@
-"""Seed lists (larbin's input): a file of URLs or a comma-separated string.
-
-Pure: no Scrapy, no I/O beyond reading the one file. A bad line is reported with its file
-and line number and skipped; only a missing file or a list with no valid URL is fatal.
-"""
+"""Seed lists (larbin's input): a file of URLs or a comma-separated string."""
 
 from __future__ import annotations
 

@@ -1,31 +1,4 @@
-"""``SitemapReader``: each site's sitemaps feed its URLs to the frontier (``LARBIN_SITEMAPS``).
-
-An extension, on by default (a broad crawl finds pages no link reaches). For every site the crawl
-reaches, once: the same-site ``Sitemap:`` lines of its robots.txt (the ``robots_parsed`` signal;
-protego lists them), or ``/sitemap.xml`` when it names none. Sitemap indexes are
-followed on the same site, gzipped files unpacked, and at most ``LARBIN_SITEMAP_MAX_FILES`` files
-are read per site, each at most ``LARBIN_SITEMAP_MAX_BYTES`` (uncompressed) and
-``LARBIN_SITEMAP_MAX_URLS`` URLs (the protocol's 50 MB / 50,000). Parsing is Scrapy's
-``scrapy.utils.sitemap.Sitemap`` (lxml without entities), in a thread: a 50 MB file must not stall
-the reactor.
-
-Sitemap files are fetched with ``engine.download_async`` (like robots.txt: downloader
-middlewares apply, hence the site's robots.txt first and the IP's politeness; the spider, the
-items and the frontier do not). A guessed ``/sitemap.xml`` that is missing (404, the common
-case) or not a sitemap (a soft 404) costs one request and a DEBUG line, counted in ``missing``. The
-URLs they list go through the link gate (``LinkGateMiddleware.admit``: the link filters, then the
-seen test) into the frontier through ``engine.crawl``, in the tier ``LARBIN_SITEMAP_PRIORITY``
-names, as links of depth 1 of their site; ``<changefreq>``/``<lastmod>`` ride along as a
-revisit hint (``meta.REVISIT_HINT``, used with ``LARBIN_REVISIT``). A site is marked read in
-the dupefilter (``read_key``: no request has that fingerprint) once its files are read and their
-URLs queued (each file's own URL is marked seen when it is fetched: a link to it is no new page),
-so a resumed crawl does not read it again, a ``kill -9`` during the read makes the resumed
-crawl read it again instead of never, and only the sites being read are held in memory. A
-sitemap that is not one (not XML, bad gzip, too big) is counted (and the first one logged),
-never fatal.
-
-Stats: ``larbin/sitemaps/{sites,files,urls,queued,missing,failed,broken,truncated,capped}``.
-"""
+"""``SitemapReader``: each site's sitemaps feed its URLs to the frontier (``LARBIN_SITEMAPS``)."""
 
 from __future__ import annotations
 

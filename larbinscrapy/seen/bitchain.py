@@ -1,25 +1,4 @@
-"""A seen-set that grows with the crawl: a chain of Bloom filters, each larger and tighter.
-
-Pure: no Scrapy, no I/O. This is the scalable Bloom filter of Almeida et al. (2007), the
-structure pybloom-live's ``ScalableBloomFilter`` implements, over our own k-hash bit arrays
-(``larbinscrapy.seen.bitset``). Filter ``i`` is sized for ``capacity * growth**i`` keys at the error
-rate ``p_i = error_rate * (1 - tightening) * tightening**i``; the ``p_i`` sum to less than
-``error_rate``, so however many filters the chain grows, a new key is taken for seen with a
-probability below ``error_rate`` (the union bound over the filters it is tested against).
-
-A filter is full when its own estimated false-positive rate, ``fill**k``, reaches
-``FULL_MARGIN * p_i``; then the next filter is appended and new keys go there, while the older
-ones are only read. The margin is measured, not guessed: with exactly ``p_i`` a chain of 7
-filters measured 0.00104 at a 0.001 target (double hashing gives a few % more false positives
-than ``fill**k``, and the budgets of 7 filters already sum to 0.99 of the target); at 0.8 each
-filter still takes ~97% of its planned keys. The rule reads nothing but the bits, so a chain
-rebuilt from a snapshot and a replayed journal grows at the very key the original grew at
-(pybloom-live counts ``add`` calls instead, and that counter is not in its bits).
-
-Why our bit arrays and not pybloom-live (``benchmarks/bench_dupefilter.py``): pybloom-live
-re-hashes every key with hashlib (the fingerprint already is a hash), which makes it 3-6x slower
-per check, hashes non-``str`` keys as ``str(key)``, and has no journal to recover from a crash.
-"""
+"""A seen-set that grows with the crawl: a chain of Bloom filters, each larger and tighter."""
 
 from __future__ import annotations
 

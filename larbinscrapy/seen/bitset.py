@@ -1,17 +1,4 @@
-"""A k-hash bit array: larbin's ``hashTable`` bitmap (k = 1) and a Bloom filter (k > 1).
-
-Pure: no Scrapy, no I/O. Keys are fingerprints that are already good hashes (16-byte xxh3_128
-from our fingerprinter, 20-byte SHA1 from Scrapy's), so the bit positions are taken from the
-key's first 16 bytes by double hashing, ``(h1 + i*h2) mod m`` with
-``h1, h2 = int(key[:8]), int(key[8:16]) | 1`` (big-endian); a key shorter than 16 bytes is
-hashed with xxh3_128 first. Nothing is re-hashed on the hot path.
-
-The bits live in a little-endian ``bitarray`` (bit ``p`` is bit ``p & 7`` of byte ``p >> 3``,
-which is the on-disk layout too). Measured against a ``bytearray`` with precomputed masks and
-``int`` tricks (an ``int`` is immutable: setting a bit copies it), ``bitarray`` indexing was the
-fastest: ~2.5M checks/s for one hash against ~1.8M/s for the ``bytearray``
-(``benchmarks/bench_dupefilter.py``).
-"""
+"""A k-hash bit array: larbin's ``hashTable`` bitmap (k = 1) and a Bloom filter (k > 1)."""
 
 from __future__ import annotations
 

@@ -1,55 +1,5 @@
-"""``BitmapDupeFilter``: larbin's ``hashTable`` as Scrapy's ``DUPEFILTER_CLASS``.
-
-A fixed-size bit array instead of a set of fingerprints: 8 MB for larbin's 64,000,000 bits
-whatever the number of URLs (a set of SHA1 fingerprints costs ~120 bytes per URL). The key is
-``crawler.request_fingerprinter.fingerprint(request)`` (``REQUEST_FINGERPRINTER_CLASS`` is
-honoured); the bit positions come from its first 16 bytes (``larbinscrapy.seen.bitset``).
-
-Modes (``LARBIN_DUPEFILTER_MODE``):
-
-- ``scalable`` (the default): a chain of Bloom filters (``larbinscrapy.seen.bitchain``), the first
-  sized for ``LARBIN_DUPEFILTER_CAPACITY`` keys, each next one ``LARBIN_DUPEFILTER_GROWTH``
-  times larger and ``LARBIN_DUPEFILTER_TIGHTENING`` times tighter, so a crawl of unknown size
-  keeps its false-positive rate under ``LARBIN_DUPEFILTER_ERROR_RATE`` as it grows.
-- ``bloom``: one Bloom filter, m and k from ``LARBIN_DUPEFILTER_CAPACITY`` and
-  ``LARBIN_DUPEFILTER_ERROR_RATE`` (m = -n ln p / ln(2)^2, k = round(m/n ln 2)); past its
-  capacity the false-positive rate climbs.
-- ``bitmap``: one hash, ``LARBIN_DUPEFILTER_BITS`` bits (larbin's default 64,000,000).
-
-All use our own k-hash bit array, not pybloom-live (the user's named package): pybloom-live
-re-hashes every key with hashlib and is several times slower per check (the fingerprint is
-already a hash, so we only slice it: figures in ``benchmarks/RESULTS.md``); it also hashes
-non-``str`` keys as ``str(key)`` and cannot be checked against a journal.
-
-The link gate calls ``seen_fingerprint(fp)`` for every link before building a ``Request``, then
-marks the request with ``meta["larbin_admitted"] = url`` so ``request_seen`` does not test it
-twice. Filtered links and requests are counted in ``larbin/dupefilter/filtered``.
-
-False positives drop new URLs silently, so they are reported: ``larbin/dupefilter/bits_set``,
-``fill_ratio`` and ``estimated_fp_rate`` (fill_ratio ** k; over a chain, the chance that any
-filter answers) every few seconds and at close, and one WARNING, saying what to set, when the
-estimate passes ``LARBIN_DUPEFILTER_ERROR_RATE``. The scalable mode also sets
-``larbin/dupefilter/filters`` and logs each growth at INFO.
-
-Files, with ``JOBDIR`` (none without it), in ``JOBDIR/dupefilter/``:
-
-- ``snapshot``: per bit array (one, or one per filter of the chain) a 36-byte header (magic,
-  version, mode, m, k, bits set, crc32 of the bits) and the bits (``larbinscrapy.seen.seenfile``);
-  written to ``snapshot.tmp``, fsynced and renamed over the old one (larbin
-  renames ``hashtable.bak``) when the filter opens, every ``LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL``
-  seconds and at close. The write is synchronous in the reactor thread: it is rare and short
-  (8-20 MB, tens of ms), and doing it inline means no key can be set between the copy that is
-  saved and the journal truncation that follows it, which a threaded write would have to handle.
-  A chain grown far past its capacity makes it long (~370 MB at 100M URLs, 10x the default):
-  then raise ``LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL``, or start with a larger capacity.
-- ``journal``: the 16-byte keys set since the snapshot, appended and handed to the OS every
-  second and on ``flush()`` (the scheduler calls it before it records that outlinks were queued),
-  so ``kill -9`` loses nothing marked seen. Replayed on open; a torn last record is ignored.
-  The chain grows by a rule that reads only its bits, so the replay grows it at the same keys.
-
-A corrupt snapshot stops the crawl unless ``LARBIN_DUPEFILTER_RESET_CORRUPT`` is set; then it is
-renamed aside (``snapshot.corrupt-<time>``) and the filter starts empty.
-"""
+"""``BitmapDupeFilter``: larbin's ``hashTable`` as Scrapy's ``DUPEFILTER_CLASS``, crash-safe in
+``JOBDIR/dupefilter/``."""
 
 from __future__ import annotations
 

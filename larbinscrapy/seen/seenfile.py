@@ -1,15 +1,4 @@
-"""The seen-set's files in ``JOBDIR/dupefilter/``: the snapshot and the journal.
-
-Pure file formats and their crash-safe writes, used by ``BitmapDupeFilter``:
-
-- ``snapshot``: one block per bit array, a 36-byte header (magic, version, mode, reserved, m,
-  k, bits set, crc32 of the bits) then the bits (little-endian bit order). The bitmap and bloom
-  modes have one block, the scalable mode one per filter of its chain, oldest first. Written to
-  ``snapshot.tmp``, fsynced, renamed over the old one and the directory fsynced, so a crash
-  leaves either the old snapshot or the new one, never a mix.
-- ``journal``: the 16-byte keys set since the snapshot, in the order they were set; a torn last
-  record (a crash mid-write) is ignored when it is replayed.
-"""
+"""The seen-set's files in ``JOBDIR/dupefilter/``: the snapshot and the journal."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""The ``larbin`` spider: a broad crawl from seeds, one ``PageItem`` per fetched page.
-
-    scrapy crawl larbin -a seeds=seeds.txt [-a urls=u1,u2] [-a depth=5] [-a domains=a.com,b.org]
-                        [-a external=false] [-a images=true]
-
-Each argument defaults to its ``LARBIN_*`` setting. The spider only parses: links are turned
-into requests by ``LinkGateMiddleware`` (filters, then the seen test), so a page costs one scan
-of its bytes (``links.extract``) plus a hash and a bit test per link. A page keeps at most
-``LARBIN_MAX_LINKS_PER_PAGE`` links (the rest counted under ``larbin/filtered/page_links``), so
-one hostile page cannot swell the item, the feed or the gate's work.
-"""
+"""The ``larbin`` spider: a broad crawl from seeds, one ``PageItem`` per fetched page."""
 
 from __future__ import annotations
 
@@ -236,8 +226,8 @@ class LarbinSpider(Spider):
         """Keep the first ``max_links`` links (larbin capped links per page too).
 
         Bounds what one response costs downstream: the item's ``links`` in feeds and
-        pipelines, and the link gate's work. Measured: six pages of 120,000 links at once
-        took the crawl past 300 MB of RSS (tests/test_hostile_memory.py).
+        pipelines, and the link gate's work: without it a few link-heavy pages at once take the
+        crawl past the RSS limit of tests/test_hostile_memory.py.
         """
         links = item["links"]
         over = len(links) - self.max_links
@@ -273,7 +263,7 @@ def _headers(headers: Any) -> dict[str, str]:
     """Response headers as ``{name: value}``; repeated headers joined with ", " (RFC 9110).
 
     ``dict.items`` reads Scrapy's ``Headers`` storage directly (normalised names, lists of
-    values): its own ``items()`` normalises and copies every key again, 4x slower per page.
+    values): its own ``items()`` normalises and copies every key again.
     """
     return {
         name.decode("latin-1"): b", ".join(values).decode("latin-1")

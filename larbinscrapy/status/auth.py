@@ -1,15 +1,4 @@
-"""The status server's token: where it comes from, where it is written, how a request shows it.
-
-The token is ``LARBIN_HTTP_TOKEN`` or, when that is empty, a random one generated at start. With
-``JOBDIR`` it is written to ``JOBDIR/http-token`` (mode 0600, replaced atomically) next to
-``JOBDIR/http-address`` (the page's base URL), so ``scrapy addurls --jobdir DIR`` finds both;
-both are removed when the crawl closes.
-
-A request shows it as ``Authorization: Bearer <token>`` or ``?token=<token>`` (a browser's first
-load). No cookies: a cookie would be sent by any page the operator visits, the header is not.
-State changes are POST only and refuse a foreign ``Origin`` (a browser always sends it on a
-cross-site POST), so a hostile page cannot drive the crawl even with a leaked query token.
-"""
+"""The status server's token: where it comes from, where it is written, how a request shows it."""
 
 from __future__ import annotations
 

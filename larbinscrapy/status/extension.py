@@ -1,25 +1,5 @@
-"""``StatusServer``: larbin's status page (httpPort) and URL input (inputPort) for a running crawl.
-
-An extension, on by default. At engine start it listens on ``LARBIN_HTTP_HOST`` and the first
-free port of ``LARBIN_HTTP_PORT`` (a range, as Scrapy's ``TELNETCONSOLE_PORT``; ``0`` or empty
-turns it off; a host outside loopback needs ``LARBIN_HTTP_ALLOW_REMOTE``) and logs once where,
-with the token: ``Status page: http://127.0.0.1:8081/#token=...``. Distributed workers on one
-machine each take the next free port. The endpoints are in ``web.py``, which (with twisted.web's
-server and the page's assets) is imported on the first connection: most crawls are never
-looked at, and that import (~20 ms, 65 modules) was a twentieth of a crawl's start-up CPU.
-
-Settings: ``LARBIN_HTTP_HOST``, ``LARBIN_HTTP_PORT``, ``LARBIN_HTTP_TOKEN``,
-``LARBIN_HTTP_ALLOW_REMOTE``, ``LARBIN_HTTP_HISTORY``, ``LARBIN_HTTP_SAMPLE_INTERVAL``,
-``LARBIN_HTTP_BUSIEST_HOSTS``, ``LARBIN_HTTP_MAX_BODY``, ``LARBIN_HTTP_MAX_URLS``.
-Files (with ``JOBDIR``, while the crawl runs): ``JOBDIR/http-token`` (mode 0600) and
-``JOBDIR/http-address``.
-Stats: ``larbin/status/{paused,resumed,stopped}``, ``larbin/status/urls/*`` (``inject.py``),
-``larbin/status/held`` (``gate.py``).
-
-Pause stops the engine taking requests and closes ``PauseGate`` (requests already in the
-downloader wait there); stop is Ctrl-C's graceful stop, so with ``JOBDIR`` the same command
-resumes the crawl.
-"""
+"""``StatusServer``: larbin's status page (httpPort) and URL input (inputPort) for a running
+crawl."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""``PauseGate``: the downloader middleware that holds every request while the crawl is paused.
-
-Pausing the engine stops it taking requests from the scheduler, but requests already handed to
-the downloader would still go out. This gate, placed last before the download handler (after the
-politeness gate), makes them wait too, so nothing reaches a server while paused; responses of
-requests already sent still arrive. ``StatusServer`` opens and closes it. Stat:
-``larbin/status/held`` (requests that waited at the gate).
-"""
+"""``PauseGate``: the downloader middleware that holds every request while the crawl is paused."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""What the status page plots and ranks: per-second rates over the last hour, busiest hosts.
-
-Pure: fed by the extension (``sample`` once a second, ``count_host`` per response), no I/O.
-"""
+"""What the status page plots and ranks: per-second rates over the last hour, busiest hosts."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""``POST /api/urls`` (larbin's inputPort): URLs added to a running crawl get the seeds' treatment.
-
-Each URL is validated as a seed is (``seeds.check_url``), its host resolved through the crawl's
-DNS cache and checked by the SSRF guard, then handed to the scheduler's ``enqueue_request``,
-which runs the seen test and writes it to the frontier. The answer counts what was queued,
-already seen, or refused, with each refusal's reason. In distributed mode the URLs go to the
-shared frontier and its seen test runs in Redis when they are admitted, after the answer:
-``seen_test`` says so, and a seen URL is dropped there (counted in ``larbin/dupefilter/filtered``).
-
-``depth`` is larbin's: how many links deep to follow inside the URL's site (at most the crawl's
-``LARBIN_DEPTH``); without it the URL is followed as deep as a seed. ``priority`` puts it in the
-priority tier. Stats: ``larbin/status/urls/{queued,seen,refused}``.
-"""
+"""``POST /api/urls`` (larbin's inputPort): URLs added to a running crawl get the seeds'
+treatment."""
 
 from __future__ import annotations
 

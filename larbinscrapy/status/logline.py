@@ -1,14 +1,4 @@
-"""``CrawlLogLine``: Scrapy's LogStats line rewritten for a broad-crawl operator.
-
-Every ``LOGSTATS_INTERVAL`` seconds (Scrapy's setting; 0 turns it off)::
-
-    Crawled 1200 pages (60/min), 1150 items (58/min); queued 8400 (priority 0+0, normal
-    8000+400), 40 sites in memory; IPs ready 3, cooling 12, throttled 1, dead 0; filtered 530
-    since the last line
-
-It replaces ``scrapy.extensions.logstats.LogStats`` in ``EXTENSIONS`` and, like it, sets
-``responses_per_minute`` and ``items_per_minute`` at close.
-"""
+"""``CrawlLogLine``: Scrapy's LogStats line rewritten for a broad-crawl operator."""
 
 from __future__ import annotations
 

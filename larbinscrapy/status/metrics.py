@@ -1,10 +1,4 @@
-"""``GET /metrics``: the status document in Prometheus' text format (prometheus-client).
-
-Every family is named ``larbin_*`` with a HELP line: the crawl's main counters and gauges,
-reasons and error types as labels, and every other numeric ``larbin/...`` stat under its own
-name (``larbin/frontier/to_wait`` -> ``larbin_frontier_to_wait_total``). Built per scrape from
-the same document as ``/api/status``, so both always agree.
-"""
+"""``GET /metrics``: the status document in Prometheus' text format (prometheus-client)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The status document (``GET /api/status``, the page, ``/metrics``): pure, from plain values.
-
-Queue sizes and IP states come from the scheduler's ``status()``; everything else from the
-crawl's stats under their own names, grouped by reason or type.
-"""
+"""The status document (``GET /api/status``, the page, ``/metrics``): pure, from plain values."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The crawl's stats as a JSON file: larbin's status page, for scripts, tests and benchmarks.
-
-An extension (``LARBIN_STATS_FILE``): the file is rewritten atomically every
-``LARBIN_STATS_INTERVAL`` seconds and at close, so ``watch cat stats.json`` shows a running
-crawl and a finished one leaves its final numbers (with ``finish_reason``).
-"""
+"""The crawl's stats as a JSON file (``LARBIN_STATS_FILE``), rewritten atomically: larbin's status
+page for scripts, tests and benchmarks."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""The HTTP side of ``StatusServer``: routes, the token check, JSON in and out (twisted.web).
-
-    GET  /                 the page (static code, no crawl data: it reads the token from
-                           ``#token=`` or ``?token=`` and calls the API with it)
-    GET  /api/status       the status document (``snapshot.py``)
-    GET  /api/history      per-second rates for the charts (``?since=`` epoch seconds)
-    GET  /metrics          Prometheus text format (``metrics.py``)
-    POST /api/urls         add URLs (``inject.py``)
-    POST /api/pause, /api/resume, /api/stop
-
-Everything but the page needs the token (401 otherwise); POSTs also refuse a foreign Origin
-(403). Responses are never cached and never framed by another site. ``StatusServer`` imports
-this module on the first connection, and ``/metrics`` imports prometheus-client on its first
-scrape.
-"""
+"""The HTTP side of ``StatusServer``: routes, the token check, JSON in and out (twisted.web)."""
 
 from __future__ import annotations
 
