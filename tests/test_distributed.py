@@ -156,13 +156,13 @@ def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
     client = redis.Redis.from_url(redis_url)
     first, later = web.url("h03.test"), web.url("h04.test")
     control = start_worker(web, tmp_path / "control", redis_url, "-a", f"urls={first}",
-                            DOWNLOAD_DELAY=0, LARBIN_DEPTH=0)
+                           DOWNLOAD_DELAY=0, LARBIN_DEPTH=0)
     wait_workers([control], timeout=60)
     assert control.returncode == 0  # closed by itself once the frontier stayed empty
     client.flushdb()
     start = len(web.read_log())
     worker = start_worker(web, tmp_path / "alive", redis_url, "-a", f"urls={first}",
-                           DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_KEEP_ALIVE=True)
+                          DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_KEEP_ALIVE=True)
     try:
         wait_for(lambda: first in pages(web.read_log()[start:], web.port), 30,
                  "the first seed fetched")
@@ -192,7 +192,7 @@ def test_redis_seeds_follow_the_rule_of_command_line_seeds(web, tmp_path, redis_
     client.lpush("larbin:start_urls", outside_too, "ftp://h06.test/file", "not a url",
                  json.dumps({"url": web.url("h07.test"), "meta": {"larbin_priority": 1}}))
     worker = start_worker(web, tmp_path / "w", redis_url, "-a", f"urls={inside},{outside}",
-                           DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_DOMAINS="h03.test")
+                          DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_DOMAINS="h03.test")
     wait_workers([worker], timeout=60)
     assert worker.returncode == 0
     assert_clean_logs([worker])
@@ -240,7 +240,7 @@ def test_a_worker_whose_redis_goes_away_stops_with_one_line(web, tmp_path, redis
     Everything stays in Redis: its leases come back to the workers of the next run."""
     client = redis.Redis.from_url(redis_url)
     worker = start_worker(web, tmp_path / "w", redis_url, *seeds_args(web.seeds),
-                           LARBIN_REDIS_OUTAGE_TIMEOUT=2)
+                          LARBIN_REDIS_OUTAGE_TIMEOUT=2)
     start = len(web.read_log())
     deadline = time.monotonic() + 60
     while len(pages(web.read_log()[start:], web.port)) < 5:

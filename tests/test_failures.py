@@ -213,7 +213,7 @@ def test_distributed_workers_drop_dead_hosts_and_close(tmp_path, redis_url):
         args = ("-a", "depth=10", "-a", "urls=" + ",".join(seeds))
         # a short back-off, so that the IPs die while their URLs are still being discovered
         procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *args, DOWNLOAD_DELAY=1.0,
-                               LARBIN_IP_BACKOFF=0.05) for i in range(2)]
+                              LARBIN_IP_BACKOFF=0.05) for i in range(2)]
         wait_workers(procs, timeout=90)
     assert [p.returncode for p in procs] == [0, 0]
     assert_clean_logs(procs)

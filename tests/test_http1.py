@@ -126,7 +126,7 @@ def outcome(handler_name: str, path: str, web: RawWeb, meta: dict[str, Any],
         return (type(e).__name__, type(cause).__name__ if cause else None, classify(e))
     finally:
         run(handler.close())
-        settle()  # the closed connections reach the server before the next case
+        wait_for(lambda: not web.open, 5, "the handler's connections closed", pause=settle)
     assert response.ip_address is not None
     assert str(response.ip_address) == "127.0.0.1"
     assert response.protocol in {"HTTP/1.1", "HTTP/1.0"}

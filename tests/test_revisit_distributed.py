@@ -32,9 +32,9 @@ def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis
     with start_changing(tmp_path / "web", period=3.0) as web:
         seeds = seeds_args(web.seeds)
         a = start_worker(web, tmp_path / "a", redis_url, *seeds, CLOSESPIDER_TIMEOUT=14,
-                          **SETTINGS)
+                         **SETTINGS)
         b = start_worker(web, tmp_path / "b", redis_url, *seeds, CLOSESPIDER_TIMEOUT=6,
-                          **SETTINGS)
+                         **SETTINGS)
         time.sleep(5)
         b.send_signal(signal.SIGKILL)  # before its CLOSESPIDER_TIMEOUT: holding due pages
         killed = time.time()

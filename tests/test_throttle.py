@@ -215,7 +215,7 @@ def test_retry_after_holds_across_two_distributed_workers(tmp_path, redis_url):
              "calm.test": {"ip": "127.0.5.9", "pages": 20}}
     with polite.start(tmp_path / "web", hosts) as web:
         procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
-                               DOWNLOAD_DELAY=0.2, LARBIN_IP_DELAY=0.1)
+                              DOWNLOAD_DELAY=0.2, LARBIN_IP_DELAY=0.1)
                  for i in range(2)]
         wait_workers(procs)
         log = web.read_log()

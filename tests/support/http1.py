@@ -27,6 +27,7 @@ from twisted.internet import reactor
 from twisted.internet.protocol import Factory, Protocol
 
 from settings import base
+from tests.support.wait import wait_for
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterator
@@ -144,7 +145,7 @@ class RawWeb:
         stopped = self.port.stopListening()
         if stopped is not None:
             run(stopped.asFuture(LOOP))
-        settle()  # the aborted connections' closes reach the protocols
+        wait_for(lambda: not self.open, 5, "the aborted connections closed", pause=settle)
 
 
 @contextmanager
