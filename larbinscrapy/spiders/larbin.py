@@ -3,7 +3,8 @@
     scrapy crawl larbin -a seeds=seeds.txt [-a urls=u1,u2] [-a depth=5] [-a domains=a.com,b.org]
                         [-a external=false] [-a images=true]
 
-Each argument defaults to its ``LARBIN_*`` setting. The spider only parses: links are turned
+Each argument defaults to its ``LARBIN_*`` setting; an unknown one stops the crawl with one line
+that lists these. The spider only parses: links are turned
 into requests by ``LinkGateMiddleware`` (filters, then the seen test), so a page costs one scan
 of its bytes (``links.extract``) plus a hash and a bit test per link. A page keeps at most
 ``LARBIN_MAX_LINKS_PER_PAGE`` links (the rest counted under ``larbin/filtered/page_links``), so
@@ -12,6 +13,7 @@ one hostile page cannot swell the item, the feed or the gate's work.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from datetime import UTC, datetime
 from importlib import resources
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 
+from larbinscrapy import config
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.fatal import retrieve_task_exception
@@ -48,6 +51,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml", b"")
 _PACKAGE_PREFIX = "package:"  # -a seeds=package:larbinscrapy/seedlists/FILE
+ARGUMENTS = ("seeds", "urls", "depth", "domains", "external", "images")  # what -a takes
 
 
 class SpiderArgumentError(ValueError):
@@ -74,6 +78,20 @@ def parse_depth(value: Any) -> int | None:
         raise SpiderArgumentError(f"-a depth= takes an integer, got {value!r}") from None
 
 
+def check_arguments(kwargs: dict[str, Any]) -> None:
+    """Refuse an ``-a`` name the spider does not take (a typo would silently change nothing).
+
+    Names starting with ``_`` are let through: scrapyd passes ``-a _job=ID`` to every job.
+    """
+    for name, value in kwargs.items():
+        if not name.startswith("_"):
+            close = difflib.get_close_matches(name, ARGUMENTS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise SpiderArgumentError(
+                f"unknown argument -a {name}={value}{hint}; the larbin spider takes "
+                + ", ".join(f"-a {a}=" for a in ARGUMENTS))
+
+
 class LarbinSpider(Spider):
     """Broad crawl from seeds (see the module docstring for the arguments)."""
 
@@ -97,6 +115,7 @@ class LarbinSpider(Spider):
         images: str | None = None,
         **kwargs: Any,
     ) -> None:
+        check_arguments(kwargs)
         super().__init__(*args, **kwargs)
         self.seeds_arg = seeds
         self.urls_arg = urls
@@ -112,7 +131,7 @@ class LarbinSpider(Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
         try:
             return cls._from_crawler(crawler, *args, **kwargs)
-        except (SeedsError, SpiderArgumentError) as exc:
+        except (SeedsError, SpiderArgumentError, config.SettingsError) as exc:
             # A user's mistake, not a bug: one line, no traceback, and the crawl still fails
             # (Scrapy exits 1 when the spider cannot be created).
             logger.error("larbin: %s", exc)
@@ -121,6 +140,9 @@ class LarbinSpider(Spider):
 
     @classmethod
     def _from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
+        # The spider is built before the add-ons run (LarbinAddon checks again, for a project's
+        # own spiders, and warns about unknown names): check what it is about to read.
+        config.check(crawler.settings)
         spider = super().from_crawler(crawler, *args, **kwargs)
         s = crawler.settings
         spider.images = (
