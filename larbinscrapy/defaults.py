@@ -17,9 +17,8 @@ import scrapy.settings.default_settings as scrapy_defaults
 
 from larbinscrapy.config import Setting, publish
 
-USER_AGENT = Setting("larbinscrapy/0.1 (+https://github.com/larbinscrapy/larbinscrapy)", doc="a placeholder: set your own, with a contact URL (and LARBIN_FROM), before crawling the real web")
-
 # --- Scrapy settings we set on purpose -----------------------------------------------------
+USER_AGENT = Setting("larbinscrapy/0.1 (+https://github.com/larbinscrapy/larbinscrapy)", doc="a placeholder: set your own, with a contact URL (and LARBIN_FROM), before crawling the real web")
 ROBOTSTXT_OBEY = Setting(True, doc="robots.txt through our fixed subclass of Scrapy's middleware (protego)")
 ROBOTSTXT_PARSER = Setting("scrapy.robotstxt.ProtegoRobotParser", doc="protego: RFC 9309, and it reads Crawl-delay")
 DOWNLOAD_DELAY = Setting(1.0, doc="larbin waitDuration, per hostname: seconds from the end of one fetch to the next start")
