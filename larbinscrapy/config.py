@@ -12,6 +12,7 @@ range: a wrong value is one line that names the setting, the value and what it t
 from __future__ import annotations
 
 import difflib
+import importlib.util
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from scrapy.utils.misc import load_object
@@ -119,6 +120,18 @@ def publish(namespace: MutableMapping[str, Any]) -> dict[str, Setting[Any]]:
 def key_template(value: Any) -> str:
     """A Redis key template such as ``"%(spider)s:frontier"`` (raises when it cannot expand)."""
     return str(value % {"spider": "larbin", "name": "larbin"})
+
+
+def import_path(value: Any) -> str:
+    """``"package.module.Name"`` whose module exists, found without running it.
+
+    The check runs before Scrapy installs its reactor: importing a download handler's module
+    then could install another one.
+    """
+    module, _, name = str(value).rpartition(".")
+    if not (module and name.isidentifier() and importlib.util.find_spec(module)):
+        raise ValueError(value)
+    return str(value)
 
 
 def check(settings: BaseSettings, table: dict[str, Setting[Any]] | None = None) -> list[str]:

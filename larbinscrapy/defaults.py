@@ -184,7 +184,7 @@ LARBIN_DNS_TTL = Setting(3600, float, min=0, doc="seconds a resolved address (or
 LARBIN_DNS_TIMEOUT = Setting(10, float, above=0, doc="seconds before a lookup counts as failed")
 LARBIN_MAX_CRAWL_DELAY = Setting(30, float, min=0, doc="cap on robots.txt Crawl-delay, seconds")
 LARBIN_TIMEOUT_BYTES_PER_SECOND = Setting(2000, float, above=0, doc="larbin: page timeout grows 1 s per this many bytes")
-LARBIN_HTTP_HANDLER = Setting("larbinscrapy.lean.http1.LeanHttpDownloadHandler", parse="scrapy.utils.misc.load_object", takes="the import path of a download handler class", doc="what PageDeadlineHandler wraps: plain http on llhttp (larbinscrapy/lean/http1.py), the rest delegated to Scrapy's HTTP11DownloadHandler (set it to go back)")
+LARBIN_HTTP_HANDLER = Setting("larbinscrapy.lean.http1.LeanHttpDownloadHandler", parse="larbinscrapy.config.import_path", takes="the import path of a download handler class", doc="what PageDeadlineHandler wraps: plain http on llhttp (larbinscrapy/lean/http1.py), the rest delegated to Scrapy's HTTP11DownloadHandler (set it to go back)")
 LARBIN_HTTP1_IDLE_TIMEOUT = Setting(240.0, float, above=0, doc="seconds an idle keep-alive connection is kept (Twisted's pool: 240)")
 LARBIN_IP_MAX_FAILURES = Setting(3, int, min=1, doc="consecutive timeouts/refusals before an IP is dropped (noConnection)")
 LARBIN_IP_BACKOFF = Setting(10.0, float, min=0, doc="extra delay after each consecutive failure, seconds")
