@@ -22,18 +22,17 @@ and exit status 1 on a fatal error sets ``COMMANDS_MODULE = "larbinscrapy.comman
 
 from __future__ import annotations
 
+import copy
 import logging
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import NoReturn
 
 from scrapy.settings import BaseSettings, Settings
 from scrapy.utils.log import configure_logging
 
 from larbinscrapy import config
+from larbinscrapy.defaults import SETTINGS
 from larbinscrapy.fatal import fail_start
 from larbinscrapy.larbinconf import LarbinConfAddon
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +40,10 @@ PRIORITY = "addon"
 SPIDERS = "larbinscrapy.spiders"
 
 
-def install(settings: BaseSettings, values: Mapping[str, Any] | None = None) -> None:
-    """Set ``values`` (every larbinscrapy default) at the ``addon`` priority, dicts merged."""
-    if values is None:
-        from larbinscrapy.defaults import SETTINGS
-
-        values = {name: spec.default for name, spec in SETTINGS.items()}
-    for name, value in values.items():
+def install(settings: BaseSettings) -> None:
+    """Set every larbinscrapy default at the ``addon`` priority, component dicts merged."""
+    for name, spec in SETTINGS.items():
+        value = copy.deepcopy(spec.default)  # a list or dict of its own, for each settings
         current = settings[name]
         if isinstance(value, dict) and isinstance(current, BaseSettings) and (
                 not name.endswith("_BASE")):
@@ -61,10 +57,11 @@ def install(settings: BaseSettings, values: Mapping[str, Any] | None = None) -> 
 def _lean_engine(settings: BaseSettings) -> None:
     """THE ONE CALL SITE of the engine replacements (``larbinscrapy.lean``, LARBIN_LEAN_ENGINE).
 
-    Until ``larbinscrapy.lean.addon.LeanEngineAddon`` exists, the lean engine's settings
-    (``DOWNLOADER``, ``STATS_CLASS``, ``LOG_FORMATTER``, ``FEED_EXPORTERS``, the ``*_BASE``
-    dicts) are plain defaults in ``larbinscrapy/defaults.py``, installed with the others; when
-    it lands, move them there and apply it here (both stages call this).
+    Until ``larbinscrapy/lean/addon.py`` exists on this branch, the lean engine's settings
+    (``DOWNLOADER``, ``STATS_CLASS``, ``LOG_FORMATTER``, ``FEED_EXPORTERS``, the folded
+    middlewares, the ``*_BASE`` dicts, ``StartupFreeze``) are plain defaults in
+    ``larbinscrapy/defaults.py``. When it lands: delete them there and make this body
+    ``LeanEngineAddon.apply(settings)`` (it logs, so it belongs to this crawler stage only).
     """
 
 
@@ -74,7 +71,6 @@ class LarbinAddon:
     @classmethod
     def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
         install(settings)
-        _lean_engine(settings)
         LarbinConfAddon.update_pre_crawler_settings(settings)
         try:  # the crawler process builds the DNS resolver from these before any crawler
             config.check(settings)
@@ -83,8 +79,8 @@ class LarbinAddon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         install(settings)
-        _lean_engine(settings)
         LarbinConfAddon().update_settings(settings)
+        _lean_engine(settings)
         check(settings)
 
 

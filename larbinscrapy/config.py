@@ -123,11 +123,13 @@ def key_template(value: Any) -> str:
 
 
 def import_path(value: Any) -> str:
-    """``"package.module.Name"`` whose module exists, found without running it.
+    """``"package.module.Name"`` whose module exists (found without running it), or empty.
 
     The check runs before Scrapy installs its reactor: importing a download handler's module
     then could install another one.
     """
+    if value == "":  # empty: the component chooses (LARBIN_LEAN_ENGINE, issue 23)
+        return ""
     module, _, name = str(value).rpartition(".")
     if not (module and name.isidentifier() and importlib.util.find_spec(module)):
         raise ValueError(value)

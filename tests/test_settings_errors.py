@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from larbinscrapy.spiders.larbin import LarbinSpider, SpiderArgumentError
 from tests.conftest import ROOT, crawl_command
 from testweb.harness import pages
 
@@ -81,3 +82,11 @@ def test_unknown_setting_name_warns_with_the_closest_known_one(web, tmp_path):
     assert len(warnings) == 1, log[-3000:]
     assert "unknown setting LARBIN_IP_DELAI ignored (did you mean LARBIN_IP_DELAY?)" in warnings[0]
     assert _fetched(web) == {web.seeds[0]}, log[-3000:]  # the crawl went on
+
+
+def test_spider_refuses_an_unknown_argument_and_lets_scrapyds_job_through():
+    with pytest.raises(SpiderArgumentError, match=r"-a depht=2 \(did you mean depth\?\)"):
+        LarbinSpider(depht="2")
+    with pytest.raises(SpiderArgumentError, match="-a colour=red; the larbin spider takes"):
+        LarbinSpider(colour="red")
+    assert LarbinSpider(_job="abc", depth="2").depth_arg == 2

@@ -4,9 +4,9 @@
                         [-a external=false] [-a images=true]
 
 Each argument defaults to its ``LARBIN_*`` setting; an unknown one stops the crawl with one line
-that lists these. The spider only parses: links are turned
-into requests by ``LinkGateMiddleware`` (filters, then the seen test), so a page costs one scan
-of its bytes (``links.extract``) plus a hash and a bit test per link. A page keeps at most
+that lists these. The spider only parses: links are turned into requests by
+``LinkGateMiddleware`` (filters, then the seen test), so a page costs one scan of its bytes
+(``links.extract``) plus a hash and a bit test per link. A page keeps at most
 ``LARBIN_MAX_LINKS_PER_PAGE`` links (the rest counted under ``larbin/filtered/page_links``), so
 one hostile page cannot swell the item, the feed or the gate's work.
 """
@@ -140,8 +140,8 @@ class LarbinSpider(Spider):
 
     @classmethod
     def _from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
-        # The spider is built before the add-ons run (LarbinAddon checks again, for a project's
-        # own spiders, and warns about unknown names): check what it is about to read.
+        # Scrapy builds the spider before a crawler's add-ons run: a crawler made without a
+        # crawler process (no LarbinAddon.update_pre_crawler_settings) gets here unchecked.
         config.check(crawler.settings)
         spider = super().from_crawler(crawler, *args, **kwargs)
         s = crawler.settings
