@@ -146,6 +146,9 @@ def check(settings: BaseSettings, table: dict[str, Setting[Any]] | None = None) 
         from larbinscrapy.defaults import SETTINGS
 
         table = SETTINGS
+    if not any(name in settings for name in table if name.startswith("LARBIN_")):
+        raise SettingsError("larbinscrapy's settings are not installed: add ADDONS = "
+                            '{"larbinscrapy.addon.LarbinAddon": 0} to the settings')
     errors = [p for spec in table.values()
               if spec.name.startswith("LARBIN_") and (p := spec.problem(settings))]
     if errors:

@@ -124,3 +124,8 @@ def test_an_unknown_name_is_a_warning_naming_the_closest_known_one():
         "unknown setting LARBIN_NOTHING_LIKE_IT ignored "
         "(docs/settings.md lists the known ones)",
     ]
+
+
+def test_settings_without_the_addon_say_how_to_install_it():
+    with pytest.raises(config.SettingsError, match=r"add ADDONS = \{\"larbinscrapy.addon"):
+        config.check(Settings())
