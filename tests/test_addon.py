@@ -118,8 +118,14 @@ def test_larbin_crawls_from_a_startproject_project_through_its_own_pipeline(
     assert fetched != web.web.ground_truth(web.seeds, depth=5)
     # The project's pipeline saw every item, once, beside larbin's own pipelines.
     items = [json.loads(line)["url"] for line in out.read_text().splitlines()]
-    assert items
     assert sorted(_seen(project)) == sorted(items)
+    # ...and that is every HTML page fetched with a 2xx, but byte-identical bodies (larbin's
+    # content-duplicate pipeline, before the project's, keeps one of each group).
+    ok_pages = {u for u in fetched if 200 <= web.web.pages[u].status < 300
+                and web.web.pages[u].is_html}
+    duplicates = {u for group in web.web.duplicate_groups for u in group}
+    assert items and set(items) <= ok_pages and len(set(items)) == len(items)
+    assert ok_pages - set(items) <= duplicates
     assert "myproj.pipelines.SeenPipeline" in log
     assert "larbinscrapy.pipelines.contentdup.ContentDupPipeline" in log
     # larbin's frontier, seen-set and politeness ran (their stats), not Scrapy's defaults.
