@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from scrapy.utils.misc import load_object
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, MutableMapping
+    from collections.abc import Callable, Iterable, MutableMapping
 
     from scrapy.settings import BaseSettings
 
@@ -128,7 +128,7 @@ def import_path(value: Any) -> str:
     The check runs before Scrapy installs its reactor: importing a download handler's module
     then could install another one.
     """
-    if value == "":  # empty: the component chooses (LARBIN_LEAN_ENGINE, issue 23)
+    if value == "":  # empty: the component chooses (the lean engine's switch)
         return ""
     module, _, name = str(value).rpartition(".")
     if not (module and name.isidentifier() and importlib.util.find_spec(module)):
@@ -136,16 +136,14 @@ def import_path(value: Any) -> str:
     return str(value)
 
 
-def check(settings: BaseSettings, table: dict[str, Setting[Any]] | None = None) -> list[str]:
+def check(settings: BaseSettings) -> list[str]:
     """Raise ``SettingsError`` naming every bad ``LARBIN_*`` value; return warnings.
 
     The warnings are one per unknown ``LARBIN_*`` name (a typo is otherwise silently ignored),
     naming the closest known one.
     """
-    if table is None:
-        from larbinscrapy.defaults import SETTINGS
+    from larbinscrapy.defaults import SETTINGS as table  # it imports this module
 
-        table = SETTINGS
     if not any(name in settings for name in table if name.startswith("LARBIN_")):
         raise SettingsError("larbinscrapy's settings are not installed: add ADDONS = "
                             '{"larbinscrapy.addon.LarbinAddon": 0} to the settings')
@@ -153,11 +151,11 @@ def check(settings: BaseSettings, table: dict[str, Setting[Any]] | None = None) 
               if spec.name.startswith("LARBIN_") and (p := spec.problem(settings))]
     if errors:
         raise SettingsError("; ".join(errors))
-    return [unknown(name, table) for name in settings
+    return [_unknown(name, table) for name in settings
             if name.startswith("LARBIN_") and name not in table]
 
 
-def unknown(name: str, known: dict[str, Any] | list[str]) -> str:
+def _unknown(name: str, known: Iterable[str]) -> str:
     """``unknown setting X (did you mean Y?)``, the closest known name when one is close."""
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     hint = f"did you mean {close[0]}?" if close else "docs/settings.md lists the known ones"
