@@ -17,7 +17,9 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from scrapy.settings import SETTINGS_PRIORITIES, Settings
 
+from larbinscrapy.addon import LarbinAddon
 from tests.conftest import ROOT
 from testweb.harness import pages
 
@@ -151,3 +153,24 @@ def test_a_wrong_value_stops_a_projects_crawl_with_one_line(project: Path, spide
     errors = [line for line in log.splitlines() if "] ERROR:" in line]
     assert len(errors) == 1, log[-3000:]
     assert "LARBIN_IP_DELAY='abc'" in errors[0] and "a number >= 0" in errors[0]
+
+
+def test_addon_merges_component_dicts_and_gives_way_to_the_project():
+    warc = "larbinscrapy.pipelines.warc.WarcPipeline"
+    settings = Settings({  # the project's settings.py (project priority)
+        "ITEM_PIPELINES": {"myproj.pipelines.SeenPipeline": 800, warc: None},
+        "SPIDER_MODULES": ["myproj.spiders"],
+        "LARBIN_DEPTH": 1,
+    })
+    settings.set("LARBIN_IP_DELAY", "2", priority="cmdline")
+    LarbinAddon.update_pre_crawler_settings(settings)
+    pipelines = settings["ITEM_PIPELINES"]
+    assert pipelines["myproj.pipelines.SeenPipeline"] == 800
+    assert pipelines[warc] is None  # the project turned it off: it stays off
+    assert pipelines["larbinscrapy.pipelines.contentdup.ContentDupPipeline"] == 100
+    assert settings.getlist("SPIDER_MODULES") == ["myproj.spiders", "larbinscrapy.spiders"]
+    assert settings.getint("LARBIN_DEPTH") == 1
+    assert settings.getfloat("LARBIN_IP_DELAY") == 2
+    assert settings["SCHEDULER"] == "larbinscrapy.frontier.scheduler.LarbinScheduler"
+    assert settings.getpriority("SCHEDULER") == SETTINGS_PRIORITIES["addon"]
+    assert settings.getint("LARBIN_MAX_LINKS_PER_PAGE") == 10_000  # what the spider reads
