@@ -5,8 +5,8 @@
 
 Connection and seed settings use scrapy-redis's names (``REDIS_URL``, ``REDIS_PARAMS``,
 ``REDIS_START_URLS_KEY``, ``SCHEDULER_PERSIST``); keys are templates in its ``%(spider)s:...``
-style. Their defaults live in ``settings/base.py`` with every other one; docs/distributed.md
-explains the keys and the lease flow.
+style. Their defaults live in ``larbinscrapy/defaults.py`` with every other one (docs/settings.md);
+docs/distributed.md explains the keys and the lease flow.
 """
 
 from __future__ import annotations

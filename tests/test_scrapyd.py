@@ -1,7 +1,8 @@
 """Deploying to a real scrapyd: egg from a clean copy, basic auth, crawls and resumes over the API.
 
 One scrapyd (``python -m scrapyd``) per module, bound to 127.0.0.1 with a username and password,
-in an empty working directory (a ``settings.py`` there would shadow the egg's ``settings``). The
+in an empty working directory. The egg's settings module is ``larbinscrapy.profile`` (no
+top-level ``settings``, which a ``settings.py`` in scrapyd's working directory would shadow). The
 project is deployed once with ``scrapyd-deploy`` from a copy of the files a clone would hold;
 every crawl test then schedules the ``larbin`` spider over HTTP against its own test web.
 """
@@ -11,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import time
+import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ import requests
 from scrapy.settings import default_settings
 
 from settings.base import RETRY_TIMES
+from tests.support.crawl import clean_copy
 from testweb.harness import RunningWeb, page_counts, sitemap_counts
 
 pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
@@ -159,22 +161,6 @@ def _stop(scrapyd: Scrapyd) -> None:
             scrapyd.proc.wait()
 
 
-def _clean_copy(dest: Path) -> Path:
-    """The files a fresh clone of the working tree holds: tracked plus untracked-not-ignored."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)  # for `git check-ignore` only
-    return dest
-
-
 def _snapshot(repo: Path) -> dict[str, str]:
     return {
         str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -198,7 +184,7 @@ def _deploy(repo: Path, home: Path, *args: str, **env: str) -> subprocess.Comple
 @pytest.fixture(scope="module")
 def deployed(scrapyd: Scrapyd, tmp_path_factory: pytest.TempPathFactory) -> Deploy:
     """``scrapyd-deploy`` from a clean copy, URL and credentials from the environment."""
-    repo = _clean_copy(tmp_path_factory.mktemp("clone"))
+    repo = clean_copy(tmp_path_factory.mktemp("clone"))
     home = tmp_path_factory.mktemp("home")  # no ~/.netrc: the environment must be enough
     before = _snapshot(repo)
     result = _deploy(
@@ -317,6 +303,20 @@ def test_deploy_from_clean_copy_writes_only_ignored_files(scrapyd: Scrapyd, depl
     assert scrapyd.api("listspiders.json", project=PROJECT)["spiders"] == [SPIDER]
 
 
+def test_egg_has_no_top_level_settings_module(project: Scrapyd):
+    # What `pip install larbinscrapy` installs is what the egg holds (pyproject's packages.find):
+    # larbinscrapy alone, the settings module scrapyd runs inside it.
+    eggs = list((project.workdir / "eggs" / PROJECT).glob("1-env*.egg"))
+    assert len(eggs) == 1, list((project.workdir / "eggs").rglob("*"))
+    with zipfile.ZipFile(eggs[0]) as egg:
+        tops = {name.split("/", 1)[0] for name in egg.namelist()}
+        entry_points = egg.read("EGG-INFO/entry_points.txt").decode()
+        top_level = egg.read("EGG-INFO/top_level.txt").decode().split()
+    assert tops == {"EGG-INFO", "larbinscrapy"}
+    assert top_level == ["larbinscrapy"]
+    assert "settings = larbinscrapy.profile" in entry_points
+
+
 def test_deploy_with_netrc_credentials(scrapyd: Scrapyd, deployed: Deploy, tmp_path: Path):
     home = tmp_path / "home"
     home.mkdir()
@@ -424,7 +424,7 @@ def test_seeds_file_shipped_in_the_package(
 ):
     # The server cannot read the client's files, but it can read the egg: a seeds file placed
     # in larbinscrapy/seedlists/ before deploying is packaged (setup.py package_data).
-    repo = _clean_copy(tmp_path / "clone")
+    repo = clean_copy(tmp_path / "clone")
     seedlist = repo / "larbinscrapy" / "seedlists" / "testweb.txt"
     seedlist.parent.mkdir(parents=True, exist_ok=True)
     seedlist.write_text("# the test web's seeds\n" + "\n".join(web.seeds) + "\n")

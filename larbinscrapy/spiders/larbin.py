@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 from datetime import UTC, datetime
 from importlib import resources
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 
+from larbinscrapy import config
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.fatal import retrieve_task_exception
@@ -38,6 +40,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml", b"")
 _PACKAGE_PREFIX = "package:"  # -a seeds=package:larbinscrapy/seedlists/FILE
+ARGUMENTS = ("seeds", "urls", "depth", "domains", "external", "images")  # what -a takes
 
 
 class SpiderArgumentError(ValueError):
@@ -64,6 +67,20 @@ def parse_depth(value: Any) -> int | None:
         raise SpiderArgumentError(f"-a depth= takes an integer, got {value!r}") from None
 
 
+def check_arguments(kwargs: dict[str, Any]) -> None:
+    """Refuse an ``-a`` name the spider does not take (a typo would silently change nothing).
+
+    Names starting with ``_`` are let through: scrapyd passes ``-a _job=ID`` to every job.
+    """
+    for name, value in kwargs.items():
+        if not name.startswith("_"):
+            close = difflib.get_close_matches(name, ARGUMENTS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise SpiderArgumentError(
+                f"unknown argument -a {name}={value}{hint}; the larbin spider takes "
+                + ", ".join(f"-a {a}=" for a in ARGUMENTS))
+
+
 class LarbinSpider(Spider):
     """Broad crawl from seeds (see the module docstring for the arguments)."""
 
@@ -87,6 +104,7 @@ class LarbinSpider(Spider):
         images: str | None = None,
         **kwargs: Any,
     ) -> None:
+        check_arguments(kwargs)
         super().__init__(*args, **kwargs)
         self.seeds_arg = seeds
         self.urls_arg = urls
@@ -102,7 +120,7 @@ class LarbinSpider(Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
         try:
             return cls._from_crawler(crawler, *args, **kwargs)
-        except (SeedsError, SpiderArgumentError) as exc:
+        except (SeedsError, SpiderArgumentError, config.SettingsError) as exc:
             # A user's mistake, not a bug: one line, no traceback, and the crawl still fails
             # (Scrapy exits 1 when the spider cannot be created).
             logger.error("larbin: %s", exc)
@@ -111,6 +129,9 @@ class LarbinSpider(Spider):
 
     @classmethod
     def _from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
+        # Scrapy builds the spider before a crawler's add-ons run: a crawler made without a
+        # crawler process (no LarbinAddon.update_pre_crawler_settings) gets here unchecked.
+        config.check(crawler.settings)
         spider = super().from_crawler(crawler, *args, **kwargs)
         s = crawler.settings
         spider.images = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -97,3 +98,19 @@ def run_crawl(web: RunningWeb, out: Path, *args: str, settings: dict[str, Any] |
     stats_path = out / "stats.json"
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     return Crawl(proc.returncode, stderr, items, stats, web.read_log()[log_start:])
+
+
+def clean_copy(dest: Path) -> Path:
+    """The files a fresh clone of the working tree holds: tracked plus untracked-not-ignored."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)  # for `git check-ignore` only
+    return dest

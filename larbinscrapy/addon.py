@@ -1,0 +1,106 @@
+"""larbinscrapy in any Scrapy project: ``ADDONS = {"larbinscrapy.addon.LarbinAddon": 0}``.
+
+The add-on installs every default of ``larbinscrapy/defaults.py`` (scheduler, dupefilter,
+fingerprinter, DNS resolver, download handlers, middlewares, pipelines, extensions, every
+``LARBIN_*`` setting) at the ``addon`` priority: a project's own ``settings.py`` and ``-s``
+still win. Component dicts (``ITEM_PIPELINES``, ``SPIDER_MIDDLEWARES``...) are merged key by key,
+so the project's own pipelines and middlewares stay; a ``*_BASE`` dict is Scrapy's whole list
+and is installed whole. ``larbinscrapy.spiders`` is added to ``SPIDER_MODULES`` (the ``larbin``
+spider), the project's own spider modules kept. It also reads ``LARBIN_CONF`` (larbin.conf,
+``LarbinConfAddon``) and checks every ``LARBIN_*`` value (``larbinscrapy.config``): a bad one
+stops the crawl with one line.
+
+Applied twice on purpose: ``update_pre_crawler_settings`` runs on the process's settings before
+any crawler exists, so the spider (built before a crawler's add-ons run) and the DNS resolver
+(read by the crawler process) see the defaults; ``update_settings`` runs on each crawler's own
+settings (a crawler built without a process) and warns there about unknown ``LARBIN_*`` names
+once logging is set up. A bad value found in the first stage ends the process at once (exit
+status 1): nothing has started yet, and Scrapy would turn an exception there into a traceback.
+Scrapy reads ``COMMANDS_MODULE`` before add-ons run: a project that wants ``scrapy addurls``
+and exit status 1 on a fatal error sets ``COMMANDS_MODULE = "larbinscrapy.commands"`` itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import NoReturn
+
+from scrapy.settings import BaseSettings, Settings
+from scrapy.utils.log import configure_logging
+
+from larbinscrapy import config
+from larbinscrapy.defaults import SETTINGS
+from larbinscrapy.fatal import fail_start
+from larbinscrapy.larbinconf import LarbinConfAddon
+
+logger = logging.getLogger(__name__)
+
+PRIORITY = "addon"
+SPIDERS = "larbinscrapy.spiders"
+
+
+def install(settings: BaseSettings) -> None:
+    """Set every larbinscrapy default at the ``addon`` priority, component dicts merged."""
+    for name, spec in SETTINGS.items():
+        value = copy.deepcopy(spec.default)  # a list or dict of its own, for each settings
+        current = settings[name]
+        if isinstance(value, dict) and isinstance(current, BaseSettings) and (
+                not name.endswith("_BASE")):
+            for key, item in value.items():  # a key the project set keeps its value
+                current.set(key, item, priority=PRIORITY)
+        else:
+            settings.set(name, value, priority=PRIORITY)
+    settings.add_to_list("SPIDER_MODULES", SPIDERS)
+
+
+def _lean_engine(settings: BaseSettings) -> None:
+    """THE ONE CALL SITE of the engine replacements (``larbinscrapy.lean``, LARBIN_LEAN_ENGINE).
+
+    Until ``larbinscrapy/lean/addon.py`` exists on this branch, the lean engine's settings
+    (``DOWNLOADER``, ``STATS_CLASS``, ``LOG_FORMATTER``, ``FEED_EXPORTERS``, the folded
+    middlewares, the ``*_BASE`` dicts, ``StartupFreeze``) are plain defaults in
+    ``larbinscrapy/defaults.py``. When it lands: delete them there and make this body
+    ``LeanEngineAddon.apply(settings)`` (it logs, so it belongs to this crawler stage only).
+    """
+
+
+class LarbinAddon:
+    """Scrapy add-on: larbin's components and defaults at ``addon`` priority (module docs)."""
+
+    @classmethod
+    def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
+        install(settings)
+        LarbinConfAddon.update_pre_crawler_settings(settings)
+        try:  # the crawler process builds the DNS resolver from these before any crawler
+            config.check(settings)
+        except config.SettingsError as exc:
+            _exit_before_start(settings, str(exc))
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        install(settings)
+        LarbinConfAddon().update_settings(settings)
+        _lean_engine(settings)
+        check(settings)
+
+
+def _exit_before_start(settings: BaseSettings, message: str) -> NoReturn:
+    """One line and exit status 1, before the process has started anything.
+
+    Scrapy calls ``update_pre_crawler_settings`` before it sets logging up and outside any
+    error handling of its own (an exception would end in a traceback): set logging up as the
+    crawler process would, say it, and exit.
+    """
+    configure_logging(Settings(settings))
+    logger.error("larbin: %s", message)
+    raise SystemExit(1)
+
+
+def check(settings: BaseSettings) -> None:
+    """Stop the crawl with one line on a bad ``LARBIN_*`` value; warn about unknown names."""
+    try:
+        warnings = config.check(settings)
+    except config.SettingsError as exc:
+        raise fail_start(str(exc)) from None
+    for warning in warnings:
+        logger.warning("larbin: %s", warning)
