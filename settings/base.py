@@ -25,6 +25,7 @@ DOWNLOAD_TIMEOUT = 30  # larbin timeout_page base, seconds (LARBIN_TIMEOUT_BYTES
 DOWNLOAD_MAXSIZE = 5 * 1024 * 1024  # larbin maxPageSize-like cap: bigger bodies are dropped and counted
 DOWNLOAD_WARNSIZE = 0
 RETRY_TIMES = 1  # a broad crawl does not insist; dead IPs are dropped by the politeness middleware
+RETRY_GIVE_UP_LOG_LEVEL = "DEBUG"  # a page still failing after its retry is normal on the web: counted in retry/max_reached, not an ERROR
 REDIRECT_MAX_TIMES = 5
 DEPTH_PRIORITY = 0
 COOKIES_ENABLED = False  # broad crawls do not keep sessions
