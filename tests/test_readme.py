@@ -1,30 +1,9 @@
-"""The README's promises that can drift: the settings table and the two first commands."""
+"""The README's promises that can drift: the two first commands (the settings reference is
+docs/settings.md, checked by tests/test_settings_reference.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 from tests.conftest import ROOT
-
-
-def _settings_table():
-    spec = importlib.util.spec_from_file_location("settings_table",
-                                                  ROOT / "docs" / "settings_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_readme_settings_table_matches_settings_base():
-    readme = (ROOT / "README.md").read_text()
-    assert readme == _settings_table().readme_with_table(readme), (
-        "README settings table is stale: run python docs/settings_table.py")
-
-
-def test_every_larbin_setting_has_a_comment():
-    missing = [name for name, _, comment in _settings_table().rows()
-               if name.startswith("LARBIN_") and not comment]
-    assert not missing
 
 
 def test_readme_starts_with_the_two_commands():
