@@ -47,9 +47,11 @@ install-system:
 	fi
 
 # The main job: a broad crawl from $(SEEDS), local disk state, no Redis. Run it again to resume.
+# CRAWL_ARGS: more scrapy arguments (CRAWL_ARGS="-a depth=2 -s LARBIN_WARC=true").
+CRAWL_ARGS ?=
 crawl: $(RUNTIME)
 	mkdir -p output
-	$(BIN)/scrapy crawl larbin -a seeds=$(SEEDS) -s JOBDIR=output/job -o output/items.jsonl
+	$(BIN)/scrapy crawl larbin -a seeds=$(SEEDS) -s JOBDIR=output/job -o output/items.jsonl $(CRAWL_ARGS)
 
 # The bundled multi-host test web on loopback, crawled until Ctrl-C, with its status page (the
 # address and token are printed): no internet needed. DEMO_ARGS=--once: one quick crawl, then exit.
