@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -36,3 +37,6 @@ def test_make_demo_crawls_the_test_web_to_its_ground_truth(tmp_path):
                             check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "missing 0, unexpected 0" in result.stdout
+    # and nothing a newcomer would stop at: the test web's 500 page and 404s are counted, not logged
+    alarms = re.findall(r"\] (?:WARNING|ERROR|CRITICAL): .*", result.stdout + result.stderr)
+    assert alarms == []
