@@ -8,15 +8,35 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # chromium: the status page's real-browser test (Playwright drives /usr/bin/chromium)
 APT_PACKAGES := redis-server nginx chromium tinyproxy
 
-.PHONY: install install-system crawl demo test test-fast lint bench bench-quick bench-system bench-crawlee-venv deploy clean
+.PHONY: install install-runtime install-test install-bench install-system crawl demo test test-fast lint bench bench-quick bench-system bench-crawlee-venv deploy clean
 
-$(BIN)/scrapy: pyproject.toml setup.py
+# Each command installs what it needs into $(VENV), once: a stamp file per part, remade when
+# pyproject.toml or setup.py changes (the runtime first, then each extra over it). `make crawl`
+# and `make demo` need the runtime only; `make test` and `make lint` add the test extra (pytest,
+# ruff, mypy, playwright, scrapyd...); `make bench` the bench extra.
+RUNTIME     := $(VENV)/.installed-runtime
+TEST_EXTRA  := $(VENV)/.installed-test
+BENCH_EXTRA := $(VENV)/.installed-bench
+
+$(RUNTIME): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade "pip>=23" 
-	$(BIN)/pip install --quiet -e ".[test,bench]"
+	$(BIN)/pip install --quiet --upgrade "pip>=23"
+	$(BIN)/pip install --quiet -e .
 	@touch $@
 
-install: $(BIN)/scrapy
+$(TEST_EXTRA): $(RUNTIME)
+	$(BIN)/pip install --quiet -e ".[test]"
+	@touch $@
+
+$(BENCH_EXTRA): $(RUNTIME)
+	$(BIN)/pip install --quiet -e ".[bench]"
+	@touch $@
+
+install-runtime: $(RUNTIME)
+install-test: $(TEST_EXTRA)
+install-bench: $(BENCH_EXTRA)
+# Everything, for working on the project (the tests and the benchmarks).
+install: $(RUNTIME) $(TEST_EXTRA) $(BENCH_EXTRA)
 
 # System packages the tests and benchmarks start for real (redis-server, nginx, tinyproxy).
 install-system:
@@ -27,23 +47,27 @@ install-system:
 	fi
 
 # The main job: a broad crawl from $(SEEDS), local disk state, no Redis. Run it again to resume.
-crawl: install
+# CRAWL_ARGS: more scrapy arguments (CRAWL_ARGS="-a depth=2 -s LARBIN_WARC=true").
+CRAWL_ARGS ?=
+crawl: $(RUNTIME)
 	mkdir -p output
-	$(BIN)/scrapy crawl larbin -a seeds=$(SEEDS) -s JOBDIR=output/job -o output/items.jsonl
+	$(BIN)/scrapy crawl larbin -a seeds=$(SEEDS) -s JOBDIR=output/job -o output/items.jsonl $(CRAWL_ARGS)
 
-# A real crawl of the bundled multi-host test web on loopback: no internet needed.
-demo: install
-	$(BIN)/python -m testweb.demo
+# The bundled multi-host test web on loopback, crawled until Ctrl-C, with its status page (the
+# address and token are printed): no internet needed. DEMO_ARGS=--once: one quick crawl, then exit.
+DEMO_ARGS ?=
+demo: $(RUNTIME)
+	$(BIN)/python -m testweb.demo $(DEMO_ARGS)
 
-test: install install-system
+test: $(TEST_EXTRA) install-system
 	$(BIN)/python -m pytest -q
 
 # The unit tests alone: no subprocess crawl, no outside server (tests marked `crawl` are left out).
-test-fast: install
+test-fast: $(TEST_EXTRA)
 	$(BIN)/python -m pytest -q -m "not crawl"
 
 # ruff (rules and their ignores in pyproject.toml) and mypy on larbinscrapy/ (its [tool.mypy]).
-lint: install
+lint: $(TEST_EXTRA)
 	$(BIN)/ruff check larbinscrapy settings testweb tests benchmarks
 	$(BIN)/mypy
 
@@ -64,16 +88,16 @@ bench-crawlee-venv: $(CRAWLEE_VENV)/bin/python
 bench-system:
 	@$(MAKE) --no-print-directory install-system APT_PACKAGES="$(BENCH_APT_PACKAGES)"
 
-bench: install bench-system bench-crawlee-venv
+bench: $(BENCH_EXTRA) bench-system bench-crawlee-venv
 	$(BIN)/python -m benchmarks.run
 
-bench-quick: install bench-system bench-crawlee-venv
+bench-quick: $(BENCH_EXTRA) bench-system bench-crawlee-venv
 	$(BIN)/python -m benchmarks.run --quick
 
 # Deploy to scrapyd: URL and credentials from SCRAPYD_URL/USERNAME/PASSWORD, or
-# DEPLOY_TARGET=netrc for ~/.netrc (docs/scrapyd.md).
+# DEPLOY_TARGET=netrc for ~/.netrc (docs/scrapyd.md). scrapyd-deploy comes with the test extra.
 DEPLOY_TARGET ?=
-deploy: install
+deploy: $(TEST_EXTRA)
 	$(BIN)/scrapyd-deploy $(DEPLOY_TARGET)
 
 clean:

@@ -29,6 +29,7 @@ DOWNLOAD_TIMEOUT = Setting(30, doc="larbin timeout_page base, seconds (LARBIN_TI
 DOWNLOAD_MAXSIZE = Setting(5 * 1024 * 1024, doc="larbin maxPageSize-like cap: bigger bodies are dropped and counted")
 DOWNLOAD_WARNSIZE = Setting(0, doc="no warning per big page: DOWNLOAD_MAXSIZE is the one limit")
 RETRY_TIMES = Setting(1, doc="a broad crawl does not insist; dead IPs are dropped by the politeness middleware")
+RETRY_GIVE_UP_LOG_LEVEL = Setting("DEBUG", doc="a page still failing after its retry is normal on the web: counted in retry/max_reached, not an ERROR")
 REDIRECT_MAX_TIMES = Setting(5, doc="RFC 9309's minimum for robots.txt, and enough for pages")
 DEPTH_PRIORITY = Setting(0, doc="the frontier orders by site and tier, not by depth")
 COOKIES_ENABLED = Setting(False, doc="broad crawls do not keep sessions")

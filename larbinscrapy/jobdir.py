@@ -43,7 +43,7 @@ class JobDirCheck:
     def from_crawler(cls, crawler: Crawler) -> JobDirCheck:
         jobdir = crawler.settings.get("JOBDIR")
         if not jobdir:
-            raise NotConfigured("no JOBDIR")
+            raise NotConfigured  # no message: Scrapy would log it as a WARNING on every crawl
         try:
             check_writable(jobdir)
         except OSError as exc:

@@ -138,17 +138,24 @@ class RunningWeb:
 
 
 def start_web(
-    tmp_path: str | os.PathLike[str], web: str = "default", slow_delay: float = 1.5, port: int = 0
+    tmp_path: str | os.PathLike[str], web: str = "default", slow_delay: float = 1.5, port: int = 0,
+    *, own_session: bool = False,
 ) -> RunningWeb:
-    """Start the server with its log and info files in ``tmp_path``; wait until it listens."""
+    """Start the server with its log and info files in ``tmp_path``; wait until it listens.
+
+    ``own_session``: a Ctrl-C in the terminal does not reach it (``make demo`` stops it once
+    the crawl it serves has closed).
+    """
     proc, info, stderr_path = launch(
-        tmp_path, ["testweb", "--web", web, "--slow-delay", str(slow_delay)], port
+        tmp_path, ["testweb", "--web", web, "--slow-delay", str(slow_delay)], port,
+        own_session=own_session,
     )
     return RunningWeb(proc, info, web, stderr_path)
 
 
 def launch(
-    tmp_path: str | os.PathLike[str], module_args: list[str], port: int = 0
+    tmp_path: str | os.PathLike[str], module_args: list[str], port: int = 0,
+    *, own_session: bool = False,
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any], Path]:
     """Run ``python -m <module_args>`` with ``--port/--log/--info`` in ``tmp_path``; wait for it."""
     tmp = Path(tmp_path)
@@ -173,7 +180,8 @@ def launch(
         str(info_path),
     ]
     with open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                                start_new_session=own_session)
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while not info_path.exists():
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     import argparse
 
 
+class NotRunning(Exception):
+    """The crawl named by ``--jobdir`` is not running: its status page files are absent."""
+
+
 def target(opts: argparse.Namespace, jobdir: str | None, token_setting: str) -> tuple[str, str]:
     """(base URL, token) of the crawl to post to; UsageError with what to pass otherwise."""
     if opts.url:
@@ -34,8 +38,9 @@ def target(opts: argparse.Namespace, jobdir: str | None, token_setting: str) -> 
     try:
         token, address = read_job_files(jobdir)
     except OSError as exc:
-        raise UsageError(f"no running crawl's status page recorded in {jobdir} "
-                         f"({exc.strerror}: {exc.filename})") from None
+        raise NotRunning(f"addurls: no crawl is running with JOBDIR {jobdir} (a running crawl "
+                         f"writes its status page's address there; {exc.strerror}: "
+                         f"{exc.filename})") from None
     return address, opts.token or token
 
 
@@ -81,8 +86,13 @@ class Command(ScrapyCommand):
             raise UsageError("--depth takes a non-negative integer")
         settings = self.settings
         assert settings is not None  # set by scrapy.cmdline
-        base, token = target(opts, opts.jobdir or settings.get("JOBDIR"),
-                             settings.get("LARBIN_HTTP_TOKEN") or "")
+        try:
+            base, token = target(opts, opts.jobdir or settings.get("JOBDIR"),
+                                 settings.get("LARBIN_HTTP_TOKEN") or "")
+        except NotRunning as exc:
+            print(exc)
+            self.exitcode = 1
+            return
         payload: dict[str, Any] = {"urls": args, "priority": opts.priority}
         if opts.depth is not None:
             payload["depth"] = opts.depth

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 
-from larbinscrapy import config
+from larbinscrapy import config, contact
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.fatal import retrieve_task_exception
@@ -178,6 +178,9 @@ class LarbinSpider(Spider):
         stats.set_value("larbin/seeds/valid", len(self.seed_urls))
         if self.seed_errors:
             stats.set_value("larbin/seeds/invalid", self.seed_errors)
+        s = self.crawler.settings
+        if contact.missing(s.get("USER_AGENT") or "", s.get("LARBIN_FROM") or "", self.seed_urls):
+            logger.warning(contact.HINT)
         for url in self.seed_urls:
             yield Request(url, errback=self.on_error, meta=M.seed_meta())
 

@@ -23,16 +23,24 @@ _LABELLED = {
     "errors": ("larbin_errors", "type", "Download and spider errors, by exception type"),
     "status_codes": ("larbin_responses_by_status", "status", "Responses by HTTP status"),
 }
-# Stats set as levels (set_value), not counted: exported as gauges.
+# Stats written as levels (``set_value``): they may go down, so they are gauges. Every other
+# ``larbin/`` stat is only ever incremented, a counter (Prometheus' ``rate()`` reads a counter
+# that goes down as a restart). tests/test_metrics_types.py checks every ``set_value`` in the code.
 _GAUGE_STATS = re.compile(
-    r"larbin/(ip/(seen|active|cooling)|dupefilter/(bits_set|fill_ratio|estimated_fp_rate)"
-    r"|frontier/left_queued|seeds/(valid|invalid))$"
+    r"larbin/(ip/|host/|revisit/pending$|frontier/left_queued$|seeds/(valid|invalid)$"
+    r"|dupefilter/(bits_set|fill_ratio|estimated_fp_rate|filters)$)"
 )
 _BAD_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
 
 def metric_name(stat: str) -> str:
+    """``larbin/frontier/to_wait`` -> ``larbin_frontier_to_wait`` (a counter adds ``_total``)."""
     return "larbin_" + _BAD_CHARS.sub("_", stat.removeprefix("larbin/")).strip("_").lower()
+
+
+def is_gauge(stat: str) -> bool:
+    """True for a ``larbin/`` stat that is a level (may go down), False for a count."""
+    return _GAUGE_STATS.match(stat) is not None
 
 
 class StatusCollector(Collector):
@@ -86,7 +94,7 @@ def _other_stats(stats: dict[str, Any]) -> Iterator[Metric]:
         if name in names:
             continue
         names.add(name)
-        if _GAUGE_STATS.match(key):
+        if is_gauge(key):
             yield _gauge(name, f"larbinscrapy stat {key}", value)
         else:
             yield _counter(name, f"larbinscrapy stat {key}", value)
