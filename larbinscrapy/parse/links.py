@@ -57,42 +57,71 @@ _ATTRS = r"""(?:[^<>"']++|"[^"<]*+(?:<[^"<]*+){0,8}+"|'[^'<]*+(?:<[^'<]*+){0,8}+
 _END = r"(?=[\s/>])"
 
 
+# Script data as the HTML tokenizer reads it: "<!--" starts an escaped section where
+# "<script" starts a double-escaped one whose "</script" does not end the element; "-->" ends
+# either. A "</script" outside a double-escaped section ends it.
+_T = r"(?=[\s/>])"
+_SCRIPT_DATA = rf"[^<]*+(?:<(?!/script{_T}|!--)[^<]*+)*+"
+_ESCAPED = rf"(?:[^<-]++|-(?!->)|<(?!/?script{_T}))*+"
+_DOUBLE = rf"(?:[^<-]++|-(?!->)|<(?!/script{_T}))*+"
+_SCRIPT = (
+    rf"{_SCRIPT_DATA}(?:<!--(?:-*+>|{_ESCAPED}(?:<script{_T}{_DOUBLE}</script{_T}{_ESCAPED})*+"
+    rf"(?:<script{_T}{_DOUBLE})?+(?:-->)?+){_SCRIPT_DATA})*+"
+)
+# raw text and escapable raw text (RCDATA) elements: no tags inside, up to their end tag
+_RAW_TEXT = "style|xmp|noembed|textarea"
+
+
 def _scanner(link_tags: str) -> re.Pattern[str]:
-    # lastindex tells the alternatives apart: None comment, 1 script/style, 3 link tag,
-    # 5 title, 6 meta. Group 4 is the value of a first attribute written href="...", the
-    # common shape, so most links need no second match over the tag's attributes (the same
-    # value: nothing but an attribute's name and "=" come before it, and a value with a "<"
-    # takes the general path). The lookahead turns away at once a "<" that cannot start one
-    # of the alternatives ("</p", "<div", ...), about half of a page's "<".
-    names = ("!--", "script", "style", *link_tags.split("|"), "title", "meta")
+    # lastindex tells the alternatives apart: None a comment, bogus comment (<!DOCTYPE,
+    # <![CDATA[, <?xml) or <plaintext> (the rest of the page is text), 1 script, 2 other raw
+    # text, 4 link tag, 6 title, 7 meta. Group 5 is the value of a first attribute written
+    # href="...", the common shape, so most links need no second match over the tag's
+    # attributes (the same value: nothing but an attribute's name and "=" come before it, and
+    # a value with a "<" takes the general path). A link tag cut by the end of the page is no
+    # tag (the tokenizer drops it). The lookahead turns away at once a "<" that cannot start
+    # one of the alternatives ("</p", "<div", ...), about half of a page's "<".
+    names = ("!", "?", "script", *_RAW_TEXT.split("|"), "plaintext", *link_tags.split("|"),
+             "title", "meta")
     first = "".join(sorted({name[0] for name in names}))
     return re.compile(
         rf"<(?=[{first}])(?:"
-        r"!--(?:.*?-->|.*)"  # comment; unclosed, it runs to the end, as in browsers
-        rf"|(script|style){_END}{_ATTRS}>?(?:.*?</\1|.*)"  # raw text: no tags inside
-        rf"""|({link_tags}){_END}((?:\s++href\s*+=\s*+"([^"<]*+)")?+{_ATTRS})"""
-        rf"|title{_END}{_ATTRS}>?([^<]*+)"
+        r"!--(?:-?>|.*?--!?>|.*)"  # comment: "<!-->", "<!--->", "-->" or "--!>" end it
+        r"|[!?][^>]*+>?"  # bogus comment: up to the first ">"
+        rf"|(script){_END}{_ATTRS}>?{_SCRIPT}"
+        rf"|({_RAW_TEXT}){_END}{_ATTRS}>?[^<]*+(?:<(?!/\2{_T})[^<]*+)*+"
+        rf"|plaintext{_END}.*+"
+        rf"""|({link_tags}){_END}((?:\s++href\s*+=\s*+"([^"<]*+)")?+{_ATTRS}["']?+)(?!\Z)"""
+        rf"|title{_END}{_ATTRS}>?([^<]*+(?:<(?!/title{_T})[^<]*+)*+)"
         rf"|meta{_END}({_ATTRS})"
         r")",
         re.I | re.S | re.A,
     )
 
 
-_LINK, _TITLE, _META_TAG = 3, 5, 6  # the scanner's group (its lastindex) of each alternative
+_LINK, _TITLE, _META_TAG = 4, 6, 7  # the scanner's group (its lastindex) of each alternative
 _SCAN = _scanner("a|area|link|frame|iframe|base")
 _SCAN_IMAGES = _scanner("a|area|link|frame|iframe|base|img")
 
 
 def _attr_matcher(name: str) -> Callable[[str], re.Match[str] | None]:
     # Skips whole attributes (names possessively, so no backtracking) until `name=`; the first
-    # one wins, as in browsers. The value is group 1, 2 or 3 (double, single, unquoted); a quote
-    # that never closes (the tag was cut at a "<") gives no value rather than a wrong one.
+    # one wins, as in browsers. The value is group 1, 2 or 3 (double, single, unquoted), none
+    # for an attribute without one (``name`` or ``name=`` at the end: empty, ``_value``); a
+    # quote that never closes (the scan keeps it at the end of the tag's attributes) gives no
+    # value rather than a wrong one.
     value = r"""\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+)"""
     return re.compile(
         rf"(?:[\s/]*+(?!{name}(?![^\s/>=]))[^\s/>=][^\s/>=]*+(?:{value})?)*+"
-        rf"""[\s/]*+{name}\s*+=\s*+(?:"([^"]*)"|'([^']*)'|([^\s>"'][^\s>]*))""",
+        rf"""[\s/]*+{name}(?:\s*+=\s*+(?:"([^"]*)"|'([^']*)'|([^\s>"'][^\s>]*)|\Z)"""
+        r"|(?![^\s/>=])(?!\s*+=))",
         re.I | re.A,
     ).match
+
+
+def _value(m: re.Match[str]) -> str:
+    """The value an ``_attr_matcher`` match found ("" for an attribute without one)."""
+    return m.group(m.lastindex) if m.lastindex else ""
 
 
 _HREF = _attr_matcher("href")
@@ -112,6 +141,7 @@ _ANY_ATTR = re.compile(
 
 _REL = _attr_matcher("rel")
 _HTML_WS = " \t\n\r\f"
+_C0_SPACE = "".join(map(chr, range(0x21)))  # the URL parser strips these around a URL
 _PORT_DIGITS = len(str(MAX_PORT))
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):").match
 # An http(s) URL safe_url_string() would return unchanged: lower-case host, a path before any
@@ -266,7 +296,7 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
         value = _to_text(value, encoding)
     if "&" in value:
         value = _CHAR_REF.sub(_char_ref, value)
-    value = value.strip(_HTML_WS)
+    value = value.strip(_C0_SPACE)
     hash_at = value.find("#")
     if hash_at >= 0:
         value = value[:hash_at]
@@ -307,8 +337,8 @@ def extract(
 ) -> Page:
     """Scan an HTML page once for its links, title, keywords and description.
 
-    ``base_url`` is the page's URL; ``<base href>`` replaces it for the links after it (only the
-    first ``<base>`` counts, as in browsers). ``encoding`` is the page's encoding
+    ``base_url`` is the page's URL; the first ``<base href>`` replaces it for every link of
+    the page, those before it too (as in browsers). ``encoding`` is the page's encoding
     (``response.encoding``): it decodes non-ASCII URL characters and encodes the query, as in
     ``LinkExtractor``. Links in comments, scripts and styles are ignored; ``<img src>`` only
     with ``images=True``. Never raises on malformed markup.
@@ -323,9 +353,12 @@ def extract(
             raw = True
     else:
         text, raw = body, False
+    return _scan(text, raw, _Base(base_url), False, images, encoding, robots_names)
 
-    base = _Base(base_url)
-    base_seen = False
+
+def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, encoding: str,
+          robots_names: tuple[str, ...]) -> Page:
+    """``extract``'s scan; ``base_seen``: the base is the page's ``<base>``, found before."""
     links: list[str] = []
     append = links.append
     nofollow: list[str] = []
@@ -335,7 +368,7 @@ def extract(
     for m in (_SCAN_IMAGES if images else _SCAN).finditer(text):
         kind = m.lastindex
         if kind == _LINK:
-            tag, attrs, value = m.group(2, 3, 4)
+            tag, attrs, value = m.group(3, 4, 5)
             if tag not in attr_of_tag:
                 tag = tag.lower()
             matcher = attr_of_tag[tag]
@@ -343,12 +376,15 @@ def extract(
                 a = matcher(attrs)
                 if a is None:
                     continue
-                value = a.group(a.lastindex or 0)
+                value = _value(a)
             url = _link(value, base, encoding, raw)
             if url is None:
                 continue
             if tag == "base":
                 if not base_seen:
+                    if links or nofollow or canonical is not None:  # they need it too: again
+                        return _scan(text, raw, _Base(url), True, images, encoding,
+                                     robots_names)
                     base_seen = True
                     base = _Base(url)
                 continue
@@ -385,7 +421,7 @@ def _rel(attrs: str) -> tuple[str, ...]:
     a = _REL(attrs)
     if a is None:
         return ()
-    return tuple(a.group(a.lastindex or 0).lower().split())
+    return tuple(_value(a).lower().split())
 
 
 def robots_directives(value: str, names: tuple[str, ...] | None = None) -> frozenset[str]:
