@@ -180,11 +180,16 @@ LARBIN_RESOLVE = {}  # resolver override, like curl --resolve: {"host.test": "12
 LARBIN_DNS_TTL = 3600  # seconds a resolved address (or a failure) is kept
 LARBIN_DNS_TIMEOUT = 10  # seconds before a lookup counts as failed
 LARBIN_MAX_CRAWL_DELAY = 30  # cap on robots.txt Crawl-delay, seconds
+LARBIN_ROBOTS_TTL = 86400.0  # robots.txt rules expire after this, seconds (RFC 9309: at most 24 h)
+LARBIN_ROBOTS_RETRY = 60.0  # first wait before an unreachable (5xx) robots.txt is fetched again, doubling
+LARBIN_ROBOTS_UNAVAILABLE_DAYS = 30.0  # a robots.txt unreachable this long is taken as absent (allow)
 LARBIN_TIMEOUT_BYTES_PER_SECOND = 2000  # larbin: page timeout grows 1 s per this many bytes
 LARBIN_HTTP_HANDLER = "larbinscrapy.lean.http1.LeanHttpDownloadHandler"  # what PageDeadlineHandler wraps: plain http on llhttp (larbinscrapy/lean/http1.py), the rest delegated to Scrapy's HTTP11DownloadHandler (set it to go back)
 LARBIN_HTTP1_IDLE_TIMEOUT = 240.0  # seconds an idle keep-alive connection is kept (Twisted's pool: 240)
 LARBIN_IP_MAX_FAILURES = 3  # consecutive timeouts/refusals before an IP is dropped (noConnection)
 LARBIN_IP_BACKOFF = 10.0  # extra delay after each consecutive failure, seconds
+LARBIN_IP_FAILURE_WINDOW = 20  # outcomes per IP remembered to judge its recent failure rate
+LARBIN_IP_FAILURE_RATE = 0.5  # a URL's failure backs its IP off only above this share of the window
 # host and IP levels, throttling answers, bandwidth (larbinscrapy/politeness/hosts.py; README "Politeness")
 LARBIN_IP_DELAY = 0.25  # seconds from the end of one fetch to the next start on one IP (all its hostnames); at most DOWNLOAD_DELAY
 LARBIN_IP_CONNECTIONS = 1  # fetches open to one IP at once
