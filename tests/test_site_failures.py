@@ -58,6 +58,7 @@ def test_broken_urls_cost_themselves_not_the_site(tmp_path):
     assert {p: tries.count(p) for p in BROKEN} == dict.fromkeys(BROKEN, 2)  # tried, retried
     assert mixed.stats["larbin/dropped/malformed"] == len(BROKEN)
     assert "larbin/ip/dropped" not in mixed.stats
+    print(f"60 good pages: {good_took:.1f} s; with 30 unanswered URLs: {mixed_took:.1f} s")
     assert mixed_took < 3 * good_took, (mixed_took, good_took)
 
 

@@ -39,7 +39,7 @@ from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
-from larbinscrapy.politeness.ipsites import Politeness, politeness_of
+from larbinscrapy.politeness.ipsites import IpState, Politeness, politeness_of
 from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
 
 if TYPE_CHECKING:
@@ -111,11 +111,16 @@ class RobotsMiddleware(RobotsTxtMiddleware):
                 return await maybe_deferred_to_future(waiter)
             if not self.policy.expired(self._rules[key], self.clock()):
                 return known
+            if self._address_dropped(request):  # the politeness gate drops the page: no fetch
+                return None
             self._stats.inc_value("larbin/robots/refetched")
 
         self._parsers[key] = Deferred()  # marks "in progress" for known() and the parent
         self._waiters[key] = []
+        before = self._rules.get(key)
         meta: dict[str, Any] = {"dont_obey_robotstxt": True}
+        if before is not None and before.errors and self._never_answered(request):
+            meta[M.DONT_RETRY] = True  # asked again before the next page anyway
         if M.LEASE in request.meta:
             meta[M.BORROW] = request.meta[M.LEASE]
             meta[M.IP] = request.meta.get(M.IP)
@@ -125,7 +130,6 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             meta=meta,
             callback=NO_CALLBACK,
         )
-        before = self._rules.get(key)
         parser: RobotParser | None = None
         try:
             response = await self.crawler.engine.download_async(robotsreq)
@@ -159,13 +163,21 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self._apply_crawl_delay(parser, response)
         return parser
 
-    def _never_answered(self, robotsreq: Request) -> bool:
-        """True when the address robots.txt was asked at has never answered this crawl."""
-        ip = robotsreq.meta.get(M.IP)
-        if self._politeness is None or ip is None:
-            return False
-        st = self._politeness.table.ips.get(ip)
+    def _never_answered(self, request: Request) -> bool:
+        """True when the address of ``request`` has never answered this crawl."""
+        st = self._ip_state(request)
         return st is not None and not st.answered
+
+    def _address_dropped(self, request: Request) -> bool:
+        """True when the request's address was given up (larbin noConnection)."""
+        st = self._ip_state(request)
+        return st is not None and st.dead
+
+    def _ip_state(self, request: Request) -> IpState | None:
+        ip = request.meta.get(M.IP)
+        if self._politeness is None or ip is None:
+            return None
+        return self._politeness.table.ips.get(ip)
 
     def _unreachable(self, key: str, rules: SiteRules, why: str) -> RobotParser | None:
         """``_DISALLOW_ALL`` for an unreachable robots.txt, None (allow all) otherwise."""

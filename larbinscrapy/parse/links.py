@@ -73,25 +73,24 @@ _RAW_TEXT = "style|xmp|noembed|textarea"
 
 
 def _scanner(link_tags: str) -> re.Pattern[str]:
-    # lastindex tells the alternatives apart: None a comment, bogus comment (<!DOCTYPE,
-    # <![CDATA[, <?xml) or <plaintext> (the rest of the page is text), 1 script, 2 other raw
-    # text, 4 link tag, 6 title, 7 meta. Group 5 is the value of a first attribute written
+    # lastindex tells the alternatives apart: 2 link tag, None a comment, bogus comment
+    # (<!DOCTYPE, <![CDATA[, <?xml) or <plaintext> (the rest of the page is text), 4 script,
+    # 5 other raw text, 6 title, 7 meta. Group 3 is the value of a first attribute written
     # href="...", the common shape, so most links need no second match over the tag's
     # attributes (the same value: nothing but an attribute's name and "=" come before it, and
-    # a value with a "<" takes the general path). A link tag cut by the end of the page is no
-    # tag (the tokenizer drops it). The lookahead turns away at once a "<" that cannot start
-    # one of the alternatives ("</p", "<div", ...), about half of a page's "<".
+    # a value with a "<" takes the general path). The lookahead turns away at once a "<" that
+    # cannot start one of the alternatives ("</p", "<div", ...), about half of a page's "<".
     names = ("!", "?", "script", *_RAW_TEXT.split("|"), "plaintext", *link_tags.split("|"),
              "title", "meta")
     first = "".join(sorted({name[0] for name in names}))
     return re.compile(
-        rf"<(?=[{first}])(?:"
-        r"!--(?:-?>|.*?--!?>|.*)"  # comment: "<!-->", "<!--->", "-->" or "--!>" end it
+        rf"<(?=[{first}])(?:"  # the link tags first: the most frequent "<" of a page
+        rf"""({link_tags}){_END}((?:\s++href\s*+=\s*+"([^"<]*+)")?+{_ATTRS})"""
+        r"|!--(?:-?>|.*?--!?>|.*)"  # comment: "<!-->", "<!--->", "-->" or "--!>" end it
         r"|[!?][^>]*+>?"  # bogus comment: up to the first ">"
         rf"|(script){_END}{_ATTRS}>?{_SCRIPT}"
-        rf"|({_RAW_TEXT}){_END}{_ATTRS}>?[^<]*+(?:<(?!/\2{_T})[^<]*+)*+"
+        rf"|({_RAW_TEXT}){_END}{_ATTRS}>?[^<]*+(?:<(?!/\5{_T})[^<]*+)*+"
         rf"|plaintext{_END}.*+"
-        rf"""|({link_tags}){_END}((?:\s++href\s*+=\s*+"([^"<]*+)")?+{_ATTRS}["']?+)(?!\Z)"""
         rf"|title{_END}{_ATTRS}>?([^<]*+(?:<(?!/title{_T})[^<]*+)*+)"
         rf"|meta{_END}({_ATTRS})"
         r")",
@@ -99,7 +98,7 @@ def _scanner(link_tags: str) -> re.Pattern[str]:
     )
 
 
-_LINK, _TITLE, _META_TAG = 4, 6, 7  # the scanner's group (its lastindex) of each alternative
+_LINK, _TITLE, _META_TAG = 2, 6, 7  # the scanner's group (its lastindex) of each alternative
 _SCAN = _scanner("a|area|link|frame|iframe|base")
 _SCAN_IMAGES = _scanner("a|area|link|frame|iframe|base|img")
 
@@ -107,9 +106,7 @@ _SCAN_IMAGES = _scanner("a|area|link|frame|iframe|base|img")
 def _attr_matcher(name: str) -> Callable[[str], re.Match[str] | None]:
     # Skips whole attributes (names possessively, so no backtracking) until `name=`; the first
     # one wins, as in browsers. The value is group 1, 2 or 3 (double, single, unquoted), none
-    # for an attribute without one (``name`` or ``name=`` at the end: empty, ``_value``); a
-    # quote that never closes (the scan keeps it at the end of the tag's attributes) gives no
-    # value rather than a wrong one.
+    # for an attribute without one (``name`` or ``name=`` at the end: empty, ``_value``).
     value = r"""\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+)"""
     return re.compile(
         rf"(?:[\s/]*+(?!{name}(?![^\s/>=]))[^\s/>=][^\s/>=]*+(?:{value})?)*+"
@@ -365,10 +362,13 @@ def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, enco
     title = canonical = None
     meta = _Meta(robots_names)
     attr_of_tag = _ATTR_OF_TAG
+    # The page ends inside a tag: the tokenizer drops a tag cut by the end (checked per link
+    # only then, and for an empty value: a quote that never closes ends the scan's attributes)
+    cut = text.rfind("<") > text.rfind(">")
     for m in (_SCAN_IMAGES if images else _SCAN).finditer(text):
         kind = m.lastindex
         if kind == _LINK:
-            tag, attrs, value = m.group(3, 4, 5)
+            tag, attrs, value = m.group(1, 2, 3)
             if tag not in attr_of_tag:
                 tag = tag.lower()
             matcher = attr_of_tag[tag]
@@ -377,6 +377,8 @@ def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, enco
                 if a is None:
                     continue
                 value = _value(a)
+            if (cut or not value) and _cut_off(text, m.end(), value):
+                continue
             url = _link(value, base, encoding, raw)
             if url is None:
                 continue
@@ -414,6 +416,12 @@ def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, enco
     return Page(
         unique, title, meta.keywords, meta.description, meta.robots, canonical, tuple(nofollow)
     )
+
+
+def _cut_off(text: str, end: int, value: str) -> bool:
+    """The link tag whose attributes end at ``end`` never closes: the end of the page, or an
+    empty value read before a quote that does not close (the tokenizer drops such a tag)."""
+    return end == len(text) or (not value and text[end:end + 1] in ("'", '"'))
 
 
 def _rel(attrs: str) -> tuple[str, ...]:
