@@ -88,9 +88,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
     def _find_politeness(self) -> None:
         self._politeness = politeness_of(self.crawler)
 
-    def known(self, netloc: str) -> bool:
-        """True once the robots.txt of ``netloc`` is parsed (or known to be absent)."""
-        parser = self._parsers.get(netloc, 0)
+    def known(self, key: str) -> bool:
+        """True once the robots.txt of the site ``key`` (``site_key``) is read."""
+        parser = self._parsers.get(key, 0)
         return parser != 0 and not isinstance(parser, Deferred)
 
     def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
@@ -134,7 +134,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         try:
             response = await self.crawler.engine.download_async(robotsreq)
             rules = self.policy.answered(response.status, self.clock(), before)
-            parser = await self._parse(response, request, rules)
+            parser = await self._parse(response, request, key, rules)
         except IgnoreRequest:  # dropped before the server was asked (or too many redirects)
             rules = self.policy.unavailable(self.clock())
         except Exception as exc:
@@ -149,13 +149,12 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             waiter.callback(parser)
         return parser
 
-    async def _parse(self, response: Response, request: Request, rules: SiteRules
+    async def _parse(self, response: Response, request: Request, key: str, rules: SiteRules
                      ) -> RobotParser | None:
         self._stats.inc_value("robotstxt/response_count")
         self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
         if rules.verdict != PARSE:
-            host = site_key(urlparse_cached(response))
-            return self._unreachable(host, rules, f"status {response.status}")
+            return self._unreachable(key, rules, f"status {response.status}")
         parser = build_from_crawler(self._parserimpl, self.crawler, response.body)
         await self.crawler.signals.send_catch_log_async(
             signal=signals.robots_parsed, robotparser=parser, request=request
