@@ -1,11 +1,14 @@
 """robots.txt read as RFC 9309 says, against a raw-socket server (``testweb.rawweb``).
 
 One crawl of sites whose robots.txt answers 500, 503, 404, 403, never answers, redirects 5 and
-6 times, or is 600 KiB long; one crawl with a short ``LARBIN_ROBOTS_TTL``; and the pure rule
+6 times, or is 600 KiB long; one crawl with a short ``LARBIN_ROBOTS_TTL``; one whose
+robots.txt answers 503 while its URLs keep arriving (the back-off); and the pure rule
 (``larbinscrapy.politeness.robotsrules``) as a table.
 """
 
 from __future__ import annotations
+
+from itertools import pairwise
 
 import pytest
 
@@ -141,3 +144,28 @@ def test_rules_expire_after_the_ttl():
         rules = policy.answered(status, 5.0)
         assert not policy.expired(rules, 104.9)
         assert policy.expired(rules, 105.0)
+
+
+def test_an_unreachable_robots_txt_is_asked_again_after_a_growing_back_off(tmp_path):
+    # A chain of good pages on g.test links one new page of u.test each (u.test's robots.txt
+    # answers 503): u.test's URLs keep arriving, and its robots.txt is asked again only once
+    # the back-off since the last try has passed, doubling each time; none of its pages goes.
+    retry, chain = 0.3, 10
+    pages: dict[str, dict] = {
+        f"/g{i}.html": {"links": [f"/g{i + 1}.html", f"http://u.test:{{port}}/u{i}.html"]}
+        for i in range(chain)}
+    pages["//u.test/robots.txt"] = {"status": 503, "body": "down"}
+    hosts = {"g.test": "127.0.6.10", "u.test": "127.0.6.11"}
+    with RawWeb(tmp_path / "web", pages, hosts) as web:
+        crawl = run_crawl(web, tmp_path / "out", "-a", "depth=20",
+                          "-a", "urls=" + web.url("g.test", "/g0.html"),
+                          settings={"DOWNLOAD_DELAY": 0.4, "RETRY_TIMES": 0,
+                                    "LARBIN_ROBOTS_RETRY": retry, "LARBIN_SITEMAPS": False})
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    assert len(_fetched(crawl, "g.test")) == chain + 2  # its pages, a 404 and robots.txt
+    tries = [e["t"] for e in crawl.requests if e["host"] == "u.test"]
+    assert set(_fetched(crawl, "u.test")) == {"/robots.txt"}
+    assert 3 <= len(tries) < chain, tries
+    for k, (a, b) in enumerate(pairwise(tries)):
+        assert b - a >= retry * 2**k - 0.05, (k, tries)
+    assert crawl.stats["larbin/robots/unreachable"] == chain
