@@ -103,3 +103,22 @@ def test_both_handlers_agree(web: RawWeb, path: str) -> None:
     assert outcome("scrapy", path, web, kwargs) == expected
     assert outcome("lean", path, web, kwargs) == expected
 
+
+
+@pytest.mark.parametrize("answer", [
+    OK + b"X-C: a\x01b\r\nContent-Length: 2\r\n\r\nok",  # control byte: the lenient read
+    b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",  # bare LF: the lenient read too
+])
+def test_a_lenient_read_keeps_the_connection_alive(answer: bytes) -> None:
+    """An answer read the Twisted way is framed by llhttp: its keep-alive connection is reused
+    (it was aborted: the clean parse's stop was taken for the first parse's error)."""
+    server = RawWeb({"/a": [answer], "/b": [answer]})
+    handler, _ = make_handler("lean")
+    try:
+        for path in ("/a", "/b"):
+            response = run(handler.download_request(Request(server.url(path))))
+            assert (response.status, response.body) == (200, b"ok")
+    finally:
+        run(handler.close())
+        server.stop()
+    assert server.connections == 1

@@ -168,10 +168,14 @@ class Connection(Protocol):
         except httptools.HttpParserError as e:
             if ex is None or ex.finished:
                 return
-            if not ex.headers_done and not self.lenient:
-                self._lenient_retry()
+            if ex.headers_done or self.lenient:
+                self._fail(Failure(ParseError(str(e), b"")))
                 return
-            self._fail(Failure(ParseError(str(e), b"")))
+            refused = True
+        else:
+            refused = False
+        if refused:  # outside the except block: the clean parse's own errors have no context
+            self._lenient_retry()
             return
         if ex is not None and not ex.headers_done and self._too_long():
             self._fail(Failure(tx.ConnectionDone("head line too long")))
