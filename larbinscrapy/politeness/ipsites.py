@@ -97,7 +97,7 @@ class IpTable:
         *,
         max_failures: int,
         backoff: float,
-        failure_window: int = 1,
+        failure_window: int = 1,  # with the rate 0: every URL failure backs off (a bare table)
         failure_rate: float = 0.0,
         hosts: HostTable | None = None,
         bandwidth: Bandwidth | None = None,
