@@ -1,6 +1,7 @@
 """Link extraction and URL hashing: larbinscrapy's regex scanner versus Scrapy's stock path.
 
     python benchmarks/bench_links.py [--pages N] [--runs N] [--json PATH] [--adversarial]
+    python benchmarks/bench_links.py --baseline OLD_LINKS_PY [--pages N] [--runs N]
 
 Generates deterministic synthetic pages (30-60 links each: absolute, root-relative, relative,
 dot segments, queries with ``&amp;``, fragments, ``mailto:``/``javascript:``, comments, mixed
@@ -14,6 +15,11 @@ parse included: a fresh ``HtmlResponse`` per page per run, built outside the tim
 tags, runs of ``<``, character references, random bytes, 100,000 links) at 256 KB, 1 MB and 4 MB:
 a linear scan costs the same per MB at every size (the ``4MB/256KB`` column stays near 1; a
 back-tracking regex would grow with the size).
+
+``--baseline`` times ``links.extract`` against the ``extract`` of another copy of
+``larbinscrapy/parse/links.py`` (``git show REV:larbinscrapy/parse/links.py > old.py``), on the
+same pages, the two alternating run by run (paired): the median of each and the median of the
+per-run ratios, on these pages and on the benchmark web's.
 
 The lexbor comparison (issue #18): selectolax's ``LexborHTMLParser`` (an HTML5 tree in C)
 finding the same tags (``a``/``area``/``link``/``base`` href, ``frame``/``iframe`` src, title,
@@ -306,6 +312,52 @@ ADVERSARIAL: dict[str, Callable[[int], bytes]] = {
 }
 
 
+def bench_baseline(path: Path, sets: dict[str, list[tuple[str, bytes]]], runs: int) -> None:
+    """``links.extract`` (and its tag scan alone) against a baseline copy of links.py.
+
+    Pages in chunks of 20, the two timed alternately on each chunk, ``runs`` times: the sum of
+    each chunk's fastest time (what a loaded machine's interruptions cannot inflate) and the
+    median of the per-run ratios.
+    """
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("links_baseline", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+
+    def scanner(pattern: Any) -> Callable[[bytes, str], object]:
+        return lambda body, url: list(pattern.finditer(body.decode("latin-1")))
+
+    print(f"µs a page: sum of the fastest of {runs} runs per chunk of 20 pages; "
+          "per-run ratio: median\n")
+    print("| pages | what | baseline | this tree | ratio (fastest) | per-run ratio |")
+    print("|---|---|---|---|---|---|")
+    for name, pages in sets.items():
+        chunks = [pages[i:i + 20] for i in range(0, len(pages), 20)]
+        for what, pair in (("extract", (old.extract, links.extract)),
+                           ("tag scan", (scanner(old._SCAN), scanner(links._SCAN)))):
+            best = [[float("inf")] * len(chunks) for _ in pair]
+            totals: list[list[float]] = [[], []]
+            for i in range(runs):
+                run = [0.0, 0.0]
+                for c, chunk in enumerate(chunks):
+                    for k in ((0, 1) if i % 2 else (1, 0)):
+                        start = time.perf_counter()
+                        for url, body in chunk:
+                            pair[k](body, url)
+                        took = time.perf_counter() - start
+                        best[k][c] = min(best[k][c], took)
+                        run[k] += took
+                for k in (0, 1):
+                    totals[k].append(run[k])
+            o, n = (sum(b) / len(pages) * 1e6 for b in best)
+            ratio = statistics.median(b / a for a, b in zip(*totals, strict=True))
+            print(f"| {name} ({len(pages)}) | {what} | {o:.1f} | {n:.1f} | {n / o:.3f} | "
+                  f"{ratio:.3f} |")
+
+
 def _median_cpu_seconds(func: Callable[[], object], runs: int) -> float:
     """CPU time, not wall time: on a shared machine a wall clock measures the neighbours."""
     times = []
@@ -345,7 +397,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median)")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     parser.add_argument("--adversarial", action="store_true", help="hostile pages only")
+    parser.add_argument("--baseline", type=Path, help="another links.py: paired timing only")
     args = parser.parse_args(argv)
+    if args.baseline:
+        bench_baseline(args.baseline, {"these pages": make_pages(args.pages),
+                                       "benchmark web": synthweb_pages(args.pages)}, args.runs)
+        return 0
     if args.adversarial:
         adversarial = bench_adversarial(args.runs)
         print_adversarial(adversarial, args.runs)

@@ -22,6 +22,8 @@ CHANGED = "larbin_changed"  # on a response: the content changed since the last 
 HANDLE_HTTPSTATUS_LIST = "handle_httpstatus_list"  # Scrapy's: statuses the spider is given (304)
 PROXY = "proxy"  # Scrapy's: the proxy URL of a request (HttpProxyMiddleware, or the user's)
 DOWNLOAD_MAXSIZE = "download_maxsize"  # Scrapy's: per-request body cap (sitemaps: 50 MB)
+RETRY_TIMES = "retry_times"  # Scrapy's: retries of this request so far (RetryMiddleware)
+DONT_RETRY = "dont_retry"  # Scrapy's: RetryMiddleware leaves this request alone (robots.txt)
 
 # -- set by the frontier codec only inside a stored record ------------------------------------
 DONT_FILTER = "larbin_dont_filter"  # Request.dont_filter, kept through the codec

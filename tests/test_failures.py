@@ -79,7 +79,8 @@ def test_a_host_that_never_answers_robots_txt_included_ends_its_part(tmp_path):
     # "gone": it is dropped after LARBIN_IP_MAX_FAILURES and the crawl ends; h.test is unharmed.
     pages: dict[str, dict] = {p: {"links": []} for p in GOOD}
     tarpit = {"behaviour": "tarpit"}
-    pages.update({"/robots.txt": tarpit, **{f"/t{i}.html": tarpit for i in range(5)}})
+    # t.test's robots.txt only: an unreachable robots.txt disallows its site (RFC 9309)
+    pages.update({"//t.test/robots.txt": tarpit, **{f"/t{i}.html": tarpit for i in range(5)}})
     hosts = {"h.test": HOST_IP, "t.test": TARPIT_IP}
     with RawWeb(tmp_path / "web", pages, hosts) as web:
         urls = [web.url("t.test", f"/t{i}.html") for i in range(5)]
@@ -224,7 +225,9 @@ def test_distributed_workers_drop_dead_hosts_and_close(tmp_path, redis_url):
     stats = [json.loads((p.out / "stats.json").read_text()) for p in procs]
     dropped = sum(s.get("larbin/dropped/noconnection", 0) for s in stats)
     failed = sum(s.get("larbin/failed/DownloadConnectionRefusedError", 0) for s in stats)
-    assert dropped + failed == len(DEAD_IPS) * (PAGES + 1)  # every dead URL accounted for, once
+    # a page whose robots.txt was refused is not fetched (RFC 9309: unreachable = disallow)
+    unreachable = sum(s.get("larbin/robots/unreachable", 0) for s in stats)
+    assert dropped + failed + unreachable == len(DEAD_IPS) * (PAGES + 1)  # each one, once
 
 
 @pytest.mark.crawl

@@ -186,8 +186,11 @@ def test_ip_that_keeps_timing_out_or_refusing_is_dropped(tmp_path):
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert crawl.stats["finish_reason"] == "finished"
     assert crawl.stats["larbin/ip/dropped"] == 2
-    # 3 failures each (robots.txt included); the other URLs never went out
-    assert crawl.stats["larbin/dropped/noconnection"] == 2 * (5 - 2)
+    # 3 failures each, all robots.txt (asked again before each page while the address has
+    # never answered): the 3 pages that asked are not fetched (RFC 9309: unreachable =
+    # disallow), the other URLs never went out
+    assert crawl.stats["larbin/robots/unreachable"] == 2 * 3
+    assert crawl.stats["larbin/dropped/noconnection"] == 2 * (5 - 3)
     assert crawl.stats["larbin/timeout/pages"] == 3
     assert sum(e["ip"] == "127.0.1.10" for e in crawl.requests) == 3
     assert web.url("h00.test") in crawl.fetched(web.port)

@@ -7,10 +7,13 @@ file, ``{"/path": {...}}``:
 
 * ``{"links": [url, ...]}``: 200, an HTML page with those links;
 * ``{"redirect": url, "status": 302}``: a redirect to ``url``;
-* ``{"behaviour": "tarpit" | "reset" | "bigheader" | "garbage"}``: accept and never answer;
-  headers and half the body, then a TCP reset; a 1 MB header line; a line of non-HTTP bytes.
+* ``{"status": 503, "body": text}``: that status and body (text/plain);
+* ``{"behaviour": "tarpit" | "reset" | "bigheader" | "garbage" | "close"}``: accept and never
+  answer; headers and half the body, then a TCP reset; a 1 MB header line; a line of non-HTTP
+  bytes; read the request and close the connection without a byte of answer.
 
 ``{port}`` in a URL stands for the port the server listens on (known only once it listens).
+An entry keyed ``//host/path`` answers that path on that hostname only (before ``/path``).
 
 Any other path answers 404 (``/robots.txt`` included, which means "everything allowed").
 Listens on every ``--ip`` (loopback addresses) at one port (``--port``, 0 for any free one),
@@ -61,7 +64,8 @@ class ScriptedHttp(protocol.Protocol):
         local = self.transport.getHost()
         self.factory.log({"t": time.time(), "ip": local.host, "port": local.port,
                           "host": host, "path": path})
-        self.answer(path, self.factory.pages.get(path.split("?", 1)[0]) or {})
+        pages, bare = self.factory.pages, path.split("?", 1)[0]
+        self.answer(path, pages.get(f"//{host}{bare}") or pages.get(bare) or {})
 
     def answer(self, path: str, page: dict[str, Any]) -> None:
         behaviour = page.get("behaviour")
@@ -75,6 +79,9 @@ class ScriptedHttp(protocol.Protocol):
         if behaviour == "bigheader":
             self.transport.write(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * BIG_HEADER
                                  + b"\r\nContent-Length: 2\r\n\r\nok")
+            self.transport.loseConnection()
+            return
+        if behaviour == "close":
             self.transport.loseConnection()
             return
         if behaviour == "garbage":
@@ -92,6 +99,10 @@ class ScriptedHttp(protocol.Protocol):
             title = f"<title>{escape(path)}</title>"  # distinct bodies: no content duplicates
             self.send(200, f"<html><head>{title}</head><body>{body}</body></html>".encode(),
                       [("Content-Type", "text/html")])
+            return
+        if "body" in page:
+            self.send(int(page.get("status", 200)), page["body"].encode(),
+                      [("Content-Type", "text/plain")])
             return
         self.send(404, b"not found", [("Content-Type", "text/plain")])
 

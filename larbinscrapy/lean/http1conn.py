@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httptools
 from twisted.internet import error as tx
@@ -38,11 +38,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_LINE = 16384  # Twisted's LineReceiver.MAX_LENGTH: a longer head line closes the connection
+MAX_FRAMED = 2**63  # llhttp refuses a longer Content-Length: such a body is framed by the close
 NO_BODY_CODES = frozenset({204, 304})
 INFORMATIONAL = range(100, 200)  # 1xx answers: ignored, the real answer follows (as Twisted)
 DEFAULT_PORT = 80
 _EXPECTS_BODY = frozenset({b"PUT", b"POST"})  # an empty body still gets Content-Length: 0
 _VALID_TARGET = re.compile(rb"\A[\x21-\x7e]+\Z")  # Twisted's _ensureValidURI
+_PRINTABLE = re.compile(rb"\A[\x20-\x7e]*\Z")
 CONNECTION_CONTROL = frozenset(
     {b"content-length", b"connection", b"keep-alive", b"te", b"trailers",
      b"transfer-encoding", b"upgrade", b"proxy-connection"}
@@ -106,6 +108,7 @@ class Connection(Protocol):
         self.scan: _HeadScan | None = None  # only for a head over MAX_LINE or refused by llhttp
         self.long_line = False  # llhttp parsed a head line over MAX_LINE (Twisted would close)
         self.lenient = False  # the head being parsed is lenient_head's clean copy
+        self.override: LenientHead | None = None  # that head as read the Twisted way
         self.used = False  # it carried an exchange before: a close before any byte is retried
         self.lost = False
         self.key: Any = None  # the pool's key, (host, port)
@@ -124,6 +127,7 @@ class Connection(Protocol):
         self.scan = None
         self.long_line = False
         self.lenient = False
+        self.override = None
         transport: Any = self.transport
         transport.write(data)
 
@@ -164,10 +168,14 @@ class Connection(Protocol):
         except httptools.HttpParserError as e:
             if ex is None or ex.finished:
                 return
-            if not ex.headers_done and not self.lenient:
-                self._lenient_retry()
+            if ex.headers_done or self.lenient:
+                self._fail(Failure(ParseError(str(e), b"")))
                 return
-            self._fail(Failure(ParseError(str(e), b"")))
+            refused = True
+        else:
+            refused = False
+        if refused:  # outside the except block: the clean parse's own errors have no context
+            self._lenient_retry()
             return
         if ex is not None and not ex.headers_done and self._too_long():
             self._fail(Failure(tx.ConnectionDone("head line too long")))
@@ -194,17 +202,18 @@ class Connection(Protocol):
             self.parser = _WaitForHead(self)
             return
         raw = bytes(scan.buf)
+        ex = self.exchange
+        assert ex is not None
         try:
-            clean = lenient_head(raw[:end])
+            head = lenient_head(raw[:end], head_only=ex.head_only)
         except ParseError as e:
             self._fail(Failure(e))
             return
-        ex = self.exchange
-        assert ex is not None
         ex.raw_headers = []
         self.parser = httptools.HttpResponseParser(self)
         self.lenient = True
-        self._feed(clean + raw[end:])
+        self.override = head
+        self._feed(head.framing + raw[end:])
 
     # -- llhttp callbacks --------------------------------------------------------------------
 
@@ -213,6 +222,8 @@ class Connection(Protocol):
             self.long_line = True
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.override is not None:  # the framing copy of a lenient head: not the headers
+            return
         if len(name) + len(value) > MAX_LINE:  # the line is longer still (": ", spaces, CRLF)
             self.long_line = True
         self.exchange.raw_headers.append((name, value.strip()))  # type: ignore[union-attr]
@@ -221,7 +232,12 @@ class Connection(Protocol):
         ex = self.exchange
         assert ex is not None
         parser = self.parser
-        status = parser.get_status_code()
+        head, self.override = self.override, None
+        if head is None:
+            status = parser.get_status_code()
+            version = "HTTP/" + parser.get_http_version()
+        else:
+            status, version, ex.raw_headers = head.status, head.version, list(head.fields)
         if status in INFORMATIONAL:
             ex.raw_headers = []
             return
@@ -238,7 +254,7 @@ class Connection(Protocol):
             if ex.chunked:
                 ex.length = None
         ex.status = status
-        ex.version = "HTTP/" + parser.get_http_version()
+        ex.version = version
         ex.conn_close = not parser.should_keep_alive()
         if self.long_line:
             raise ParseError("head line too long", b"")
@@ -339,29 +355,68 @@ class _HeadScan:
             self.line_start = pos = nl + 1
 
 
-def lenient_head(head: bytes) -> bytes:
-    """A response head read as Twisted's client and Scrapy's lenient parser read it, re-encoded
-    as a clean CRLF head that llhttp accepts; ``ParseError`` where Twisted would fail too."""
+class LenientHead(NamedTuple):
+    """A response head read the Twisted way: what the answer says, and a head for llhttp that
+    only frames the body (status class, length or chunked, Connection)."""
+
+    status: int
+    version: str  # as Scrapy's ``Response.protocol`` shows it: "<proto>/<major>.<minor>"
+    fields: list[tuple[bytes, bytes]]
+    framing: bytes
+
+
+def lenient_head(head: bytes, *, head_only: bool = False) -> LenientHead:
+    """A response head read as Twisted's client and Scrapy's lenient parser read it;
+    ``ParseError`` where Twisted would fail too."""
     lines = [line.removesuffix(b"\r") for line in head.split(b"\n")]
     while lines and not lines[-1]:
         lines.pop()
     if not lines:
         raise ParseError("wrong number of parts", b"")
-    status, rest = lines[0], lines[1:]
-    parts = status.split(b" ", 2)
+    status_line, rest = lines[0], lines[1:]
+    parts = status_line.split(b" ", 2)
     if len(parts) not in (2, 3):
-        raise ParseError("wrong number of parts", status)
-    version, code = parts[0], parts[1]
-    if not (version.startswith(b"HTTP/") and b"." in version):
-        raise ParseError("wrong version", version)
+        raise ParseError("wrong number of parts", status_line)
+    version = _version(parts[0])
     try:
-        int(code)
+        status = int(parts[1])
     except ValueError:
-        raise ParseError("non-integer status code", status) from None
-    out = [b" ".join([version, code, *parts[2:]])]
+        raise ParseError("non-integer status code", status_line) from None
+    fields = _fields(rest)
+    framing = [b"HTTP/1.%d %d X" % (version[1] >= (1, 1), status if 100 <= status <= 999 else 200)]  # noqa: PLR2004 - three digits
+    chunked = any(n.lower() == b"transfer-encoding" for n, _ in fields)
+    if chunked:
+        framing.append(b"Transfer-Encoding: chunked")
+    elif not (head_only or status in NO_BODY_CODES):  # Twisted reads no length for those
+        length: int | None = None
+        for name, value in fields:
+            if name.lower() == b"content-length":
+                length = _content_length(value, length)
+        if length is not None and length < MAX_FRAMED:
+            framing.append(b"Content-Length: %d" % length)
+    framing += [b"Connection: " + v for n, v in fields
+                if n.lower() == b"connection" and _PRINTABLE.match(v)]
+    return LenientHead(status, version[0], fields, b"\r\n".join(framing) + b"\r\n\r\n")
+
+
+def _version(text: bytes) -> tuple[str, tuple[int, int]]:
+    """Twisted's ``parseVersion``: ``proto/major.minor``, any proto, numbers not negative."""
+    try:
+        proto, number = text.split(b"/")
+        major, minor = (int(n) for n in number.split(b"."))
+    except ValueError:
+        raise ParseError("wrong version", text) from None
+    if major < 0 or minor < 0:
+        raise ParseError("wrong version", text)
+    return f"{proto.decode('latin-1')}/{major}.{minor}", (major, minor)
+
+
+def _fields(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """Header lines as Twisted reads them: folded lines joined, a line without a colon skipped,
+    a bad name refused, a CR inside a value a space (``Headers`` sanitises it)."""
     partial: list[bytes] | None = None
     fields: list[tuple[bytes, bytes]] = []
-    for line in [*rest, b""]:
+    for line in [*lines, b""]:
         if line and line[0] in b" \t" and partial is not None:
             partial.append(line)
             continue
@@ -371,34 +426,30 @@ def lenient_head(head: bytes) -> bytes:
                 name, value = header.split(b":", 1)
                 if not _istoken(name):  # Twisted's Headers refuse it: the answer fails
                     raise ParseError("invalid header name", name)
-                fields.append((name, value.strip()))
+                fields.append((name, value.strip().replace(b"\r", b" ")))
             else:
                 logger.debug("Skipping the bad response header line %r, as it has no colon.",
                              header)
         partial = [line] if line else None
-    chunked = any(n.lower() == b"transfer-encoding" for n, _ in fields)
-    length: int | None = None
-    for name, value in fields:
-        if name.lower() != b"content-length":
-            out.append(name + b": " + value)
-        elif not chunked:
-            try:
-                length = _content_length(value, length)
-            except ValueError:
-                raise ParseError("invalid Content-Length", value) from None
-    if length is not None:
-        out.append(b"Content-Length: %d" % length)
-    return b"\r\n".join(out) + b"\r\n\r\n"
+    return fields
 
 
 def _content_length(value: bytes, before: int | None) -> int:
-    """A Content-Length value as Twisted's ``_contentLength`` reads it (``42, 42`` allowed)."""
-    values = {int(v) for v in value.split(b",")} if value else set()
+    """A Content-Length value as Twisted's ``_contentLength`` reads it (``42, 42`` allowed;
+    digits only: ``+2`` and ``1_0`` are refused, as ``_decint`` refuses them)."""
+    values = {_decint(v) for v in value.split(b",")}
     if before is not None:
         values.add(before)
-    if len(values) != 1 or min(values) < 0:
+    if len(values) != 1:
         raise ParseError("conflicting or invalid Content-Length", value)
     return values.pop()
+
+
+def _decint(value: bytes) -> int:
+    digits = value.strip(b" \t")
+    if not digits.isdigit() or not digits.isascii():
+        raise ParseError("invalid Content-Length", value)
+    return int(digits)
 
 
 def request_bytes(request: Any, parsed: Any, host: str, port: int) -> bytes:

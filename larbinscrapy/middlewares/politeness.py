@@ -262,7 +262,8 @@ class PolitenessMiddleware(PolitenessProvider):
                               release=True)
             self.table.bandwidth.received(nbytes, meta.pop(M.BANDWIDTH, 0.0))
             self.politeness.fetch_ended(
-                meta[M.IP], release=meta.pop(M.OWN, False), failed=failed
+                meta[M.IP], release=meta.pop(M.OWN, False), failed=failed,
+                retry=bool(meta.get(M.RETRY_TIMES)),
             )
         if lease is not None:
             self.politeness.lease_returned(lease)

@@ -1,10 +1,10 @@
-"""larbin's NamedSite robots.txt step: fetched once per site, before any page of the site, and
-every waiting request checked (Scrapy's middleware lets some through)."""
+"""larbin's NamedSite robots.txt step, read as RFC 9309 says: fetched once per site (again after
+``LARBIN_ROBOTS_TTL``) before any page of the site, and every waiting request checked."""
 
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -12,27 +12,55 @@ from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
+from scrapy.robotstxt import RobotParser
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
-from larbinscrapy.politeness.ipsites import Politeness, politeness_of
+from larbinscrapy.politeness.ipsites import IpState, Politeness, politeness_of
+from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from urllib.parse import ParseResult
+
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from scrapy.robotstxt import RobotParser
 
 logger = logging.getLogger(__name__)
 
 
-class RobotsMiddleware(RobotsTxtMiddleware):
-    """``RobotsTxtMiddleware`` with per-waiter Deferreds, lease borrowing and Crawl-delay."""
+def site_key(url: ParseResult) -> str:
+    """The key a site's robots.txt is kept under (every lookup goes through here)."""
+    return url.netloc
 
-    def __init__(self, crawler: Crawler) -> None:
+
+class _DisallowAll(RobotParser):
+    """The parser of a site whose robots.txt is unreachable: nothing is allowed."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, robotstxt_body: bytes) -> _DisallowAll:
+        return cls()
+
+    def allowed(self, url: str | bytes, user_agent: str | bytes) -> bool:
+        return False
+
+
+_DISALLOW_ALL = _DisallowAll()
+
+
+class RobotsMiddleware(RobotsTxtMiddleware):
+    """``RobotsTxtMiddleware`` with per-waiter Deferreds, lease borrowing, Crawl-delay and
+    RFC 9309's reading of answers and expiry."""
+
+    def __init__(self, crawler: Crawler, policy: RobotsPolicy | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(crawler)
+        self.policy = policy or RobotsPolicy.from_settings(crawler.settings)
+        self.clock = clock
+        self._rules: dict[str, SiteRules] = {}
         self._waiters: dict[str, list[Deferred[RobotParser | None]]] = {}
         self._politeness: Politeness | None = None
         crawler.signals.connect(self._find_politeness, signal=signals.spider_opened)
@@ -40,30 +68,44 @@ class RobotsMiddleware(RobotsTxtMiddleware):
     def _find_politeness(self) -> None:
         self._politeness = politeness_of(self.crawler)
 
-    def known(self, netloc: str) -> bool:
-        """True once the robots.txt of ``netloc`` is parsed (or known to be absent)."""
-        parser = self._parsers.get(netloc, 0)
+    def known(self, key: str) -> bool:
+        """True once the robots.txt of the site ``key`` (``site_key``) is read."""
+        parser = self._parsers.get(key, 0)
         return parser != 0 and not isinstance(parser, Deferred)
+
+    def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
+        if rp is _DISALLOW_ALL:
+            self._stats.inc_value("larbin/robots/unreachable")
+            logger.debug("robots.txt unreachable, page not fetched: %s", request)
+            raise IgnoreRequest("robots.txt unreachable (RFC 9309: complete disallow)")
+        super().process_request_2(rp, request)
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         url = urlparse_cached(request)
-        netloc = url.netloc
-        if netloc in self._parsers:
-            known = self._parsers[netloc]
-            if not isinstance(known, Deferred):
+        key = site_key(url)
+        if key in self._parsers:
+            known = self._parsers[key]
+            if isinstance(known, Deferred):
+                waiter: Deferred[RobotParser | None] = Deferred()
+                self._waiters[key].append(waiter)
+                return await maybe_deferred_to_future(waiter)
+            if not self.policy.expired(self._rules[key], self.clock()):
                 return known
-            waiter: Deferred[RobotParser | None] = Deferred()
-            self._waiters[netloc].append(waiter)
-            return await maybe_deferred_to_future(waiter)
+            if self._address_dropped(request):  # the politeness gate drops the page: no fetch
+                return None
+            self._stats.inc_value("larbin/robots/refetched")
 
-        self._parsers[netloc] = Deferred()  # marks "in progress" for known() and the parent
-        self._waiters[netloc] = []
+        self._parsers[key] = Deferred()  # marks "in progress" for known() and the parent
+        self._waiters[key] = []
+        before = self._rules.get(key)
         meta: dict[str, Any] = {"dont_obey_robotstxt": True}
+        if before is not None and before.errors and self._never_answered(request):
+            meta[M.DONT_RETRY] = True  # asked again before the next page anyway
         if M.LEASE in request.meta:
             meta[M.BORROW] = request.meta[M.LEASE]
             meta[M.IP] = request.meta.get(M.IP)
         robotsreq = Request(
-            f"{url.scheme}://{netloc}/robots.txt",
+            f"{url.scheme}://{url.netloc}/robots.txt",
             priority=self.DOWNLOAD_PRIORITY,
             meta=meta,
             callback=NO_CALLBACK,
@@ -71,28 +113,60 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         parser: RobotParser | None = None
         try:
             response = await self.crawler.engine.download_async(robotsreq)
-            parser = await self._parse(response, request)
+            rules = self.policy.answered(response.status, self.clock(), before)
+            parser = await self._parse(response, request, key, rules)
+        except IgnoreRequest:  # dropped before the server was asked (or too many redirects)
+            rules = self.policy.unavailable(self.clock())
         except Exception as exc:
-            if not isinstance(exc, IgnoreRequest):
-                self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
-                logger.debug("robots.txt of %s unavailable (%s): everything allowed", netloc, exc)
+            self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
+            rules = self.policy.answered(None, self.clock(), before,
+                                         at_once=self._never_answered(robotsreq))
+            parser = self._unreachable(key, rules, str(exc))
         self._stats.inc_value("robotstxt/request_count")
-        self._parsers[netloc] = parser
-        for waiter in self._waiters.pop(netloc):
+        self._rules[key] = rules
+        self._parsers[key] = parser
+        for waiter in self._waiters.pop(key):
             waiter.callback(parser)
         return parser
 
-    async def _parse(self, response: Response, request: Request) -> RobotParser | None:
+    async def _parse(self, response: Response, request: Request, key: str, rules: SiteRules
+                     ) -> RobotParser | None:
         self._stats.inc_value("robotstxt/response_count")
         self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-        if response.status != HTTPStatus.OK:
-            return None
+        if rules.verdict != PARSE:
+            return self._unreachable(key, rules, f"status {response.status}")
         parser = build_from_crawler(self._parserimpl, self.crawler, response.body)
         await self.crawler.signals.send_catch_log_async(
             signal=signals.robots_parsed, robotparser=parser, request=request
         )
         self._apply_crawl_delay(parser, response)
         return parser
+
+    def _never_answered(self, request: Request) -> bool:
+        """True when the address of ``request`` has never answered this crawl."""
+        st = self._ip_state(request)
+        return st is not None and not st.answered
+
+    def _address_dropped(self, request: Request) -> bool:
+        """True when the request's address was given up (larbin noConnection)."""
+        st = self._ip_state(request)
+        return st is not None and st.dead
+
+    def _ip_state(self, request: Request) -> IpState | None:
+        ip = request.meta.get(M.IP)
+        if self._politeness is None or ip is None:
+            return None
+        return self._politeness.table.ips.get(ip)
+
+    def _unreachable(self, key: str, rules: SiteRules, why: str) -> RobotParser | None:
+        """``_DISALLOW_ALL`` for an unreachable robots.txt, None (allow all) otherwise."""
+        if rules.verdict != DISALLOW_ALL:
+            if rules.errors:
+                self._stats.inc_value("larbin/robots/unavailable")
+            return None
+        logger.debug("robots.txt of %s unreachable (%s): nothing allowed for %.0f s",
+                     key, why, rules.expires - self.clock())
+        return _DISALLOW_ALL
 
     def _apply_crawl_delay(self, parser: RobotParser, response: Response) -> None:
         protego = getattr(parser, "rp", None)  # ProtegoRobotParser keeps the Protego object

@@ -6,15 +6,24 @@ import html
 import logging
 import re
 from html.entities import html5 as _HTML5_ENTITIES
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 from urllib.parse import urljoin, urlsplit
 
 from w3lib.url import safe_url_string
 
+from larbinscrapy.parse.scanner import (
+    _ANY_ATTR,
+    _ATTR_OF_TAG,
+    _HREF,
+    _LINK,
+    _META_TAG,
+    _REL,
+    _SCAN,
+    _SCAN_IMAGES,
+    _TITLE,
+    _value,
+)
 from larbinscrapy.parse.urls import MAX_PORT
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -33,68 +42,8 @@ class Page(NamedTuple):
     nofollow: tuple[str, ...] = ()  # links with rel="nofollow" (not in ``links``)
 
 
-# The attributes of a tag: quote-aware (a ">" inside a quoted value does not end the tag), but
-# an unquoted part stops at a "<" and a quoted value at its ninth "<", so an unclosed tag or
-# quote costs at most the text up to the next few tags.
-_ATTRS = r"""(?:[^<>"']++|"[^"<]*+(?:<[^"<]*+){0,8}+"|'[^'<]*+(?:<[^'<]*+){0,8}+')*+"""
-_END = r"(?=[\s/>])"
-
-
-def _scanner(link_tags: str) -> re.Pattern[str]:
-    # lastindex tells the alternatives apart: None comment, 1 script/style, 3 link tag,
-    # 5 title, 6 meta. Group 4 is the value of a first attribute written href="...", the
-    # common shape, so most links need no second match over the tag's attributes (the same
-    # value: nothing but an attribute's name and "=" come before it, and a value with a "<"
-    # takes the general path). The lookahead turns away at once a "<" that cannot start one
-    # of the alternatives ("</p", "<div", ...), about half of a page's "<".
-    names = ("!--", "script", "style", *link_tags.split("|"), "title", "meta")
-    first = "".join(sorted({name[0] for name in names}))
-    return re.compile(
-        rf"<(?=[{first}])(?:"
-        r"!--(?:.*?-->|.*)"  # comment; unclosed, it runs to the end, as in browsers
-        rf"|(script|style){_END}{_ATTRS}>?(?:.*?</\1|.*)"  # raw text: no tags inside
-        rf"""|({link_tags}){_END}((?:\s++href\s*+=\s*+"([^"<]*+)")?+{_ATTRS})"""
-        rf"|title{_END}{_ATTRS}>?([^<]*+)"
-        rf"|meta{_END}({_ATTRS})"
-        r")",
-        re.I | re.S | re.A,
-    )
-
-
-_LINK, _TITLE, _META_TAG = 3, 5, 6  # the scanner's group (its lastindex) of each alternative
-_SCAN = _scanner("a|area|link|frame|iframe|base")
-_SCAN_IMAGES = _scanner("a|area|link|frame|iframe|base|img")
-
-
-def _attr_matcher(name: str) -> Callable[[str], re.Match[str] | None]:
-    # Skips whole attributes (names possessively, so no backtracking) until `name=`; the first
-    # one wins, as in browsers. The value is group 1, 2 or 3 (double, single, unquoted); a quote
-    # that never closes (the tag was cut at a "<") gives no value rather than a wrong one.
-    value = r"""\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+)"""
-    return re.compile(
-        rf"(?:[\s/]*+(?!{name}(?![^\s/>=]))[^\s/>=][^\s/>=]*+(?:{value})?)*+"
-        rf"""[\s/]*+{name}\s*+=\s*+(?:"([^"]*)"|'([^']*)'|([^\s>"'][^\s>]*))""",
-        re.I | re.A,
-    ).match
-
-
-_HREF = _attr_matcher("href")
-_SRC = _attr_matcher("src")
-_ATTR_OF_TAG = {
-    "a": _HREF,
-    "area": _HREF,
-    "link": _HREF,
-    "base": _HREF,
-    "frame": _SRC,
-    "iframe": _SRC,
-    "img": _SRC,
-}
-_ANY_ATTR = re.compile(
-    r"""([^\s/>=][^\s/>=]*+)(?:\s*+=\s*+(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""", re.A
-).finditer
-
-_REL = _attr_matcher("rel")
 _HTML_WS = " \t\n\r\f"
+_C0_SPACE = "".join(map(chr, range(0x21)))  # the URL parser strips these around a URL
 _PORT_DIGITS = len(str(MAX_PORT))
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):").match
 # An http(s) URL safe_url_string() would return unchanged: lower-case host, a path before any
@@ -249,7 +198,7 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
         value = _to_text(value, encoding)
     if "&" in value:
         value = _CHAR_REF.sub(_char_ref, value)
-    value = value.strip(_HTML_WS)
+    value = value.strip(_C0_SPACE)
     hash_at = value.find("#")
     if hash_at >= 0:
         value = value[:hash_at]
@@ -290,8 +239,8 @@ def extract(
 ) -> Page:
     """Scan an HTML page once for its links, title, keywords and description.
 
-    ``base_url`` is the page's URL; ``<base href>`` replaces it for the links after it (only the
-    first ``<base>`` counts, as in browsers). ``encoding`` is the page's encoding
+    ``base_url`` is the page's URL; the first ``<base href>`` replaces it for every link of
+    the page, those before it too (as in browsers). ``encoding`` is the page's encoding
     (``response.encoding``): it decodes non-ASCII URL characters and encodes the query, as in
     ``LinkExtractor``. Links in comments, scripts and styles are ignored; ``<img src>`` only
     with ``images=True``. Never raises on malformed markup.
@@ -306,19 +255,25 @@ def extract(
             raw = True
     else:
         text, raw = body, False
+    return _scan(text, raw, _Base(base_url), False, images, encoding, robots_names)
 
-    base = _Base(base_url)
-    base_seen = False
+
+def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, encoding: str,
+          robots_names: tuple[str, ...]) -> Page:
+    """``extract``'s scan; ``base_seen``: the base is the page's ``<base>``, found before."""
     links: list[str] = []
     append = links.append
     nofollow: list[str] = []
     title = canonical = None
     meta = _Meta(robots_names)
     attr_of_tag = _ATTR_OF_TAG
+    # The page ends inside a tag: the tokenizer drops a tag cut by the end (checked per link
+    # only then, and for an empty value: a quote that never closes ends the scan's attributes)
+    cut = text.rfind("<") > text.rfind(">")
     for m in (_SCAN_IMAGES if images else _SCAN).finditer(text):
         kind = m.lastindex
         if kind == _LINK:
-            tag, attrs, value = m.group(2, 3, 4)
+            tag, attrs, value = m.group(1, 2, 3)
             if tag not in attr_of_tag:
                 tag = tag.lower()
             matcher = attr_of_tag[tag]
@@ -326,12 +281,17 @@ def extract(
                 a = matcher(attrs)
                 if a is None:
                     continue
-                value = a.group(a.lastindex or 0)
+                value = _value(a)
+            if (cut or not value) and _cut_off(text, m.end(), value):
+                continue
             url = _link(value, base, encoding, raw)
             if url is None:
                 continue
             if tag == "base":
                 if not base_seen:
+                    if links or nofollow or canonical is not None:  # they need it too: again
+                        return _scan(text, raw, _Base(url), True, images, encoding,
+                                     robots_names)
                     base_seen = True
                     base = _Base(url)
                 continue
@@ -363,12 +323,18 @@ def extract(
     )
 
 
+def _cut_off(text: str, end: int, value: str) -> bool:
+    """The link tag whose attributes end at ``end`` never closes: the end of the page, or an
+    empty value read before a quote that does not close (the tokenizer drops such a tag)."""
+    return end == len(text) or (not value and text[end:end + 1] in ("'", '"'))
+
+
 def _rel(attrs: str) -> tuple[str, ...]:
     """The space-separated, lower-case tokens of a tag's ``rel`` attribute."""
     a = _REL(attrs)
     if a is None:
         return ()
-    return tuple(a.group(a.lastindex or 0).lower().split())
+    return tuple(_value(a).lower().split())
 
 
 def robots_directives(value: str, names: tuple[str, ...] | None = None) -> frozenset[str]:

@@ -51,6 +51,8 @@ class IpState:
     dead: bool = False
     answered: bool = False  # a server answered here once: it may come back, back off long
     strikes: int = 0  # consecutive failures of single URLs (timeouts, resets): back-off only
+    recent: deque[bool] = field(default_factory=deque)  # last outcomes, True = failed
+    recent_failed: int = 0  # how many of ``recent`` failed
     last_host: str | None = None  # the hostname of the last fetch sent (a release's host level)
     # requests the send-time gate holds until the IP is free (the middleware's Deferreds)
     waiters: deque[Deferred[None]] = field(default_factory=deque)
@@ -66,6 +68,8 @@ class IpTable:
         *,
         max_failures: int,
         backoff: float,
+        failure_window: int = 1,  # with the rate 0: every URL failure backs off (a bare table)
+        failure_rate: float = 0.0,
         hosts: HostTable | None = None,
         bandwidth: Bandwidth | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -74,6 +78,8 @@ class IpTable:
         self.max_connections = max(1, max_connections)
         self.max_failures = max_failures
         self.backoff = backoff
+        self.failure_window = max(1, failure_window)
+        self.failure_rate = failure_rate
         self.clock = clock
         # without a host level (a bare table in a unit test) no host delay applies
         self.hosts = hosts or HostTable(0.0, max_crawl_delay=0.0, max_retry_after=0.0,
@@ -95,9 +101,7 @@ class IpTable:
         host_delay = settings.getfloat("DOWNLOAD_DELAY")
         host_connections = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
         if local:
-            return cls(host_delay, host_connections,
-                       max_failures=settings.getint("LARBIN_IP_MAX_FAILURES"),
-                       backoff=settings.getfloat("LARBIN_IP_BACKOFF"))
+            return cls(host_delay, host_connections, **cls._failure_settings(settings))
         hosts = HostTable(
             host_delay,
             max_connections=host_connections,
@@ -110,11 +114,17 @@ class IpTable:
         return cls(
             min(settings.getfloat("LARBIN_IP_DELAY"), host_delay),
             settings.getint("LARBIN_IP_CONNECTIONS"),
-            max_failures=settings.getint("LARBIN_IP_MAX_FAILURES"),
-            backoff=settings.getfloat("LARBIN_IP_BACKOFF"),
+            **cls._failure_settings(settings),
             hosts=hosts,
             bandwidth=Bandwidth(settings.getfloat("LARBIN_MAX_BANDWIDTH")),
         )
+
+    @staticmethod
+    def _failure_settings(settings: Any) -> dict[str, Any]:
+        return {"max_failures": settings.getint("LARBIN_IP_MAX_FAILURES"),
+                "backoff": settings.getfloat("LARBIN_IP_BACKOFF"),
+                "failure_window": settings.getint("LARBIN_IP_FAILURE_WINDOW"),
+                "failure_rate": settings.getfloat("LARBIN_IP_FAILURE_RATE")}
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(state)`` whenever an IP frees a connection or its readiness changes."""
@@ -135,9 +145,19 @@ class IpTable:
 
     def backoff_of(self, st: IpState) -> float:
         """``LARBIN_IP_BACKOFF`` per consecutive failure, but none for the refusals of an IP
-        that never answered: it is gone, and its URLs must not hold the crawl's end open."""
+        that never answered: it is gone, and its URLs must not hold the crawl's end open.
+
+        A URL's failure (``strikes``) backs off only while the IP's recent failure rate is high
+        (``failing``): one broken section must not slow the site's good pages.
+        """
         gone = st.failures if st.answered else 0
-        return (gone + min(st.strikes, self.max_failures)) * self.backoff
+        strikes = min(st.strikes, self.max_failures) if self.failing(st) else 0
+        return (gone + strikes) * self.backoff
+
+    def failing(self, st: IpState) -> bool:
+        """More than ``failure_rate`` of the last ``failure_window`` outcomes failed (counted
+        against a full window, so a few early failures are not a rate)."""
+        return st.recent_failed > self.failure_rate * self.failure_window
 
     def connections(self, st: IpState) -> int:
         """``LARBIN_IP_CONNECTIONS``: the fetches one IP may have open at once."""
@@ -171,25 +191,30 @@ class IpTable:
     def acquire(self, st: IpState) -> None:
         st.busy += 1
 
-    def finish(self, st: IpState, *, release: bool, failed: bool | str | None) -> None:
+    def finish(self, st: IpState, *, release: bool, failed: bool | str | None,
+               retry: bool = False) -> None:
         """A fetch on ``st`` ended: start its delay and count its outcome (``count_outcome``)."""
         if release:
             st.busy = max(0, st.busy - 1)
-        self.count_outcome(st, failed)
+        self.count_outcome(st, failed, retry=retry)
         st.ready_at = max(st.ready_at, self.clock() + self.delay(st))
         self._notify(st)
 
-    def count_outcome(self, st: IpState, failed: bool | str | None) -> None:
+    def count_outcome(self, st: IpState, failed: bool | str | None, *, retry: bool = False
+                      ) -> None:
         """Whose failure it was (``failures``), and drop the IP once it is gone.
 
         ``failed``: False, an answer (any status: a server is there, every count is cleared);
         None, not the IP's fault; a ``GONE`` kind (or True), counted toward
         ``LARBIN_IP_MAX_FAILURES``; a ``URL`` kind, a strike (back-off) only: a reset or a
         malformed answer also proves a server is there, a timeout of an IP that never answered
-        is as good as gone.
+        is as good as gone. A ``retry`` of a URL says nothing new about the site: it stays out
+        of the recent failure rate (``failing``).
         """
         if failed is None:
             return
+        if not retry:
+            self._remember(st, failed is not False)
         if failed is False:
             st.failures = st.strikes = 0
             st.answered = True
@@ -205,6 +230,13 @@ class IpTable:
                 st.failures += 1
         if st.failures >= self.max_failures:
             st.dead = True
+
+    def _remember(self, st: IpState, failed: bool) -> None:
+        """Slide the IP's window of recent outcomes (``failing``)."""
+        st.recent.append(failed)
+        st.recent_failed += failed
+        if len(st.recent) > self.failure_window:
+            st.recent_failed -= st.recent.popleft()
 
     def release(self, st: IpState) -> None:
         """Give back a connection leased by the scheduler."""
@@ -337,14 +369,15 @@ class Politeness:
         return reason
 
     # -- the end of a fetch -------------------------------------------------------------------
-    def fetch_ended(self, ip: str, *, release: bool, failed: bool | str | None) -> None:
+    def fetch_ended(self, ip: str, *, release: bool, failed: bool | str | None,
+                    retry: bool = False) -> None:
         """A request sent to ``ip`` ended: start the IP's delay, drop the IP if it keeps failing.
 
         ``release``: the request held a connection the send-time gate acquired itself.
         """
         st = self.table.get(ip)
         was_dead = st.dead
-        self.table.finish(st, release=release, failed=failed)
+        self.table.finish(st, release=release, failed=failed, retry=retry)
         if st.dead and not was_dead:
             logger.warning("Dropping IP %s after %d consecutive failures (larbin noConnection)",
                            st.ip, st.failures)

@@ -1,0 +1,131 @@
+"""The link scan reads a page as the HTML spec's tokenizer does, checked against html5lib.
+
+Each case of the spec (comments, raw text and RCDATA elements, ``<plaintext>``, bogus comments
+and CDATA, escaped scripts, ``<base>``, valueless attributes, a tag cut by the end of the page,
+control characters around a URL) is a test; then a generated corpus of malformed pages is
+read by ``links.extract`` and by html5lib (an HTML5 parser), and the links must be the same.
+Values found by html5lib are resolved with ``links``' own resolver, so only the reading of the
+markup is compared. Not compared (documented choices): ``<noscript>`` (a crawler runs no
+scripts, so its content is markup, as html5lib reads it without scripting), ``<noframes>`` and
+``<iframe>`` content (read for links; the spec makes them raw text), SVG and MathML.
+"""
+
+from __future__ import annotations
+
+import random
+
+import html5lib
+import pytest
+
+from larbinscrapy.parse import links
+from larbinscrapy.parse.links import extract
+
+PAGE = "http://a.com/b/page.html"
+
+
+def ours(html: str, base: str = PAGE) -> list[str]:
+    return extract(html, base).links
+
+
+def html5(html: str, base: str = PAGE) -> list[str]:
+    """The links html5lib's tree has (a, area, link href; frame, iframe src), resolved by us."""
+    doc = html5lib.parse(html, treebuilder="etree", namespaceHTMLElements=False)
+    page = links._Base(base)
+    for el in doc.iter("base"):
+        if "href" in el.attrib:
+            resolved = links._link(el.get("href"), page, "utf-8", False)
+            if resolved is not None:
+                page = links._Base(resolved)
+            break
+    found = []
+    for el in doc.iter():
+        attr = {"a": "href", "area": "href", "link": "href", "frame": "src",
+                "iframe": "src"}.get(el.tag if isinstance(el.tag, str) else "")
+        if attr is None or attr not in el.attrib:
+            continue
+        url = links._link(el.get(attr), page, "utf-8", False)
+        if url is not None:
+            found.append(url)
+    return list(dict.fromkeys(found))
+
+
+def absolute(*paths: str) -> list[str]:
+    return [f"http://a.com{p}" for p in paths]
+
+
+SPEC = [
+    # comments: "<!-->" and "<!--->" are empty comments; "--!>" ends one like "-->"
+    ("<!--><a href=/x>", absolute("/x")),
+    ("<!---><a href=/x>", absolute("/x")),
+    ("<!-- a --!><a href=/x>", absolute("/x")),
+    ("<!-- <a href=/no> --><a href=/x>", absolute("/x")),
+    ("<!-- -- ><a href=/no>", []),  # not an end: the rest of the page is the comment
+    # bogus comments end at the first ">": a DOCTYPE, a processing instruction, CDATA in HTML
+    ("<!DOCTYPE html><a href=/x>", absolute("/x")),
+    ("<?xml version=1?><a href=/x>", absolute("/x")),
+    ("<![CDATA[ <a href=/no> ]]><a href=/x>", absolute("/x")),
+    ("<![CDATA[ x ]]><a href=/x>", absolute("/x")),
+    # raw text and RCDATA: no tags inside, up to the element's own end tag
+    ("<title><a href=/no></title><a href=/x>", absolute("/x")),
+    ("<textarea><a href=/no></textarea><a href=/x>", absolute("/x")),
+    ("<xmp><a href=/no></xmp><a href=/x>", absolute("/x")),
+    ("<noembed><a href=/no></noembed><a href=/x>", absolute("/x")),
+    ("<style>x</styles><a href=/no></style><a href=/x>", absolute("/x")),
+    ("<title>unclosed <a href=/no>", []),
+    ("<a href=/x><plaintext><a href=/no></plaintext><a href=/no2>", absolute("/x")),
+    # escaped scripts: "<!--" then "<script" hides the next "</script"
+    ("<script><!--<script></script><a href=/no></script>--></script><a href=/x>",
+     absolute("/x")),
+    ("<script><!-- </script><a href=/x>", absolute("/x")),
+    ("<script><!--><a href=/no></script><a href=/x>", absolute("/x")),
+    ("<script>a<b</script><a href=/x>", absolute("/x")),
+    # the first <base> is the base of every link, those before it too
+    ('<a href=x><base href="/d/"><a href=y><base href="/e/">', absolute("/d/x", "/d/y")),
+    ("<base href><a href=x>", absolute("/b/x")),
+    # an attribute without a value is empty: the page itself
+    ("<a href>", [PAGE]),
+    ("<a href class=c>", [PAGE]),
+    # a tag cut by the end of the page is no tag
+    ("<a href=/x><a href=http://a.com/cu", absolute("/x")),
+    ('<a href=/x><a href="/cut', absolute("/x")),
+    # C0 controls and spaces around a URL are stripped
+    ('<a href="\x01/x\x1f ">', absolute("/x")),
+    ('<a href="\x02\x08/y\x0b">', absolute("/y")),
+]
+
+
+@pytest.mark.parametrize(("html", "expected"), SPEC)
+def test_spec_case(html: str, expected: list[str]) -> None:
+    assert ours(html) == expected
+    assert html5(html) == expected  # the third opinion agrees on the case
+
+
+FRAGMENTS = [
+    '<a href="/a{i}">', "<a href=/u{i}>", "<a href='/s{i}'>", "<a href>", "<a href=>",
+    "<area href=/ar{i}>", "<link href=/l{i}>", '<a title="t>t" href="/t{i}">',
+    "<!-->", "<!--->", "<!--", "-->", "--!>", "<!-- c -->", "<!- x ->", "<!DOCTYPE html>",
+    "<![CDATA[", "]]>", "<?php x ?>", "<title>", "</title>", "<textarea>", "</textarea>",
+    "<xmp>", "</xmp>", "<noembed>", "</noembed>", "<script>", "</script>", "<!--<script>",
+    "</script>-->", "<style>", "</style>", '<base href="/b{i}/">', "<base href>", "<p>",
+    "text", "<div class=x>", "</a>", "</p>", "<br/>", "<b>", "\n", "<a href=\"\x01/c{i} \">",
+    "<A HREF=/U{i}>", "<SCRIPT>", "</SCRIPT >", "</a href=/no>", "<table><tr><td>", "<li>",
+]
+
+
+def corpus(count: int, seed: int = 26) -> list[str]:
+    """Malformed pages: random runs of the fragments above, a quarter cut anywhere."""
+    rng = random.Random(seed)
+    pages = []
+    for n in range(count):
+        page = "".join(rng.choice(FRAGMENTS).format(i=f"{n}-{k}")
+                       for k in range(rng.randrange(2, 14)))
+        if rng.random() < 0.25:
+            page = page[: rng.randrange(1, len(page) + 1)]
+        pages.append(page)
+    return pages
+
+
+def test_a_malformed_corpus_reads_as_html5lib_reads_it() -> None:
+    differ = [(page, ours(page), html5(page)) for page in corpus(600)
+              if ours(page) != html5(page)]
+    assert differ == []
