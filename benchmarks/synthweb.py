@@ -1,14 +1,14 @@
 """A deterministic synthetic web on loopback, served by Debian's nginx.
 
-``N`` hosts, each on its own IP ``127.0.2.N`` (all of 127.0.0.0/8 is routed to ``lo`` on Linux,
-so no address has to be added) and one shared port. Each host has a start page ``/``, ``P - 1``
-pages ``/sK/pageI.html``, and a ``robots.txt`` that allows everything. Each page has 30-60 links:
-mostly same-host (relative, root-relative or absolute), ~10% to other hosts (absolute, with the
-port); page ``i`` always links to page ``i + 1``, so every page is reachable from the start pages
-(the seeds) through ``<a href>`` alone. Some pages also link through ``<iframe src>`` (5%) and
-an image map's ``<area href>`` (3%), and 2% link to one of ``dead`` addresses ``127.0.3.K``
-where nothing listens (connections are refused), as the real web links to dead hosts. The
-ground truth (``SynthWeb.pages``) is every page URL.
+``N`` hosts, each on its own IP ``127.0.2.N`` (``net`` changes the prefix; all of 127.0.0.0/8 is
+routed to ``lo`` on Linux, so no address has to be added) and one shared port. Each host has a
+start page ``/``, ``P - 1`` pages ``/sK/pageI.html``, and a ``robots.txt`` that allows
+everything. Each page has 30-60 links: mostly same-host (relative, root-relative or absolute),
+~10% to other hosts (absolute, with the port); page ``i`` always links to page ``i + 1``, so
+every page is reachable from the start pages (the seeds) through ``<a href>`` alone. Some pages
+also link through ``<iframe src>`` (5%) and an image map's ``<area href>`` (3%), and 2% link to
+one of ``dead`` addresses ``127.0.3.K`` where nothing listens (connections are refused), as the
+real web links to dead hosts. The ground truth (``SynthWeb.pages``) is every page URL.
 
 By default the URLs name the hosts by IP (``http://127.0.2.N:PORT/``): crawlee-python and wget,
 two of the benchmark's peers, have no resolver override, and the web must not go through
@@ -118,6 +118,7 @@ class SynthWeb:
         named: bool = False,
         dead: int = 3,
         tls: bool = False,
+        net: str = "127.0.2",
     ) -> None:
         if not 1 <= hosts <= 254:
             raise ValueError("hosts must be 1..254 (one 127.0.2.N address each)")
@@ -135,7 +136,7 @@ class SynthWeb:
         self.keep = keep
         self._workdir = workdir
         self.dir = Path()
-        ips = [f"127.0.2.{n}" for n in range(1, hosts + 1)]
+        ips = [f"{net}.{n}" for n in range(1, hosts + 1)]
         dead_ips = [f"127.0.3.{k}" for k in range(1, dead + 1)]
         if named:
             self.hostnames = [f"h{n:02d}.bench" for n in range(1, hosts + 1)]

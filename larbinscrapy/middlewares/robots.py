@@ -31,6 +31,7 @@ from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
+from larbinscrapy.parse.urls import site_of, site_origin
 from larbinscrapy.politeness.ipsites import Politeness, politeness_of
 
 if TYPE_CHECKING:
@@ -53,14 +54,15 @@ class RobotsMiddleware(RobotsTxtMiddleware):
     def _find_politeness(self) -> None:
         self._politeness = politeness_of(self.crawler)
 
-    def known(self, netloc: str) -> bool:
-        """True once the robots.txt of ``netloc`` is parsed (or known to be absent)."""
-        parser = self._parsers.get(netloc, 0)
+    def known(self, site: str) -> bool:
+        """True once the robots.txt of ``site`` (``urls.site_of``) is parsed (or known absent)."""
+        parser = self._parsers.get(site, 0)
         return parser != 0 and not isinstance(parser, Deferred)
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
-        url = urlparse_cached(request)
-        netloc = url.netloc
+        # one key per site however its URLs spell the port (https://h = https://h:443), the
+        # key the frontier and the sitemap reader name sites by
+        netloc = site_of(request.url)
         if netloc in self._parsers:
             known = self._parsers[netloc]
             if not isinstance(known, Deferred):
@@ -76,7 +78,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             meta[M.BORROW] = request.meta[M.LEASE]
             meta[M.IP] = request.meta.get(M.IP)
         robotsreq = Request(
-            f"{url.scheme}://{netloc}/robots.txt",
+            site_origin(netloc) + "/robots.txt",
             priority=self.DOWNLOAD_PRIORITY,
             meta=meta,
             callback=NO_CALLBACK,

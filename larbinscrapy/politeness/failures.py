@@ -10,7 +10,8 @@ every good page of the host. So:
   URL: Scrapy's retry middleware tries it again once (``RETRY_TIMES``), then it is dropped and
   counted under ``larbin/dropped/<kind>``. ``reset`` and ``malformed`` also prove that a server
   is there (it accepted and sent bytes); a ``timeout`` proves nothing, so an IP that never
-  answered and only times out is given up like a refusing one.
+  answered and only times out is given up like a refusing one. ``tls_certificate`` (with
+  ``DOWNLOAD_VERIFY_CERTIFICATES``) and ``tls_handshake`` are URL kinds too: a server answered.
 
 Scrapy 2.13+ wraps Twisted's errors in its own (``DownloadTimeoutError``...), keeping the
 Twisted one as ``__cause__``: both forms are recognised.
@@ -18,6 +19,7 @@ Twisted one as ``__cause__``: both forms are recognised.
 
 from __future__ import annotations
 
+from OpenSSL import SSL
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadConnectionRefusedError,
@@ -25,6 +27,7 @@ from scrapy.exceptions import (
     DownloadTimeoutError,
     ResponseDataLossError,
 )
+from service_identity import CertificateError, VerificationError
 from twisted.internet import defer
 from twisted.internet import error as tx
 from twisted.web import _newclient
@@ -36,13 +39,16 @@ DNS = "dns"  # the name did not resolve at connect time
 TIMEOUT = "timeout"  # larbin's page timeout: connected (maybe), no complete answer in time
 RESET = "reset"  # the connection broke in the middle of an answer
 MALFORMED = "malformed"  # bytes that are not a valid HTTP answer, or a close instead of one
+TLS_CERTIFICATE = "tls_certificate"  # the server's certificate failed verification
+TLS_HANDSHAKE = "tls_handshake"  # TLS could not be agreed on (protocol, ciphers, a bad answer)
 
 GONE = frozenset({REFUSED, UNREACHABLE, DNS})
-URL = frozenset({TIMEOUT, RESET, MALFORMED})
-ALIVE = frozenset({RESET, MALFORMED})  # a server is there: the IP is not gone
+URL = frozenset({TIMEOUT, RESET, MALFORMED, TLS_CERTIFICATE, TLS_HANDSHAKE})
+ALIVE = frozenset({RESET, MALFORMED, TLS_CERTIFICATE, TLS_HANDSHAKE})  # a server is there
 
 _TIMEOUTS = (DownloadTimeoutError, tx.TimeoutError, defer.TimeoutError)
 _RESETS = (ResponseDataLossError, tx.ConnectionLost, _DataLoss)
+_CERTIFICATE = (VerificationError, CertificateError)  # the certificate names another host
 
 
 def classify(exc: BaseException | None) -> str | None:
@@ -70,9 +76,16 @@ def classify(exc: BaseException | None) -> str | None:
 
 
 def _response_failed(exc: BaseException) -> str:
-    """``ResponseFailed`` lists why: a reset if the connection broke, else malformed."""
+    """``ResponseFailed`` lists why: a reset if the connection broke, TLS if its handshake
+    failed, else malformed."""
     reasons = getattr(exc, "reasons", None) or []
     values = [getattr(r, "value", r) for r in reasons]
     if any(isinstance(v, _RESETS) for v in values):
         return RESET
+    for value in values:
+        if isinstance(value, _CERTIFICATE) or (
+                isinstance(value, SSL.Error) and "certificate" in str(value)):
+            return TLS_CERTIFICATE
+        if isinstance(value, SSL.Error):
+            return TLS_HANDSHAKE
     return MALFORMED

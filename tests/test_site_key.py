@@ -1,0 +1,74 @@
+"""One site, one key: a site on its scheme's default port (``http://h`` = ``http://h:80``,
+``https://h`` = ``https://h:443``) has its robots.txt fetched once, counted at the server.
+
+The sitemap reader names a site ``scheme://host:port`` (``urls.site_of``) and asks for
+``https://h:443/sitemap.xml``; the seeds are ``https://h/``: a robots middleware keyed by netloc
+saw two sites there and fetched robots.txt twice. nginx (``benchmarks.synthweb``) serves the web
+on port 80, and with TLS on 443, of its own loopback addresses (the test runs as root).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from benchmarks.synthweb import SynthWeb
+from larbinscrapy.parse.urls import site_of, site_origin
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def crawl_synthweb(web: SynthWeb, out: Path, settings: dict[str, object]) -> dict[str, object]:
+    """``scrapy crawl larbin`` of ``web``'s seeds to the end; its stats."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", "urls=" + ",".join(web.seeds),
+           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8", "-s", "DOWNLOAD_DELAY=0",
+           "-s", f"LARBIN_STATS_FILE={out / 'stats.json'}", "-s", "LOG_LEVEL=INFO",
+           "-o", str(out / "items.jsonl")]
+    for key, value in settings.items():
+        cmd += ["-s", f"{key}={value}"]
+    with open(out / "stderr.log", "w") as err:
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT, timeout=180,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    stderr = (out / "stderr.log").read_text()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    return json.loads((out / "stats.json").read_text())
+
+
+@pytest.mark.parametrize(("tls", "port"), [(False, 80), (True, 443)])
+def test_robots_once_per_site_on_default_port(tmp_path: Path, tls: bool, port: int) -> None:
+    with SynthWeb(hosts=2, pages_per_host=8, dead=0, port=port, tls=tls, net="127.0.44",
+                  workdir=str(tmp_path / "web")) as web:
+        assert all(":" not in seed.split("//")[1] for seed in web.seeds)  # no port in the seeds
+        stats = crawl_synthweb(web, tmp_path / "out", {})
+        entries = web.access_log_entries()
+        fetched = {web.entry_url(e) for e in entries if e.status == 200}
+    robots = Counter(e.host for e in entries if e.uri == "/robots.txt")
+    assert robots == dict.fromkeys(web.hostnames, 1), robots
+    sitemaps = Counter(e.host for e in entries if e.uri == "/sitemap.xml")
+    assert sitemaps == dict.fromkeys(web.hostnames, 1), sitemaps
+    assert fetched >= web.pages
+    assert stats.get("robotstxt/request_count") == len(web.hostnames)
+
+
+ORIGINS = [
+    ("https://a.com:443", "https://a.com"),
+    ("http://a.com:80", "http://a.com"),
+    ("http://a.com:443", "http://a.com:443"),
+    ("https://a.com:8443", "https://a.com:8443"),
+    ("http://[::1]:80", "http://[::1]"),
+    ("http://[::1]:8080", "http://[::1]:8080"),
+]
+
+
+@pytest.mark.parametrize(("site", "origin"), ORIGINS)
+def test_site_origin_leaves_out_the_default_port(site: str, origin: str) -> None:
+    assert site_origin(site) == origin
+    assert site_of(origin + "/robots.txt") == site
