@@ -9,37 +9,17 @@ on port 80, and with TLS on 443, of its own loopback addresses (the test runs as
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from benchmarks.synthweb import SynthWeb
 from larbinscrapy.parse.urls import site_of, site_origin
+from tests.synthweb_support import crawl_synthweb
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def crawl_synthweb(web: SynthWeb, out: Path, settings: dict[str, object]) -> dict[str, object]:
-    """``scrapy crawl larbin`` of ``web``'s seeds to the end; its stats."""
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", "urls=" + ",".join(web.seeds),
-           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8", "-s", "DOWNLOAD_DELAY=0",
-           "-s", f"LARBIN_STATS_FILE={out / 'stats.json'}", "-s", "LOG_LEVEL=INFO",
-           "-o", str(out / "items.jsonl")]
-    for key, value in settings.items():
-        cmd += ["-s", f"{key}={value}"]
-    with open(out / "stderr.log", "w") as err:
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT, timeout=180,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
-    stderr = (out / "stderr.log").read_text()
-    assert proc.returncode == 0, stderr[-3000:]
-    assert "Traceback" not in stderr, stderr[-3000:]
-    return json.loads((out / "stats.json").read_text())
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @pytest.mark.parametrize(("tls", "port"), [(False, 80), (True, 443)])
