@@ -24,6 +24,7 @@ from scrapy.exceptions import DownloadFailedError, ScrapyDeprecationWarning
 from twisted.internet.ssl import Certificate
 
 from benchmarks.synthweb import SynthWeb
+from larbinscrapy.lean import http1tls
 from larbinscrapy.politeness import failures
 from tests.http1_support import make_handler, plain_reactor, run
 from tests.synthweb_support import crawl_synthweb
@@ -168,3 +169,15 @@ def test_certificate_failures_counted_under_their_reason(web: SynthWeb, tmp_path
                                                     "LARBIN_SITEMAPS": False})
     assert web.access_log_entries(start) == []  # no request got past the handshake
     assert stats.get("larbin/dropped/tls_certificate") == len(web.seeds), stats
+
+
+def test_tls_state_kept_for_the_most_recent_sites(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http1tls, "MAX_SITES", 2)
+    _, crawler = make_handler("lean")
+    sites = http1tls.TLSSites(crawler)
+    a, b = sites.site("a.test", 443), sites.site("b.test", 443)
+    assert sites.site("a.test", 443) is a  # one creator per site, reused
+    assert a.creator is not b.creator
+    sites.site("c.test", 443)  # b was the least recently used: forgotten
+    assert sites.site("a.test", 443) is a
+    assert sites.site("b.test", 443) is not b

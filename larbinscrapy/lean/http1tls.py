@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# Sites whose TLS state is kept, the least recently connected to forgotten first: a context can
+# hold a whole trust store (with verification on), and a broad crawl meets millions of sites.
+MAX_SITES = 4096
+
 
 @implementer(IOpenSSLClientConnectionCreator)
 class TLSSite:
@@ -79,11 +83,16 @@ class TLSSites:
         self._sites: dict[tuple[str, int], TLSSite] = {}
 
     def site(self, host: str, port: int) -> TLSSite:
-        """The TLS of ``host``: its creator asked of the context factory on first use only."""
-        site = self._sites.get((host, port))
+        """The TLS of ``host``: its creator asked of the context factory on first use only
+        (or again once ``MAX_SITES`` others were connected to since)."""
+        sites = self._sites
+        site = sites.pop((host, port), None)
         if site is None:
             creator = self.factory.creatorForNetloc(host.encode("ascii"), port)
-            site = self._sites[host, port] = TLSSite(creator, self.stats)
+            site = TLSSite(creator, self.stats)
+            if len(sites) >= MAX_SITES:
+                del sites[next(iter(sites))]
+        sites[host, port] = site  # the most recent last
         return site
 
 
