@@ -7,7 +7,7 @@ on one plain Twisted ``Protocol`` per connection (``http1conn.py``) and ``httpto
 C parser uvicorn uses), and builds Scrapy's response as Scrapy's own ``make_response`` does.
 
 It is ``LARBIN_HTTP_HANDLER`` (wrapped by ``PageDeadlineHandler``). It delegates to Scrapy's
-``HTTP11DownloadHandler`` (built once, on first need) whatever it does not do itself: https,
+``HTTP11DownloadHandler`` (built once, on first need) whatever it does not do itself:
 ``meta["proxy"]``, ``meta["bindaddress"]`` / ``DOWNLOAD_BIND_ADDRESS``, and every request when the
 reactor is not asyncio's.
 
@@ -55,6 +55,10 @@ Settings: ``DOWNLOAD_TIMEOUT``, ``DOWNLOAD_MAXSIZE``, ``DOWNLOAD_WARNSIZE``,
 ``DOWNLOAD_FAIL_ON_DATALOSS``, ``DOWNLOAD_BIND_ADDRESS``, ``CONCURRENT_REQUESTS_PER_DOMAIN``,
 ``LARBIN_HTTP1_IDLE_TIMEOUT``. Files: none. Stats: ``larbin/http1/delegated`` (requests handed to
 Scrapy's handler), ``larbin/http1/connections`` (connections opened), ``larbin/http1/retried``.
+
+https: the same connections over Twisted's TLS transport, one TLS creator per site from Scrapy's
+own context factory and TLS settings, sessions resumed (``http1tls.py``, docs/https.md);
+``response.certificate`` as Scrapy fills it.
 """
 
 from __future__ import annotations
