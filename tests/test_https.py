@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from scrapy import Request
 from scrapy.exceptions import DownloadFailedError, ScrapyDeprecationWarning
-from twisted.internet.ssl import Certificate
+from twisted.internet.ssl import Certificate, PrivateCertificate
 
-from benchmarks.synthweb import SynthWeb
+from benchmarks.synthweb import SynthWeb, self_signed_certificate
 from larbinscrapy.lean import http1tls
 from larbinscrapy.politeness import failures
 from tests.http1_support import make_handler, plain_reactor, run
@@ -181,3 +181,36 @@ def test_tls_state_kept_for_the_most_recent_sites(monkeypatch: pytest.MonkeyPatc
     sites.site("c.test", 443)  # b was the least recently used: forgotten
     assert sites.site("a.test", 443) is a
     assert sites.site("b.test", 443) is not b
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the server side (Twisted, pyOpenSSL)
+def test_a_host_name_with_sni_like_scrapy_mock_server(web: SynthWeb, tmp_path: Path) -> None:
+    # Scrapy's own handler tests serve https://localhost from a twisted.web site with a
+    # self-signed certificate: the same here, the server noting the SNI name it was sent
+    from twisted.internet import reactor
+    from twisted.web.server import Site
+    from twisted.web.static import Data
+
+    cert, key = self_signed_certificate(tmp_path, ["localhost"])
+    options = PrivateCertificate.loadPEM(cert.read_bytes() + key.read_bytes()).options()
+    names: list[bytes | None] = []
+    options.getContext().set_tlsext_servername_callback(
+        lambda conn: names.append(conn.get_servername()))
+    page = Data(b"<html>hello</html>", "text/html")
+    page.isLeaf = True
+    port = reactor.listenSSL(0, Site(page), options,
+                             interface="127.0.0.1")  # type: ignore[attr-defined]
+    try:
+        url = f"https://localhost:{port.getHost().port}/"
+        got = {}
+        for name in ("scrapy", "lean"):
+            handler, _ = make_handler(name)
+            got[name] = _summary(run(handler.download_request(Request(url))))
+            run(handler.close())
+    finally:
+        run(port.stopListening())
+    headers = {k for k, _ in got["lean"][3]}
+    assert [s[:3] for s in got.values()] == [(got["lean"][0], url, 200)] * 2
+    assert got["lean"][4:] == got["scrapy"][4:]  # body, flags, IP, protocol, certificate
+    assert headers == {k for k, _ in got["scrapy"][3]}
+    assert names == [b"localhost", b"localhost"]  # SNI from both handlers
