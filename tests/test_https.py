@@ -214,3 +214,25 @@ def test_a_host_name_with_sni_like_scrapy_mock_server(web: SynthWeb, tmp_path: P
     assert got["lean"][4:] == got["scrapy"][4:]  # body, flags, IP, protocol, certificate
     assert headers == {k for k, _ in got["scrapy"][3]}
     assert names == [b"localhost", b"localhost"]  # SNI from both handlers
+
+
+def test_benchmark_peers_accept_the_self_signed_certificate(web: SynthWeb, tmp_path: Path) -> None:
+    from benchmarks import peers
+    from benchmarks.run import analyze_fetches
+
+    def cmd(crawler: str) -> list[str]:
+        return peers.command(crawler, web=web, work=tmp_path, items=tmp_path / "i.jsonl",
+                             delay=0, per_domain=8, concurrent=100)[0]
+
+    assert "--no-check-certificate" in cmd("wget")
+    assert "--insecure" in cmd("crawlee")
+    start = web.log_offset()
+    handler, _ = make_handler("lean")
+    urls = sorted(web.pages)[:6]
+    run(handler.download_request(Request(urls[0])))
+    handler._pool.close()  # the next two connections offer the first one's session
+    run(_fetch(handler, [Request(u) for u in urls[1:]], at_once=2))
+    run(handler.close())
+    counted = analyze_fetches(web, web.access_log_entries(start))
+    assert counted["pages_fetched"] == len(urls)
+    assert (counted["connections"], counted["tls_resumed"]) == (3, 2)
