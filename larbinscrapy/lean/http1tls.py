@@ -111,7 +111,8 @@ class TLSConnection(Connection):
 
     def handshakeCompleted(self) -> None:
         transport: Any = self.transport
-        self.certificate = Certificate(transport.getPeerCertificate())
+        peer = transport.getPeerCertificate()
+        self.certificate = None if peer is None else Certificate(peer)
         self.site.handshake_done(transport.getHandle())
 
     def _idle(self, conn: Connection) -> None:
