@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from scrapy import Request
 from scrapy.exceptions import DownloadFailedError, ScrapyDeprecationWarning
 from twisted.internet.ssl import Certificate, PrivateCertificate
 
-from benchmarks.synthweb import SynthWeb, self_signed_certificate
+from benchmarks.synthweb import LogEntry, SynthWeb, self_signed_certificate
 from larbinscrapy.lean import http1tls
 from larbinscrapy.politeness import failures
 from tests.http1_support import make_handler, plain_reactor, run
@@ -41,6 +42,15 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SynthWeb]:
     with plain_reactor(), SynthWeb(hosts=2, pages_per_host=20, dead=0, tls=True, net=NET,
                                    workdir=str(tmp_path_factory.mktemp("web"))) as served:
         yield served
+
+
+def _logged(web: SynthWeb, start: int, count: int) -> list[LogEntry]:
+    """The access log's entries from ``start`` once it has ``count`` of them (nginx writes a
+    line after the answer's last byte: the client may have it first)."""
+    deadline = time.monotonic() + 10
+    while len(entries := web.access_log_entries(start)) < count and time.monotonic() < deadline:
+        run(asyncio.sleep(0.02))
+    return entries
 
 
 def _summary(response: Any) -> tuple[Any, ...]:
@@ -100,7 +110,7 @@ def test_sessions_resumed_and_counted(web: SynthWeb) -> None:
     run(go(), timeout=60)
     run(handler.close())
     stats = crawler.stats.get_stats()
-    entries = web.access_log_entries(start)
+    entries = _logged(web, start, 9)
     reused = {e.connection for e in entries if e.reused}
     connections = {e.connection for e in entries}
     assert stats["larbin/tls/handshakes"] == len(connections) == stats["larbin/http1/connections"]
@@ -233,6 +243,6 @@ def test_benchmark_peers_accept_the_self_signed_certificate(web: SynthWeb, tmp_p
     handler._pool.close()  # the next two connections offer the first one's session
     run(_fetch(handler, [Request(u) for u in urls[1:]], at_once=2))
     run(handler.close())
-    counted = analyze_fetches(web, web.access_log_entries(start))
+    counted = analyze_fetches(web, _logged(web, start, len(urls)))
     assert counted["pages_fetched"] == len(urls)
     assert (counted["connections"], counted["tls_resumed"]) == (3, 2)
