@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from scrapy import Request
+from scrapy.core.downloader.contextfactory import _ScrapyClientContextFactory
 from scrapy.exceptions import DownloadFailedError, ScrapyDeprecationWarning
 from twisted.internet.ssl import Certificate, PrivateCertificate
 
@@ -246,3 +247,34 @@ def test_benchmark_peers_accept_the_self_signed_certificate(web: SynthWeb, tmp_p
     counted = analyze_fetches(web, _logged(web, start, len(urls)))
     assert counted["pages_fetched"] == len(urls)
     assert (counted["connections"], counted["tls_resumed"]) == (3, 2)
+
+
+class CountingContextFactory(_ScrapyClientContextFactory):
+    """Scrapy's context factory, counting the creators it is asked for."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[tuple[bytes, int]] = []
+
+    def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
+        self.asked.append((hostname, port))
+        return super().creatorForNetloc(hostname, port)
+
+
+def test_one_creator_per_site_from_the_configured_factory(web: SynthWeb) -> None:
+    handler, _ = make_handler(
+        "lean", DOWNLOADER_CLIENTCONTEXTFACTORY="tests.test_https.CountingContextFactory")
+
+    async def go() -> None:
+        for _ in range(2):  # new connections the second time round, the same creators
+            await _fetch(handler, [Request(u) for u in sorted(web.pages)], at_once=4)
+            handler._pool.close()
+
+    with pytest.warns(ScrapyDeprecationWarning, match="DOWNLOADER_CLIENTCONTEXTFACTORY"):
+        run(go(), timeout=60)
+    run(handler.close())
+    port = int(web.seeds[0].rsplit(":", 1)[1].strip("/"))
+    factory = handler._tls.factory
+    assert type(factory).__name__ == "CountingContextFactory"
+    assert sorted(factory.asked) == [(ip.encode(), port)
+                                                    for ip in sorted(web.ips.values())]
