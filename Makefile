@@ -89,10 +89,10 @@ bench-system:
 	@$(MAKE) --no-print-directory install-system APT_PACKAGES="$(BENCH_APT_PACKAGES)"
 
 bench: $(BENCH_EXTRA) bench-system bench-crawlee-venv
-	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.run --https
 
 bench-quick: $(BENCH_EXTRA) bench-system bench-crawlee-venv
-	$(BIN)/python -m benchmarks.run --quick
+	$(BIN)/python -m benchmarks.run --quick --https
 
 # Deploy to scrapyd: URL and credentials from SCRAPYD_URL/USERNAME/PASSWORD, or
 # DEPLOY_TARGET=netrc for ~/.netrc (docs/scrapyd.md). scrapyd-deploy comes with the test extra.

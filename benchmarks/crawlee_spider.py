@@ -12,7 +12,10 @@ nothing of this project or of Scrapy is importable here; the runner (``benchmark
 measures it from outside like the other peers.
 
     benchmarks/.venv-crawlee/bin/python benchmarks/crawlee_spider.py --seeds-file seeds.txt
-        --out items.jsonl [--concurrency 100] [--max-pages N]
+        --out items.jsonl [--concurrency 100] [--max-pages N] [--insecure]
+
+``--insecure``: accept any TLS certificate (the https scenario's is self-signed), through
+crawlee's default HTTP client, ``ImpitHttpClient(verify=False)``.
 
 Exits 1 when the crawl raised.
 """
@@ -29,12 +32,15 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 
-async def crawl(seeds: list[str], out: str, concurrency: int, max_pages: int | None) -> None:
+async def crawl(seeds: list[str], out: str, concurrency: int, max_pages: int | None,
+                insecure: bool = False) -> None:
     """Crawl from ``seeds`` and write the dataset to ``out`` (JSON lines) at the end."""
     from crawlee import ConcurrencySettings
     from crawlee.crawlers import ParselCrawler, ParselCrawlingContext
+    from crawlee.http_clients import ImpitHttpClient
     from crawlee.storage_clients import MemoryStorageClient
 
+    extra: dict[str, Any] = {"http_client": ImpitHttpClient(verify=False)} if insecure else {}
     crawler = ParselCrawler(
         storage_client=MemoryStorageClient(),
         respect_robots_txt_file=True,
@@ -43,6 +49,7 @@ async def crawl(seeds: list[str], out: str, concurrency: int, max_pages: int | N
             max_concurrency=concurrency),
         max_requests_per_crawl=max_pages,
         configure_logging=False,
+        **extra,
     )
 
     @crawler.router.default_handler
@@ -65,11 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="items file (JSON lines)")
     parser.add_argument("--concurrency", type=int, default=100, help="tasks in flight")
     parser.add_argument("--max-pages", type=int, help="stop after this many requests")
+    parser.add_argument("--insecure", action="store_true", help="accept any TLS certificate")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     with open(args.seeds_file, encoding="utf-8") as f:
         seeds = [line.strip() for line in f if line.strip() and not line.startswith("#")]
-    kwargs: dict[str, Any] = {"concurrency": args.concurrency, "max_pages": args.max_pages}
+    kwargs: dict[str, Any] = {"concurrency": args.concurrency, "max_pages": args.max_pages,
+                              "insecure": args.insecure}
     try:
         asyncio.run(crawl(seeds, args.out, **kwargs))
     except Exception:

@@ -12,7 +12,10 @@
 Every peer follows ``<a>``/``<area>`` links; crawlee, wget and larbinscrapy also
 ``<frame>``/``<iframe>`` (Scrapy's ``LinkExtractor`` does not: the synthetic web keeps every page
 reachable through ``<a>`` so that all can cover it). All obey robots.txt. A peer that is not
-installed is reported ``absent`` and the others are still measured.
+installed is reported ``absent`` and the others are still measured. On a TLS web (self-signed
+certificate) each is told to accept it: Scrapy and larbinscrapy do not verify by default,
+crawlee gets ``--insecure`` (``ImpitHttpClient(verify=False)``), wget
+``--no-check-certificate``.
 """
 
 from __future__ import annotations
@@ -104,6 +107,8 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
     if crawler == "crawlee":
         cmd = [str(CRAWLEE_PYTHON), str(CRAWLEE_SPIDER), "--seeds-file", str(seeds),
                "--out", str(items), "--concurrency", str(concurrent or 100)]
+        if web.tls:
+            cmd.append("--insecure")
         return cmd + (["--max-pages", "1"] if one_page else []), work, env
     if crawler == "wget":
         return _wget(web, work, items, seeds, delay, one_page), work, env
@@ -138,6 +143,8 @@ def _wget(web: SynthWeb, work: Path, items: Path, seeds: Path, delay: float,
     out = work / f"wget-{items.stem}"
     cmd = [WGET, "-nv", "-o", str(items), "-e", "robots=on", "--tries=1", "--timeout=15",
            "-P", str(out)]
+    if web.tls:
+        cmd.append("--no-check-certificate")
     if delay:
         cmd += [f"--wait={delay:g}"]
     if one_page:

@@ -27,6 +27,8 @@ def render_markdown(report: dict[str, Any]) -> str:
              f"Twisted {m.get('twisted', '?')}, nginx {m.get('nginx', '?')}; "
              f"load average at start {m['loadavg_start'][0]:.2f}; total {report['seconds']:.0f} s.",
              ""]
+    if "https" in report["scenarios"]:
+        lines += _render_https(report["scenarios"]["https"])
     for name in ("cpu", "large"):
         if name in report["scenarios"]:
             lines += _render_cpu(report["scenarios"][name])
@@ -51,7 +53,8 @@ RATIO_ROWS = (  # (ratio key, label): each > 1 when larbinscrapy does better
 def _render_cpu(res: dict[str, Any]) -> list[str]:
     c, w, s = res["config"], res["web"], res["summary"]
     crawlers = [k for k in CRAWLERS if k in s]
-    title = "Large CPU-bound crawl" if c["name"] == "large" else "CPU-bound crawl"
+    title = {"large": "Large CPU-bound crawl",
+             "https": "https, CPU-bound crawl"}.get(c["name"], "CPU-bound crawl")
     lines = [f"## {title}: {w['hosts']} hosts x {w['pages_per_host']} pages = "
              f"{w['pages']} pages ({w['bytes_per_page'] / 1024:.1f} KiB/page), "
              f"{w.get('dead_addresses', 0)} dead addresses", "",
@@ -99,6 +102,32 @@ def _render_cpu(res: dict[str, Any]) -> list[str]:
         lines += ["", f"{LABELS[crawler]}: absent ({why})."]
     lines += ["", *_render_runs(res["runs"], polite=False), *_render_failures(res["runs"])]
     return lines
+
+
+def _render_https(res: dict[str, Any]) -> list[str]:
+    """The https scenario: the CPU table over TLS, then https / http per crawler, paired."""
+    lines = _render_cpu(res)
+    s, h, ratio = res["summary"], res["http_summary"], res["https_over_http"]
+    crawlers = [k for k in CRAWLERS if k in ratio]
+    if not crawlers:
+        return lines
+    lines += ["", "The same web over http in the same repetitions (each crawler's https and "
+              "http crawls back to back), and what nginx counted:", "",
+              "| | " + " | ".join(LABELS[k] for k in crawlers) + " |",
+              "|---|" + "---:|" * len(crawlers)]
+    rows = [
+        ("CPU ms/page, https", lambda k: fmt(s[k]["median"]["cpu_ms_per_page"], 2)),
+        ("CPU ms/page, http", lambda k: fmt(h[k]["median"]["cpu_ms_per_page"], 2)),
+        ("**https / http CPU per page** (median of pairs)",
+         lambda k: fmt(ratio[k]["cpu_ms_per_page"], 2)),
+        ("coverage over http", lambda k: _pct(h[k]["median"]["coverage"])),
+        ("TLS connections (nginx)", lambda k: fmt(s[k]["median"]["connections"], 0)),
+        ("of which resumed sessions", lambda k: fmt(s[k]["median"]["tls_resumed"], 0)),
+        ("robots.txt requests, https", lambda k: fmt(s[k]["median"]["robots_requests"], 0)),
+    ]
+    for label, cell in rows:
+        lines.append(f"| {label} | " + " | ".join(cell(k) for k in crawlers) + " |")
+    return [*lines, ""]
 
 
 def _render_runs(runs: list[dict[str, Any]], polite: bool) -> list[str]:

@@ -1,8 +1,8 @@
 """The benchmark runner: larbinscrapy and its peers, side by side, on one synthetic web.
 
     python -m benchmarks.run [--quick] [--reps N] [--json PATH] [--md PATH]
-                             [--scenario all|cpu|large|polite] [--profile] [--no-micro]
-                             [--crawlers plain,crawlee,wget,larbin]
+                             [--scenario all|cpu|large|polite|https] [--https] [--profile]
+                             [--no-micro] [--crawlers plain,crawlee,wget,larbin]
 
 Peers (``benchmarks/peers.py``): plain Scrapy, crawlee-python, wget and larbinscrapy. Scenarios
 (see benchmarks/README.md for what each number means):
@@ -11,6 +11,11 @@ Peers (``benchmarks/peers.py``): plain Scrapy, crawlee-python, wget and larbinsc
   per page and pages/s compare their per-page cost. Several repetitions, alternating order.
 - ``large``: the same on a web 25x bigger (50 hosts x 1,000 pages), once per peer: whether a
   crawler's cost per page and its memory stay flat as the crawl grows.
+- ``https`` (``--https``, or ``--scenario https``): the ``cpu`` web served twice by nginx, over
+  TLS on port 443 of each host IP (a self-signed certificate made at start; each peer told to
+  accept it) and over plain http; in each repetition every crawler crawls both, one right after
+  the other, so the https / http ratio of each crawler is measured under the same load. From
+  nginx's log: connections opened and TLS sessions resumed.
 - ``polite``: a delay long enough that no crawler is CPU-bound; from nginx's log, per server IP:
   intervals between requests, the count shorter than the delay, and efficiency (plain Scrapy and
   larbinscrapy: the two with a per-host delay).
@@ -77,6 +82,7 @@ class Scenario:
     per_domain: int | None  # CONCURRENT_REQUESTS_PER_DOMAIN for the Scrapy peers; None: default
     concurrent: int | None  # requests in flight for larbin and crawlee; None: their default
     startup: bool = True  # also measure each crawler closed after its first page
+    tls: bool = False  # served over https on port 443 (and crawled over http too, paired)
 
 
 # --- running one crawl -----------------------------------------------------------------------
@@ -167,18 +173,18 @@ def _tail(path: Path, n: int) -> list[str]:
 
 
 def crawl_once(crawler: str, sc: Scenario, web: SynthWeb, work: Path, rep: int,
-               timeout: float, one_page: bool = False) -> dict[str, Any]:
+               timeout: float, one_page: bool = False, tag: str = "") -> dict[str, Any]:
     """One measured crawl: process figures plus what nginx saw during it."""
-    items = work / f"{sc.name}-{crawler}-{rep}.jsonl"
+    name = f"{sc.name}{tag and '-' + tag}-{crawler}-{rep}"
+    items = work / f"{name}.jsonl"
     cmd, cwd, env = crawler_command(crawler, sc, web, work, items, one_page)
     log_start, cpu_start = web.log_offset(), web.cpu_seconds()
-    logger.info("%s %s: %s", sc.name, f"rep {rep + 1}" if rep >= 0 else "start-up",
-                LABELS[crawler])
+    logger.info("%s %s: %s", sc.name + (f" ({tag})" if tag else ""),
+                f"rep {rep + 1}" if rep >= 0 else "start-up", LABELS[crawler])
     result: dict[str, Any] = {"crawler": crawler, "scenario": sc.name, "rep": rep,
                               "cmd": cmd}
     started = time.time()
-    result |= run_process(cmd, cwd, env, work / f"{sc.name}-{crawler}-{rep}", timeout, web,
-                          (items,))
+    result |= run_process(cmd, cwd, env, work / name, timeout, web, (items,))
     time.sleep(0.2)  # nginx logs a request after its last byte is sent
     entries = web.access_log_entries(log_start)
     result["first_request_s"] = (min(e.msec for e in entries) - started) if entries else None
@@ -248,6 +254,8 @@ def analyze_fetches(web: SynthWeb, entries: list[LogEntry]) -> dict[str, Any]:
         "duplicates": sum(fetched.values()) - len(fetched),
         "duplicate_urls": sum(1 for n in fetched.values() if n > 1),
         "robots_requests": robots,
+        "connections": len({e.connection for e in entries}),
+        "tls_resumed": len({e.connection for e in entries if e.reused}),
         "sitemap_requests": sitemaps,
         "other_requests": other,
         "non_200": non_200,
@@ -301,6 +309,8 @@ def run_scenario(sc: Scenario, crawlers: list[str], work: Path,
     for crawler, why in absent.items():
         logger.warning("%s: %s is absent: %s", sc.name, LABELS[crawler], why)
     present = [c for c in crawlers if c not in absent]
+    if sc.tls:
+        return _run_tls_scenario(sc, present, absent, sc_work, timeout)
     runs: list[dict[str, Any]] = []
     with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web")) as web:
         logger.info("%s: %d hosts x %d pages = %d pages (%.1f KiB/page), %d dead addresses, "
@@ -333,10 +343,46 @@ def run_scenario(sc: Scenario, crawlers: list[str], work: Path,
             "summary": summarize(runs, present, sc.reps)}
 
 
+def _run_tls_scenario(sc: Scenario, present: list[str], absent: dict[str, str], sc_work: Path,
+                      timeout: float) -> dict[str, Any]:
+    """The https scenario: the same web over TLS (port 443) and over http, each crawler crawling
+    both in every repetition, back to back (which one first alternates)."""
+    runs: list[dict[str, Any]] = []
+    http_runs: list[dict[str, Any]] = []
+    with (SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web-tls"), tls=True,
+                   port=443) as tls_web,
+          SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web-http")) as http_web):
+        logger.info("%s: %d hosts x %d pages over https (%s) and http (%s)", sc.name, sc.hosts,
+                    sc.pages_per_host, tls_web.seeds[0], http_web.seeds[0])
+        for rep in range(sc.reps):
+            shift = rep % len(present) if present else 0
+            for crawler in present[shift:] + present[:shift]:
+                webs = [(tls_web, runs), (http_web, http_runs)]
+                for web, out in webs if rep % 2 == 0 else webs[::-1]:
+                    name = "https" if web.tls else "http"
+                    out.append(crawl_once(crawler, sc, web, sc_work, rep, timeout, tag=name))
+        web_info = {"hosts": sc.hosts, "pages_per_host": sc.pages_per_host,
+                    "pages": len(tls_web.pages),
+                    "bytes_per_page": tls_web.page_bytes / len(tls_web.pages),
+                    "dead_addresses": len(tls_web.dead_hosts)}
+    over_http: dict[str, Any] = {}
+    for crawler in present:
+        pairs = [(a, b) for a in runs for b in http_runs
+                 if a["crawler"] == b["crawler"] == crawler and a["rep"] == b["rep"]
+                 and a["status"] == b["status"] == "ok"]
+        over_http[crawler] = {
+            key: _median([a[key] / b[key] for a, b in pairs if a.get(key) and b.get(key)])
+            for key in ("cpu_ms_per_page", "wall_s")}
+    return {"config": vars(sc) | {"timeout_s": timeout}, "web": web_info, "runs": runs,
+            "http_runs": http_runs, "startup": {}, "absent": absent,
+            "summary": summarize(runs, present, sc.reps),
+            "http_summary": summarize(http_runs, present, sc.reps), "https_over_http": over_http}
+
+
 SUMMARY_KEYS = ("wall_s", "pages_fetched", "unique_pages", "coverage", "duplicates",
                 "pages_per_s", "fetch_pages_per_s", "active_s", "tail_s", "first_request_s",
                 "cpu_s", "cpu_ms_per_page", "marginal_cpu_ms_per_page", "maxrss_mb",
-                "nginx_cpu_s", "robots_requests", "items")
+                "nginx_cpu_s", "robots_requests", "items", "connections", "tls_resumed")
 POLITE_KEYS = ("efficiency", "violations", "min_interval_s", "span_s")
 # ratio name -> (run key, True when it is peer / larbin, False for larbin / peer); each is
 # written so that > 1 means larbinscrapy does better
@@ -561,8 +607,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="repetitions per crawler (default 3; quick 1; the large web 1)")
     p.add_argument("--json", type=Path, help="write the full results as JSON here")
     p.add_argument("--md", type=Path, help="write the markdown report here")
-    p.add_argument("--scenario", choices=("all", "cpu", "large", "polite"), default="all",
-                   help="all: cpu, large (not with --quick) and polite")
+    p.add_argument("--scenario", choices=("all", "cpu", "large", "polite", "https"),
+                   default="all", help="all: cpu, large (not with --quick) and polite")
+    p.add_argument("--https", action="store_true",
+                   help="also the https scenario (the cpu web over TLS and http, paired)")
     p.add_argument("--crawlers", default=",".join(CRAWLERS),
                    help=f"comma list of {','.join(CRAWLERS)}")
     p.add_argument("--hosts", type=int, help="CPU scenario hosts (default 20; quick 10)")
@@ -608,6 +656,8 @@ def main(argv: list[str] | None = None) -> int:
     # ~2% of the whole
     large = Scenario("large", args.large_hosts, args.large_pages, 0.0, args.reps or 1,
                      args.per_domain, 100, startup=False)
+    https = Scenario("https", cpu.hosts, cpu.pages_per_host, 0.0, reps, args.per_domain, 100,
+                     startup=False, tls=True)
     polite = Scenario("polite", args.polite_hosts or (5 if q else 10),
                       args.polite_pages or (8 if q else 15), args.delay, reps, None, None)
     work = Path(tempfile.mkdtemp(prefix="larbin-bench-"))
@@ -618,6 +668,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             report["profile"] = run_profile(cpu, args.profile_target, args.profiler, work)
         else:
+            if args.scenario == "https" or args.https:
+                report["scenarios"]["https"] = run_scenario(https, crawlers, work, args.timeout)
             if args.scenario in ("all", "cpu"):
                 report["scenarios"]["cpu"] = run_scenario(cpu, crawlers, work, args.timeout)
             if args.scenario == "large" or (args.scenario == "all" and not q):

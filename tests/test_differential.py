@@ -14,7 +14,7 @@ import pytest
 from scrapy import Request
 
 from larbinscrapy.politeness.failures import classify
-from tests.http1_support import RawWeb, make_handler, plain_reactor, run, settle
+from tests.support.http1 import RawWeb, make_handler, plain_reactor, run, settle
 
 OK = b"HTTP/1.1 200 OK\r\n"
 MALFORMED = ("DownloadFailedError", "ResponseFailed", "malformed")

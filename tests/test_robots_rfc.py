@@ -21,7 +21,7 @@ from larbinscrapy.politeness.robotsrules import (
     SiteRules,
     verdict,
 )
-from tests.conftest import run_crawl
+from tests.support.crawl import run_crawl
 from testweb.rawweb import RawWeb
 
 RULES = "User-agent: *\nDisallow: /secret\n"
@@ -61,6 +61,7 @@ def _fetched(crawl, host: str) -> list[str]:
     return [e["path"] for e in crawl.requests if e["host"] == host]
 
 
+@pytest.mark.crawl
 def test_answers_read_as_rfc_9309_says(tmp_path):
     hosts = {f"{name}.test": ip for name, ip in SITES.items()}
     with RawWeb(tmp_path / "web", _pages(), hosts) as web:
@@ -87,6 +88,7 @@ def test_answers_read_as_rfc_9309_says(tmp_path):
     assert sorted(_fetched(crawl, "big.test")) == ["/p.html", "/robots.txt"]
 
 
+@pytest.mark.crawl
 def test_rules_expire_and_are_fetched_again_before_the_next_page(tmp_path):
     ttl, delay = 1.0, 0.6
     pages = {f"/p{i}.html": {"links": []} for i in range(6)}
@@ -146,6 +148,7 @@ def test_rules_expire_after_the_ttl():
         assert policy.expired(rules, 105.0)
 
 
+@pytest.mark.crawl
 def test_an_unreachable_robots_txt_is_asked_again_after_a_growing_back_off(tmp_path):
     # A chain of good pages on g.test links one new page of u.test each (u.test's robots.txt
     # answers 503): u.test's URLs keep arriving, and its robots.txt is asked again only once

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from larbinscrapy.politeness import failures
-from tests.conftest import ip_table, run_crawl
+from tests.support.cores import ip_table
+from tests.support.crawl import run_crawl
 from testweb.rawweb import RawWeb
 
 HOST_IP = "127.0.5.21"
@@ -47,6 +48,7 @@ def _timed_crawl(tmp_path, name: str, with_broken: bool):
     return crawl, took
 
 
+@pytest.mark.crawl
 def test_broken_urls_cost_themselves_not_the_site(tmp_path):
     good_only, good_took = _timed_crawl(tmp_path, "good", with_broken=False)
     mixed, mixed_took = _timed_crawl(tmp_path, "mixed", with_broken=True)

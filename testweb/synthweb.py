@@ -1,14 +1,14 @@
 """A deterministic synthetic web on loopback, served by Debian's nginx.
 
-``N`` hosts, each on its own IP ``127.0.2.N`` (all of 127.0.0.0/8 is routed to ``lo`` on Linux,
-so no address has to be added) and one shared port. Each host has a start page ``/``, ``P - 1``
-pages ``/sK/pageI.html``, and a ``robots.txt`` that allows everything. Each page has 30-60 links:
-mostly same-host (relative, root-relative or absolute), ~10% to other hosts (absolute, with the
-port); page ``i`` always links to page ``i + 1``, so every page is reachable from the start pages
-(the seeds) through ``<a href>`` alone. Some pages also link through ``<iframe src>`` (5%) and
-an image map's ``<area href>`` (3%), and 2% link to one of ``dead`` addresses ``127.0.3.K``
-where nothing listens (connections are refused), as the real web links to dead hosts. The
-ground truth (``SynthWeb.pages``) is every page URL.
+``N`` hosts, each on its own IP ``127.0.2.N`` (``net`` changes the prefix; all of 127.0.0.0/8 is
+routed to ``lo`` on Linux, so no address has to be added) and one shared port. Each host has a
+start page ``/``, ``P - 1`` pages ``/sK/pageI.html``, and a ``robots.txt`` that allows
+everything. Each page has 30-60 links: mostly same-host (relative, root-relative or absolute),
+~10% to other hosts (absolute, with the port); page ``i`` always links to page ``i + 1``, so
+every page is reachable from the start pages (the seeds) through ``<a href>`` alone. Some pages
+also link through ``<iframe src>`` (5%) and an image map's ``<area href>`` (3%), and 2% link to
+one of ``dead`` addresses ``127.0.3.K`` where nothing listens (connections are refused), as the
+real web links to dead hosts. The ground truth (``SynthWeb.pages``) is every page URL.
 
 By default the URLs name the hosts by IP (``http://127.0.2.N:PORT/``): crawlee-python and wget,
 two of the benchmark's peers, have no resolver override, and the web must not go through
@@ -16,8 +16,11 @@ two of the benchmark's peers, have no resolver override, and the web must not go
 mapping names to IPs, for crawlers that take such a map (larbinscrapy's ``LARBIN_RESOLVE``).
 
 nginx runs in the foreground (``daemon off``) from a generated config in a temp dir, one worker,
-and writes an access log ``$msec $server_addr $host $request_uri $status``, which is how the
-benchmark runner counts what a crawler fetched, and when.
+and writes an access log ``$msec $server_addr $host $request_uri $status $connection
+$ssl_session_reused``, which is how the benchmark runner counts what a crawler fetched, and when,
+over how many connections and resumed TLS sessions. ``tls=True`` serves https (a self-signed
+certificate made at start, TLS 1.2 and 1.3, session tickets and a session cache, as a typical
+server has them); a default port (80, or 443 with TLS) is left out of the URLs.
 
 Run ``python -m testweb.synthweb --hosts 3 --pages 30`` to serve a web by hand.
 """
@@ -51,7 +54,7 @@ SECTIONS = 8
 IFRAME_SHARE = 0.05  # pages with an <iframe src> to a page of their host
 AREA_SHARE = 0.03  # pages with an image map (<area href>)
 DEAD_LINK_SHARE = 0.02  # pages with a link to a dead address
-LOG_FORMAT = "$msec $server_addr $host $request_uri $status"
+LOG_FORMAT = "$msec $server_addr $host $request_uri $status $connection $ssl_session_reused"
 
 _WORD_TEXT = (
     "crawler frontier politeness robots queue segment bitmap hash page site server request "
@@ -74,6 +77,8 @@ class LogEntry(NamedTuple):
     host: str
     uri: str
     status: int
+    connection: int = 0  # nginx's connection serial number
+    reused: bool = False  # the connection's TLS session was resumed
 
 
 def free_port(ip: str = "127.0.2.1") -> int:
@@ -112,6 +117,8 @@ class SynthWeb:
         keep: bool = False,
         named: bool = False,
         dead: int = 3,
+        tls: bool = False,
+        net: str = "127.0.2",
     ) -> None:
         if not 1 <= hosts <= 254:
             raise ValueError("hosts must be 1..254 (one 127.0.2.N address each)")
@@ -123,11 +130,13 @@ class SynthWeb:
         self.pages_per_host = pages_per_host
         self.seed = seed
         self.port = port
+        self.tls = tls
+        self.scheme = "https" if tls else "http"
         self.nginx = nginx
         self.keep = keep
         self._workdir = workdir
         self.dir = Path()
-        ips = [f"127.0.2.{n}" for n in range(1, hosts + 1)]
+        ips = [f"{net}.{n}" for n in range(1, hosts + 1)]
         dead_ips = [f"127.0.3.{k}" for k in range(1, dead + 1)]
         if named:
             self.hostnames = [f"h{n:02d}.bench" for n in range(1, hosts + 1)]
@@ -181,8 +190,14 @@ class SynthWeb:
         """The file of page ``index`` of ``host`` (after ``generate``)."""
         return self.dir / self._dirs[host] / _file_of(index)
 
+    @property
+    def origin_of(self) -> str:
+        """``scheme://{}`` with the port when it is not the scheme's default (format a host)."""
+        default = 443 if self.tls else 80
+        return f"{self.scheme}://{{}}" + ("" if self.port == default else f":{self.port}")
+
     def url(self, host: str, index: int) -> str:
-        return f"http://{host}:{self.port}{page_path(index)}"
+        return self.origin_of.format(host) + page_path(index)
 
     # --- generation ------------------------------------------------------------------------
     def generate(self) -> None:
@@ -218,7 +233,7 @@ class SynthWeb:
             links.append((href, _words(rng, 1, 5)))
         if self.dead_hosts and rng.random() < DEAD_LINK_SHARE:
             dead = rng.choice(self.dead_hosts)
-            links.insert(2, (f"http://{dead}:{self.port}{page_path(rng.randrange(n_pages))}",
+            links.insert(2, (self.origin_of.format(dead) + page_path(rng.randrange(n_pages)),
                              _words(rng, 1, 3)))
         return links
 
@@ -290,9 +305,15 @@ class SynthWeb:
     def _write_config(self) -> None:
         d = self.dir
         (d / "tmp").mkdir(exist_ok=True)
+        ssl = ""
+        if self.tls:
+            cert, key = self_signed_certificate(d, [*self.hostnames, *self.ips.values()])
+            ssl = (f"  ssl_certificate {cert};\n  ssl_certificate_key {key};\n"
+                   "  ssl_protocols TLSv1.2 TLSv1.3;\n  ssl_session_cache shared:tls:4m;\n"
+                   "  ssl_session_timeout 1h;\n")
         servers = "".join(
-            f"  server {{ listen {ip}:{self.port}; server_name {host}; "
-            f"root {d / self._dirs[host]}; }}\n"
+            f"  server {{ listen {ip}:{self.port}{' ssl' if self.tls else ''}; "
+            f"server_name {host}; root {d / self._dirs[host]}; }}\n"
             for host, ip in self.ips.items()
         )
         temp_paths = "".join(
@@ -312,7 +333,7 @@ class SynthWeb:
             "  default_type application/octet-stream;\n"
             "  sendfile on;\n  tcp_nopush on;\n  keepalive_timeout 65;\n"
             "  keepalive_requests 100000;\n  server_tokens off;\n"
-            f"{servers}"
+            f"{ssl}{servers}"
             "}\n"
         )
 
@@ -379,14 +400,49 @@ class SynthWeb:
         entries = []
         for line in data.decode("utf-8", "replace").splitlines():
             fields = line.split(" ")
-            if len(fields) != 5:
+            if len(fields) != 7:
                 continue
-            msec, ip, host, uri, status = fields
-            entries.append(LogEntry(float(msec), ip, host, uri, int(status)))
+            msec, ip, host, uri, status, conn, reused = fields
+            entries.append(LogEntry(float(msec), ip, host, uri, int(status), int(conn),
+                                    reused == "r"))
         return entries
 
     def entry_url(self, entry: LogEntry) -> str:
-        return f"http://{entry.host}:{self.port}{entry.uri}"
+        return self.origin_of.format(entry.host) + entry.uri
+
+
+def self_signed_certificate(directory: Path, names: list[str]) -> tuple[Path, Path]:
+    """A self-signed certificate for ``names`` (host names or IPs) and its key, in PEM files."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    alt: list[x509.GeneralName] = []
+    for name in names:
+        try:
+            alt.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            alt.append(x509.DNSName(name))
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
 
 
 def synthweb_pages(count: int) -> list[tuple[str, bytes]]:

@@ -7,7 +7,7 @@ on one plain Twisted ``Protocol`` per connection (``http1conn.py``) and ``httpto
 C parser uvicorn uses), and builds Scrapy's response as Scrapy's own ``make_response`` does.
 
 It is ``LARBIN_HTTP_HANDLER`` (wrapped by ``PageDeadlineHandler``). It delegates to Scrapy's
-``HTTP11DownloadHandler`` (built once, on first need) whatever it does not do itself: https,
+``HTTP11DownloadHandler`` (built once, on first need) whatever it does not do itself:
 ``meta["proxy"]``, ``meta["bindaddress"]`` / ``DOWNLOAD_BIND_ADDRESS``, and every request when the
 reactor is not asyncio's.
 
@@ -55,6 +55,10 @@ Settings: ``DOWNLOAD_TIMEOUT``, ``DOWNLOAD_MAXSIZE``, ``DOWNLOAD_WARNSIZE``,
 ``DOWNLOAD_FAIL_ON_DATALOSS``, ``DOWNLOAD_BIND_ADDRESS``, ``CONCURRENT_REQUESTS_PER_DOMAIN``,
 ``LARBIN_HTTP1_IDLE_TIMEOUT``. Files: none. Stats: ``larbin/http1/delegated`` (requests handed to
 Scrapy's handler), ``larbin/http1/connections`` (connections opened), ``larbin/http1/retried``.
+
+https: the same connections over Twisted's TLS transport, one TLS creator per site from Scrapy's
+own context factory and TLS settings, sessions resumed (``http1tls.py``, docs/https.md);
+``response.certificate`` as Scrapy fills it.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -83,8 +88,10 @@ from scrapy.utils._download_handlers import (
 )
 from scrapy.utils.asyncio import is_asyncio_available
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.ssl import _log_ssl_conn_debug_info
 from twisted.internet import defer
 from twisted.internet.abstract import isIPAddress
+from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
 from twisted.web.http import _DataLoss
@@ -92,6 +99,7 @@ from twisted.web.iweb import UNKNOWN_LENGTH
 
 from larbinscrapy.lean.http1conn import CONNECTION_CONTROL, Connection, Exchange, request_bytes
 from larbinscrapy.lean.http1pool import ConnectionPool, Dialer, connect_error
+from larbinscrapy.lean.http1tls import TLSConnection, TLSSites
 from larbinscrapy.reactor import Reactor, installed_reactor
 
 if TYPE_CHECKING:
@@ -110,6 +118,7 @@ logger = logging.getLogger(__name__)
 
 _RETRYABLE = frozenset({b"GET", b"HEAD", b"OPTIONS", b"DELETE", b"TRACE"})
 _RETRY = object()  # the outcome of a reused connection closed before any byte: send again
+_PORTS = {"http": 80, "https": 443}  # the schemes served here and their default ports
 
 
 class _NetReactor(Reactor, Protocol):
@@ -129,7 +138,7 @@ class LeanHttpDownloadHandler:
 
     def __init__(self, crawler: Crawler, *, timeout: float, maxsize: int, warnsize: int,
                  fail_on_dataloss: bool, bind_address: Any, max_idle: int,
-                 idle_timeout: float) -> None:
+                 idle_timeout: float, tls_verbose: bool = False) -> None:
         if idle_timeout <= 0:
             raise ValueError("LARBIN_HTTP1_IDLE_TIMEOUT must be positive")
         self.crawler = crawler
@@ -144,6 +153,8 @@ class LeanHttpDownloadHandler:
         self._scrapy: Any = None
         self._dataloss_warned = False
         self._earned: EarnedTime | None = None  # larbin's page timeout, once adopted
+        self._tls: TLSSites | None = None  # built on the first https request
+        self.tls_verbose = tls_verbose
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LeanHttpDownloadHandler:
@@ -157,6 +168,7 @@ class LeanHttpDownloadHandler:
             bind_address=s.get("DOWNLOAD_BIND_ADDRESS"),
             max_idle=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
             idle_timeout=s.getfloat("LARBIN_HTTP1_IDLE_TIMEOUT"),
+            tls_verbose=s.getbool("DOWNLOADER_CLIENT_TLS_VERBOSE_LOGGING"),
         )
 
     def _delegate(self) -> Any:
@@ -186,8 +198,9 @@ class LeanHttpDownloadHandler:
         if served is None:
             self.stats.inc_value("larbin/http1/delegated")
             if self._scrapy is None:  # log the first, count them all
-                logger.debug("%s goes to Scrapy's HTTP/1.1 handler (https, proxy, bind address "
-                             "or a reactor other than asyncio's)", request)
+                logger.debug("%s goes to Scrapy's HTTP/1.1 handler (proxy, bind address, "
+                             "a scheme other than http(s) or a reactor other than asyncio's)",
+                             request)
             return await self._delegate().download_request(request)
         return await served
 
@@ -195,23 +208,23 @@ class LeanHttpDownloadHandler:
         """The download of ``request`` here, or None when it is Scrapy's handler's to do."""
         meta = request.meta
         parsed = urlparse_cached(request)
-        if (self._delegate_all or parsed.scheme != "http" or meta.get("proxy")
+        if (self._delegate_all or parsed.scheme not in _PORTS or meta.get("proxy")
                 or meta.get("bindaddress")):
             return None
         return self._download(request, parsed)
 
     async def _download(self, request: Request, parsed: Any) -> Response:
         host = parsed.hostname or ""
-        port = parsed.port or 80
+        key = (parsed.scheme, host, parsed.port or _PORTS[parsed.scheme])
         dl = _Download(self, request, float(request.meta.get("download_timeout") or self.timeout))
-        data = request_bytes(request, parsed, host, port)
+        data = request_bytes(request, parsed, host, key[2])
         dl.timer = self._reactor.callLater(dl.timeout, dl.expire)
         try:
-            outcome = await self._exchange(dl, host, port, data, retry=not request.body)
+            outcome = await self._exchange(dl, key, data, retry=not request.body)
             if outcome is _RETRY:
                 self.stats.inc_value("larbin/http1/retried")
                 dl.reset()  # the latency still counts from the first try, as in Twisted's retry
-                outcome = await self._exchange(dl, host, port, data, retry=False)
+                outcome = await self._exchange(dl, key, data, retry=False)
         except asyncio.CancelledError:
             dl.abort()
             raise
@@ -220,21 +233,22 @@ class LeanHttpDownloadHandler:
                 dl.timer.cancel()
         return self._response(dl, outcome)
 
-    async def _exchange(self, dl: _Download, host: str, port: int, data: bytes,
+    async def _exchange(self, dl: _Download, key: tuple[str, str, int], data: bytes,
                         retry: bool) -> Any:
-        conn = self._pool.take((host, port))
+        conn = self._pool.take(key)
         if conn is None:
-            conn = await dl.wait(self._open(dl, host, port))
+            conn = await dl.wait(self._open(dl, key))
         elif not (retry and dl.method in _RETRYABLE):
             conn.used = False  # a close before any byte is then no reason to send again
         dl.conn = conn
         conn.send(dl, data)
         return await dl.wait(dl.answer)
 
-    def _open(self, dl: _Download, host: str, port: int) -> asyncio.Future[Connection]:
-        """A new connection to ``host``: its IP through the reactor's resolver, then TCP."""
+    def _open(self, dl: _Download, key: tuple[str, str, int]) -> asyncio.Future[Connection]:
+        """A new connection to ``key``'s host: its IP through the reactor's resolver, then TCP
+        (and TLS for https)."""
         fut: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
-        key = (host, port)
+        host = key[1]
         if isIPAddress(host):
             self._dial(fut, dl, key, host)
             return fut
@@ -250,13 +264,23 @@ class LeanHttpDownloadHandler:
         self._reactor.resolve(host).addCallbacks(resolved, unresolved)
         return fut
 
-    def _dial(self, fut: asyncio.Future[Connection], dl: _Download, key: Any, ip: str) -> None:
+    def _dial(self, fut: asyncio.Future[Connection], dl: _Download, key: tuple[str, str, int],
+              ip: str) -> None:
         self.stats.inc_value("larbin/http1/connections")
-        factory = Dialer(fut, self._pool, key)
+        scheme, host, port = key
+        factory: Any
+        if scheme == "https":
+            if self._tls is None:
+                self._tls = TLSSites(self.crawler)
+            site = self._tls.site(host, port)
+            dialer = Dialer(fut, self._pool, key, partial(TLSConnection, site))
+            factory = TLSMemoryBIOFactory(site, True, dialer)  # type: ignore[arg-type]
+        else:
+            factory = Dialer(fut, self._pool, key)
         # under larbin's page timeout its timer ends a connect that takes too long, as it did
         # when PageDeadlineHandler timed every page (counted in larbin/timeout/pages)
         timeout = dl.timeout if self._earned is None else dl.timeout + 1
-        dl.connector = self._reactor.connectTCP(ip, key[1], factory, timeout=timeout)
+        dl.connector = self._reactor.connectTCP(ip, port, factory, timeout=timeout)
 
     def _response(self, dl: _Download, outcome: Any) -> Response:
         if isinstance(outcome, BaseException):
@@ -272,7 +296,8 @@ class LeanHttpDownloadHandler:
         # Scrapy's make_response, but the response is handed the Headers built from the wire:
         # Response() copies a Headers name by name (6.7 us a page); its setter keeps one.
         response = responsetypes.from_args(headers=headers, url=url, body=body)(
-            url=url, status=dl.status, body=body, flags=outcome or None, certificate=None,
+            url=url, status=dl.status, body=body, flags=outcome or None,
+            certificate=dl.certificate,
             ip_address=dl.ip_address, protocol=dl.version,
         )
         response.headers = headers
@@ -317,6 +342,7 @@ class _Download(Exchange):
         self.stopped: StopDownload | None = None
         self.scrapy_headers: Headers | None = None
         self.ip_address: Any = None
+        self.certificate: Any = None
         self.timed_out = False
 
     def reset(self) -> None:
@@ -370,6 +396,10 @@ class _Download(Exchange):
         conn = self.conn
         assert conn is not None
         self.ip_address = conn.ip_address
+        if isinstance(conn, TLSConnection):
+            self.certificate = conn.certificate
+            if self.handler.tls_verbose:
+                _log_ssl_conn_debug_info(conn.key[1], conn.transport.getHandle())  # type: ignore[union-attr]
         known = 0 if (self.head_only or self.status in (204, 304)) else self.length
         # name as Headers stores it (title-cased) -> [values, the synthetic length?]
         grouped: dict[bytes, list[Any]] = {}

@@ -42,6 +42,7 @@ MAX_FRAMED = 2**63  # llhttp refuses a longer Content-Length: such a body is fra
 NO_BODY_CODES = frozenset({204, 304})
 INFORMATIONAL = range(100, 200)  # 1xx answers: ignored, the real answer follows (as Twisted)
 DEFAULT_PORT = 80
+DEFAULT_TLS_PORT = 443  # https: Host omits it, as Twisted's Agent writes it
 _EXPECTS_BODY = frozenset({b"PUT", b"POST"})  # an empty body still gets Content-Length: 0
 _VALID_TARGET = re.compile(rb"\A[\x21-\x7e]+\Z")  # Twisted's _ensureValidURI
 _PRINTABLE = re.compile(rb"\A[\x20-\x7e]*\Z")
@@ -483,7 +484,7 @@ def request_bytes(request: Any, parsed: Any, host: str, port: int) -> bytes:
         hostb = host.encode("ascii")
         if ":" in host:
             hostb = b"[" + hostb + b"]"
-        if port != DEFAULT_PORT:
+        if port != (DEFAULT_TLS_PORT if parsed.scheme == "https" else DEFAULT_PORT):
             hostb = b"%b:%d" % (hostb, port)
         lines.append(b"Host: " + hostb + b"\r\n")
     lines.append(b"\r\n")

@@ -23,13 +23,14 @@ from larbinscrapy.lean.http1conn import Connection
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
 
     from twisted.internet.interfaces import IAddress
     from twisted.python.failure import Failure
 
 
 class ConnectionPool:
-    """Idle keep-alive connections per (host, port): LIFO, bounded, closed when idle too long."""
+    """Idle keep-alive connections per key: LIFO, bounded, closed when idle too long."""
 
     def __init__(self, reactor: Any, max_idle: int, idle_timeout: float) -> None:
         self.reactor = reactor
@@ -91,13 +92,15 @@ class Dialer(ClientFactory):
 
     noisy = False
 
-    def __init__(self, fut: asyncio.Future[Connection], pool: ConnectionPool, key: Any) -> None:
+    def __init__(self, fut: asyncio.Future[Connection], pool: ConnectionPool, key: Any,
+                 make: Callable[..., Connection] = Connection) -> None:
         self.fut = fut
         self.pool = pool
         self.key = key
+        self.make = make  # the connection class (or a partial of it: TLSConnection's site)
 
     def buildProtocol(self, addr: IAddress | None) -> Connection:
-        conn = Connection(self.connected, self.pool.put, self.pool.discard)
+        conn = self.make(self.connected, self.pool.put, self.pool.discard)
         conn.key = self.key
         conn.ip_address = ipaddress.ip_address(getattr(addr, "host", "") or "0.0.0.0")
         return conn

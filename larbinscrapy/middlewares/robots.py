@@ -19,12 +19,12 @@ from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
+from larbinscrapy.parse.urls import site_of, site_origin
 from larbinscrapy.politeness.ipsites import IpState, Politeness, politeness_of
 from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from urllib.parse import ParseResult
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def site_key(url: ParseResult) -> str:
-    """The key a site's robots.txt is kept under (every lookup goes through here)."""
-    return url.netloc
+def site_key(url: str) -> str:
+    """The key a site's robots.txt is kept under (every lookup goes through here): the frontier's
+    and the sitemap reader's ``site_of``, so ``https://h`` and ``https://h:443`` are one site."""
+    return site_of(url)
 
 
 class _DisallowAll(RobotParser):
@@ -81,8 +82,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         super().process_request_2(rp, request)
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
-        url = urlparse_cached(request)
-        key = site_key(url)
+        key = site_key(request.url)
         if key in self._parsers:
             known = self._parsers[key]
             if isinstance(known, Deferred):
@@ -105,7 +105,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             meta[M.BORROW] = request.meta[M.LEASE]
             meta[M.IP] = request.meta.get(M.IP)
         robotsreq = Request(
-            f"{url.scheme}://{url.netloc}/robots.txt",
+            site_origin(key) + "/robots.txt",
             priority=self.DOWNLOAD_PRIORITY,
             meta=meta,
             callback=NO_CALLBACK,

@@ -222,6 +222,16 @@ def site_of(url: str) -> str:
     return scheme + "://" + host.lower()
 
 
+def site_origin(site: str) -> str:
+    """The origin URL of a ``site_of`` key, its scheme's default port left out (as a browser,
+    and the ``Host`` header, write it): ``https://a.com:443`` -> ``https://a.com``."""
+    scheme, _, rest = site.partition("://")
+    host, _, port = rest.rpartition(":")
+    if port == DEFAULT_PORTS.get(scheme):
+        return scheme + "://" + host
+    return site
+
+
 def host_of(url: str) -> str:
     """Return the lower-case host name of ``url`` (no port, IPv6 without brackets), or ''."""
     m = _HOST_FAST(url)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from OpenSSL import SSL
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadConnectionRefusedError,
@@ -9,6 +10,7 @@ from scrapy.exceptions import (
     DownloadTimeoutError,
     ResponseDataLossError,
 )
+from service_identity import CertificateError, VerificationError
 from twisted.internet import defer
 from twisted.internet import error as tx
 from twisted.web import _newclient
@@ -20,13 +22,16 @@ DNS = "dns"  # the name did not resolve at connect time
 TIMEOUT = "timeout"  # larbin's page timeout: connected (maybe), no complete answer in time
 RESET = "reset"  # the connection broke in the middle of an answer
 MALFORMED = "malformed"  # bytes that are not a valid HTTP answer, or a close instead of one
+TLS_CERTIFICATE = "tls_certificate"  # the server's certificate failed verification
+TLS_HANDSHAKE = "tls_handshake"  # TLS could not be agreed on (protocol, ciphers, a bad answer)
 
 GONE = frozenset({REFUSED, UNREACHABLE, DNS})
-URL = frozenset({TIMEOUT, RESET, MALFORMED})
-ALIVE = frozenset({RESET, MALFORMED})  # a server is there: the IP is not gone
+URL = frozenset({TIMEOUT, RESET, MALFORMED, TLS_CERTIFICATE, TLS_HANDSHAKE})
+ALIVE = frozenset({RESET, MALFORMED, TLS_CERTIFICATE, TLS_HANDSHAKE})  # a server is there
 
 _TIMEOUTS = (DownloadTimeoutError, tx.TimeoutError, defer.TimeoutError)
 _RESETS = (ResponseDataLossError, tx.ConnectionLost, _DataLoss)
+_CERTIFICATE = (VerificationError, CertificateError)  # the certificate names another host
 
 
 def classify(exc: BaseException | None) -> str | None:
@@ -54,9 +59,16 @@ def classify(exc: BaseException | None) -> str | None:
 
 
 def _response_failed(exc: BaseException) -> str:
-    """``ResponseFailed`` lists why: a reset if the connection broke, else malformed."""
+    """``ResponseFailed`` lists why: a reset if the connection broke, TLS if its handshake
+    failed, else malformed."""
     reasons = getattr(exc, "reasons", None) or []
     values = [getattr(r, "value", r) for r in reasons]
     if any(isinstance(v, _RESETS) for v in values):
         return RESET
+    for value in values:
+        if isinstance(value, _CERTIFICATE) or (
+                isinstance(value, SSL.Error) and "certificate" in str(value)):
+            return TLS_CERTIFICATE
+        if isinstance(value, SSL.Error):
+            return TLS_HANDSHAKE
     return MALFORMED

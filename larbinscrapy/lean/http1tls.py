@@ -1,0 +1,123 @@
+"""TLS for the lean handler: one client TLS creator per site, its sessions resumed, handshakes
+counted.
+
+Scrapy's HTTP/1.1 handler asks its context factory (``DOWNLOADER_CLIENTCONTEXTFACTORY``) for a
+new TLS creator on every request (Twisted's ``Agent`` does, even on a kept-alive connection), and
+every creator builds its own OpenSSL context, so no session is ever offered for resumption. Here
+the same factory, built as Scrapy's handler builds it (so ``DOWNLOADER_CLIENT_TLS_METHOD``,
+``DOWNLOADER_CLIENT_TLS_CIPHERS``, ``DOWNLOAD_TLS_MIN_VERSION`` / ``MAX_VERSION`` and
+``DOWNLOAD_VERIFY_CERTIFICATES`` mean what they mean there), is asked once per (host, port): that
+creator, and its context, serve every connection to the site, with SNI as Twisted sends it, and
+the site's newest session is offered to each new handshake (tickets or session IDs, whatever the
+server gave). ``TLSConnection`` is ``http1conn.Connection`` over Twisted's TLS transport: it keeps
+the peer certificate for ``Response.certificate`` and saves the session once an answer is in
+(TLS 1.3 tickets arrive after the handshake).
+
+Stats: ``larbin/tls/handshakes`` (TLS handshakes completed), ``larbin/tls/resumed`` (those that
+resumed a session). Private name used: ``OpenSSL.SSL._lib.SSL_session_reused`` (pyOpenSSL has no
+public call that tells whether a handshake resumed a session).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from OpenSSL.SSL import _lib  # type: ignore[attr-defined]
+from scrapy.core.downloader.contextfactory import _load_context_factory_from_settings
+from twisted.internet.interfaces import IHandshakeListener, IOpenSSLClientConnectionCreator
+from twisted.internet.ssl import Certificate
+from zope.interface import implementer
+
+from larbinscrapy.lean.http1conn import Connection
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from OpenSSL import SSL
+    from scrapy.crawler import Crawler
+    from twisted.protocols.tls import TLSMemoryBIOProtocol
+
+logger = logging.getLogger(__name__)
+
+# Sites whose TLS state is kept, the least recently connected to forgotten first: a context can
+# hold a whole trust store (with verification on), and a broad crawl meets millions of sites.
+MAX_SITES = 4096
+
+
+@implementer(IOpenSSLClientConnectionCreator)
+class TLSSite:
+    """One site's TLS: the creator its context factory gave once, and its newest session."""
+
+    def __init__(self, creator: Any, stats: Any) -> None:
+        self.creator = creator
+        self.stats = stats
+        self.session: SSL.Session | None = None
+
+    def clientConnectionForTLS(self, tlsProtocol: TLSMemoryBIOProtocol) -> SSL.Connection:
+        conn: SSL.Connection = self.creator.clientConnectionForTLS(tlsProtocol)
+        if self.session is not None:
+            try:
+                conn.set_session(self.session)
+            except ValueError:  # a factory that makes a context per connection: nothing to resume
+                self.session = None
+        return conn
+
+    def handshake_done(self, conn: SSL.Connection) -> None:
+        self.stats.inc_value("larbin/tls/handshakes")
+        if _lib.SSL_session_reused(conn._ssl):
+            self.stats.inc_value("larbin/tls/resumed")
+
+    def keep_session(self, conn: SSL.Connection) -> None:
+        session = conn.get_session()
+        if session is not None:
+            self.session = session
+
+
+class TLSSites:
+    """The TLS state of every https site the handler connected to, keyed by (host, port)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.factory: Any = _load_context_factory_from_settings(crawler)
+        self.stats = crawler.stats
+        self._sites: dict[tuple[str, int], TLSSite] = {}
+
+    def site(self, host: str, port: int) -> TLSSite:
+        """The TLS of ``host``: its creator asked of the context factory on first use only
+        (or again once ``MAX_SITES`` others were connected to since)."""
+        sites = self._sites
+        site = sites.pop((host, port), None)
+        if site is None:
+            creator = self.factory.creatorForNetloc(host.encode("ascii"), port)
+            site = TLSSite(creator, self.stats)
+            if len(sites) >= MAX_SITES:
+                del sites[next(iter(sites))]
+        sites[host, port] = site  # the most recent last
+        return site
+
+
+@implementer(IHandshakeListener)
+class TLSConnection(Connection):
+    """A ``Connection`` over TLS: the peer certificate kept, the session saved when idle."""
+
+    def __init__(self, site: TLSSite, on_made: Callable[[Connection], None],
+                 on_idle: Callable[[Connection], None],
+                 on_lost: Callable[[Connection], None]) -> None:
+        super().__init__(on_made, self._idle, on_lost)
+        self.site = site
+        self._to_pool = on_idle
+        self.certificate: Certificate | None = None
+        self._saved = False
+
+    def handshakeCompleted(self) -> None:
+        transport: Any = self.transport
+        peer = transport.getPeerCertificate()
+        self.certificate = None if peer is None else Certificate(peer)
+        self.site.handshake_done(transport.getHandle())
+
+    def _idle(self, conn: Connection) -> None:
+        if not self._saved:
+            self._saved = True
+            transport: Any = self.transport
+            self.site.keep_session(transport.getHandle())
+        self._to_pool(conn)
