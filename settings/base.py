@@ -7,8 +7,6 @@ Where Scrapy already has a setting with the meaning we need (``DOWNLOAD_DELAY``,
 
 from __future__ import annotations
 
-import scrapy.settings.default_settings as scrapy_defaults
-
 BOT_NAME = "larbinscrapy"
 SPIDER_MODULES = ["larbinscrapy.spiders"]
 NEWSPIDER_MODULE = "larbinscrapy.spiders"
@@ -35,11 +33,8 @@ TELNETCONSOLE_ENABLED = False  # never open a code-running port by default
 REMOTE_CONTROL_ENABLED = False
 AJAXCRAWL_ENABLED = False
 FEED_EXPORT_ENCODING = "utf-8"
-STATS_CLASS = "larbinscrapy.lean.stats.LeanStatsCollector"  # Scrapy's in-memory stats without a deprecation wrapper around every call
-LOG_FORMATTER = "larbinscrapy.lean.logformatter.QuietLogFormatter"  # no per-page "Crawled"/"Scraped" DEBUG records unless LOG_LEVEL=DEBUG
 
 SCHEDULER = "larbinscrapy.frontier.scheduler.LarbinScheduler"
-DOWNLOADER = "larbinscrapy.lean.downloader.LeanDownloader"  # Scrapy's, its middleware chain without a coroutine per layer and per request
 DUPEFILTER_CLASS = "larbinscrapy.seen.dupefilter.BitmapDupeFilter"
 REQUEST_FINGERPRINTER_CLASS = "larbinscrapy.parse.urls.CanonicalUrlFingerprinter"
 TWISTED_DNS_RESOLVER = "larbinscrapy.politeness.dns.PinnedResolver"
@@ -56,12 +51,6 @@ SPIDER_MIDDLEWARES = {
     "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
     "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
     "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
-    # Scrapy's start and referer middlewares without their layer over every page's output:
-    # the gate sets Referer (same policies and settings) on what it lets through.
-    "scrapy.spidermiddlewares.start.StartSpiderMiddleware": None,
-    "larbinscrapy.lean.folded.StartOnlyMiddleware": 25,
-    "scrapy.spidermiddlewares.referer.RefererMiddleware": None,
-    "larbinscrapy.lean.folded.GateRefererMiddleware": 700,
 }
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
@@ -76,9 +65,6 @@ DOWNLOADER_MIDDLEWARES = {
     "larbinscrapy.fetch.checktype.BoundedDecompressionMiddleware": 590,
     # larbin checkType: non-HTML answers stopped at their headers (after politeness saw them)
     "larbinscrapy.fetch.checktype.ContentTypeMiddleware": 940,
-    # the same downloader/* stats at a fifth of the cost per page
-    "scrapy.downloadermiddlewares.stats.DownloaderStats": None,
-    "larbinscrapy.lean.folded.DownloaderStatsMiddleware": 850,
     # redirect targets pass the link gate's URL filters (same priority as Scrapy's)
     "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
     "larbinscrapy.middlewares.redirect.FilteredRedirectMiddleware": 600,
@@ -86,22 +72,6 @@ DOWNLOADER_MIDDLEWARES = {
     "larbinscrapy.middlewares.politeness.PolitenessMiddleware": 950,
     # LARBIN_REVISIT: conditional GET on revisits; below retry/redirect, so it sees final outcomes
     "larbinscrapy.revisit.middleware.ConditionalGetMiddleware": 540,
-}
-# Scrapy's base lists less three components that are off by default and cost start-up only to be
-# imported (Scrapy imports every key of these dicts, even one set to None): the remote-control
-# extension (aiohttp, ~120 ms; REMOTE_CONTROL_ENABLED is off), the cookies middleware
-# (tldextract, ~45 ms; COOKIES_ENABLED is off) and the telnet console (twisted.conch, ~2 ms;
-# TELNETCONSOLE_ENABLED is off); larbinscrapy's shims import the last two only when turned on.
-EXTENSIONS_BASE = {  # Scrapy's, without RemoteControl (to use it: add it to EXTENSIONS and set REMOTE_CONTROL_ENABLED), its TelnetConsole built only when TELNETCONSOLE_ENABLED
-    **{k: v for k, v in scrapy_defaults.EXTENSIONS_BASE.items()
-       if k not in ("scrapy.extensions.remote_control.RemoteControl",
-                    "scrapy.extensions.telnet.TelnetConsole")},
-    "larbinscrapy.lean.optional.TelnetConsole": 0,
-}
-DOWNLOADER_MIDDLEWARES_BASE = {  # Scrapy's, its CookiesMiddleware built only when COOKIES_ENABLED
-    **{k: v for k, v in scrapy_defaults.DOWNLOADER_MIDDLEWARES_BASE.items()
-       if k != "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"},
-    "larbinscrapy.lean.optional.CookiesMiddleware": 700,
 }
 ITEM_PIPELINES = {
     # Each raises NotConfigured unless its LARBIN_* setting turns it on (docs/pipelines.md).
@@ -121,9 +91,12 @@ EXTENSIONS = {
     "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
     "larbinscrapy.status.logline.CrawlLogLine": 0,  # every LOGSTATS_INTERVAL: rates, queues, IPs
     "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_HTTP_*)
-    "larbinscrapy.lean.gcfreeze.StartupFreeze": 1000,  # LARBIN_GC_FREEZE: start-up objects out of the collector's way
 }
-ADDONS = {"larbinscrapy.larbinconf.LarbinConfAddon": 0}  # reads LARBIN_CONF (larbin.conf)
+ADDONS = {
+    "larbinscrapy.larbinconf.LarbinConfAddon": 0,  # reads LARBIN_CONF (larbin.conf)
+    "larbinscrapy.lean.addon.LeanEngineAddon": 10,  # LARBIN_LEAN_ENGINE: the engine replacements (larbinscrapy/lean/)
+}
+LARBIN_LEAN_ENGINE = True  # larbinscrapy/lean/ in place of Scrapy's downloader chain, HTTP/1.1 handler, stats, log formatter, exporters, some middlewares, Request; False = Scrapy's own
 COMMANDS_MODULE = "larbinscrapy.commands"  # scrapy addurls; scrapy crawl exits 1 when a crawl stops on a fatal error
 
 # --- Seeds and link following (spider arguments override these) ---------------------------
@@ -181,7 +154,7 @@ LARBIN_DNS_TTL = 3600  # seconds a resolved address (or a failure) is kept
 LARBIN_DNS_TIMEOUT = 10  # seconds before a lookup counts as failed
 LARBIN_MAX_CRAWL_DELAY = 30  # cap on robots.txt Crawl-delay, seconds
 LARBIN_TIMEOUT_BYTES_PER_SECOND = 2000  # larbin: page timeout grows 1 s per this many bytes
-LARBIN_HTTP_HANDLER = "larbinscrapy.lean.http1.LeanHttpDownloadHandler"  # what PageDeadlineHandler wraps: plain http on llhttp (larbinscrapy/lean/http1.py), the rest delegated to Scrapy's HTTP11DownloadHandler (set it to go back)
+LARBIN_HTTP_HANDLER = ""  # what PageDeadlineHandler wraps; empty: LARBIN_LEAN_ENGINE chooses (lean/http1.py's handler, else Scrapy's HTTP11DownloadHandler)
 LARBIN_HTTP1_IDLE_TIMEOUT = 240.0  # seconds an idle keep-alive connection is kept (Twisted's pool: 240)
 LARBIN_IP_MAX_FAILURES = 3  # consecutive timeouts/refusals before an IP is dropped (noConnection)
 LARBIN_IP_BACKOFF = 10.0  # extra delay after each consecutive failure, seconds
@@ -211,7 +184,7 @@ REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list workers read seeds from: re
 REDIS_START_URLS_BATCH_SIZE = 100  # seeds taken from that list per read (every 0.25 s)
 SCHEDULER_PERSIST = True  # keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)
 
-# --- Start-up (larbinscrapy/lean/gcfreeze.py) ----------------------------------------------------
+# --- Start-up (larbinscrapy/lean/gcfreeze.py, with LARBIN_LEAN_ENGINE) ---------------------------
 LARBIN_GC_FREEZE = True  # gc.freeze() at engine start: full collections (and the exit) skip the ~70k objects built before it
 
 # --- Status -------------------------------------------------------------------------------
@@ -241,12 +214,6 @@ FEED_EXPORT_FIELDS = [
     "title", "keywords", "description", "links", "ip", "noindex", "canonical",
     "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ]
-# Scrapy's JSON lines exporter with each item class's fields planned once (larbinscrapy.lean.exporters):
-# the same bytes at ~40% of the CPU per item. Scrapy's other formats are unchanged.
-FEED_EXPORTERS = {
-    "jsonl": "larbinscrapy.lean.exporters.JsonLinesExporter",
-    "jsonlines": "larbinscrapy.lean.exporters.JsonLinesExporter",
-}  # JSON lines feeds: Scrapy's exporter, fields planned once per item class; other formats Scrapy's
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = 1.0  # seconds between flushes of JOBDIR/contentdup/journal
 LARBIN_SIMPLE_SAVE = False  # larbin SIMPLE_SAVE: bodies to save/dNNNNN/fNNNNN plus index.jsonl
 LARBIN_SIMPLE_SAVE_DIR = "save"  # simple-save output directory

@@ -1,5 +1,15 @@
 """``LeanHttpDownloadHandler``: plain ``http://`` over keep-alive connections parsed by llhttp.
 
+Replaces: Scrapy's ``HTTP11DownloadHandler`` for plain http (``LARBIN_HTTP_HANDLER``, wrapped by
+``PageDeadlineHandler``); ``make conformance`` runs Scrapy's own handler tests against it.
+Private names: ``scrapy.utils._download_handlers`` (four helpers), ``twisted.web._newclient``
+(``ResponseFailed``, ``ResponseNeverReceived``, ``ParseError``, ``RequestGenerationFailed``),
+``twisted.web.http._DataLoss``, ``twisted.web._abnf._istoken``,
+``twisted.web.http_headers._nameEncoder``; the sources of the parts of Scrapy's handler whose
+behaviour it reproduces are checked (``REQUIRES``).
+Retire when: Scrapy's HTTP/1.1 client costs about as much per response (an httptools-based
+handler upstream would do).
+
 Why: on a broad crawl Scrapy's HTTP/1.1 handler is the largest block of per-page CPU above the
 spider (Agent, HostnameEndpoint, the connection pool, the retrying protocol, a line-by-line
 parser, Twisted Headers, several Deferred chains per response). This handler does the same job
@@ -105,6 +115,26 @@ if TYPE_CHECKING:
     from twisted.internet.protocol import ClientFactory
 
     from larbinscrapy.fetch.deadline import EarnedTime
+    from larbinscrapy.lean.requires import Private
+
+REQUIRES: tuple[Private, ...] = (
+    ("scrapy.utils._download_handlers", "check_stop_download"),
+    ("scrapy.utils._download_handlers", "get_dataloss_msg"),
+    ("scrapy.utils._download_handlers", "get_maxsize_msg"),
+    ("scrapy.utils._download_handlers", "get_warnsize_msg"),
+    ("twisted.web._newclient", "ResponseFailed"),
+    ("twisted.web._newclient", "ResponseNeverReceived"),
+    ("twisted.web._newclient", "ParseError"),
+    ("twisted.web._newclient", "RequestGenerationFailed"),
+    ("twisted.web.http", "_DataLoss"),
+    ("twisted.web._abnf", "_istoken", "ba64fc9486b1"),
+    ("twisted.web.http_headers", "_nameEncoder"),
+    ("scrapy.core.downloader.handlers.http11", "_ScrapyAgent.download_request", "ed70eb3a8e30"),
+    ("scrapy.core.downloader.handlers.http11", "_ScrapyAgent._cb_bodyready", "3b4c90f33215"),
+    ("scrapy.core.downloader.handlers.http11", "_ScrapyAgent._cb_bodydone", "388d92b6687d"),
+    ("scrapy.core.downloader.handlers.http11", "_ResponseReader", "ad51226fb57e"),
+    ("scrapy.core.downloader.handlers.http11", "_LenientHTTPClientParser", "14688c69491e"),
+)
 
 logger = logging.getLogger(__name__)
 
