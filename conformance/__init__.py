@@ -1,1 +1,1 @@
-"""``make conformance``: Scrapy's own tests of the parts ``larbinscrapy/lean/`` replaces, run against it."""
+"""``make conformance``: Scrapy's own tests of the parts ``larbinscrapy/lean/`` replaces."""

@@ -58,7 +58,8 @@ def test_on_every_lean_class_is_used():
     assert load_object(s["DOWNLOADER"]) is LeanDownloader
     assert type(LeanDownloader(crawler).middleware) is LeanMiddlewareManager
     assert s["LARBIN_HTTP_HANDLER"] == "larbinscrapy.lean.http1.LeanHttpDownloadHandler"
-    assert s.getwithbase("FEED_EXPORTERS")["jsonl"] == "larbinscrapy.lean.exporters.JsonLinesExporter"
+    exporter = s.getwithbase("FEED_EXPORTERS")["jsonl"]
+    assert exporter == "larbinscrapy.lean.exporters.JsonLinesExporter"
     names = _components(crawler)
     assert {"DownloaderStatsMiddleware", "StartOnlyMiddleware", "GateRefererMiddleware"} <= names
     assert not names & {"DownloaderStats", "StartSpiderMiddleware", "RefererMiddleware"}
