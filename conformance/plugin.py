@@ -11,6 +11,8 @@ cannot go stale) and the classes a suite does not choose. Name lookups outside l
 from __future__ import annotations
 
 import functools
+import importlib
+import inspect
 import ipaddress
 import socket
 from pathlib import Path
@@ -69,6 +71,7 @@ def _with_settings(get_crawler: Any, extra: dict[str, Any]) -> Any:
     def wrapped(spidercls: Any = None, settings_dict: dict[str, Any] | None = None,
                 *args: Any, **kwargs: Any) -> Any:
         return get_crawler(spidercls, {**extra, **(settings_dict or {})}, *args, **kwargs)
+    wrapped._conformance = True  # type: ignore[attr-defined]
     return wrapped
 
 
@@ -79,15 +82,15 @@ def point_at_ours(module: Any, suite: Suite) -> None:
             raise pytest.UsageError(f"{suite.module}: no name {name} to rebind")
         setattr(module, name, load_object(path))
     if suite.settings:
-        import tests.utils.engine as engine_utils  # CrawlerRun builds its crawler there
-
-        for owner in (module, engine_utils):
-            owner.get_crawler = _with_settings(owner.get_crawler, suite.settings)
+        for owner in (module, *map(importlib.import_module, suite.helpers)):
+            if hasattr(owner, "get_crawler") and not getattr(
+                    owner.get_crawler, "_conformance", False):
+                owner.get_crawler = _with_settings(owner.get_crawler, suite.settings)
     chosen = set(suite.classes) if suite.classes is not None else None
     found = set()
     for name, obj in list(vars(module).items()):
-        if not (isinstance(obj, type) and name.startswith("Test")):
-            continue
+        if not (isinstance(obj, type) and name.startswith("Test")) or inspect.isabstract(obj):
+            continue  # pytest collects no abstract class: keep Scrapy's abstract bases so
         found.add(name)
         if suite.class_attrs and (chosen is None or name in chosen):
             attrs = {**suite.class_attrs, "__module__": module.__name__, "__qualname__": name}

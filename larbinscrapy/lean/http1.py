@@ -80,6 +80,7 @@ from scrapy.exceptions import (
     DownloadCancelledError,
     DownloadFailedError,
     DownloadTimeoutError,
+    NotConfigured,
     ResponseDataLossError,
     StopDownload,
 )
@@ -178,6 +179,8 @@ class LeanHttpDownloadHandler:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LeanHttpDownloadHandler:
         s = crawler.settings
+        if not s.getbool("TWISTED_REACTOR_ENABLED"):  # as Scrapy's handler says it
+            raise NotConfigured(f"{cls.__name__} requires a Twisted reactor.")
         return cls(
             crawler,
             timeout=s.getfloat("DOWNLOAD_TIMEOUT"),
