@@ -155,3 +155,16 @@ def test_the_test_web_is_crawled_completely_either_way(web, tmp_path, lean):
     assert ("larbinscrapy.lean.folded.DownloaderStatsMiddleware" in crawl.stderr) is lean
     assert ("'scrapy.downloadermiddlewares.stats.DownloaderStats'" in crawl.stderr) is not lean
     assert ("LARBIN_LEAN_ENGINE is off" in crawl.stderr) is not lean
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "scrapy"])
+def test_larbins_page_timeout_wraps_either_handler(lean):
+    from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+
+    from larbinscrapy.fetch.deadline import PageDeadlineHandler
+    from larbinscrapy.lean.http1 import LeanHttpDownloadHandler
+
+    handler = PageDeadlineHandler.from_crawler(_crawler(LARBIN_LEAN_ENGINE=lean))
+    assert type(handler.inner) is (LeanHttpDownloadHandler if lean else HTTP11DownloadHandler)
+    # the lean handler times its own pages by the rule; Scrapy's is timed by the wrapper
+    assert (handler._timed_inside is not None) is lean
