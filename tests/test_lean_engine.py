@@ -168,3 +168,20 @@ def test_larbins_page_timeout_wraps_either_handler(lean):
     assert type(handler.inner) is (LeanHttpDownloadHandler if lean else HTTP11DownloadHandler)
     # the lean handler times its own pages by the rule; Scrapy's is timed by the wrapper
     assert (handler._timed_inside is not None) is lean
+
+
+def test_digests_tell_decorated_functions_apart():
+    # Scrapy 2.19 wraps these in one decorator: the hash must be of each function's own source
+    from scrapy.downloadermiddlewares.stats import DownloaderStats
+
+    from larbinscrapy.lean.requires import digest
+
+    methods = (DownloaderStats.process_request, DownloaderStats.process_response,
+               DownloaderStats.process_exception)
+    assert len({digest(m) for m in methods}) == 3
+
+
+def test_a_whole_module_file_is_compared_without_importing_it():
+    entry = ("scrapy.core.downloader.handlers.http11", "*", "000000000000")
+    assert "changed" in problem(entry)
+    assert "cannot be found" in problem(("scrapy.no_such_package.mod", "*", "0"))

@@ -49,7 +49,7 @@ REQUIRES: tuple[Private, ...] = (
     ("scrapy.downloadermiddlewares.stats", "DownloaderStats.process_response", "2fc34ad0b696"),
     ("scrapy.downloadermiddlewares.stats", "DownloaderStats.process_exception", "e86981268267"),
     ("scrapy.downloadermiddlewares.stats", "get_header_size", "648c17365b7a"),
-    ("scrapy.downloadermiddlewares.stats", "get_status_size", "3eb9dc8c63d9"),
+    ("scrapy.downloadermiddlewares.stats", "get_status_size", "7e706e0713a1"),
     ("scrapy.utils.request", "request_httprepr", "967d60d25546"),
 )
 

@@ -130,11 +130,8 @@ REQUIRES: tuple[Private, ...] = (
     ("twisted.web.http", "_DataLoss"),
     ("twisted.web._abnf", "_istoken", "ba64fc9486b1"),
     ("twisted.web.http_headers", "_nameEncoder"),
-    ("scrapy.core.downloader.handlers.http11", "_ScrapyAgent.download_request", "ed70eb3a8e30"),
-    ("scrapy.core.downloader.handlers.http11", "_ScrapyAgent._cb_bodyready", "3b4c90f33215"),
-    ("scrapy.core.downloader.handlers.http11", "_ScrapyAgent._cb_bodydone", "388d92b6687d"),
-    ("scrapy.core.downloader.handlers.http11", "_ResponseReader", "ad51226fb57e"),
-    ("scrapy.core.downloader.handlers.http11", "_LenientHTTPClientParser", "14688c69491e"),
+    # Scrapy's handler, whose behaviour this one reproduces: any change to it turns this off
+    ("scrapy.core.downloader.handlers.http11", "*", "b1b2bb82e718"),
 )
 
 logger = logging.getLogger(__name__)
