@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT)])}
     cmd = [sys.executable, "-m", "pytest", "-p", "conformance.plugin",
            "-c", str(tree / "pyproject.toml"), "--rootdir", str(tree),
-           "-m", "not requires_internet", "-q", "-p", "no:cacheprovider",
+           "-m", "not requires_internet", "-q", "-p", "no:cacheprovider", "--timeout", "120",
            *(suite.module for suite in SUITES), *argv]
     print(f"conformance: Scrapy {scrapy.__version__}'s tests against larbinscrapy/lean/",
           flush=True)

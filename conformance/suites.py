@@ -42,6 +42,11 @@ def _handler_settings(https: bool) -> dict[str, Any]:
 # has it (issue #25): HTTPS also routes the crawler tests' https:// URLs to it.
 HTTPS = True
 LEAN_DOWNLOADER = {"DOWNLOADER": "larbinscrapy.lean.downloader.LeanDownloader"}
+LEAN_ENGINE = {  # what LeanEngineAddon sets for the engine itself
+    **LEAN_DOWNLOADER,
+    "STATS_CLASS": "larbinscrapy.lean.stats.LeanStatsCollector",
+    "LOG_FORMATTER": "larbinscrapy.lean.logformatter.QuietLogFormatter",
+}
 ENGINE = ("tests.utils.engine",)  # CrawlerRun builds its crawler there
 
 SUITES: tuple[Suite, ...] = (
@@ -69,16 +74,22 @@ SUITES: tuple[Suite, ...] = (
         bind={"Downloader": "larbinscrapy.lean.downloader.LeanDownloader"},
         settings=LEAN_DOWNLOADER,
     ),
-    Suite("tests/test_engine.py", settings=LEAN_DOWNLOADER, helpers=ENGINE),
-    Suite("tests/test_engine_download.py", settings=LEAN_DOWNLOADER, helpers=ENGINE),
-    Suite("tests/test_engine_stop_download_bytes.py", settings=LEAN_DOWNLOADER, helpers=ENGINE),
-    Suite("tests/test_engine_stop_download_headers.py", settings=LEAN_DOWNLOADER,
-          helpers=ENGINE),
+    Suite("tests/test_engine.py", settings=LEAN_ENGINE, helpers=ENGINE),
+    Suite("tests/test_engine_download.py", settings=LEAN_ENGINE, helpers=ENGINE),
+    Suite("tests/test_engine_stop_download_bytes.py", settings=LEAN_ENGINE, helpers=ENGINE),
+    Suite("tests/test_engine_stop_download_headers.py", settings=LEAN_ENGINE, helpers=ENGINE),
     # the JSON lines exporter (FEED_EXPORTERS jsonl, jsonlines)
     Suite(
         "tests/test_exporters.py",
         bind={"JsonLinesItemExporter": "larbinscrapy.lean.exporters.JsonLinesExporter"},
         classes=("TestJsonLinesItemExporter", "TestJsonLinesItemExporterDataclass"),
+    ),
+    # the log formatter (LOG_FORMATTER): Scrapy's messages whenever DEBUG is logged
+    Suite(
+        "tests/test_logformatter.py",
+        bind={"LogFormatter": "larbinscrapy.lean.logformatter.QuietLogFormatter"},
+        settings={"LOG_FORMATTER": "larbinscrapy.lean.logformatter.QuietLogFormatter"},
+        classes=("TestLogFormatter", "TestShowOrSkipMessages"),
     ),
     # the stats collector (STATS_CLASS)
     Suite(
