@@ -92,7 +92,7 @@ EXTENSIONS = {
     "larbinscrapy.status.logline.CrawlLogLine": 0,  # every LOGSTATS_INTERVAL: rates, queues, IPs
     "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_HTTP_*)
 }
-ADDONS = {
+ADDONS = {  # reads LARBIN_CONF (larbin.conf), then puts larbinscrapy/lean/ in place (LARBIN_LEAN_ENGINE)
     "larbinscrapy.larbinconf.LarbinConfAddon": 0,  # reads LARBIN_CONF (larbin.conf)
     "larbinscrapy.lean.addon.LeanEngineAddon": 10,  # LARBIN_LEAN_ENGINE: the engine replacements (larbinscrapy/lean/)
 }
