@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from scrapy.utils.misc import load_object
+
 from settings import base
 
 LARBIN_DEFAULTS = {k: v for k, v in vars(base).items() if k.startswith("LARBIN_")}
@@ -90,6 +92,12 @@ SUITES: tuple[Suite, ...] = (
         bind={"LogFormatter": "larbinscrapy.lean.logformatter.QuietLogFormatter"},
         settings={"LOG_FORMATTER": "larbinscrapy.lean.logformatter.QuietLogFormatter"},
         classes=("TestLogFormatter", "TestShowOrSkipMessages"),
+    ),
+    # the request class the gate and the frontier build (lean.request.request_class)
+    Suite(
+        "tests/test_http_request.py",
+        class_attrs={"request_class": load_object("larbinscrapy.lean.request.SafeUrlRequest")},
+        classes=("TestRequest",),
     ),
     # the stats collector (STATS_CLASS)
     Suite(
