@@ -104,6 +104,11 @@ SUITES: tuple[Suite, ...] = (
         "tests/test_stats.py",
         bind={"StatsCollector": "larbinscrapy.lean.stats.LeanStatsCollector"},
     ),
+    # the start middleware without its output layer (lean/folded.py)
+    Suite(
+        "tests/test_spidermiddleware_start.py",
+        bind={"StartSpiderMiddleware": "larbinscrapy.lean.folded.StartOnlyMiddleware"},
+    ),
     # the downloader stats middleware (lean/folded.py)
     Suite(
         "tests/test_downloadermiddleware_stats.py",
