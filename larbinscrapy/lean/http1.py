@@ -5,8 +5,8 @@ Replaces: Scrapy's ``HTTP11DownloadHandler`` for plain http (``LARBIN_HTTP_HANDL
 Private names: ``scrapy.utils._download_handlers`` (four helpers), ``twisted.web._newclient``
 (``ResponseFailed``, ``ResponseNeverReceived``, ``ParseError``, ``RequestGenerationFailed``),
 ``twisted.web.http._DataLoss``, ``twisted.web._abnf._istoken``,
-``twisted.web.http_headers._nameEncoder``; the sources of the parts of Scrapy's handler whose
-behaviour it reproduces are checked (``REQUIRES``).
+``twisted.web.http_headers._nameEncoder``; Scrapy's ``http11`` module, whose behaviour it
+reproduces, is compared as a file (``REQUIRES``).
 Retire when: Scrapy's HTTP/1.1 client costs about as much per response (an httptools-based
 handler upstream would do).
 
@@ -15,11 +15,9 @@ spider (Agent, HostnameEndpoint, the connection pool, the retrying protocol, a l
 parser, Twisted Headers, several Deferred chains per response). This handler does the same job
 on one plain Twisted ``Protocol`` per connection (``http1conn.py``) and ``httptools`` (llhttp, the
 C parser uvicorn uses), and builds Scrapy's response as Scrapy's own ``make_response`` does.
-
-It is ``LARBIN_HTTP_HANDLER`` (wrapped by ``PageDeadlineHandler``). It delegates to Scrapy's
-``HTTP11DownloadHandler`` (built once, on first need) whatever it does not do itself: https,
-``meta["proxy"]``, ``meta["bindaddress"]`` / ``DOWNLOAD_BIND_ADDRESS``, and every request when the
-reactor is not asyncio's.
+It delegates to Scrapy's ``HTTP11DownloadHandler`` (built once, on first need) what it does
+not do itself: https, ``meta["proxy"]``, ``meta["bindaddress"]`` / ``DOWNLOAD_BIND_ADDRESS``,
+and every request when the reactor is not asyncio's.
 
 Same behaviour as Scrapy's handler (tests/test_http1.py runs each case against both):
 
