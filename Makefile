@@ -8,7 +8,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # chromium: the status page's real-browser test (Playwright drives /usr/bin/chromium)
 APT_PACKAGES := redis-server nginx chromium tinyproxy
 
-.PHONY: install install-runtime install-test install-bench install-system crawl demo test test-fast lint bench bench-quick bench-system bench-crawlee-venv deploy clean
+.PHONY: install install-runtime install-test install-bench install-system crawl demo test test-fast conformance lint bench bench-quick bench-system bench-crawlee-venv deploy clean
 
 # Each command installs what it needs into $(VENV), once: a stamp file per part, remade when
 # pyproject.toml or setup.py changes (the runtime first, then each extra over it). `make crawl`
@@ -66,6 +66,20 @@ test: $(TEST_EXTRA) install-system
 test-fast: $(TEST_EXTRA)
 	$(BIN)/python -m pytest -q -m "not crawl"
 
+# Scrapy's own tests of the engine parts larbinscrapy/lean/ replaces, from the sdist of the
+# installed Scrapy, run against our classes (conformance/suites.py; exclusions with their reason
+# in conformance/excluded.txt), in a virtualenv of their own (Scrapy's test plugins stay out of ours).
+CONFORMANCE_VENV := conformance/.venv
+
+$(CONFORMANCE_VENV)/bin/python: pyproject.toml setup.py
+	$(PYTHON) -m venv $(CONFORMANCE_VENV)
+	$(CONFORMANCE_VENV)/bin/pip install --quiet --upgrade "pip>=23"
+	$(CONFORMANCE_VENV)/bin/pip install --quiet -e ".[conformance]"
+	@touch $@
+
+conformance: $(CONFORMANCE_VENV)/bin/python
+	$(CONFORMANCE_VENV)/bin/python -m conformance.run
+
 # ruff (rules and their ignores in pyproject.toml) and mypy on larbinscrapy/ (its [tool.mypy]).
 lint: $(TEST_EXTRA)
 	$(BIN)/ruff check larbinscrapy settings testweb tests benchmarks
@@ -101,4 +115,4 @@ deploy: $(TEST_EXTRA)
 	$(BIN)/scrapyd-deploy $(DEPLOY_TARGET)
 
 clean:
-	rm -rf $(VENV) $(CRAWLEE_VENV) output build *.egg-info .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) $(CRAWLEE_VENV) $(CONFORMANCE_VENV) conformance/.cache output build *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -33,6 +33,7 @@ from larbinscrapy import config
 from larbinscrapy.defaults import SETTINGS
 from larbinscrapy.fatal import fail_start
 from larbinscrapy.larbinconf import LarbinConfAddon
+from larbinscrapy.lean.addon import LeanEngineAddon
 
 logger = logging.getLogger(__name__)
 
@@ -55,14 +56,8 @@ def install(settings: BaseSettings) -> None:
 
 
 def _lean_engine(settings: BaseSettings) -> None:
-    """THE ONE CALL SITE of the engine replacements (``larbinscrapy.lean``, LARBIN_LEAN_ENGINE).
-
-    Until ``larbinscrapy/lean/addon.py`` exists on this branch, the lean engine's settings
-    (``DOWNLOADER``, ``STATS_CLASS``, ``LOG_FORMATTER``, ``FEED_EXPORTERS``, the folded
-    middlewares, the ``*_BASE`` dicts, ``StartupFreeze``) are plain defaults in
-    ``larbinscrapy/defaults.py``. When it lands: delete them there and make this body
-    ``LeanEngineAddon.apply(settings)`` (it logs, so it belongs to this crawler stage only).
-    """
+    """The one call site of the engine replacements (``larbinscrapy.lean``, LARBIN_LEAN_ENGINE)."""
+    LeanEngineAddon.apply(settings)
 
 
 class LarbinAddon:

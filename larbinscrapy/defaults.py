@@ -13,8 +13,6 @@ doc="what it means")`` in its section, then ``python docs/settings_table.py``.
 
 from __future__ import annotations
 
-import scrapy.settings.default_settings as scrapy_defaults
-
 from larbinscrapy.config import Setting, publish
 
 # --- Scrapy settings we set on purpose -----------------------------------------------------
@@ -40,11 +38,8 @@ TELNETCONSOLE_ENABLED = Setting(False, doc="never open a code-running port by de
 REMOTE_CONTROL_ENABLED = Setting(False, doc="the status page's API (LARBIN_HTTP_*) is the control port")
 AJAXCRAWL_ENABLED = Setting(False, doc="a scan of every page for a meta tag almost no site uses")
 FEED_EXPORT_ENCODING = Setting("utf-8", doc="feeds in UTF-8, not \\u escapes")
-STATS_CLASS = Setting("larbinscrapy.lean.stats.LeanStatsCollector", doc="Scrapy's in-memory stats without a deprecation wrapper around every call")
-LOG_FORMATTER = Setting("larbinscrapy.lean.logformatter.QuietLogFormatter", doc="no per-page \"Crawled\"/\"Scraped\" DEBUG records unless LOG_LEVEL=DEBUG")
 
 SCHEDULER = Setting("larbinscrapy.frontier.scheduler.LarbinScheduler", doc="larbin's frontier: per-site queues, per-IP politeness, overflow on disk")
-DOWNLOADER = Setting("larbinscrapy.lean.downloader.LeanDownloader", doc="Scrapy's, its middleware chain without a coroutine per layer and per request")
 DUPEFILTER_CLASS = Setting("larbinscrapy.seen.dupefilter.BitmapDupeFilter", doc="larbin hashTable: the seen-URL set (LARBIN_DUPEFILTER_*)")
 REQUEST_FINGERPRINTER_CLASS = Setting("larbinscrapy.parse.urls.CanonicalUrlFingerprinter", doc="one fingerprint per canonical URL (larbin's URL hash)")
 TWISTED_DNS_RESOLVER = Setting("larbinscrapy.politeness.dns.PinnedResolver", doc="each host resolved once, pinned to the IP the politeness and SSRF checks saw")
@@ -61,12 +56,6 @@ SPIDER_MIDDLEWARES = Setting({
     "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
     "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
     "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
-    # Scrapy's start and referer middlewares without their layer over every page's output:
-    # the gate sets Referer (same policies and settings) on what it lets through.
-    "scrapy.spidermiddlewares.start.StartSpiderMiddleware": None,
-    "larbinscrapy.lean.folded.StartOnlyMiddleware": 25,
-    "scrapy.spidermiddlewares.referer.RefererMiddleware": None,
-    "larbinscrapy.lean.folded.GateRefererMiddleware": 700,
 }, doc="the link gate (larbin check()); Scrapy's URL length, depth and referer work folded into it")
 DOWNLOADER_MIDDLEWARES = Setting({
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
@@ -81,9 +70,6 @@ DOWNLOADER_MIDDLEWARES = Setting({
     "larbinscrapy.fetch.checktype.BoundedDecompressionMiddleware": 590,
     # larbin checkType: non-HTML answers stopped at their headers (after politeness saw them)
     "larbinscrapy.fetch.checktype.ContentTypeMiddleware": 940,
-    # the same downloader/* stats without building each request's HTTP text
-    "scrapy.downloadermiddlewares.stats.DownloaderStats": None,
-    "larbinscrapy.lean.folded.DownloaderStatsMiddleware": 850,
     # redirect targets pass the link gate's URL filters (same priority as Scrapy's)
     "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
     "larbinscrapy.middlewares.redirect.FilteredRedirectMiddleware": 600,
@@ -92,22 +78,6 @@ DOWNLOADER_MIDDLEWARES = Setting({
     # LARBIN_REVISIT: conditional GET on revisits; below retry/redirect, so it sees final outcomes
     "larbinscrapy.revisit.middleware.ConditionalGetMiddleware": 540,
 }, doc="robots.txt (RFC 9309), politeness, DNS pinning and the SSRF guard, checkType, filtered redirects")
-# Scrapy's base lists less three components that are off by default and cost start-up only to be
-# imported (Scrapy imports every key of these dicts, even one set to None): the remote-control
-# extension (aiohttp; REMOTE_CONTROL_ENABLED is off), the cookies middleware (tldextract;
-# COOKIES_ENABLED is off) and the telnet console (twisted.conch; TELNETCONSOLE_ENABLED is off);
-# larbinscrapy's shims import the last two only when turned on. A *_BASE dict is installed whole.
-EXTENSIONS_BASE = Setting({
-    **{k: v for k, v in scrapy_defaults.EXTENSIONS_BASE.items()
-       if k not in ("scrapy.extensions.remote_control.RemoteControl",
-                    "scrapy.extensions.telnet.TelnetConsole")},
-    "larbinscrapy.lean.optional.TelnetConsole": 0,
-}, doc="Scrapy's, without RemoteControl (to use it: add it to EXTENSIONS and set REMOTE_CONTROL_ENABLED), its TelnetConsole built only when TELNETCONSOLE_ENABLED")
-DOWNLOADER_MIDDLEWARES_BASE = Setting({
-    **{k: v for k, v in scrapy_defaults.DOWNLOADER_MIDDLEWARES_BASE.items()
-       if k != "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"},
-    "larbinscrapy.lean.optional.CookiesMiddleware": 700,
-}, doc="Scrapy's, its CookiesMiddleware built only when COOKIES_ENABLED")
 ITEM_PIPELINES = Setting({
     # Each raises NotConfigured unless its LARBIN_* setting turns it on (docs/pipelines.md).
     "larbinscrapy.pipelines.contentdup.ContentDupPipeline": 100,  # larbin NO_DUP, on
@@ -126,7 +96,6 @@ EXTENSIONS = Setting({
     "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
     "larbinscrapy.status.logline.CrawlLogLine": 0,  # every LOGSTATS_INTERVAL: rates, queues, IPs
     "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_HTTP_*)
-    "larbinscrapy.lean.gcfreeze.StartupFreeze": 1000,  # LARBIN_GC_FREEZE: start-up objects out of the collector's way
 }, doc="JOBDIR checks and atomic spider state, stats file, revisits, sitemaps, the crawl log line, the status page")
 
 # --- Seeds and link following (spider arguments override these) ---------------------------
@@ -185,7 +154,7 @@ LARBIN_DNS_TTL = Setting(3600, float, min=0, doc="seconds a resolved address (or
 LARBIN_DNS_TIMEOUT = Setting(10, float, above=0, doc="seconds before a lookup counts as failed")
 LARBIN_MAX_CRAWL_DELAY = Setting(30, float, min=0, doc="cap on robots.txt Crawl-delay, seconds")
 LARBIN_TIMEOUT_BYTES_PER_SECOND = Setting(2000, float, above=0, doc="larbin: page timeout grows 1 s per this many bytes")
-LARBIN_HTTP_HANDLER = Setting("larbinscrapy.lean.http1.LeanHttpDownloadHandler", parse="larbinscrapy.config.import_path", takes="the import path of a download handler class", doc="what PageDeadlineHandler wraps: plain http on llhttp (larbinscrapy/lean/http1.py), the rest delegated to Scrapy's HTTP11DownloadHandler (set it to go back)")
+LARBIN_HTTP_HANDLER = Setting("", parse="larbinscrapy.config.import_path", takes="the import path of a download handler class", doc="what PageDeadlineHandler wraps; empty: LARBIN_LEAN_ENGINE chooses (the lean handler of larbinscrapy/lean/http1.py, else Scrapy's HTTP11DownloadHandler)")
 LARBIN_HTTP1_IDLE_TIMEOUT = Setting(240.0, float, above=0, doc="seconds an idle keep-alive connection is kept (Twisted's pool: 240)")
 LARBIN_IP_MAX_FAILURES = Setting(3, int, min=1, doc="consecutive timeouts/refusals before an IP is dropped (noConnection)")
 LARBIN_IP_BACKOFF = Setting(10.0, float, min=0, doc="extra delay after each consecutive failure, seconds")
@@ -220,7 +189,8 @@ REDIS_START_URLS_KEY = Setting("%(name)s:start_urls", doc="list workers read see
 REDIS_START_URLS_BATCH_SIZE = Setting(100, doc="seeds taken from that list per read (every 0.25 s)")
 SCHEDULER_PERSIST = Setting(True, doc="keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)")
 
-# --- Start-up (larbinscrapy/lean/gcfreeze.py) ----------------------------------------------------
+# --- Engine replacements (larbinscrapy/lean/; docs/DESIGN.md) ----------------------------
+LARBIN_LEAN_ENGINE = Setting(True, bool, doc="larbinscrapy/lean/ in place of Scrapy's downloader chain, HTTP/1.1 handler, stats, log formatter, JSON lines exporter, some middlewares, Request; False = Scrapy's own")
 LARBIN_GC_FREEZE = Setting(True, bool, doc="gc.freeze() at engine start: full collections (and the exit) skip the objects built before it")
 
 # --- Status -------------------------------------------------------------------------------
@@ -249,10 +219,6 @@ FEED_EXPORT_FIELDS = Setting([
     "title", "keywords", "description", "links", "ip", "noindex", "canonical",
     "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ], doc="items carry the raw body for the storage pipelines; feeds (-O items.jsonl) leave it out")
-FEED_EXPORTERS = Setting({
-    "jsonl": "larbinscrapy.lean.exporters.JsonLinesExporter",
-    "jsonlines": "larbinscrapy.lean.exporters.JsonLinesExporter",
-}, doc="JSON lines feeds: Scrapy's exporter, fields planned once per item class; other formats Scrapy's")
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = Setting(1.0, float, above=0, doc="seconds between flushes of JOBDIR/contentdup/journal")
 LARBIN_SIMPLE_SAVE = Setting(False, bool, doc="larbin SIMPLE_SAVE: bodies to save/dNNNNN/fNNNNN plus index.jsonl")
 LARBIN_SIMPLE_SAVE_DIR = Setting("save", str, doc="simple-save output directory")

@@ -14,6 +14,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet import defer
 
+from larbinscrapy.lean.addon import SCRAPY_HTTP_HANDLER
 from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class PageDeadlineHandler:
 
     A page may take ``download_timeout`` (``DOWNLOAD_TIMEOUT``) seconds plus one second per
     ``LARBIN_TIMEOUT_BYTES_PER_SECOND`` bytes received. Scrapy fixes a download's timeout when
-    it starts, so the inner handler (``LARBIN_HTTP_HANDLER``: the lean handler by default)
+    it starts, so the inner handler (``LARBIN_HTTP_HANDLER``: the lean one or Scrapy's HTTP/1.1)
     gets the longest deadline any page can reach (``DOWNLOAD_MAXSIZE`` bytes at that rate) as a
     backstop, and one timer per download enforces the real one: when it falls due it compares
     the deadline with the bytes counted from ``bytes_received`` and re-arms itself at the new
@@ -97,7 +98,8 @@ class PageDeadlineHandler:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PageDeadlineHandler:
         s = crawler.settings
-        inner_cls = load_object(s["LARBIN_HTTP_HANDLER"])
+        # empty when no LeanEngineAddon ran to choose: Scrapy's handler, as with the switch off
+        inner_cls = load_object(s["LARBIN_HTTP_HANDLER"] or SCRAPY_HTTP_HANDLER)
         return cls(
             crawler,
             build_from_crawler(inner_cls, crawler),

@@ -15,6 +15,7 @@ from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.gate.urlfilter import parse_extensions
+from larbinscrapy.lean.request import request_class
 from larbinscrapy.parse.urls import extension_of
 from larbinscrapy.politeness.ipsites import IpTable, Politeness, politeness_of
 from larbinscrapy.reactor import installed_reactor
@@ -59,6 +60,7 @@ class FrontierScheduler(ABC):
         self.pending = PendingPages(self._page_complete)
         self.memory_only: deque[Request] = deque()  # requests that cannot be serialised
         self._wakeup: DelayedCall | None = None
+        self._request_cls = request_class(crawler.settings)  # SafeUrlRequest under the lean engine
 
     @staticmethod
     def frontier_settings(crawler: Crawler) -> dict[str, Any]:
@@ -137,7 +139,7 @@ class FrontierScheduler(ABC):
     # -- the way out -----------------------------------------------------------------------
     def _hand_out(self, record: bytes, rid: Hashable, ip: str) -> Request:
         """The request of a popped ``record``, leased on ``ip`` under the record id ``rid``."""
-        request = codec.decode(record, self.spider)
+        request = codec.decode(record, self.spider, self._request_cls)
         M.stamp_lease(request.meta, rid, ip)
         return request
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from scrapy import Request
 
 from larbinscrapy import meta as M
-from larbinscrapy.lean.request import SafeUrlRequest
-
-if TYPE_CHECKING:
-    from scrapy import Request
 
 PERSIST_META = (
     "depth",
@@ -77,7 +75,7 @@ def encode(request: Request, spider: Any) -> bytes:
         raise UnserializableRequest(f"{request!r}: {exc}") from exc
 
 
-def decode(data: bytes, spider: Any) -> Request:
+def decode(data: bytes, spider: Any, request_cls: type[Request] = Request) -> Request:
     rec = json.loads(data)
     url, priority = rec[0], rec[1]
     meta = rec[_META] if len(rec) > _META else {}
@@ -96,7 +94,7 @@ def decode(data: bytes, spider: Any) -> Request:
             kwargs["body"] = rec[_BODY].encode("latin-1")
         if len(rec) > _HEADERS:
             kwargs["headers"] = rec[_HEADERS]
-    return SafeUrlRequest(
+    return request_cls(
         url, priority=priority, meta=meta, callback=callback, errback=errback, **kwargs
     )
 

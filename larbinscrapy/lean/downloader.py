@@ -1,23 +1,18 @@
 """Scrapy's downloader, its middleware chain without a coroutine per layer and per request.
 
-Scrapy's ``DownloaderMiddlewareManager`` passes the value of every middleware method through
-``ensure_awaitable`` (a new coroutine around a plain ``None`` or response) and formats the
-method's import path for a warning it almost never gives, on every call: ~1-1.2 us a method
-a request here (an empty chain costs 0.34 us a request, eight middlewares with both methods
-16-20 us; this chain 4.2 us). A page of larbinscrapy's crawl passes 9 ``process_request`` and
-7 ``process_response`` methods. ``LeanMiddlewareManager`` uses a method's value as it is when
-it is already what Scrapy would get from awaiting it (``None``, a ``Response``, a ``Request``),
-and hands anything else to Scrapy's own ``ensure_awaitable`` (coroutines, Futures, Deferreds
-with Scrapy's deprecation warning). The order, the short cuts (a response or a request from a
-middleware), the checks and their error messages are Scrapy's 2.19 ones;
-``tests/test_downloader.py`` runs each shape through both managers.
-
-Scrapy builds the manager inside ``Downloader.__init__`` with no setting to name another
-class; ``LeanMiddlewareManager`` adds no state and overrides only the three chain methods, so
-``LeanDownloader`` gives the instance Scrapy built that class. A subclass of Scrapy's manager
-(someone else's downloader) is left as it is.
-
-Settings: ``DOWNLOADER``.
+Replaces: ``DownloaderMiddlewareManager`` (``DOWNLOADER``: ``LeanDownloader`` builds
+``LeanMiddlewareManager`` from the middlewares Scrapy's ``Downloader`` built). Scrapy passes the
+value of every middleware method through ``ensure_awaitable`` and formats the method's name for a
+warning it almost never gives, on every call; this chain uses a value as it is when it is already
+what awaiting it would give (``None``, a ``Response``, a ``Request``) and hands anything else to
+Scrapy's own ``ensure_awaitable``. Order, short cuts, checks and error messages are Scrapy's
+(``tests/test_downloader.py`` runs each shape through both; ``make conformance`` runs Scrapy's
+own tests of the manager and the downloader against these classes).
+Private names: ``DownloaderMiddlewareManager._process_request``, ``_process_response``,
+``_process_exception`` (overridden, their source checked), ``_handle_mw_method``,
+``scrapy.exceptions._InvalidOutput``.
+Retire when: Scrapy skips ``ensure_awaitable`` for plain values itself, or lets a setting name
+the manager class (``Downloader`` builds ``DownloaderMiddlewareManager`` by name).
 """
 
 from __future__ import annotations
@@ -35,6 +30,20 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
     from scrapy.crawler import Crawler
+
+    from larbinscrapy.lean.requires import Private
+
+REQUIRES: tuple[Private, ...] = (
+    ("scrapy.core.downloader.middleware", "DownloaderMiddlewareManager._process_request",
+     "f2b83efff7fc"),
+    ("scrapy.core.downloader.middleware", "DownloaderMiddlewareManager._process_response",
+     "d94bf8a9c519"),
+    ("scrapy.core.downloader.middleware", "DownloaderMiddlewareManager._process_exception",
+     "45cd05273bb7"),
+    ("scrapy.core.downloader.middleware", "DownloaderMiddlewareManager._handle_mw_method",
+     "0efff254fbd8"),
+    ("scrapy.exceptions", "_InvalidOutput"),
+)
 
 _OUTPUT = (Response, Request)
 
@@ -112,5 +121,7 @@ class LeanDownloader(Downloader):
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
+        # Scrapy's __init__ builds its manager by name; ours takes the same middleware instances
+        # (built once, as Scrapy built them) through the manager's public constructor.
         if type(self.middleware) is DownloaderMiddlewareManager:
-            self.middleware.__class__ = LeanMiddlewareManager
+            self.middleware = LeanMiddlewareManager(*self.middleware.middlewares, crawler=crawler)

@@ -1,16 +1,15 @@
 """``JsonLinesExporter``: Scrapy's JSON lines exporter, an item class's fields looked up once.
 
-Scrapy's ``get_serialized_fields`` goes through ``ItemAdapter`` for every field of every item: a
-membership test, the field's metadata, ``serialize_field`` with a fresh identity lambda. For a
-page's 17 fields that is ~20 µs, a fortieth of larbinscrapy's CPU per page on a large crawl.
-Here the fields to export and their serializers are planned once per item class, and each
-item is read from its values directly: the same bytes, written the same way.
-
-Only where that plan is exactly Scrapy's: ``scrapy.Item`` items, ``FEED_EXPORT_FIELDS`` a list
-of names (larbinscrapy's default), and ``serialize_field`` not overridden. Every other item,
-a mapping of output names, no field list, or a subclass with its own ``serialize_field`` goes
-through Scrapy's own code. ``settings/base.py`` registers it for ``jsonl`` and ``jsonlines``
-(``FEED_EXPORTERS``); no settings, files or stats of its own.
+Replaces: ``JsonLinesItemExporter`` for ``jsonl``/``jsonlines`` feeds (``FEED_EXPORTERS``).
+Scrapy's ``get_serialized_fields`` goes through ``ItemAdapter`` for every field of every item;
+here the fields and their serializers are planned once per item class and each item is read from
+its values directly: the same bytes, written the same way. Only where that plan is exactly
+Scrapy's (``scrapy.Item`` items, a list of field names, ``serialize_field`` not overridden);
+anything else goes through Scrapy's own code.
+Private names: ``Item._values`` (read directly; ``Item.__getitem__``'s source checked), and the
+sources of ``BaseItemExporter.get_serialized_fields``, ``serialize_field`` and
+``JsonLinesItemExporter.export_item``, which the plan mirrors.
+Retire when: Scrapy's exporters cache per-class field plans (or ``ItemAdapter`` gets cheap).
 """
 
 from __future__ import annotations
@@ -25,6 +24,15 @@ from scrapy.utils.python import to_bytes
 if TYPE_CHECKING:
     from collections.abc import Callable
     from io import BytesIO
+
+    from larbinscrapy.lean.requires import Private
+
+REQUIRES: tuple[Private, ...] = (
+    ("scrapy.item", "Item.__getitem__", "e0f0a79859f1"),
+    ("scrapy.exporters", "BaseItemExporter.get_serialized_fields", "cfd1610c2bf2"),
+    ("scrapy.exporters", "BaseItemExporter.serialize_field", "c8b694a8f3b5"),
+    ("scrapy.exporters", "JsonLinesItemExporter.export_item", "d687f3d55a45"),
+)
 
 Plan = list[tuple[str, "Callable[[Any], Any] | None"]]
 

@@ -1,24 +1,22 @@
 """Scrapy middlewares kept for what they do, without the layer they cost on every page.
 
-Each spider middleware with a ``process_spider_output`` adds two async-generator layers over
-every output of every page (the method and Scrapy's ``_evaluate_iterable``). Two of Scrapy's
-defaults do nothing in that layer that the link gate cannot do itself:
+Replaces (``SPIDER_MIDDLEWARES``, ``DOWNLOADER_MIDDLEWARES``):
 
-* ``StartOnlyMiddleware``: Scrapy's ``StartSpiderMiddleware`` (``meta["is_start_request"]``
-  on start requests, in ``process_start``); its output layer is a no-op for responses.
-* ``GateRefererMiddleware``: Scrapy's ``RefererMiddleware`` (``REFERER_ENABLED``,
-  ``REFERRER_POLICY``, ``REFERRER_POLICIES``, ``meta["referrer_policy"]``, the response's
-  ``Referrer-Policy`` header) with its output layer removed: ``LinkGateMiddleware`` calls its
-  ``get_processed_request`` for every request it lets through. ``RedirectMiddleware`` finds it
-  as before (``crawler.get_spider_middleware(RefererMiddleware)``) for redirects.
+* ``StartSpiderMiddleware`` by ``StartOnlyMiddleware``: ``meta["is_start_request"]`` on start
+  requests (``process_start``), without its output layer (a no-op for responses). Each spider
+  middleware with ``process_spider_output`` adds async-generator layers over every output.
+* ``RefererMiddleware`` by ``GateRefererMiddleware``: the same policies and settings, without
+  its output layer; ``LinkGateMiddleware`` calls ``get_processed_request`` for every request it
+  lets through, and ``RedirectMiddleware`` finds it as before.
+* ``DownloaderStats`` by ``DownloaderStatsMiddleware``: the same ``downloader/*`` stats, adding
+  up the lengths of ``request_httprepr`` instead of building the bytes and reading the headers'
+  storage directly.
 
-``DownloaderStatsMiddleware`` is Scrapy's ``DownloaderStats`` (``DOWNLOADER_STATS``; the same
-``downloader/*`` stats with the same values) at a fifth of its cost per page: it adds up the
-lengths of ``request_httprepr`` instead of building the bytes, reads the headers' storage
-directly, and binds ``stats.inc_value`` once (every attribute read on Scrapy's stats collector
-goes through a deprecation wrapper).
-
-Settings: ``SPIDER_MIDDLEWARES``, ``DOWNLOADER_MIDDLEWARES`` (these replace Scrapy's entries).
+Private names: none imported; the sources of the methods and functions mirrored are checked
+(``process_spider_output``, ``get_processed_request``, ``DownloaderStats``' three methods,
+``get_header_size``, ``get_status_size``, ``request_httprepr``).
+Retire when: Scrapy skips a spider middleware's layer when it has nothing to do per output, and
+counts request and response sizes without serialising them.
 """
 
 from __future__ import annotations
@@ -34,9 +32,26 @@ from scrapy.utils.python import global_object_name, to_bytes
 
 if TYPE_CHECKING:
     from scrapy import Request
-    from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.statscollectors import StatsCollector
+
+    from larbinscrapy.lean.requires import Private
+
+REQUIRES: tuple[Private, ...] = (
+    ("scrapy.spidermiddlewares.start", "StartSpiderMiddleware.process_start", "71105f101835"),
+    ("scrapy.spidermiddlewares.start", "StartSpiderMiddleware.process_spider_output",
+     "77a6848a8d52"),
+    ("scrapy.spidermiddlewares.referer", "RefererMiddleware.process_spider_output",
+     "77a6848a8d52"),
+    ("scrapy.spidermiddlewares.referer", "RefererMiddleware.get_processed_request",
+     "ba5d5afcbeaf"),
+    ("scrapy.downloadermiddlewares.stats", "DownloaderStats.process_request", "88494cbb091a"),
+    ("scrapy.downloadermiddlewares.stats", "DownloaderStats.process_response", "2fc34ad0b696"),
+    ("scrapy.downloadermiddlewares.stats", "DownloaderStats.process_exception", "e86981268267"),
+    ("scrapy.downloadermiddlewares.stats", "get_header_size", "648c17365b7a"),
+    ("scrapy.downloadermiddlewares.stats", "get_status_size", "7e706e0713a1"),
+    ("scrapy.utils.request", "request_httprepr", "967d60d25546"),
+)
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +68,6 @@ class GateRefererMiddleware(RefererMiddleware):
 
     process_spider_output = None  # type: ignore[assignment]
     process_spider_output_async = None  # type: ignore[assignment]
-
-
-def chainless_referer(crawler: Crawler) -> RefererMiddleware | None:
-    """The crawl's ``RefererMiddleware`` if it has no output layer (its caller applies it)."""
-    referer = crawler.get_spider_middleware(RefererMiddleware)
-    if referer is not None and getattr(referer, "process_spider_output", None) is None:
-        return referer
-    return None
 
 
 def header_size(headers: dict[bytes, list[bytes]]) -> int:

@@ -1,18 +1,14 @@
 """``StartupFreeze``: the objects built at start-up are moved out of the garbage collector's way.
 
-By the time the engine starts, the process holds ~70,000 objects that live as long as it does:
-modules, classes, functions, settings, components. CPython's cyclic collector traverses every
-one of them at each full collection, which a crawl triggers all along, and again at exit, when
-the interpreter's final collections walk them all. ``gc.freeze()`` at ``engine_started`` moves
-them to the collector's permanent generation, so later collections traverse only what the crawl
-itself allocated. Measured (benchmarks/RESULTS.md, "Start-up, second pass"): a one-page
-crawl's whole-process CPU 0.34 -> 0.31 s (most of it at exit), a 2,000-page crawl's 2.30 ->
-2.18 s (its full collections 130-200 -> 20-35 ms). Nothing is kept that would have been
-freed: a frozen object is still freed when its last reference goes; only a reference cycle
-that was already garbage at that moment stays allocated, which a collection just before would
-cost more than it frees.
-
-Settings: ``LARBIN_GC_FREEZE``. No stat: counting the frozen objects walks them all (~4 ms).
+Replaces: nothing of Scrapy's; an extension (``EXTENSIONS``) set with the lean engine. The
+modules, classes and components built before the engine starts live as long as the process, yet
+the cyclic collector traverses them at every full collection and at exit. ``gc.freeze()`` at
+``engine_started`` moves them to the permanent generation. Nothing that would have been freed is
+kept, except a cycle that was already garbage at that moment (figures: benchmarks/RESULTS.md,
+"Start-up, second pass").
+Private names: none.
+Retire when: Scrapy freezes after start-up itself.
+Settings: ``LARBIN_GC_FREEZE``. No stat: counting the frozen objects walks them all.
 """
 
 from __future__ import annotations
@@ -26,6 +22,10 @@ from scrapy.exceptions import NotConfigured
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+    from larbinscrapy.lean.requires import Private
+
+REQUIRES: tuple[Private, ...] = ()
 
 logger = logging.getLogger(__name__)
 

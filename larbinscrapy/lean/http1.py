@@ -1,4 +1,14 @@
-"""``LeanHttpDownloadHandler``: plain ``http://`` over keep-alive connections parsed by llhttp.
+"""``LeanHttpDownloadHandler``: http and https over keep-alive connections parsed by llhttp.
+
+Replaces: Scrapy's ``HTTP11DownloadHandler`` (``LARBIN_HTTP_HANDLER``, wrapped by
+``PageDeadlineHandler``); ``make conformance`` runs Scrapy's own handler tests against it.
+Private names: ``scrapy.utils._download_handlers`` (four helpers), ``twisted.web._newclient``
+(``ResponseFailed``, ``ResponseNeverReceived``, ``ParseError``, ``RequestGenerationFailed``),
+``twisted.web.http._DataLoss``, ``twisted.web._abnf._istoken``,
+``twisted.web.http_headers._nameEncoder``; Scrapy's ``http11`` module, whose behaviour it
+reproduces, is compared as a file (``REQUIRES``).
+Retire when: Scrapy's HTTP/1.1 client costs about as much per response (an httptools-based
+handler upstream would do).
 
 Why: on a broad crawl Scrapy's HTTP/1.1 handler is the largest block of per-page CPU above the
 spider (Agent, HostnameEndpoint, the connection pool, the retrying protocol, a line-by-line
@@ -75,6 +85,7 @@ from scrapy.exceptions import (
     DownloadCancelledError,
     DownloadFailedError,
     DownloadTimeoutError,
+    NotConfigured,
     ResponseDataLossError,
     StopDownload,
 )
@@ -113,6 +124,23 @@ if TYPE_CHECKING:
     from twisted.internet.protocol import ClientFactory
 
     from larbinscrapy.fetch.deadline import EarnedTime
+    from larbinscrapy.lean.requires import Private
+
+REQUIRES: tuple[Private, ...] = (
+    ("scrapy.utils._download_handlers", "check_stop_download"),
+    ("scrapy.utils._download_handlers", "get_dataloss_msg"),
+    ("scrapy.utils._download_handlers", "get_maxsize_msg"),
+    ("scrapy.utils._download_handlers", "get_warnsize_msg"),
+    ("twisted.web._newclient", "ResponseFailed"),
+    ("twisted.web._newclient", "ResponseNeverReceived"),
+    ("twisted.web._newclient", "ParseError"),
+    ("twisted.web._newclient", "RequestGenerationFailed"),
+    ("twisted.web.http", "_DataLoss"),
+    ("twisted.web._abnf", "_istoken", "ba64fc9486b1"),
+    ("twisted.web.http_headers", "_nameEncoder"),
+    # Scrapy's handler, whose behaviour this one reproduces: any change to it turns this off
+    ("scrapy.core.downloader.handlers.http11", "*", "b1b2bb82e718"),
+)
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +187,8 @@ class LeanHttpDownloadHandler:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LeanHttpDownloadHandler:
         s = crawler.settings
+        if not s.getbool("TWISTED_REACTOR_ENABLED"):  # as Scrapy's handler says it
+            raise NotConfigured(f"{cls.__name__} requires a Twisted reactor.")
         return cls(
             crawler,
             timeout=s.getfloat("DOWNLOAD_TIMEOUT"),

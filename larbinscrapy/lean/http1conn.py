@@ -1,6 +1,12 @@
 """HTTP/1.1 on the wire for ``http1.py``: a keep-alive client connection parsed by llhttp
 (``httptools``), and ``request_bytes``, a request written the way Twisted's ``Agent`` writes it.
 
+Replaces: Twisted's ``HTTP11ClientProtocol`` and ``HTTPClientParser`` (with Scrapy's lenient
+parser) for the lean handler. Private names: ``twisted.web._abnf._istoken``,
+``twisted.web.http_headers._nameEncoder``, ``twisted.web._newclient.ParseError`` and
+``RequestGenerationFailed`` (checked as part of ``http1.py``'s ``REQUIRES``).
+Retire when: as ``http1.py``.
+
 No settings, no signals, no stats. An ``Exchange`` is one request and
 its answer; a ``Connection`` carries one exchange at a time (no pipelining) and tells its
 ``Exchange`` what happened through four calls: ``headers`` (status line and headers parsed),

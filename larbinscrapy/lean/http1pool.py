@@ -4,6 +4,9 @@
 key, and closes those idle longer than ``idle_timeout`` from one sweep timer (not one timer per
 connection). ``Dialer`` connects one TCP connection for a waiting download; ``connect_error``
 turns a connect or DNS failure into the exception Scrapy's handler raises for it.
+
+Replaces: Twisted's ``HTTPConnectionPool`` and ``HostnameEndpoint`` for the lean handler.
+Private names: none. Retire when: as ``http1.py``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
-"""Scrapy's log formatter without the two DEBUG lines per page that nobody reads.
+"""``QuietLogFormatter``: Scrapy's log formatter without per-page records nobody sees.
 
-For every page Scrapy's engine asks the log formatter for "Crawled (200) <GET ...> (referer:
-...)" and the scraper for "Scraped from <200 ...>", and logs both at DEBUG. Scrapy leaves the
-root logger at NOTSET, so the records are built (a dict, the referer header read back, two
-``LogRecord``) and only then dropped by the handler below ``LOG_LEVEL``. ``QuietLogFormatter``
-returns ``None`` for both (Scrapy then logs nothing) unless ``LOG_LEVEL`` is ``DEBUG``; every
-other message (dropped items, download and spider errors) is Scrapy's own.
-
-Settings: ``LOG_FORMATTER`` (this class), ``LOG_LEVEL``, ``LOG_ENABLED``.
+Replaces: ``LogFormatter`` (``LOG_FORMATTER``). For every page and item, Scrapy's ``crawled``
+and ``scraped`` build a DEBUG record (a dict, the referer header read back, a ``LogRecord``)
+that the handler then drops below ``LOG_LEVEL``. These return ``None`` (Scrapy then logs
+nothing) unless DEBUG is logged; every other message is Scrapy's own.
+Private names: none (public ``LogFormatter`` API; ``None`` is a documented return value).
+Retire when: Scrapy checks the level before building the record.
+Settings: ``LOG_LEVEL``, ``LOG_ENABLED``.
 """
 
 from __future__ import annotations
@@ -22,6 +21,10 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from twisted.python.failure import Failure
+
+    from larbinscrapy.lean.requires import Private
+
+REQUIRES: tuple[Private, ...] = ()
 
 logger = logging.getLogger(__name__)
 

@@ -1,17 +1,13 @@
 """Scrapy components that larbinscrapy turns off, imported only when a setting turns them on.
 
-Scrapy imports the class of every key of its component dicts (``EXTENSIONS_BASE`` and
-``EXTENSIONS`` included), even a key set to ``None``, before it knows the component is off. A
-stand-in named here instead checks the setting first and imports and builds Scrapy's own
-component only when it is on, so a crawl with it off never pays for its dependencies:
-
-* ``TelnetConsole``: Scrapy's telnet console (``TELNETCONSOLE_ENABLED``, off in
-  ``settings/base.py``: a code-running port); it imports twisted.conch.
-* ``CookiesMiddleware``: Scrapy's cookies middleware (``COOKIES_ENABLED``, off: broad crawls
-  keep no sessions); importing it (for tldextract) costs ~45 ms of every crawl's start-up.
-
-Settings: ``TELNETCONSOLE_ENABLED`` and ``COOKIES_ENABLED`` (and the settings Scrapy's
-components read).
+Replaces: ``TelnetConsole`` in ``EXTENSIONS_BASE`` and ``CookiesMiddleware`` in
+``DOWNLOADER_MIDDLEWARES_BASE`` (and drops ``RemoteControl`` from ``EXTENSIONS_BASE``). Scrapy
+imports the class of every key of its component dicts, even one set to ``None``, before it knows
+the component is off; these stand-ins check ``TELNETCONSOLE_ENABLED`` / ``COOKIES_ENABLED``
+first and import and build Scrapy's own component only when it is on (twisted.conch, tldextract
+and aiohttp are never imported by a crawl that does not use them).
+Private names: none.
+Retire when: Scrapy checks a component's setting before importing it (or imports lazily).
 """
 
 from __future__ import annotations
@@ -23,6 +19,10 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+    from larbinscrapy.lean.requires import Private
+
+REQUIRES: tuple[Private, ...] = ()
 
 
 def _scrapys_if_on(crawler: Crawler, setting: str, path: str) -> Any:

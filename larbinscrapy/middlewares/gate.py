@@ -8,6 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
+from scrapy.spidermiddlewares.referer import RefererMiddleware
 
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
@@ -15,8 +16,7 @@ from larbinscrapy.gate.seencache import SeenLinks
 from larbinscrapy.gate.traps import TrapGuard
 from larbinscrapy.gate.urlfilter import DEPTH, INVALID, UrlFilter
 from larbinscrapy.items import PageItem
-from larbinscrapy.lean.folded import chainless_referer
-from larbinscrapy.lean.request import SafeUrlRequest
+from larbinscrapy.lean.request import request_class
 from larbinscrapy.parse.urls import host_of
 from larbinscrapy.seen import seen_set_of
 
@@ -40,8 +40,10 @@ class LinkGateMiddleware:
         url_filter: UrlFilter,
         url_cache: int,
         traps: TrapGuard | None = None,
+        request_cls: type[Request] = Request,
     ) -> None:
         self.crawler = crawler
+        self._request_cls = request_cls  # lean.request.request_class: SafeUrlRequest or Request
         self.url_cache = url_cache  # LARBIN_DUPEFILTER_URL_CACHE (larbinscrapy.gate.seencache)
         self.stats = crawler.stats
         self.depth_limit = depth_limit
@@ -65,11 +67,12 @@ class LinkGateMiddleware:
             UrlFilter.from_settings(s),
             s.getint("LARBIN_DUPEFILTER_URL_CACHE"),
             traps,
+            request_class(s),
         )
 
     def _spider_opened(self, spider: Spider) -> None:
         self.url_filter = getattr(spider, "url_filter", None) or self.url_filter
-        self._referer = chainless_referer(self.crawler)
+        self._referer = _chainless_referer(self.crawler)
         seen = seen_set_of(self.crawler)
         if seen is not None and self._fingerprint_url is not None:
             self._seen = SeenLinks(seen.seen_fingerprint, self._fingerprint_url, self.url_cache)
@@ -193,7 +196,7 @@ class LinkGateMiddleware:
         other_host_reason = url_filter.context_reason("/", 0, source)  # "/": no host's name
         links_seen = self._seen  # raw-link cache, then fingerprint and seen-set
         known = links_seen.known if links_seen is not None and links_seen.size else None
-        referer_mw = self._referer
+        referer_mw, request_cls = self._referer, self._request_cls
         filtered: Counter[str] = Counter()
         n_seen = 0
         try:
@@ -238,7 +241,7 @@ class LinkGateMiddleware:
                     M.REFERER: referer,
                 }
                 try:
-                    request = SafeUrlRequest(url, errback=errback, meta=request_meta)
+                    request = request_cls(url, errback=errback, meta=request_meta)
                 except ValueError:  # is_valid_url() let it through: still this link only
                     filtered[INVALID] += 1
                     continue
@@ -250,3 +253,11 @@ class LinkGateMiddleware:
                 self.stats.inc_value(f"larbin/filtered/{reason}", n)
             if n_seen and self._count_seen is not None:
                 self._count_seen(n_seen)
+
+
+def _chainless_referer(crawler: Crawler) -> RefererMiddleware | None:
+    """The crawl's ``RefererMiddleware`` if it has no output layer (the gate then applies it)."""
+    referer = crawler.get_spider_middleware(RefererMiddleware)
+    if referer is not None and getattr(referer, "process_spider_output", None) is None:
+        return referer
+    return None

@@ -1,0 +1,1 @@
+"""``make conformance``: Scrapy's own tests of the parts ``larbinscrapy/lean/`` replaces."""
