@@ -116,6 +116,7 @@ EXTENSIONS = {
     "scrapy.extensions.spiderstate.SpiderState": None,  # truncates spider.state before writing it
     "larbinscrapy.jobdir.AtomicSpiderState": 0,
     "larbinscrapy.status.statsfile.StatsFile": 500,  # on when LARBIN_STATS_FILE is set
+    "larbinscrapy.pipelines.receipts.ItemReceipts": 505,  # a page is acknowledged once its items are stored
     "larbinscrapy.revisit.extension.RevisitExtension": 510,  # on when LARBIN_REVISIT is set
     "larbinscrapy.seeds.sitemaps.SitemapReader": 520,  # on when LARBIN_SITEMAPS is set
     "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
@@ -162,6 +163,7 @@ LARBIN_SEGMENT_URLS = 10_000  # URLs per on-disk FIFO segment file (larbin Persi
 LARBIN_PRIORITY_EXTENSIONS = ""  # larbin specificSearch: extensions queued in the priority tier
 LARBIN_SAVE_CONTENT_TYPES = ""  # larbin checkType: types downloaded besides HTML ("application/pdf image/ *"); others stop at the headers
 LARBIN_CHECKPOINT_INTERVAL = 1.0  # seconds between flushes of queue files and checkpoint
+LARBIN_FRONTIER_PICKLE = False  # store request meta values JSON cannot hold by pickle (else such requests stay in memory)
 LARBIN_LOADED_SITES = 2000  # sites with URLs in memory at once (larbin: namedSiteListSize cap)
 
 # --- Dupefilter (larbin hashTable) ---------------------------------------------------------
@@ -248,6 +250,8 @@ FEED_EXPORTERS = {
     "jsonlines": "larbinscrapy.lean.exporters.JsonLinesExporter",
 }  # JSON lines feeds: Scrapy's exporter, fields planned once per item class; other formats Scrapy's
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = 1.0  # seconds between flushes of JOBDIR/contentdup/journal
+LARBIN_ITEM_RECEIPTS = True  # a page is acknowledged to the frontier once its items reached the OS (False: once its outlinks are queued)
+LARBIN_ITEM_FLUSH_DELAY = 0.0  # seconds scraped items wait for the flush that acknowledges their pages (0: the next reactor turn)
 LARBIN_SIMPLE_SAVE = False  # larbin SIMPLE_SAVE: bodies to save/dNNNNN/fNNNNN plus index.jsonl
 LARBIN_SIMPLE_SAVE_DIR = "save"  # simple-save output directory
 LARBIN_SIMPLE_SAVE_FILES_PER_DIR = 2000  # files per dNNNNN directory (larbin: 2,000)

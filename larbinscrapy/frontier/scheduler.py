@@ -198,6 +198,7 @@ class LarbinScheduler(FrontierScheduler):
         self._cancel_wakeup()
         if self.disk_error is not None:  # stopped writing: leave the files as they are
             return None
+        self._settle_items()  # the pages whose items are stored: acknowledged before the end
         self._flush_all()  # moved records, then their acks
         for index in _FLUSH_ORDER:  # records before acks, then the dupefilter's bits
             self.fifos[index].close()

@@ -18,13 +18,17 @@ text to judge). Cost: ~3 ms for a 27 KB page, against ~0.15 ms for the exact has
 Files (``JOBDIR/contentdup/journal``): one append-only record per kept page,
 ``<16-byte hash><8-byte simhash><2-byte URL length><URL>`` (26 bytes + the first URL), written
 through a buffer that is flushed to the OS at least every ``LARBIN_CONTENT_DUP_FLUSH_INTERVAL``
-seconds and at close, so a killed crawl loses at most that last second. On open the journal is
+seconds, before the pages of the items it kept are acknowledged to the frontier (item receipts,
+``receipts.py``), and at close, so a killed crawl forgets no page it kept and did not fetch
+again. On open the journal is
 replayed; a torn last record is cut off. Without ``JOBDIR`` the journal is an unnamed temporary
 file. Memory: a dict from the 16-byte hash to the URL's offset in the journal, ~135 bytes a
 page (tracemalloc over 200k pages: 133 B; 1M pages ~ 135 MB); the first URL is read back from the
 journal only when a page is dropped. Settings: ``LARBIN_CONTENT_DUP``, ``LARBIN_NEAR_DUP_DISTANCE``,
 ``LARBIN_CONTENT_DUP_FLUSH_INTERVAL``. Stats: ``larbin/contentdup/{unique,dropped,near_dropped,
-empty,replayed,revisit}`` (a revisited page, ``LARBIN_REVISIT``, is not tested again).
+empty,replayed,revisit,refetched}`` (a revisited page, ``LARBIN_REVISIT``, is not tested again;
+refetched: a page whose hash reached the journal before a crash and whose item did not, fetched
+again, is not a copy of itself).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.job import job_dir
 
 from larbinscrapy import fatal
+from larbinscrapy.pipelines.receipts import receipts_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -158,6 +163,9 @@ class ContentDupPipeline:
             stats=crawler.stats,
         )
         pipeline.on_disk_error = fatal.disk_stopper(crawler, pipeline.directory or "(temporary)")
+        receipts = receipts_of(crawler)
+        if receipts is not None:  # a kept page is acknowledged once its hash is in the OS
+            receipts.add_flusher(pipeline.flush)
         return pipeline
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -224,7 +232,11 @@ class ContentDupPipeline:
             return item
         first = self._seen.get(digest)
         if first is not None:
-            self._drop("dropped", f"duplicate content of {self._url_at(first)}", item)
+            kept = self._url_at(first)
+            if kept == item.get("url"):  # fetched again after a crash: its own copy, kept
+                self._inc("refetched")
+                return item
+            self._drop("dropped", f"duplicate content of {kept}", item)
         sim = 0
         if self.near is not None:
             sim = simhash(body)
