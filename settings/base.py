@@ -271,7 +271,8 @@ LARBIN_REVISIT_MIN = 3600.0  # shortest revisit interval, seconds
 LARBIN_REVISIT_MAX = 30 * 86400.0  # longest revisit interval, seconds
 LARBIN_REVISIT_STREAK = 5  # larbin's rule: this many unchanged fetches in a row multiply the interval, changed divide it
 LARBIN_REVISIT_FACTOR = 2.0  # what the interval is multiplied or divided by after a streak
-LARBIN_REVISIT_BUCKET = 300.0  # seconds of due time per schedule file; a due page waits at most this long
+LARBIN_REVISIT_BUCKET = 300.0  # seconds of due time per schedule file, at most (LARBIN_REVISIT_MIN / 8 if smaller): a due page waits at most two buckets
+LARBIN_REVISIT_GONE_INTERVAL = 7 * 86400.0  # seconds before a 404/410 page is fetched again, multiplied by LARBIN_REVISIT_FACTOR at each further 404/410; 0 = never again
 LARBIN_REVISIT_INFLIGHT = 10_000  # due pages handed to the frontier and not yet fetched, at most
 LARBIN_REVISIT_LEASE = 3600.0  # seconds a due page may stay unfetched in the frontier before it is rescheduled
 LARBIN_REDIS_REVISIT_KEY = "%(spider)s:revisit"  # distributed: prefix of the schedule's keys (:due, :flight, :state)

@@ -15,8 +15,13 @@ also kept, and a page within Hamming distance k of a kept page is dropped. The l
 pages sharing a block are compared. Pages with fewer than 8 shingles get no simhash (too little
 text to judge). Cost: ~3 ms for a 27 KB page, against ~0.15 ms for the exact hash.
 
+Revisits (``LARBIN_REVISIT``) are tested too: a page's own copy is kept (unchanged, or fetched
+again after a crash), a copy of another page is dropped, new content is kept; a page dropped as a
+copy is remembered by URL, so its revisits that answer 304 are dropped too.
+
 Files (``JOBDIR/contentdup/journal``): one append-only record per kept page,
-``<16-byte hash><8-byte simhash><2-byte URL length><URL>`` (26 bytes + the first URL), written
+``<16-byte hash><8-byte simhash><2-byte URL length><URL>`` (26 bytes + the first URL), and one
+per page dropped as a copy (a hash of 16 zero bytes, then its URL), written
 through a buffer that is flushed to the OS at least every ``LARBIN_CONTENT_DUP_FLUSH_INTERVAL``
 seconds, before the pages of the items it kept are acknowledged to the frontier (item receipts,
 ``receipts.py``), and at close, so a killed crawl forgets no page it kept and did not fetch
@@ -26,9 +31,8 @@ file. Memory: a dict from the 16-byte hash to the URL's offset in the journal, ~
 page (tracemalloc over 200k pages: 133 B; 1M pages ~ 135 MB); the first URL is read back from the
 journal only when a page is dropped. Settings: ``LARBIN_CONTENT_DUP``, ``LARBIN_NEAR_DUP_DISTANCE``,
 ``LARBIN_CONTENT_DUP_FLUSH_INTERVAL``. Stats: ``larbin/contentdup/{unique,dropped,near_dropped,
-empty,replayed,revisit,refetched}`` (a revisited page, ``LARBIN_REVISIT``, is not tested again;
-refetched: a page whose hash reached the journal before a crash and whose item did not, fetched
-again, is not a copy of itself).
+empty,replayed,revisit,refetched}`` (revisit: revisited pages tested; refetched: a page whose own
+copy was kept before, revisited or fetched again after a crash).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("<16sQH")  # content hash, simhash (0 = none), URL length
+_DUP_MARK = b"\0" * 16  # in place of a content hash: the URL was dropped as a copy
 _MAX_URL = 0xFFFF
 _MIN_SHINGLES = 8
 _MAX_DISTANCE = 31  # a 64-bit simhash in distance + 1 blocks: each block keeps 2 bits at least
@@ -69,6 +74,11 @@ _BIT_TABLES = [bytes(b >> bit & 1 for b in range(256)) for bit in range(8)]  # b
 
 
 _WHITESPACE = b" \t\n\r\x0b\x0c"
+
+
+def _url_key(url: str) -> int:
+    """The key a copy's URL is remembered by (8 bytes of hash, not the URL)."""
+    return xxhash.xxh3_64_intdigest(url.encode("utf-8")[:_MAX_URL])
 
 
 def content_hash(body: bytes) -> bytes | None:
@@ -144,6 +154,7 @@ class ContentDupPipeline:
         self.stats = stats
         self.near = SimhashIndex(near_distance) if near_distance else None
         self._seen: dict[bytes, int] = {}  # content hash -> offset of the first URL in the journal
+        self._dups: set[int] = set()  # URL keys of pages dropped as copies (for 304 revisits)
         self._journal: IO[bytes] | None = None
         self._end = 0  # journal length, flushed or not
         self._timer: CallLaterResult | None = None
@@ -219,23 +230,23 @@ class ContentDupPipeline:
     # --- items -------------------------------------------------------------------------
 
     def process_item(self, item: Any, spider: Any = None) -> Any:
-        if (item.get("fetch_count") or 1) > 1:  # a revisit: kept on its first fetch, not a copy
+        url = item.get("url") or ""
+        if (item.get("fetch_count") or 1) > 1:  # a revisit: tested too, against its own copy
             self._inc("revisit")
-            return item
         body = item.get("body")
-        if not body:
-            self._inc("empty")
-            return item
-        digest = content_hash(body)
-        if digest is None:
+        digest = content_hash(body) if body else None
+        if digest is None:  # empty, or a 304 revisit: as the page was last time
+            if self._dups and _url_key(url) in self._dups:
+                self._drop("dropped", "still a duplicate (not modified)", item)
             self._inc("empty")
             return item
         first = self._seen.get(digest)
         if first is not None:
             kept = self._url_at(first)
-            if kept == item.get("url"):  # fetched again after a crash: its own copy, kept
+            if kept == url:  # its own copy: a revisit, or fetched again after a crash
                 self._inc("refetched")
                 return item
+            self._mark_duplicate(url)
             self._drop("dropped", f"duplicate content of {kept}", item)
         sim = 0
         if self.near is not None:
@@ -243,14 +254,25 @@ class ContentDupPipeline:
             match = self.near.find(sim) if sim else None
             if match is not None:
                 offset, distance = match
-                reason = f"near-duplicate content of {self._url_at(offset)} (distance {distance})"
-                self._drop("near_dropped", reason, item)
-        offset = self._append(digest, sim, item.get("url") or "")
+                if self._url_at(offset) != url:
+                    reason = (f"near-duplicate content of {self._url_at(offset)} "
+                              f"(distance {distance})")
+                    self._mark_duplicate(url)
+                    self._drop("near_dropped", reason, item)
+        offset = self._append(digest, sim, url)
         self._seen[digest] = offset
+        self._dups.discard(_url_key(url))  # new content: no longer anybody's copy
         if sim and self.near is not None:
             self.near.add(sim, offset)
         self._inc("unique")
         return item
+
+    def _mark_duplicate(self, url: str) -> None:
+        """Remember (journaled) that ``url`` is a copy, for its revisits that answer 304."""
+        key = _url_key(url)
+        if key not in self._dups:
+            self._dups.add(key)
+            self._append(_DUP_MARK, 0, url)
 
     def _drop(self, event: str, reason: str, item: Any) -> None:
         self._inc(event)
@@ -313,6 +335,12 @@ class ContentDupPipeline:
                 if end > len(data):
                     break
                 url_offset = base + pos + _HEADER.size
+                if digest == _DUP_MARK:
+                    self._dups.add(xxhash.xxh3_64_intdigest(data[url_offset - base : end]))
+                    pos, count = end, count + 1
+                    continue
+                if self._dups:
+                    self._dups.discard(xxhash.xxh3_64_intdigest(data[url_offset - base : end]))
                 self._seen.setdefault(digest, url_offset)
                 if sim and self.near is not None:
                     self.near.add(sim, url_offset)

@@ -7,16 +7,20 @@ Files (``JOBDIR/revisit/``, or a temporary directory removed at close):
   whose window has passed: no scan, no index of pages in memory.
 * ``journal.<epoch>``: the write-ahead log since the last checkpoint, written with ``os.write``
   per event (so it is in the OS when the call returns and survives ``kill -9``): ``A`` an entry
-  scheduled, ``T`` an entry taken into flight, ``D`` a flight entry done and rescheduled, ``C``
-  the drain cursor.
+  scheduled, ``T`` an entry taken into flight, ``D`` a flight entry done and rescheduled, ``F``
+  a flight entry forgotten (a page gone for good), ``C`` the drain cursor.
 * ``checkpoint``: replaced atomically (``os.replace`` after ``fsync``) every
-  ``LARBIN_CHECKPOINT_INTERVAL``: the epoch of the journal that follows it, each bucket's length,
-  the drain cursor and the entries in flight.
+  ``LARBIN_CHECKPOINT_INTERVAL``: the epoch of the journal that follows it, the bucket width the
+  files were written with, each bucket's length, the drain cursor, the entries in flight, and
+  whether the store was closed cleanly (``close``).
 
 Recovery truncates every bucket to its checkpointed length (what was appended after it is
 re-derived), then replays the journal. Pages "in flight" were handed to the frontier and not yet
-fetched; after a restart they are handed out again (``inflight()``), and the fetch that comes
-second is recognised by its fetch count and dropped (the conditional-GET middleware).
+fetched. After a crash they are handed out again (``inflight()``: the frontier may not have
+flushed them), and the fetch that comes second is recognised by its fetch count and dropped (the
+conditional-GET middleware). After a clean close (``closed_cleanly``) the frontier holds every
+one of them, so nothing is handed out again. A store keeps the bucket width it was created with
+(a checkpoint without one was written with ``legacy_width``).
 
 Memory: the entries in flight (at most ``LARBIN_REVISIT_INFLIGHT``), the write buffers of the
 buckets appended to since the last checkpoint, and three numbers per bucket file.
@@ -52,11 +56,15 @@ class RevisitStore:
     """Due-time ordered schedule with a bounded set of entries in flight (module docstring)."""
 
     def __init__(
-        self, directory: str | None, bucket: float, clock: Callable[[], float] = time.time
+        self, directory: str | None, bucket: float, clock: Callable[[], float] = time.time,
+        legacy_width: float | None = None,
     ) -> None:
         if bucket <= 0:
             raise ValueError(f"LARBIN_REVISIT_BUCKET must be positive, got {bucket}")
         self.width = bucket
+        self.legacy_width = legacy_width or bucket  # the width of a checkpoint that names none
+        self.closed_cleanly = False  # the last run closed the store (its flight is in the frontier)
+        self._clean = False  # close() is writing its checkpoint
         self.clock = clock
         self._temporary = directory is None
         self.dir = Path(directory or tempfile.mkdtemp(prefix="larbin-revisit-"))
@@ -80,6 +88,7 @@ class RevisitStore:
     def close(self) -> None:
         if self._journal < 0:
             return
+        self._clean = self._dirty = True
         self.checkpoint()
         os.close(self._journal)
         self._journal = -1
@@ -105,6 +114,11 @@ class RevisitStore:
         self.flight.pop(entry.fp, None)
         self._log(b"D" + entry.pack())
         self._append(entry)
+
+    def forget(self, entry: Entry) -> None:
+        """A page in flight is not revisited any more (it is gone): drop it from the schedule."""
+        self.flight.pop(entry.fp, None)
+        self._log(b"F" + entry.pack())
 
     def in_flight(self, fp: bytes) -> Entry | None:
         held = self.flight.get(fp)
@@ -211,6 +225,8 @@ class RevisitStore:
                                 os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
         head = {
             "epoch": self.epoch,
+            "width": self.width,
+            "clean": self._clean,
             "cursor": list(self.cursor),
             "buckets": [[b, size, count] for b, (size, count) in sorted(self.sizes.items())],
         }
@@ -258,6 +274,12 @@ class RevisitStore:
         line, _, rest = body.partition(b"\n")
         head = json.loads(line)
         self.epoch = head["epoch"]
+        width = head.get("width", self.legacy_width)
+        if width != self.width:
+            logger.info("revisit: %s was written with %s s buckets: kept (this run asks for %s)",
+                        self.dir, width, self.width)
+            self.width = width
+        self.closed_cleanly = bool(head.get("clean"))
         self.cursor = (head["cursor"][0], head["cursor"][1])
         self.sizes = {b: [size, count] for b, size, count in head["buckets"]}
         now = self.clock()
@@ -282,6 +304,9 @@ class RevisitStore:
             self.recovered += 1
             if kind == b"T":
                 self.flight[entry.fp] = (entry, now)
+                continue
+            if kind == b"F":
+                self.flight.pop(entry.fp, None)
                 continue
             if kind == b"D":
                 self.flight.pop(entry.fp, None)
