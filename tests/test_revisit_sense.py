@@ -5,7 +5,11 @@ findings 7 and 8). Fake clocks throughout; the scheduler and the schedule are th
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
+import signal
+import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +29,16 @@ from larbinscrapy.revisit.entry import Entry
 from larbinscrapy.revisit.extension import RevisitExtension
 from larbinscrapy.revisit.store import RevisitStore
 from settings import base
-from tests.conftest import LARBIN_DEFAULTS, ManualClock, settings_of
+from tests.conftest import (
+    LARBIN_DEFAULTS,
+    ROOT,
+    ManualClock,
+    crawl_command,
+    run_crawl,
+    seeds_args,
+    settings_of,
+)
+from testweb.changing import start_changing
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -209,3 +222,34 @@ def test_a_priority_url_is_the_sites_next_fetch_not_behind_its_queue(tmp_path):
     assert order == [f"{site}/page0", f"{site}/page1", f"{site}/injected", f"{site}/injected2",
                      f"{site}/page2"]
     sched.close("shutdown")
+
+
+# -- finding 8, end to end: a continuous crawl stopped with Ctrl-C resumes without copies ------
+def test_a_sigint_resume_hands_no_due_page_out_twice(tmp_path):
+    settings = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0,
+                "LARBIN_REVISIT_MIN": 0.25, "LARBIN_REVISIT_MAX": 2.0,
+                "LARBIN_REVISIT_STREAK": 2, "LARBIN_CHECKPOINT_INTERVAL": 0.2,
+                "LARBIN_REVISIT_BUCKET": 0.05, "DOWNLOAD_DELAY": 0.3,
+                "JOBDIR": str(tmp_path / "job")}
+    with start_changing(tmp_path / "web", period=3.0) as web:
+        out = tmp_path / "run1"
+        out.mkdir()
+        cmd = crawl_command(web, out, *seeds_args(web.seeds), settings=settings)
+        with open(out / "stderr.log", "w") as err:
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
+                                    env={**os.environ, "PYTHONPATH": str(ROOT)})
+            deadline = time.monotonic() + 60
+            while len(web.read_log()) < 150:  # revisits well under way, due pages queued
+                assert proc.poll() is None, (out / "stderr.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the crawl is too slow"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=60) == 0
+        first = json.loads((out / "stats.json").read_text())
+        assert first["finish_reason"] == "shutdown"
+        second = run_crawl(web, tmp_path / "run2", *seeds_args(web.seeds),
+                           settings={**settings, "CLOSESPIDER_TIMEOUT": 4}, timeout=60)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "handed out again" not in second.stderr
+    assert second.stats.get("larbin/revisit/stale", 0) == 0
+    assert second.stats.get("larbin/revisit/due", 0) > 0  # and the schedule went on
