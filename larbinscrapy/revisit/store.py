@@ -81,6 +81,7 @@ class RevisitStore:
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> None:
+        self._clean = False
         self.dir.mkdir(parents=True, exist_ok=True)
         self._recover()
         self.checkpoint()
