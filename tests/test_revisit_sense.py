@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DropItem
 from scrapy.http import HtmlResponse
@@ -27,6 +28,7 @@ from larbinscrapy.pipelines.contentdup import ContentDupPipeline
 from larbinscrapy.revisit.backends import LocalSchedule
 from larbinscrapy.revisit.entry import Entry
 from larbinscrapy.revisit.extension import RevisitExtension
+from larbinscrapy.revisit.redis_store import RedisRevisitStore
 from larbinscrapy.revisit.store import RevisitStore
 from settings import base
 from tests.conftest import (
@@ -253,3 +255,12 @@ def test_a_sigint_resume_hands_no_due_page_out_twice(tmp_path):
     assert "handed out again" not in second.stderr
     assert second.stats.get("larbin/revisit/stale", 0) == 0
     assert second.stats.get("larbin/revisit/due", 0) > 0  # and the schedule went on
+
+
+def test_the_redis_schedule_never_hands_out_a_forgotten_page(redis_url):
+    store = RedisRevisitStore(redis.Redis.from_url(redis_url), "t:revisit", 10)
+    page = Entry(fingerprint_url("http://a.test/gone"), "http://a.test/gone", 100.0, 5.0)
+    assert store.add(page)
+    (taken,) = store.take(200.0, 3600.0)[2]
+    assert store.done(taken, taken.evolve(due=float("inf")))  # SharedSchedule.forget
+    assert store.take(1e12, 3600.0)[2] == []
