@@ -25,7 +25,7 @@ Settings: ``LARBIN_ITEM_RECEIPTS`` (False: pages acknowledged when their outlink
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -90,6 +90,7 @@ class ItemReceipts:
         self._flushed: list[Hashable] = []  # pages of items waiting for the next flush
         self._call: CallLaterResult | None = None  # the flush scheduled for _flushed
         self._failed_logged = False
+        self._feeds: FeedExporter | Literal[False] | None = None  # False: no feed exports
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ItemReceipts:
@@ -180,9 +181,10 @@ class ItemReceipts:
     # -- flushing ---------------------------------------------------------------------------
     def _flush(self) -> bool:
         """Hand the feed files' and the flushers' buffers to the OS; False if one failed."""
+        if self._feeds is None:  # looked up once: extensions are all built before the crawl
+            self._feeds = self.crawler.get_extension(FeedExporter) or False
         try:
-            feeds = self.crawler.get_extension(FeedExporter)
-            for slot in feeds.slots if feeds is not None else ():
+            for slot in self._feeds.slots if self._feeds else ():
                 file = slot.file
                 if file is not None and not getattr(file, "closed", False):
                     file.flush()
