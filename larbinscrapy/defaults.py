@@ -91,6 +91,7 @@ EXTENSIONS = Setting({
     "scrapy.extensions.spiderstate.SpiderState": None,  # truncates spider.state before writing it
     "larbinscrapy.jobdir.AtomicSpiderState": 0,
     "larbinscrapy.status.statsfile.StatsFile": 500,  # on when LARBIN_STATS_FILE is set
+    "larbinscrapy.pipelines.receipts.ItemReceipts": 505,  # a page is acknowledged once its items are stored
     "larbinscrapy.revisit.extension.RevisitExtension": 510,  # on when LARBIN_REVISIT is set
     "larbinscrapy.seeds.sitemaps.SitemapReader": 520,  # on when LARBIN_SITEMAPS is set
     "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
@@ -132,6 +133,7 @@ LARBIN_MAX_QUERIES_PER_PATH = Setting(1000, int, min=0, doc="distinct query stri
 # --- Frontier (the scheduler) --------------------------------------------------------------
 LARBIN_MAX_URLS_PER_SITE = Setting(40, int, min=1, doc="larbin maxUrlsBySite: in-memory queue per site; overflow waits on disk")
 LARBIN_SEGMENT_URLS = Setting(10_000, int, min=1, doc="URLs per on-disk FIFO segment file (larbin PersistentFifo: 10,000)")
+LARBIN_FRONTIER_PICKLE = Setting(False, bool, doc="store request meta values JSON cannot hold by pickle (else such requests stay in memory)")
 LARBIN_PRIORITY_EXTENSIONS = Setting("", parse="larbinscrapy.gate.urlfilter.parse_extensions", takes="extensions separated by spaces or commas", doc="larbin specificSearch: extensions queued in the priority tier")
 LARBIN_SAVE_CONTENT_TYPES = Setting("", parse="larbinscrapy.fetch.checktype.parse_content_types", takes="MIME types separated by spaces or commas", doc="larbin checkType: types downloaded besides HTML (\"application/pdf image/*\"); others stop at the headers")
 LARBIN_CHECKPOINT_INTERVAL = Setting(1.0, float, above=0, doc="seconds between flushes of queue files and checkpoint")
@@ -220,6 +222,8 @@ FEED_EXPORT_FIELDS = Setting([
     "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ], doc="items carry the raw body for the storage pipelines; feeds (-O items.jsonl) leave it out")
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = Setting(1.0, float, above=0, doc="seconds between flushes of JOBDIR/contentdup/journal")
+LARBIN_ITEM_RECEIPTS = Setting(True, bool, doc="a page is acknowledged to the frontier once its items reached the OS (False: once its outlinks are queued)")
+LARBIN_ITEM_FLUSH_DELAY = Setting(0.0, float, min=0, doc="seconds scraped items wait for the flush that acknowledges their pages (0: the next reactor turn)")
 LARBIN_SIMPLE_SAVE = Setting(False, bool, doc="larbin SIMPLE_SAVE: bodies to save/dNNNNN/fNNNNN plus index.jsonl")
 LARBIN_SIMPLE_SAVE_DIR = Setting("save", str, doc="simple-save output directory")
 LARBIN_SIMPLE_SAVE_FILES_PER_DIR = Setting(2000, int, min=1, doc="files per dNNNNN directory (larbin: 2,000)")
@@ -239,7 +243,8 @@ LARBIN_REVISIT_MIN = Setting(3600.0, float, above=0, doc="shortest revisit inter
 LARBIN_REVISIT_MAX = Setting(30 * 86400.0, float, above=0, doc="longest revisit interval, seconds")
 LARBIN_REVISIT_STREAK = Setting(5, int, min=1, doc="larbin's rule: this many unchanged fetches in a row multiply the interval, changed divide it")
 LARBIN_REVISIT_FACTOR = Setting(2.0, float, above=1, doc="what the interval is multiplied or divided by after a streak")
-LARBIN_REVISIT_BUCKET = Setting(300.0, float, above=0, doc="seconds of due time per schedule file; a due page waits at most this long")
+LARBIN_REVISIT_BUCKET = Setting(300.0, float, above=0, doc="seconds of due time per schedule file, at most (LARBIN_REVISIT_MIN / 8 if smaller): a due page waits at most two buckets")
+LARBIN_REVISIT_GONE_INTERVAL = Setting(7 * 86400.0, float, min=0, doc="seconds before a 404/410 page is fetched again, multiplied by LARBIN_REVISIT_FACTOR at each further 404/410; 0 = never again")
 LARBIN_REVISIT_INFLIGHT = Setting(10_000, int, min=1, doc="due pages handed to the frontier and not yet fetched, at most")
 LARBIN_REVISIT_LEASE = Setting(3600.0, float, above=0, doc="seconds a due page may stay unfetched in the frontier before it is rescheduled")
 LARBIN_REDIS_REVISIT_KEY = Setting("%(spider)s:revisit", parse="larbinscrapy.config.key_template", takes="a key template with %(spider)s", doc="distributed: prefix of the schedule's keys (:due, :flight, :state)")

@@ -41,6 +41,12 @@ BANDWIDTH = "larbin_bandwidth"  # bytes the gate reserved for this fetch (LARBIN
 DOWNLOAD_SLOT = "download_slot"  # Scrapy's: the scheduler sets the IP, the politeness gate the host
 
 TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, BANDWIDTH, DOWNLOAD_SLOT)
+DOWNLOAD_LATENCY = "download_latency"  # Scrapy's: the last download's duration (per trip)
+PICKLED = "larbin_pickled"  # in a stored record only: meta values kept by pickle (opt-in)
+
+#: The keys the disk frontier drops: they describe one trip or one moment, never what the
+#: request asks for. Every other meta key is stored (``frontier/codec.py``).
+TRANSIENT = frozenset((*TRIP, PARENT, REQUEUED, OUTPUT_DONE, ADMITTED, DOWNLOAD_LATENCY))
 
 
 def seed_meta() -> dict[str, Any]:

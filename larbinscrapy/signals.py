@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 #: A request's work is over: its response was parsed, or it failed for good. Arguments:
-#: ``request``, and ``children``: how many requests the page produced (0 for a failure), each
-#: marked with ``meta.PARENT``. The scheduler acknowledges the request's frontier record once
-#: that many reached ``enqueue_request`` (``PendingPages``), so a crash before re-queues it.
+#: ``request``, ``children``: how many requests the page produced (0 for a failure), each
+#: marked with ``meta.PARENT``, and ``items``: how many items it yielded. The scheduler
+#: acknowledges the request's frontier record once that many children reached
+#: ``enqueue_request`` and, with item receipts (``pipelines/receipts.py``), that many items are
+#: stored (``PendingPages``), so a crash before re-queues it.
 request_done = object()

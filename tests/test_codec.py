@@ -74,9 +74,9 @@ def test_round_trip_headers():
         ({"download_timeout": 12.5, "dont_obey_robotstxt": True},
          {"download_timeout": 12.5, "dont_obey_robotstxt": True}),
         ({"larbin_priority": 1}, {"larbin_priority": 1}),
-        # one trip through the downloader: never stored
+        # one trip through the downloader: never stored (a user's keys are: test_codec_keeps.py)
         ({"larbin_lease": "127.0.0.1", "larbin_rid": (2, 5), "download_slot": "127.0.0.1",
-          "larbin_ip": "127.0.0.1", "proxy": "http://p.test", "cookiejar": object()}, {}),
+          "larbin_ip": "127.0.0.1", "download_latency": 0.2, "larbin_output_done": True}, {}),
     ],
 )
 def test_meta_kept_and_dropped(meta, kept):

@@ -231,6 +231,7 @@ class RedisScheduler(FrontierScheduler):
         if self._unreachable:  # never joined, or Redis went away: no Redis to tell
             self.jobs.stop()
             return defer.succeed(None)
+        self._settle_items()  # pages whose items are stored: acknowledged, not handed back
         self.flush()
 
         def retire() -> tuple[int, dict[str, int], int | None]:

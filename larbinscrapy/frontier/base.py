@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.gate.urlfilter import parse_extensions
 from larbinscrapy.lean.request import request_class
 from larbinscrapy.parse.urls import extension_of
+from larbinscrapy.pipelines.receipts import ItemReceipts, receipts_of
 from larbinscrapy.politeness.ipsites import IpTable, Politeness, politeness_of
 from larbinscrapy.reactor import installed_reactor
 
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from twisted.internet.base import DelayedCall
+
+logger = logging.getLogger(__name__)
 
 
 class FrontierScheduler(ABC):
@@ -59,6 +63,10 @@ class FrontierScheduler(ABC):
         # Pages whose outlinks are still on their way to the frontier (pending.py).
         self.pending = PendingPages(self._page_complete)
         self.memory_only: deque[Request] = deque()  # requests that cannot be serialised
+        self.receipts: ItemReceipts | None = None  # items count as parts of their page
+        # meta values JSON cannot hold are pickled into the record (the user opted in)
+        self.pickle_meta = crawler.settings.getbool("LARBIN_FRONTIER_PICKLE")
+        self._unserializable_logged = False
         self._wakeup: DelayedCall | None = None
         self._request_cls = request_class(crawler.settings)  # SafeUrlRequest under the lean engine
 
@@ -85,8 +93,16 @@ class FrontierScheduler(ABC):
         self.table = self.politeness.table
         sig = self.crawler.signals
         sig.connect(self._request_done, signal=larbin_signals.request_done)
+        self.receipts = receipts_of(self.crawler)
+        if self.receipts is not None:
+            self.receipts.connect(self.pending)
         if enforced is None:  # otherwise the send-time gate gives leases back
             sig.connect(self._left_downloader, signal=signals.request_left_downloader)
+
+    def _settle_items(self) -> None:
+        """At close: flush the stores and acknowledge the pages whose items are in them."""
+        if self.receipts is not None:
+            self.receipts.settle()
 
     def _left_downloader(self, request: Request) -> None:
         """Without the send-time gate: the download ended, start the IP's delay."""
@@ -120,9 +136,14 @@ class FrontierScheduler(ABC):
     def _encode(self, request: Request) -> bytes | None:
         """The request's frontier record, or None: kept in memory, it cannot be serialised."""
         try:
-            return codec.encode(request, self.spider)
-        except codec.UnserializableRequest:
+            return codec.encode(request, self.spider, allow_pickle=self.pickle_meta)
+        except codec.UnserializableRequest as exc:
             self.stats.inc_value("larbin/frontier/unserializable")
+            if not self._unserializable_logged:
+                self._unserializable_logged = True
+                logger.warning("Keeping %s in memory, it cannot be stored in the frontier "
+                               "(%s); further ones are counted in "
+                               "larbin/frontier/unserializable", request, exc)
             self.memory_only.append(request)
             return None
 
@@ -143,14 +164,16 @@ class FrontierScheduler(ABC):
         M.stamp_lease(request.meta, rid, ip)
         return request
 
-    def _request_done(self, request: Request, children: int = 0) -> None:
-        """``request_done``: the page of ``request`` produced ``children`` requests.
+    def _request_done(self, request: Request, children: int = 0, items: int = 0) -> None:
+        """``request_done``: the page of ``request`` produced ``children`` requests and
+        ``items`` items.
 
-        Its record is acknowledged once all of them reached ``enqueue_request``.
+        Its record is acknowledged once all the children reached ``enqueue_request`` and,
+        with item receipts, all the items are stored.
         """
         rid = request.meta.get(M.RID)
         if rid is not None:
-            self.pending.page_done(rid, children)
+            self.pending.page_done(rid, children + (items if self.receipts is not None else 0))
 
     @abstractmethod
     def _page_complete(self, rid: Any) -> None:

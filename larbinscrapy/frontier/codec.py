@@ -2,35 +2,34 @@
 
 from __future__ import annotations
 
+import base64
 import json
-from typing import Any
+import pickle
+from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
+from scrapy.utils.misc import load_object
 
 from larbinscrapy import meta as M
+from larbinscrapy.lean.request import SafeUrlRequest
 
-PERSIST_META = (
-    "depth",
-    M.SITE_DEPTH,
-    M.REFERER,
-    M.PRIORITY,
-    "dont_obey_robotstxt",
-    "redirect_times",
-    "redirect_ttl",
-    "redirect_urls",
-    "retry_times",
-    "download_timeout",
-    M.REVISIT,
-    M.REVISIT_HINT,
-)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 # Positions in a record; every field from the meta on may be left out when it has its default.
-_META, _CALLBACK, _ERRBACK, _METHOD, _BODY, _HEADERS = range(2, 8)
+_META, _CALLBACK, _ERRBACK, _METHOD, _BODY, _HEADERS, _EXTRA = range(2, 9)
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _raw_decode = json.JSONDecoder().raw_decode
+_TRANSIENT = M.TRANSIENT
+_PLAIN = (Request, SafeUrlRequest)  # stored without a class: back as the crawl's request class
+_BASE_ATTRIBUTES = frozenset(Request.attributes)
+_classes: dict[str, type[Request]] = {}  # import path -> class, for decode
+_WHERE = {M.CB_KWARGS: "cb_kwargs", M.FLAGS: "flags"}  # reserved keys, named for the user
 
 
 class UnserializableRequest(ValueError):
-    """The request has a callback that is not a method of the spider."""
+    """The request cannot be stored: a callback that is not a method of the spider, a value
+    JSON (or the allowed pickle) cannot hold, a class that cannot be rebuilt."""
 
 
 def _method_name(func: Any, spider: Any) -> str | None:
@@ -42,9 +41,9 @@ def _method_name(func: Any, spider: Any) -> str | None:
     raise UnserializableRequest(f"callback {func!r} is not a method of the spider")
 
 
-def encode(request: Request, spider: Any) -> bytes:
+def encode(request: Request, spider: Any, *, allow_pickle: bool = False) -> bytes:
     meta = request.meta
-    kept = {k: meta[k] for k in PERSIST_META if k in meta}
+    kept = {k: v for k, v in meta.items() if k not in _TRANSIENT}
     if meta.get(M.ADMITTED) == request.url:
         kept[M.ADMITTED] = 1
     # Request attributes that are not meta ride in the meta object under reserved keys.
@@ -61,24 +60,80 @@ def encode(request: Request, spider: Any) -> bytes:
         _method_name(request.callback, spider),
         _method_name(request.errback, spider),
     ]
-    if request.method != "GET" or request.body or request.headers:
+    plain = type(request) in _PLAIN and not request.cookies and request.encoding == "utf-8"
+    extra = None if plain else _extra(request)
+    if request.method != "GET" or request.body or request.headers or extra:
         headers = {
             k.decode("latin-1"): [v.decode("latin-1") for v in vs]
             for k, vs in request.headers.items()
         }
-        rec += [request.method, request.body.decode("latin-1"), headers]
+        rec += [request.method, request.body.decode("latin-1"), headers, extra]
     while rec[-1] is None or (rec[-1] == {} and len(rec) > _CALLBACK):
         rec.pop()
     try:
-        return _dumps(rec).encode()
-    except (TypeError, ValueError) as exc:  # a kept meta value JSON cannot hold
-        raise UnserializableRequest(f"{request!r}: {exc}") from exc
+        record = _dumps(rec).encode()
+    except (TypeError, ValueError):  # a value JSON cannot hold: find it, pickle it if allowed
+        record = _dumps(_held_by_pickle(rec, kept, allow_pickle)).encode()
+    if extra and "cls" in extra:
+        _check_rebuilt(record, spider)
+    return record
+
+
+def _extra(request: Request) -> dict[str, Any] | None:
+    """What a plain request does not carry: its class and own attributes, cookies, encoding."""
+    extra: dict[str, Any] = {}
+    cls = type(request)
+    if cls not in _PLAIN:
+        extra["cls"] = f"{cls.__module__}.{cls.__qualname__}"
+        own = {a: getattr(request, a) for a in cls.attributes if a not in _BASE_ATTRIBUTES}
+        if own:
+            extra["attrs"] = own
+    if request.cookies:
+        extra["cookies"] = request.cookies
+    if request.encoding != "utf-8":
+        extra["encoding"] = request.encoding
+    return extra or None
+
+
+def _held_by_pickle(rec: list[Any], kept: dict[str, Any], allow_pickle: bool) -> list[Any]:
+    """``rec`` with the meta values JSON cannot hold pickled, or the error naming the first."""
+    for key, value in list(kept.items()):
+        try:
+            _dumps(value)
+        except (TypeError, ValueError) as exc:
+            where = _WHERE.get(key) or f"meta[{key!r}]"
+            if not allow_pickle:
+                raise UnserializableRequest(f"{where}: {exc}") from exc
+            try:
+                raw = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as pexc:  # pickle raises many types for what it cannot hold
+                raise UnserializableRequest(f"{where}: {pexc}") from pexc
+            del kept[key]
+            kept.setdefault(M.PICKLED, {})[key] = base64.b64encode(raw).decode("ascii")
+    try:
+        _dumps(rec)
+    except (TypeError, ValueError) as exc:  # not the meta: cookies or a class attribute
+        raise UnserializableRequest(f"{rec[0]}: {exc}") from exc
+    return rec
+
+
+def _check_rebuilt(record: bytes, spider: Any) -> None:
+    """A class not ours must be rebuilt from what is stored: try it now, not at pop time."""
+    try:
+        decode(record, spider)
+    except Exception as exc:  # a user's __init__ may raise anything
+        raise UnserializableRequest(f"cannot rebuild the request from its record: {exc!r}") \
+            from exc
 
 
 def decode(data: bytes, spider: Any, request_cls: type[Request] = Request) -> Request:
     rec = json.loads(data)
     url, priority = rec[0], rec[1]
     meta = rec[_META] if len(rec) > _META else {}
+    pickled = meta.pop(M.PICKLED, None)
+    if pickled:  # the user allowed pickle (LARBIN_FRONTIER_PICKLE) when it was written
+        for key, raw in pickled.items():
+            meta[key] = pickle.loads(base64.b64decode(raw))
     if meta.pop(M.ADMITTED, None):
         meta[M.ADMITTED] = url
     kwargs: dict[str, Any] = {
@@ -88,15 +143,33 @@ def decode(data: bytes, spider: Any, request_cls: type[Request] = Request) -> Re
     }
     callback = getattr(spider, rec[_CALLBACK]) if len(rec) > _CALLBACK and rec[_CALLBACK] else None
     errback = getattr(spider, rec[_ERRBACK]) if len(rec) > _ERRBACK and rec[_ERRBACK] else None
+    cls: Callable[..., Request] = request_cls
     if len(rec) > _METHOD:  # trailing defaults were left out: a POST may have no body or headers
         kwargs["method"] = rec[_METHOD]
         if len(rec) > _BODY:
             kwargs["body"] = rec[_BODY].encode("latin-1")
         if len(rec) > _HEADERS:
             kwargs["headers"] = rec[_HEADERS]
-    return request_cls(
-        url, priority=priority, meta=meta, callback=callback, errback=errback, **kwargs
-    )
+        if len(rec) > _EXTRA:
+            cls = _apply_extra(rec[_EXTRA], kwargs, request_cls)
+    return cls(url, priority=priority, meta=meta, callback=callback, errback=errback, **kwargs)
+
+
+def _apply_extra(
+    extra: dict[str, Any], kwargs: dict[str, Any], plain: type[Request]
+) -> Callable[..., Request]:
+    if "cookies" in extra:
+        kwargs["cookies"] = extra["cookies"]
+    if "encoding" in extra:
+        kwargs["encoding"] = extra["encoding"]
+    kwargs.update(extra.get("attrs", ()))
+    path = extra.get("cls")
+    if path is None:
+        return plain
+    cls = _classes.get(path)
+    if cls is None:
+        cls = _classes[path] = load_object(path)
+    return cls
 
 
 def url_of(data: bytes) -> str:

@@ -10,21 +10,28 @@ if TYPE_CHECKING:
 
 
 class PendingPages:
-    """Counts each page's children in and out; calls ``complete(page)`` when both are done."""
+    """Counts each page's parts in and out; calls ``complete(page)`` when both are done."""
 
     def __init__(self, complete: Callable[[Hashable], None]) -> None:
         self._complete = complete
-        self._left: dict[Hashable, int] = {}  # page -> children announced minus enqueued
+        self._left: dict[Hashable, int] = {}  # page -> parts announced minus arrived
         self._done: set[Hashable] = set()  # pages whose request_done arrived
 
-    def page_done(self, page: Hashable, children: int) -> None:
-        """``request_done``: the page produced ``children`` requests (some may be queued)."""
+    def page_done(self, page: Hashable, parts: int) -> None:
+        """``request_done``: the page produced ``parts`` (children, items; some may be in)."""
         self._done.add(page)
-        self._settle(page, children)
+        self._settle(page, parts)
 
-    def child_enqueued(self, page: Hashable) -> None:
-        """One child of ``page`` reached ``enqueue_request`` (queued or filtered alike)."""
+    def arrived(self, page: Hashable) -> None:
+        """One part of ``page`` is settled: a child reached ``enqueue_request`` (queued or
+        filtered alike), or an item was stored or dropped."""
         self._settle(page, -1)
+
+    child_enqueued = arrived
+
+    def expect(self, page: Hashable, n: int) -> None:
+        """``n`` more parts of ``page`` (a pipeline holds one of its items until stored)."""
+        self._settle(page, n)
 
     def _settle(self, page: Hashable, delta: int) -> None:
         left = self._left.pop(page, 0) + delta

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
-import struct
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,20 @@ from larbinscrapy import fatal
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.frontier.diskguard import writes
+from larbinscrapy.frontier.fifos import (
+    FIFO_LABELS,
+    FIFO_NAMES,
+    NORMAL,
+    NORMAL_WAIT,
+    PRIORITY,
+    PRIORITY_WAIT,
+    adopt_legacy_wait,
+    drop_stale_copies,
+)
+from larbinscrapy.frontier.fifos import FLUSH_ORDER as _FLUSH_ORDER
+from larbinscrapy.frontier.fifos import MOVED as _MOVED
+from larbinscrapy.frontier.fifos import SOURCE_OF as _SOURCE_OF
+from larbinscrapy.frontier.fifos import WAIT_OF as _WAIT_OF
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Overflow, Site
 from larbinscrapy.parse.urls import host_of, site_of
@@ -35,18 +48,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-# FIFO indexes: a tier's main FIFO and its wait FIFO.
-PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT = range(4)
-FIFO_NAMES = ("priority", "priority-overflow", "normal", "normal-overflow")
-# What the status page calls them: larbin's URLsPriority, URLsPriorityWait, URLsDisk, URLsDiskWait.
-FIFO_LABELS = ("priority", "priority-wait", "normal", "normal-wait")
-_LEGACY_WAIT = {"priority-wait": PRIORITY, "normal-wait": NORMAL}  # before source ids
-_WAIT_OF = {PRIORITY: PRIORITY_WAIT, NORMAL: NORMAL_WAIT}
-_SOURCE_OF = {PRIORITY_WAIT: PRIORITY, NORMAL_WAIT: NORMAL}
-# Records only move from a main FIFO to its wait FIFO (push there, ack here): the wait FIFOs
-# are flushed first, and the acks of moved records are written only after that flush.
-_FLUSH_ORDER = (PRIORITY_WAIT, NORMAL_WAIT, PRIORITY, NORMAL)
-_MOVED = struct.Struct("<Q")  # a wait record's prefix: the id of the main record it replaces
 _MOVED_BATCH = 4096  # moves whose acks wait for a flush at most (a long refill flushes early)
 
 
@@ -130,13 +131,14 @@ class LarbinScheduler(FrontierScheduler):
         self.df.on_disk_error = self._disk_failed
         for name in FIFO_NAMES:
             self.fifos.append(SegmentFifo(directory / name, self.segment_records))
-        self._adopt_legacy_wait()
+        assert self._dir is not None
+        adopt_legacy_wait(self._dir, self.fifos, self.segment_records)
         for name, fifo in zip(FIFO_NAMES, self.fifos, strict=True):
             if fifo.corrupt_records:
                 self.stats.inc_value("larbin/frontier/corrupt_records", fifo.corrupt_records)
             if len(fifo):
                 logger.info("Resuming %d queued URLs from %s", len(fifo), name)
-        self._drop_stale_copies()
+        drop_stale_copies(self.fifos, self.stats)
 
     def _disk_failed(self, exc: BaseException) -> None:
         """The frontier's files cannot be written or read: stop writing, stop the crawl.
@@ -162,6 +164,7 @@ class LarbinScheduler(FrontierScheduler):
         self._cancel_wakeup()
         if self.disk_error is not None:  # stopped writing: leave the files as they are
             return None
+        self._settle_items()  # the pages whose items are stored: acknowledged before the end
         self._flush_all()  # moved records, then their acks
         for index in _FLUSH_ORDER:  # records before acks, then the dupefilter's bits
             self.fifos[index].close()
@@ -188,10 +191,22 @@ class LarbinScheduler(FrontierScheduler):
             return False
         record = self._encode(request)
         if record is not None:
-            self.fifos[self._tier(request)].push(record)
+            tier = self._tier(request)
+            self.fifos[tier].push(record)
             self.stats.inc_value("larbin/frontier/enqueued")
+            if tier == PRIORITY and self.in_memory < self.mem_limit:
+                self._place_priority()
         self._ack(previous)
         return True
+
+    def _place_priority(self) -> None:
+        """Move the priority tier's next record into its site's queue now, at the front: an
+        injected URL is its site's next fetch, not behind the site's loaded queue."""
+        fifo = self.fifos[PRIORITY]
+        popped = fifo.pop()
+        if popped is not None:
+            self._place_record(PRIORITY, popped[0], popped[1], fifo.last_offset)
+            self._wake_engine()
 
     @writes(None)
     def next_request(self) -> Request | None:
@@ -207,6 +222,8 @@ class LarbinScheduler(FrontierScheduler):
             return None
         st, site = picked
         fifo_index, rid, record = site.queue.popleft()
+        if site.head:
+            site.head -= 1
         self.in_memory -= 1
         if site.overflow is not None:
             self._top_up(site)
@@ -260,6 +277,13 @@ class LarbinScheduler(FrontierScheduler):
         if site.state == DEAD:  # refused synchronously (an IP literal the SSRF guard refuses)
             self._drop(index, rid, self.dead_hosts[host])
             return
+        if index == PRIORITY and site.head < self.max_per_site:  # ahead of the site's others
+            site.queue.insert(site.head, (index, rid, payload))
+            site.head += 1
+            self.in_memory += 1
+            if site.state == READY and len(site.queue) == 1:
+                self.ring.add_site(site)
+            return
         if len(site.queue) >= self.max_per_site or site.overflow is not None:
             self._overflow(site, index, rid, record, offset)
             return
@@ -305,42 +329,6 @@ class LarbinScheduler(FrontierScheduler):
         if not overflow:
             site.overflow = None
 
-    def _adopt_legacy_wait(self) -> None:
-        """Move the records of an older version's wait FIFO into its tier, once.
-
-        Pushed and flushed there before the old FIFO is closed: a crash in between queues
-        them twice (the dupefilter does not see queued records), never loses one.
-        """
-        assert self._dir is not None
-        for name, index in _LEGACY_WAIT.items():
-            path = self._dir / name
-            if not path.is_dir():
-                continue
-            legacy, moved = SegmentFifo(path, self.segment_records), 0
-            while (popped := legacy.pop()) is not None:
-                self.fifos[index].push(popped[1])
-                legacy.ack(popped[0])
-                moved += 1
-            self.fifos[index].flush()
-            legacy.close()
-            logger.info("Moved %d queued URLs from %s (an older layout) to %s", moved, name,
-                        FIFO_NAMES[index])
-
-    def _drop_stale_copies(self) -> None:
-        """After a crash: drop the main copy of every record moved since the last checkpoint
-        whose ack did not reach the disk (both copies would be fetched)."""
-        for wait, source in _SOURCE_OF.items():
-            stale = 0
-            for _, record in self.fifos[wait].tail():
-                (src,) = _MOVED.unpack_from(record)
-                stale += self.fifos[source].discard(src)
-            self.fifos[source].flush()  # the discards reach the OS before the tail is forgotten
-            self.fifos[wait].forget_tail()
-            if stale:
-                self.stats.inc_value("larbin/frontier/stale_copies", stale)
-                logger.info("%s: dropped %d stale copies of records moved to %s before the "
-                            "crash", FIFO_NAMES[source], stale, FIFO_NAMES[wait])
-
     def _resolve(self, site: Site) -> None:
         d = self.politeness.resolve(site.host)
         d.addCallbacks(self._resolved, self._unresolved, callbackArgs=(site,), errbackArgs=(site,))
@@ -366,6 +354,7 @@ class LarbinScheduler(FrontierScheduler):
             self._drop(index, rid, reason)
         self.in_memory -= len(site.queue)
         site.queue.clear()
+        site.head = 0
         if site.overflow is not None:
             for index, rid, _ in site.overflow:
                 self.fifos[index].discard(rid)

@@ -73,6 +73,7 @@ class Site:
     reason: str | None = None
     queue: deque[Entry] = field(default_factory=deque)
     overflow: Overflow | None = None  # URLs past the cap, on disk (created when first needed)
+    head: int = 0  # priority-tier URLs at the front of the queue, served before the rest
 
 
 class IpRing:

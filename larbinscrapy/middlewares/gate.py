@@ -95,45 +95,53 @@ class LinkGateMiddleware:
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterator[Any]:
-        children = 0
+        children = items = 0
         try:
             for obj in result:
                 for out in self._process(response, obj):
-                    children += isinstance(out, Request)
+                    if isinstance(out, Request):
+                        children += 1
+                    elif out is not None:  # the scraper sends it to the item pipelines
+                        items += 1
                     yield out
         finally:
-            self._done(response, children)
+            self._done(response, children, items)
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
-        children = 0
+        children = items = 0
         try:
             async for obj in result:
                 for out in self._process(response, obj):
-                    children += isinstance(out, Request)
+                    if isinstance(out, Request):
+                        children += 1
+                    elif out is not None:  # the scraper sends it to the item pipelines
+                        items += 1
                     yield out
         finally:
-            self._done(response, children)
+            self._done(response, children, items)
 
     def process_spider_exception(
         self, response: Response, exception: Exception, spider: Spider | None = None
     ) -> None:
         self._done(response, 0)
 
-    def _done(self, response: Response, children: int) -> None:
-        """The page's output is over: ``children`` requests (marked ``larbin_parent``) follow.
+    def _done(self, response: Response, children: int, items: int = 0) -> None:
+        """The page's output is over: ``children`` requests (marked ``larbin_parent``) and
+        ``items`` items follow.
 
         Once per response (a failing callback reaches both the output's ``finally`` and
         ``process_spider_exception``): the scheduler acks the page's record when that many
-        children reached ``enqueue_request``.
+        children reached ``enqueue_request`` and that many items are stored.
         """
         meta = response.meta
         if meta.get(M.OUTPUT_DONE):
             return
         meta[M.OUTPUT_DONE] = True
         self.crawler.signals.send_catch_log(
-            larbin_signals.request_done, request=response.request, children=children
+            larbin_signals.request_done, request=response.request, children=children,
+            items=items,
         )
 
     # -- the gate ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.job import job_dir
 
 from larbinscrapy import fatal
+from larbinscrapy.pipelines.receipts import receipts_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("<16sQH")  # content hash, simhash (0 = none), URL length
+_DUP_MARK = b"\0" * 16  # in place of a content hash: the URL was dropped as a copy
 _MAX_URL = 0xFFFF
 _MIN_SHINGLES = 8
 _MAX_DISTANCE = 31  # a 64-bit simhash in distance + 1 blocks: each block keeps 2 bits at least
@@ -37,6 +39,11 @@ _BIT_TABLES = [bytes(b >> bit & 1 for b in range(256)) for bit in range(8)]  # b
 
 
 _WHITESPACE = b" \t\n\r\x0b\x0c"
+
+
+def _url_key(url: str) -> int:
+    """The key a copy's URL is remembered by (8 bytes of hash, not the URL)."""
+    return xxhash.xxh3_64_intdigest(url.encode("utf-8")[:_MAX_URL])
 
 
 def content_hash(body: bytes) -> bytes | None:
@@ -112,6 +119,7 @@ class ContentDupPipeline:
         self.stats = stats
         self.near = SimhashIndex(near_distance) if near_distance else None
         self._seen: dict[bytes, int] = {}  # content hash -> offset of the first URL in the journal
+        self._dups: set[int] = set()  # URL keys of pages dropped as copies (for 304 revisits)
         self._journal: IO[bytes] | None = None
         self._end = 0  # journal length, flushed or not
         self._timer: CallLaterResult | None = None
@@ -131,6 +139,9 @@ class ContentDupPipeline:
             stats=crawler.stats,
         )
         pipeline.on_disk_error = fatal.disk_stopper(crawler, pipeline.directory or "(temporary)")
+        receipts = receipts_of(crawler)
+        if receipts is not None:  # a kept page is acknowledged once its hash is in the OS
+            receipts.add_flusher(pipeline.flush)
         return pipeline
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -184,34 +195,49 @@ class ContentDupPipeline:
     # --- items -------------------------------------------------------------------------
 
     def process_item(self, item: Any, spider: Any = None) -> Any:
-        if (item.get("fetch_count") or 1) > 1:  # a revisit: kept on its first fetch, not a copy
+        url = item.get("url") or ""
+        if (item.get("fetch_count") or 1) > 1:  # a revisit: tested too, against its own copy
             self._inc("revisit")
-            return item
         body = item.get("body")
-        if not body:
-            self._inc("empty")
-            return item
-        digest = content_hash(body)
-        if digest is None:
+        digest = content_hash(body) if body else None
+        if digest is None:  # empty, or a 304 revisit: as the page was last time
+            if self._dups and _url_key(url) in self._dups:
+                self._drop("dropped", "still a duplicate (not modified)", item)
             self._inc("empty")
             return item
         first = self._seen.get(digest)
         if first is not None:
-            self._drop("dropped", f"duplicate content of {self._url_at(first)}", item)
+            kept = self._url_at(first)
+            if kept == url:  # its own copy: a revisit, or fetched again after a crash
+                self._inc("refetched")
+                return item
+            self._mark_duplicate(url)
+            self._drop("dropped", f"duplicate content of {kept}", item)
         sim = 0
         if self.near is not None:
             sim = simhash(body)
             match = self.near.find(sim) if sim else None
             if match is not None:
                 offset, distance = match
-                reason = f"near-duplicate content of {self._url_at(offset)} (distance {distance})"
-                self._drop("near_dropped", reason, item)
-        offset = self._append(digest, sim, item.get("url") or "")
+                if self._url_at(offset) != url:
+                    reason = (f"near-duplicate content of {self._url_at(offset)} "
+                              f"(distance {distance})")
+                    self._mark_duplicate(url)
+                    self._drop("near_dropped", reason, item)
+        offset = self._append(digest, sim, url)
         self._seen[digest] = offset
+        self._dups.discard(_url_key(url))  # new content: no longer anybody's copy
         if sim and self.near is not None:
             self.near.add(sim, offset)
         self._inc("unique")
         return item
+
+    def _mark_duplicate(self, url: str) -> None:
+        """Remember (journaled) that ``url`` is a copy, for its revisits that answer 304."""
+        key = _url_key(url)
+        if key not in self._dups:
+            self._dups.add(key)
+            self._append(_DUP_MARK, 0, url)
 
     def _drop(self, event: str, reason: str, item: Any) -> None:
         self._inc(event)
@@ -274,6 +300,12 @@ class ContentDupPipeline:
                 if end > len(data):
                     break
                 url_offset = base + pos + _HEADER.size
+                if digest == _DUP_MARK:
+                    self._dups.add(xxhash.xxh3_64_intdigest(data[url_offset - base : end]))
+                    pos, count = end, count + 1
+                    continue
+                if self._dups:
+                    self._dups.discard(xxhash.xxh3_64_intdigest(data[url_offset - base : end]))
                 self._seen.setdefault(digest, url_offset)
                 if sim and self.near is not None:
                     self.near.add(sim, url_offset)

@@ -8,10 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
+from larbinscrapy.pipelines.receipts import receipts_of
+
 if TYPE_CHECKING:
     import sqlite3
 
     from scrapy.crawler import Crawler
+
+    from larbinscrapy.pipelines.receipts import ItemReceipts, Receipt
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +37,11 @@ ON CONFLICT(url) DO NOTHING
 class SQLitePipeline:
     """Keeps every page once in a SQLite table, committing in batches."""
 
-    def __init__(self, path: str, batch_size: int = 100, max_wait: float = 1.0) -> None:
+    def __init__(self, path: str, batch_size: int = 100, max_wait: float = 1.0,
+                 receipts: ItemReceipts | None = None) -> None:
         self.path = path
+        self.receipts = receipts  # tells the frontier when a row is committed
+        self._held: list[Receipt] = []  # receipts of the rows waiting for the next commit
         self.batch_size = batch_size
         self.max_wait = max_wait
         self._rows: list[tuple[Any, ...]] = []
@@ -46,7 +53,8 @@ class SQLitePipeline:
         path = crawler.settings.get("LARBIN_SQLITE_PATH")
         if not path:
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
-        return cls(path, batch_size=crawler.settings.getint("LARBIN_SQLITE_BATCH"))
+        return cls(path, batch_size=crawler.settings.getint("LARBIN_SQLITE_BATCH"),
+                   receipts=receipts_of(crawler))
 
     def open_spider(self, spider: Any = None) -> None:
         import sqlite3  # here, not at the top: Scrapy imports the class even when it is off
@@ -65,6 +73,8 @@ class SQLitePipeline:
             item.get("body"),
         )
         self._rows.append(row)
+        if self.receipts is not None:  # its page is acknowledged once the row is committed
+            self._held.append(self.receipts.hold(item))
         waited = time.monotonic() - self._last_commit
         if len(self._rows) >= self.batch_size or waited >= self.max_wait:
             self.commit()
@@ -79,6 +89,9 @@ class SQLitePipeline:
                 self._db.executemany(INSERT, self._rows)
             logger.debug("sqlite: committed %d rows", len(self._rows))
             self._rows.clear()
+        if self.receipts is not None and self._held:
+            self.receipts.stored(self._held)
+            self._held = []
         self._last_commit = time.monotonic()
 
     def close_spider(self, spider: Any = None) -> None:

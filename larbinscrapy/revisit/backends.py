@@ -26,19 +26,26 @@ class LocalSchedule:
         self.inflight = inflight
         self.lease = lease
         self.count = count
-        self.tick_interval = store.width
         self.opened = False
+        self._again: list[Entry] = []  # in flight at a crash, handed out again at open
+
+    @property
+    def tick_interval(self) -> float:
+        """Seconds between looks for due pages: a bucket (the store's width, known at open)."""
+        return self.store.width
 
     def open(self) -> list[Entry]:
-        """Open; return the due pages handed out before a restart (the frontier may lack them).
+        """Open; return the due pages handed out before a crash (the frontier may lack them).
 
-        ``OSError``/``ValueError`` for a schedule that cannot be read (a corrupt checkpoint).
+        None after a clean close: the frontier flushed every page it was handed. ``OSError`` /
+        ``ValueError`` for a schedule that cannot be read (a corrupt checkpoint).
         """
         if not self.opened:
             self.store.open()
             self.opened = True
             self.count("recovered", self.store.recovered)
-        return self.store.inflight()
+            self._again = [] if self.store.closed_cleanly else self.store.inflight()
+        return self._again
 
     def close(self) -> None:
         self.count("duplicates", self.store.duplicates)
@@ -73,6 +80,13 @@ class LocalSchedule:
         if self.current(old) is None:
             return defer.succeed(False)
         self.store.done(new)
+        return defer.succeed(True)
+
+    def forget(self, old: Entry) -> defer.Deferred[bool]:
+        """The page is gone for good: never revisit it."""
+        if self.current(old) is None:
+            return defer.succeed(False)
+        self.store.forget(old)
         return defer.succeed(True)
 
 
@@ -124,3 +138,8 @@ class SharedSchedule:
 
     def done(self, old: Entry, new: Entry) -> defer.Deferred[bool]:
         return self._run(self.store.done, old, new)
+
+    def forget(self, old: Entry) -> defer.Deferred[bool]:
+        """The page is gone for good. ``RedisRevisitStore`` has no removal: its entry is given
+        an infinite due time (Redis scores may be ``inf``), so it is never taken again."""
+        return self._run(self.store.done, old, old.evolve(due=float("inf")))

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 SIMHASH = 1  # flags: the digest is a simhash (compare by Hamming distance)
+GONE = 2  # flags: the last fetch answered 404 or 410 (the page's own back-off applies)
 MAX_ETAG = 48
 MAX_URL = 0xFFFF
 _HEAD = struct.Struct("<16sdfbBBBI8sIBH")

@@ -18,8 +18,8 @@ from larbinscrapy import meta as M
 from larbinscrapy.fatal import retrieve_task_exception
 from larbinscrapy.parse.urls import fingerprint_url
 from larbinscrapy.revisit.entry import Entry
-from larbinscrapy.revisit.observe import observe
-from larbinscrapy.revisit.rule import RevisitRule
+from larbinscrapy.revisit.observe import GONE_STATUSES, observe
+from larbinscrapy.revisit.rule import RevisitRule, bucket_width
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,9 +64,11 @@ class RevisitExtension:
         *,
         near_distance: int,
         checkpoint_interval: float,
+        gone_interval: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.crawler = crawler
+        self.gone_interval = gone_interval  # 404/410 pages: seconds to their next fetch; 0 never
         self.stats = crawler.stats
         self.rule = rule
         self.near_distance = near_distance
@@ -96,7 +98,8 @@ class RevisitExtension:
         if inflight < 1:
             raise ValueError("LARBIN_REVISIT_INFLIGHT must be at least 1")
         ext = cls(crawler, rule, near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
-                  checkpoint_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"))
+                  checkpoint_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"),
+                  gone_interval=s.getfloat("LARBIN_REVISIT_GONE_INTERVAL"))
         # here, not at the top: Scrapy imports this class for every crawl, revisits on or off
         from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule
 
@@ -113,8 +116,9 @@ class RevisitExtension:
             from larbinscrapy.revisit.store import RevisitStore
 
             jobdir = job_dir(s)
+            bucket = s.getfloat("LARBIN_REVISIT_BUCKET")
             local = RevisitStore(str(Path(jobdir, "revisit")) if jobdir else None,
-                                 s.getfloat("LARBIN_REVISIT_BUCKET"))
+                                 bucket_width(bucket, rule.minimum), legacy_width=bucket)
             ext.schedule = LocalSchedule(local, inflight, lease, ext._inc)
             try:  # now, so that a schedule that cannot be read stops the crawl before it starts
                 ext.schedule.open()
@@ -198,6 +202,11 @@ class RevisitExtension:
         if token is not None and entry is None:
             self._inc("stale")
             return defer.succeed(False)
+        if not self.gone_interval and response.status in GONE_STATUSES:  # never revisited
+            if entry is None:
+                self._inc("gone")
+                return defer.succeed(False)
+            return self.schedule.forget(entry).addCallback(self._counted, "gone", "stale")
         new, changed = observe(
             entry,
             fp=entry.fp if entry else fingerprint_url(response.url),
@@ -211,6 +220,7 @@ class RevisitExtension:
             hint=meta.get(M.REVISIT_HINT),
             depth=meta.get("depth", 0),
             site_depth=meta.get(M.SITE_DEPTH, 0),
+            gone=self.gone_interval or None,
         )
         meta[M.CHANGED] = changed
         meta[M.FETCH_COUNT] = new.fetch_count

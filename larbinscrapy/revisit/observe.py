@@ -6,13 +6,14 @@ from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
 from larbinscrapy.pipelines.contentdup import content_hash, simhash
-from larbinscrapy.revisit.entry import MAX_ETAG, SIMHASH, Entry
+from larbinscrapy.revisit.entry import GONE, MAX_ETAG, SIMHASH, Entry
 from larbinscrapy.revisit.rule import freshness, http_date
 
 if TYPE_CHECKING:
     from larbinscrapy.revisit.rule import RevisitRule
 
 NOT_MODIFIED = 304
+GONE_STATUSES = frozenset((404, 410))  # a page that is not there: its own, slower back-off
 _NO_DIGEST = b"\0" * 8
 
 
@@ -57,8 +58,12 @@ def observe(
     hint: float | None = None,
     depth: int = 0,
     site_depth: int = 0,
+    gone: float | None = None,
 ) -> tuple[Entry, bool]:
-    """The page's next entry and whether it changed (a first fetch counts as changed)."""
+    """The page's next entry and whether it changed (a first fetch counts as changed).
+
+    ``gone``: seconds a 404/410 page waits (None: such answers follow the rule like any page).
+    """
     etag = headers.get(b"ETag") or b""
     if len(etag) > MAX_ETAG:
         etag = b""
@@ -66,6 +71,10 @@ def observe(
     last_modified = int(modified) if modified and modified > 0 else 0
     fresh = freshness(headers.get(b"Cache-Control"), headers.get(b"Expires"),
                       headers.get(b"Date"), now)
+    if gone is not None and status in GONE_STATUSES:
+        return _gone(entry, fp, url, now, rule, gone, depth, site_depth)
+    if entry is not None and entry.flags & GONE:  # back after a 404: the rule starts over
+        entry = entry.evolve(interval=rule.first(), streak=0)
     if entry is None:
         digest, flags = digest_of(body, near_distance)
         interval = rule.first(hint if hint is not None else fresh)
@@ -84,3 +93,17 @@ def observe(
                        fetch_count=entry.fetch_count + 1, digest=digest, flags=flags,
                        etag=etag, last_modified=last_modified)
     return new, changed
+
+
+def _gone(entry: Entry | None, fp: bytes, url: str, now: float, rule: RevisitRule, gone: float,
+          depth: int, site_depth: int) -> tuple[Entry, bool]:
+    """The next entry of a page that answered 404/410: its own back-off, no digest."""
+    if entry is None:
+        new = Entry(fp, url, now + gone, gone, 0, 1, _NO_DIGEST, GONE, 0, b"", depth, site_depth)
+        return new, True
+    was_gone = bool(entry.flags & GONE)
+    interval = min(entry.interval * rule.factor, max(gone, rule.maximum)) if was_gone else gone
+    new = entry.evolve(due=now + interval, interval=interval, streak=0,
+                       fetch_count=entry.fetch_count + 1, digest=_NO_DIGEST, flags=GONE,
+                       etag=b"", last_modified=0)
+    return new, not was_gone

@@ -61,6 +61,13 @@ class RevisitRule:
         return max(interval, self.clamp(fresh_for))
 
 
+def bucket_width(bucket: float, minimum: float) -> float:
+    """The schedule's bucket width: ``LARBIN_REVISIT_BUCKET``, at most an eighth of the shortest
+    interval. A due page waits for its bucket to pass (one width) and for the next look (one
+    width at most), so no page is revisited later than its interval plus a quarter of it."""
+    return min(bucket, minimum / 8)
+
+
 def sitemap_hint(changefreq: str | None, lastmod: str | None, now: float) -> float | None:
     """Seconds between fetches a sitemap entry suggests, or ``None``.
 

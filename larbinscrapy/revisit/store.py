@@ -30,11 +30,15 @@ class RevisitStore:
     """Due-time ordered schedule with a bounded set of entries in flight (module docstring)."""
 
     def __init__(
-        self, directory: str | None, bucket: float, clock: Callable[[], float] = time.time
+        self, directory: str | None, bucket: float, clock: Callable[[], float] = time.time,
+        legacy_width: float | None = None,
     ) -> None:
         if bucket <= 0:
             raise ValueError(f"LARBIN_REVISIT_BUCKET must be positive, got {bucket}")
         self.width = bucket
+        self.legacy_width = legacy_width or bucket  # the width of a checkpoint that names none
+        self.closed_cleanly = False  # the last run closed the store (its flight is in the frontier)
+        self._clean = False  # close() is writing its checkpoint
         self.clock = clock
         self._temporary = directory is None
         self.dir = Path(directory or tempfile.mkdtemp(prefix="larbin-revisit-"))
@@ -51,6 +55,7 @@ class RevisitStore:
 
     # -- lifecycle ----------------------------------------------------------------------
     def open(self) -> None:
+        self._clean = False
         self.dir.mkdir(parents=True, exist_ok=True)
         self._recover()
         self.checkpoint()
@@ -58,6 +63,7 @@ class RevisitStore:
     def close(self) -> None:
         if self._journal < 0:
             return
+        self._clean = self._dirty = True
         self.checkpoint()
         os.close(self._journal)
         self._journal = -1
@@ -83,6 +89,11 @@ class RevisitStore:
         self.flight.pop(entry.fp, None)
         self._log(b"D" + entry.pack())
         self._append(entry)
+
+    def forget(self, entry: Entry) -> None:
+        """A page in flight is not revisited any more (it is gone): drop it from the schedule."""
+        self.flight.pop(entry.fp, None)
+        self._log(b"F" + entry.pack())
 
     def in_flight(self, fp: bytes) -> Entry | None:
         held = self.flight.get(fp)
@@ -189,6 +200,8 @@ class RevisitStore:
                                 os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
         head = {
             "epoch": self.epoch,
+            "width": self.width,
+            "clean": self._clean,
             "cursor": list(self.cursor),
             "buckets": [[b, size, count] for b, (size, count) in sorted(self.sizes.items())],
         }
@@ -236,6 +249,12 @@ class RevisitStore:
         line, _, rest = body.partition(b"\n")
         head = json.loads(line)
         self.epoch = head["epoch"]
+        width = head.get("width", self.legacy_width)
+        if width != self.width:
+            logger.info("revisit: %s was written with %s s buckets: kept (this run asks for %s)",
+                        self.dir, width, self.width)
+            self.width = width
+        self.closed_cleanly = bool(head.get("clean"))
         self.cursor = (head["cursor"][0], head["cursor"][1])
         self.sizes = {b: [size, count] for b, size, count in head["buckets"]}
         now = self.clock()
@@ -260,6 +279,9 @@ class RevisitStore:
             self.recovered += 1
             if kind == b"T":
                 self.flight[entry.fp] = (entry, now)
+                continue
+            if kind == b"F":
+                self.flight.pop(entry.fp, None)
                 continue
             if kind == b"D":
                 self.flight.pop(entry.fp, None)
