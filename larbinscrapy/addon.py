@@ -1,13 +1,13 @@
 """larbinscrapy in any Scrapy project: ``ADDONS = {"larbinscrapy.addon.LarbinAddon": 0}``.
 
-The add-on installs every default of ``larbinscrapy/defaults.py`` (scheduler, dupefilter,
+The add-on installs every default of ``larbinscrapy/conf/defaults.py`` (scheduler, dupefilter,
 fingerprinter, DNS resolver, download handlers, middlewares, pipelines, extensions, every
 ``LARBIN_*`` setting) at the ``addon`` priority: a project's own ``settings.py`` and ``-s``
 still win. Component dicts (``ITEM_PIPELINES``, ``SPIDER_MIDDLEWARES``...) are merged key by key,
 so the project's own pipelines and middlewares stay; a ``*_BASE`` dict is Scrapy's whole list
 and is installed whole. ``larbinscrapy.spiders`` is added to ``SPIDER_MODULES`` (the ``larbin``
 spider), the project's own spider modules kept. It also reads ``LARBIN_CONF`` (larbin.conf,
-``LarbinConfAddon``) and checks every ``LARBIN_*`` value (``larbinscrapy.config``): a bad one
+``LarbinConfAddon``) and checks every ``LARBIN_*`` value (``larbinscrapy.conf.check``): a bad one
 stops the crawl with one line.
 
 Applied twice on purpose: ``update_pre_crawler_settings`` runs on the process's settings before
@@ -29,10 +29,10 @@ from typing import NoReturn
 from scrapy.settings import BaseSettings, Settings
 from scrapy.utils.log import configure_logging
 
-from larbinscrapy import config
-from larbinscrapy.defaults import SETTINGS
+from larbinscrapy.conf import check as config
+from larbinscrapy.conf.defaults import SETTINGS
+from larbinscrapy.conf.larbinconf import LarbinConfAddon
 from larbinscrapy.fatal import fail_start
-from larbinscrapy.larbinconf import LarbinConfAddon
 from larbinscrapy.lean.addon import LeanEngineAddon
 
 logger = logging.getLogger(__name__)

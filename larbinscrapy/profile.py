@@ -3,13 +3,13 @@
 ``settings/base.py`` (the repository's profile, ``scrapy.cfg``) imports it; the egg's entry
 point (``[project.entry-points.scrapy] settings`` in pyproject.toml) names it, so
 ``pip install larbinscrapy`` installs no top-level ``settings`` module. Every default comes from
-``larbinscrapy/defaults.py`` (imported here, so the profile reads as one list) and ``LarbinAddon``
-checks them at start; a project of its own needs only the ``ADDONS`` line below.
+``larbinscrapy/conf/defaults.py`` (imported here: the profile reads as one list) and
+``LarbinAddon`` checks them at start; a project of its own needs only the ``ADDONS`` line below.
 """
 
 from __future__ import annotations
 
-from larbinscrapy.defaults import *  # noqa: F403
+from larbinscrapy.conf.defaults import *  # noqa: F403
 
 BOT_NAME = "larbinscrapy"
 SPIDER_MODULES = ["larbinscrapy.spiders"]

@@ -5,7 +5,7 @@
 
 Connection and seed settings use scrapy-redis's names (``REDIS_URL``, ``REDIS_PARAMS``,
 ``REDIS_START_URLS_KEY``, ``SCHEDULER_PERSIST``); keys are templates in its ``%(spider)s:...``
-style. Their defaults live in ``larbinscrapy/defaults.py`` with every other one (docs/settings.md);
+style. Their defaults live in ``larbinscrapy/conf/defaults.py`` with every other one (docs/settings.md);
 docs/distributed.md explains the keys and the lease flow.
 """
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from scrapy.settings import Settings
 
-from larbinscrapy.larbinconf import LarbinConfAddon, LarbinConfError, parse, read
+from larbinscrapy.conf.larbinconf import LarbinConfAddon, LarbinConfError, parse, read
 from tests.support.crawl import ROOT, run_crawl
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 from scrapy.settings.default_settings import USER_AGENT as SCRAPY_USER_AGENT
 
-from larbinscrapy import contact
+from larbinscrapy.politeness import contact
 from settings import base
 from tests.support.crawl import run_crawl, seeds_args
 

@@ -1,8 +1,8 @@
-"""Every setting declared once (larbinscrapy/defaults.py), checked by its declaration, documented.
+"""Every setting declared once (conf/defaults.py), checked by its declaration, documented.
 
 The declarations are the one source: docs/settings.md is generated from them, every
 ``LARBIN_*`` name the code reads is declared (and read with the getter of its declared kind),
-and ``larbinscrapy.config.check`` turns a wrong value into one line naming the setting, the
+and ``larbinscrapy.conf.check.check`` turns a wrong value into one line naming the setting, the
 value and what it takes.
 """
 
@@ -14,8 +14,8 @@ import re
 import pytest
 from scrapy.settings import Settings
 
-from larbinscrapy import config
-from larbinscrapy.defaults import SETTINGS
+from larbinscrapy.conf import check as config
+from larbinscrapy.conf.defaults import SETTINGS
 from tests.support.crawl import ROOT
 
 LARBIN = {name: spec for name, spec in SETTINGS.items() if name.startswith("LARBIN_")}

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 
-from larbinscrapy import config, contact
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
+from larbinscrapy.conf import check as config
 from larbinscrapy.fatal import retrieve_task_exception
 from larbinscrapy.gate.urlfilter import PAGE_LINKS, UrlFilter, parse_domains
 from larbinscrapy.items import PageItem
 from larbinscrapy.parse.links import extract, robots_directives
-from larbinscrapy.politeness import failures
+from larbinscrapy.politeness import contact, failures
 from larbinscrapy.seeds.seedlist import (
     Seeds,
     SeedsError,

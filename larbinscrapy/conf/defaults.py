@@ -3,7 +3,7 @@
 ``LarbinAddon`` (``larbinscrapy/addon.py``) installs these at the ``addon`` priority, so a
 project's own ``settings.py`` still wins; this repository's profile (``settings/base.py``)
 imports them. Plain values after ``publish`` (what Scrapy sees); ``SETTINGS`` keeps the
-declarations, which ``larbinscrapy.config.check`` uses at start and ``docs/settings_table.py``
+declarations, which ``larbinscrapy.conf.check.check`` uses at start and ``docs/settings_table.py``
 turns into ``docs/settings.md``. Where Scrapy already has a setting with the meaning we need
 (``DOWNLOAD_DELAY``, ``DEPTH_LIMIT``, ``JOBDIR``, ``ROBOTSTXT_OBEY``...), we use Scrapy's name.
 
@@ -13,7 +13,7 @@ doc="what it means")`` in its section, then ``python docs/settings_table.py``.
 
 from __future__ import annotations
 
-from larbinscrapy.config import Setting, publish
+from larbinscrapy.conf.check import Setting, publish
 
 # --- Scrapy settings we set on purpose -----------------------------------------------------
 USER_AGENT = Setting("larbinscrapy/0.1 (+https://github.com/larbinscrapy/larbinscrapy)", doc="a placeholder: set your own, with a contact URL (and LARBIN_FROM), before crawling the real web")
@@ -156,7 +156,7 @@ LARBIN_DNS_TTL = Setting(3600, float, min=0, doc="seconds a resolved address (or
 LARBIN_DNS_TIMEOUT = Setting(10, float, above=0, doc="seconds before a lookup counts as failed")
 LARBIN_MAX_CRAWL_DELAY = Setting(30, float, min=0, doc="cap on robots.txt Crawl-delay, seconds")
 LARBIN_TIMEOUT_BYTES_PER_SECOND = Setting(2000, float, above=0, doc="larbin: page timeout grows 1 s per this many bytes")
-LARBIN_HTTP_HANDLER = Setting("", parse="larbinscrapy.config.import_path", takes="the import path of a download handler class", doc="what PageDeadlineHandler wraps; empty: LARBIN_LEAN_ENGINE chooses (the lean handler of larbinscrapy/lean/http1.py, else Scrapy's HTTP11DownloadHandler)")
+LARBIN_HTTP_HANDLER = Setting("", parse="larbinscrapy.conf.check.import_path", takes="the import path of a download handler class", doc="what PageDeadlineHandler wraps; empty: LARBIN_LEAN_ENGINE chooses (the lean handler of larbinscrapy/lean/http1.py, else Scrapy's HTTP11DownloadHandler)")
 LARBIN_HTTP1_IDLE_TIMEOUT = Setting(240.0, float, above=0, doc="seconds an idle keep-alive connection is kept (Twisted's pool: 240)")
 LARBIN_IP_MAX_FAILURES = Setting(3, int, min=1, doc="consecutive timeouts/refusals before an IP is dropped (noConnection)")
 LARBIN_IP_BACKOFF = Setting(10.0, float, min=0, doc="extra delay after each consecutive failure, seconds")
@@ -178,9 +178,9 @@ LARBIN_SSRF_GUARD = Setting(True, bool, doc="refuse private, loopback, link-loca
 LARBIN_ALLOWED_NETWORKS = Setting("", parse="larbinscrapy.politeness.dns.parse_networks", takes="comma-separated networks (CIDR)", doc="comma-separated CIDRs the guard lets through (tests: 127.0.0.0/8)")
 
 # --- Distributed mode (settings/distributed.py turns it on; docs/distributed.md) -------------
-LARBIN_REDIS_FRONTIER_KEY = Setting("%(spider)s:frontier", parse="larbinscrapy.config.key_template", takes="a key template with %(spider)s", doc="prefix of every frontier key; \"{%(spider)s}:frontier\" for a Redis Cluster slot")
-LARBIN_REDIS_DUPEFILTER_KEY = Setting("%(spider)s:seen", parse="larbinscrapy.config.key_template", takes="a key template with %(spider)s", doc="the seen-URL bit string (split in 2^32-bit strings past 512 MiB)")
-LARBIN_REDIS_CONTENTDUP_KEY = Setting("%(spider)s:contentdup", parse="larbinscrapy.config.key_template", takes="a key template with %(spider)s", doc="hash: content hash -> first URL")
+LARBIN_REDIS_FRONTIER_KEY = Setting("%(spider)s:frontier", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="prefix of every frontier key; \"{%(spider)s}:frontier\" for a Redis Cluster slot")
+LARBIN_REDIS_DUPEFILTER_KEY = Setting("%(spider)s:seen", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="the seen-URL bit string (split in 2^32-bit strings past 512 MiB)")
+LARBIN_REDIS_CONTENTDUP_KEY = Setting("%(spider)s:contentdup", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="hash: content hash -> first URL")
 LARBIN_LEASE_TIMEOUT = Setting(60.0, float, above=0, doc="seconds without a heartbeat before a worker's leased requests go back to the queue")
 LARBIN_IDLE_BEFORE_CLOSE = Setting(5.0, float, min=0, doc="seconds the shared frontier must stay empty with nothing leased before a worker closes")
 LARBIN_REDIS_OUTAGE_TIMEOUT = Setting(30.0, float, min=0, doc="seconds Redis may stay unreachable mid-crawl before a worker stops (exit 1); 0: wait for ever")
@@ -247,7 +247,7 @@ LARBIN_REVISIT_BUCKET = Setting(300.0, float, above=0, doc="seconds of due time 
 LARBIN_REVISIT_GONE_INTERVAL = Setting(7 * 86400.0, float, min=0, doc="seconds before a 404/410 page is fetched again, multiplied by LARBIN_REVISIT_FACTOR at each further 404/410; 0 = never again")
 LARBIN_REVISIT_INFLIGHT = Setting(10_000, int, min=1, doc="due pages handed to the frontier and not yet fetched, at most")
 LARBIN_REVISIT_LEASE = Setting(3600.0, float, above=0, doc="seconds a due page may stay unfetched in the frontier before it is rescheduled")
-LARBIN_REDIS_REVISIT_KEY = Setting("%(spider)s:revisit", parse="larbinscrapy.config.key_template", takes="a key template with %(spider)s", doc="distributed: prefix of the schedule's keys (:due, :flight, :state)")
+LARBIN_REDIS_REVISIT_KEY = Setting("%(spider)s:revisit", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="distributed: prefix of the schedule's keys (:due, :flight, :state)")
 LARBIN_SITEMAPS = Setting(True, bool, doc="read each site's sitemaps (robots.txt Sitemap: lines, else /sitemap.xml); False = off")
 LARBIN_SITEMAP_PRIORITY = Setting("normal", str, choices=("priority", "normal"), doc="frontier tier of sitemap URLs: \"priority\" or \"normal\"")
 LARBIN_SITEMAP_MAX_FILES = Setting(20, int, min=1, doc="sitemap files (indexes included) read per site")
@@ -255,4 +255,4 @@ LARBIN_SITEMAP_MAX_URLS = Setting(50_000, int, min=1, doc="URLs taken from one s
 LARBIN_SITEMAP_MAX_BYTES = Setting(50 * 1024 * 1024, int, min=1, doc="bytes of one sitemap file, uncompressed (the protocol's limit)")
 
 SETTINGS = publish(globals())  # last: every Setting above becomes its plain default
-__all__ = list(SETTINGS)  # what ``from larbinscrapy.defaults import *`` gives a profile: the settings
+__all__ = list(SETTINGS)  # what ``from larbinscrapy.conf.defaults import *`` gives a profile: the settings

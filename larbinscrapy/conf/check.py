@@ -1,8 +1,8 @@
 """Settings declared once, beside their default, and checked once at start.
 
-``larbinscrapy/defaults.py`` declares each setting as ``NAME = Setting(default, kind, ...,
+``larbinscrapy/conf/defaults.py`` declares each setting as ``NAME = Setting(default, kind, ...,
 doc="...")`` and ends with ``SETTINGS = publish(globals())``, which leaves the plain default
-under each name (what Scrapy and ``from larbinscrapy.defaults import *`` see) and keeps the
+under each name (what Scrapy and ``from larbinscrapy.conf.defaults import *`` see) and keeps the
 declarations in ``SETTINGS``. ``check(settings)`` reads every ``LARBIN_*`` setting the way its
 component does (``getint``, ``getfloat``, the component's own parser) and compares it with its
 range: a wrong value is one line that names the setting, the value and what it takes.
@@ -142,7 +142,7 @@ def check(settings: BaseSettings) -> list[str]:
     The warnings are one per unknown ``LARBIN_*`` name (a typo is otherwise silently ignored),
     naming the closest known one.
     """
-    from larbinscrapy.defaults import SETTINGS as table  # it imports this module
+    from larbinscrapy.conf.defaults import SETTINGS as table  # it imports this module
 
     if not any(name in settings for name in table if name.startswith("LARBIN_")):
         raise SettingsError("larbinscrapy's settings are not installed: add ADDONS = "
