@@ -10,65 +10,7 @@ reproduces, is compared as a file (``REQUIRES``).
 Retire when: Scrapy's HTTP/1.1 client costs about as much per response (an httptools-based
 handler upstream would do).
 
-Why: on a broad crawl Scrapy's HTTP/1.1 handler is the largest block of per-page CPU above the
-spider (Agent, HostnameEndpoint, the connection pool, the retrying protocol, a line-by-line
-parser, Twisted Headers, several Deferred chains per response). This handler does the same job
-on one plain Twisted ``Protocol`` per connection (``http1conn.py``) and ``httptools`` (llhttp, the
-C parser uvicorn uses), and builds Scrapy's response as Scrapy's own ``make_response`` does.
-
-It is ``LARBIN_HTTP_HANDLER`` (wrapped by ``PageDeadlineHandler``). It delegates to Scrapy's
-``HTTP11DownloadHandler`` (built once, on first need) whatever it does not do itself:
-``meta["proxy"]``, ``meta["bindaddress"]`` / ``DOWNLOAD_BIND_ADDRESS``, and every request when the
-reactor is not asyncio's.
-
-Same behaviour as Scrapy's handler (tests/test_http1.py runs each case against both):
-
-* the request as Twisted writes it: ``METHOD origin-form HTTP/1.1``, ``Content-Length`` first
-  (a body, or an empty POST/PUT), then the request's headers in order (Twisted's name
-  capitalisation, CR/LF in values turned into spaces), ``Host`` last unless given;
-* connections kept alive per (host, port), at most ``CONCURRENT_REQUESTS_PER_DOMAIN`` idle
-  ones per key (Scrapy's ``maxPersistentPerHost``), closed after ``LARBIN_HTTP1_IDLE_TIMEOUT``
-  seconds idle and at ``close()``; a connection the server closes, or that said
-  ``Connection: close``, is not reused; a GET/HEAD/OPTIONS/DELETE/TRACE without body whose
-  reused connection closed before any byte of the answer is sent once more on a new connection
-  (Twisted's ``_RetryingHTTP11ClientProtocol``);
-* DNS through ``reactor.resolve`` (larbinscrapy's ``PinnedResolver``); the ``download_timeout``
-  meta as connect and whole-download timeout, or, once ``PageDeadlineHandler`` hands it larbin's
-  page timeout (``adopt_page_deadline``), as that rule's base (bytes received earn more time);
-  cancellation closes the connection;
-* ``headers_received`` / ``bytes_received`` with Scrapy's arguments, ``StopDownload`` honoured
-  (flag ``download_stopped``, the body kept up to that chunk); ``DOWNLOAD_MAXSIZE`` /
-  ``DOWNLOAD_WARNSIZE`` and their meta keys (Content-Length first, then the bytes);
-  ``DOWNLOAD_FAIL_ON_DATALOSS`` / ``download_fail_on_dataloss`` (flag ``dataloss``); flag
-  ``partial`` for a close-delimited body; ``download_latency``; ``ip_address``, ``protocol``;
-  headers as Scrapy shows them (a known length as ``Content-Length`` first, connection headers
-  removed except a HEAD's Content-Length); bodies left encoded.
-
-Failures raise the classes Scrapy's handler raises, with the same Twisted cause, so that
-``larbinscrapy.politeness.failures.classify`` and ``RetryMiddleware`` see no difference:
-
-* connection refused: ``DownloadConnectionRefusedError`` -> refused;
-* name does not resolve: ``CannotResolveHostError`` (``DNSLookupError``) -> dns;
-* no route, other connect errors: the Twisted ``ConnectError`` itself -> unreachable;
-* connect or download timeout: ``DownloadTimeoutError`` -> timeout;
-* closed / reset before any byte: ``DownloadFailedError`` (``ResponseNeverReceived``)
-  -> malformed / reset;
-* closed / reset within the head, malformed status line or headers, a head line over 16,384
-  bytes: ``DownloadFailedError`` (``ResponseFailed``) -> malformed (reset for a reset);
-* lost or malformed within a sized body: ``ResponseDataLossError`` (``ResponseFailed``) -> reset;
-* over ``DOWNLOAD_MAXSIZE``: ``DownloadCancelledError`` -> none (not a host's failure).
-
-A "sized" body has a Content-Length or is chunked; with ``download_fail_on_dataloss`` false
-it is a response flagged ``dataloss`` instead.
-
-Settings: ``DOWNLOAD_TIMEOUT``, ``DOWNLOAD_MAXSIZE``, ``DOWNLOAD_WARNSIZE``,
-``DOWNLOAD_FAIL_ON_DATALOSS``, ``DOWNLOAD_BIND_ADDRESS``, ``CONCURRENT_REQUESTS_PER_DOMAIN``,
-``LARBIN_HTTP1_IDLE_TIMEOUT``. Files: none. Stats: ``larbin/http1/delegated`` (requests handed to
-Scrapy's handler), ``larbin/http1/connections`` (connections opened), ``larbin/http1/retried``.
-
-https: the same connections over Twisted's TLS transport, one TLS creator per site from Scrapy's
-own context factory and TLS settings, sessions resumed (``http1tls.py``, docs/https.md);
-``response.certificate`` as Scrapy fills it.
+How it behaves like Scrapy's handler, what it raises and its stats: docs/DESIGN.md (lean/).
 """
 
 from __future__ import annotations
@@ -324,7 +266,7 @@ class LeanHttpDownloadHandler:
         headers = cast("Headers", dl.scrapy_headers)
         body = b"".join(dl.chunks)
         # Scrapy's make_response, but the response is handed the Headers built from the wire:
-        # Response() copies a Headers name by name (6.7 us a page); its setter keeps one.
+        # Response() copies a Headers name by name; its setter keeps the one given.
         response = responsetypes.from_args(headers=headers, url=url, body=body)(
             url=url, status=dl.status, body=body, flags=outcome or None,
             certificate=dl.certificate,
