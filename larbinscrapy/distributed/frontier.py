@@ -4,7 +4,8 @@ The Redis side of ``RedisScheduler``, with no Scrapy in it (tests drive it direc
 the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for many workers:
 
 * two tiers, each with a wait list: ``P:tier:0..3`` (priority, priority-wait, normal,
-  normal-wait), entries ``site \\t host \\t record`` (``record`` is ``frontier.codec``'s);
+  normal-wait), entries ``site \\t host \\t record`` (``record`` is ``frontier.codec``'s), or
+  the record alone when site and host follow from its URL (the common case: ``entry``);
 * the sequencer (``refill``, inside ``pop``) moves entries to per-site lists ``P:site:<site>``
   capped at ``LARBIN_MAX_URLS_PER_SITE`` (overflow goes to the tier's wait list), at most
   ``LARBIN_LOADED_SITES * cap`` records in site lists at once;
@@ -34,22 +35,30 @@ frontier in one Redis Cluster slot (docs/distributed.md).
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from larbinscrapy.distributed.dupefilter import BITS_LUA
+from larbinscrapy.distributed.jobs import Call, run_call
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from redis import Redis
+    from redis.commands.core import Script
 
 logger = logging.getLogger(__name__)
+
+# A record whose URL is http(s) with a lower-case host: its site and host need not be stored.
+_DERIVABLE = re.compile(rb'\["(https?)://([a-z0-9.\-]+)(?::([1-9][0-9]*))?[/?#"]').match
+_DEFAULT_PORT = {b"http": b"80", b"https": b"443"}
 
 TIERS = ("priority", "priority-wait", "normal", "normal-wait")
 PRIORITY, NORMAL = 0, 2
 
-# Shared by every script: the clock, counters and the IP placement rule.
+# Shared by every script: the clock, counters and the IP placement rule. Every script is sent
+# with the prefix as KEYS[1] too (it routes the call to the prefix's shard) and as ARGV[1].
 _COMMON = r"""
 local P = ARGV[1]
 local t = redis.call('TIME')
@@ -79,6 +88,16 @@ local function drop_site(site)
   redis.call('DEL', skey)
   count('insites', -n) count('queued', -n)
   return n
+end
+-- A tier entry is "site \t host \t record", or the record alone when its URL's site and host
+-- follow from it (RedisFrontier.entry): an http(s) URL with a lower-case host.
+local function split_entry(e)
+  if string.byte(e, 1) == 91 then  -- '['
+    local scheme, host, port = string.match(e, '^%["(https?)://([a-z0-9%.%-]+):?(%d*)')
+    if port == '' then port = (scheme == 'https') and '443' or '80' end
+    return scheme .. '://' .. host .. ':' .. port, host, e
+  end
+  return string.match(e, '^([^\t]*)\t([^\t]*)\t(.*)$')
 end
 local function host_of_site(site)
   return string.match(site, '^[^:]+://%[?([^%]/]-)%]?:?%d*$') or site
@@ -131,7 +150,7 @@ local function refill()
       local e = redis.call('LPOP', tkey)
       if not e then break end
       budget = budget - 1
-      local site, host, rec = string.match(e, '^([^\t]*)\t([^\t]*)\t(.*)$')
+      local site, host, rec = split_entry(e)
       local ip = redis.call('HGET', P .. ':dns', host)
       if ip and string.sub(ip, 1, 1) ~= '!'
          and redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then
@@ -313,7 +332,8 @@ return {requeued, #gone}
 """
 
 # Seeds the scrapy-redis way, moved to a per-worker list until their requests are admitted.
-# ARGV: prefix, worker, start-urls key, count
+# ARGV: prefix, worker, start-urls key, count (in a Redis Cluster the start-urls key must
+# share the prefix's hash tag)
 _TAKE_SEEDS = r"""
 local pending = ARGV[1] .. ':seeds:' .. ARGV[2]
 local out = {}
@@ -324,6 +344,26 @@ for _ = 1, tonumber(ARGV[4]) do
 end
 return out
 """
+
+
+def _two_ints(reply: list[Any]) -> tuple[int, int]:
+    return int(reply[0]), int(reply[1])
+
+
+def _resolved_reply(reply: list[Any]) -> tuple[str, int]:
+    return reply[0].decode(), int(reply[1])
+
+
+def _popped(reply: list[Any]) -> Popped:
+    out, unresolved, wait, queued, dropped, to_wait = reply
+    return Popped(
+        leases=[(lid.decode(), ip.decode(), rec) for lid, ip, rec in out],
+        unresolved=[h.decode() for h in unresolved],
+        wait=None if int(wait) < 0 else int(wait) / 1000,
+        queued=int(queued),
+        dropped=int(dropped),
+        to_wait=int(to_wait),
+    )
 
 
 @dataclass(slots=True)
@@ -366,9 +406,20 @@ class RedisFrontier:
 
     @staticmethod
     def entry(site: str, host: str, record: bytes) -> bytes:
+        """A tier entry: the record alone when the scripts derive the same site and host from
+        its URL (``split_entry``), else ``site \\t host \\t record``."""
+        m = _DERIVABLE(record)
+        if m is not None:
+            scheme, name, port = m.groups()
+            if (name == host.encode() and site.encode()
+                    == b"%s://%s:%s" % (scheme, name, port or _DEFAULT_PORT[scheme])):
+                return record
         return f"{site}\t{host}\t".encode() + record
 
-    def admit(
+    def _call(self, script: Script, args: list[Any], parse: Callable[[Any], Any]) -> Call:
+        return Call.script_call(script, self.prefix, [self.prefix, *args], parse)
+
+    def admit_call(
         self,
         worker: str,
         seen_key: str,
@@ -376,53 +427,60 @@ class RedisFrontier:
         entries: list[tuple[int, list[int], bytes]],
         acks: Sequence[str] = (),
         seeds_done: bool = False,
-    ) -> tuple[int, int]:
-        """Test-and-set each entry's bits; queue the new ones; then ack ``acks``. Atomic."""
-        args: list[Any] = [self.prefix, worker, seen_key, shard_bits,
+    ) -> Call:
+        """Test-and-set each entry's bits; queue the new ones; then ack ``acks``. Atomic.
+        Its result: (new, filtered)."""
+        args: list[Any] = [worker, seen_key, shard_bits,
                            f"{self.prefix}:seeds:{worker}" if seeds_done else "", len(acks)]
         for tier, positions, entry in entries:
             args += [tier, len(positions), *positions, entry]
         args += list(acks)
-        new, filtered = self._admit(args=args)
-        return int(new), int(filtered)
+        return self._call(self._admit, args, _two_ints)
+
+    def admit(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        return cast("tuple[int, int]", run_call(self.server, self.admit_call(*args, **kwargs)))
+
+    def pop_call(self, worker: str, want: int, first_lease: int) -> Call:
+        """Lease up to ``want`` records (``Popped``)."""
+        return self._call(self._pop, [worker, want, self.connections, self.mem_limit,
+                                      self.max_per_site, self.refill_budget, first_lease],
+                          _popped)
 
     def pop(self, worker: str, want: int, first_lease: int) -> Popped:
-        out, unresolved, wait, queued, dropped, to_wait = self._pop(args=[
-            self.prefix, worker, want, self.connections, self.mem_limit, self.max_per_site,
-            self.refill_budget, first_lease])
-        return Popped(
-            leases=[(lid.decode(), ip.decode(), rec) for lid, ip, rec in out],
-            unresolved=[h.decode() for h in unresolved],
-            wait=None if int(wait) < 0 else int(wait) / 1000,
-            queued=int(queued),
-            dropped=int(dropped),
-            to_wait=int(to_wait),
-        )
+        return cast("Popped", run_call(self.server, self.pop_call(worker, want, first_lease)))
+
+    def release_call(self, worker: str, ip: str, delay: float, dead: bool = False) -> Call:
+        """The fetch on ``ip`` ended: the IP is ready again ``delay`` s from now (Redis time).
+        Its result: the records dropped with a dead IP (-1: the lease was reaped)."""
+        return self._call(self._release, [worker, ip, max(0, round(delay * 1000)), int(dead),
+                                          self.connections], int)
 
     def release(self, worker: str, ip: str, delay: float, dead: bool = False) -> int:
-        """The fetch on ``ip`` ended: the IP is ready again ``delay`` s from now (Redis time)."""
-        return int(self._release(args=[self.prefix, worker, ip, max(0, round(delay * 1000)),
-                                       int(dead), self.connections]))
+        return cast("int", run_call(self.server, self.release_call(worker, ip, delay, dead)))
+
+    def resolved_call(self, host: str, ip: str | None, reason: str = "dns") -> Call:
+        """Store ``host``'s IP (or its failure) and make its waiting sites servable."""
+        return self._call(self._resolved, [host, ip or f"!{reason}", self.connections],
+                          _resolved_reply)
 
     def resolved(self, host: str, ip: str | None, reason: str = "dns") -> tuple[str, int]:
-        """Store ``host``'s IP (or its failure) and make its waiting sites servable."""
-        val, dropped = self._resolved(args=[self.prefix, host, ip or f"!{reason}",
-                                            self.connections])
-        return val.decode(), int(dropped)
+        return cast("tuple[str, int]", run_call(self.server,
+                                                self.resolved_call(host, ip, reason)))
 
     def heartbeat(self, worker: str, timeout: float, start_key: str) -> tuple[int, int]:
         """Record that ``worker`` lives; requeue the leases of workers silent for ``timeout``."""
-        requeued, gone = self._reap(args=[self.prefix, worker, round(timeout * 1000),
-                                          self.connections, start_key])
-        return int(requeued), int(gone)
+        call = self._call(self._reap, [worker, round(timeout * 1000), self.connections,
+                                       start_key], _two_ints)
+        return cast("tuple[int, int]", run_call(self.server, call))
 
     def retire(self, worker: str, start_key: str) -> int:
         """A worker closes: its unacknowledged records go back, its IPs are freed."""
-        requeued, _ = self._reap(args=[self.prefix, worker, -1, self.connections, start_key])
-        return int(requeued)
+        call = self._call(self._reap, [worker, -1, self.connections, start_key], _two_ints)
+        return cast("tuple[int, int]", run_call(self.server, call))[0]
 
     def take_seeds(self, worker: str, start_key: str, n: int) -> list[bytes]:
-        return list(self._take_seeds(args=[self.prefix, worker, start_key, n]))
+        return cast("list[bytes]", run_call(self.server, self._call(
+            self._take_seeds, [worker, start_key, n], list)))
 
     def unresolved(self, n: int = 50) -> list[str]:
         hosts = cast("list[bytes]", self.server.srandmember(f"{self.prefix}:unresolved", n))

@@ -138,8 +138,8 @@ class RedisScheduler(FrontierScheduler):
         self._ticks = 0
         self._pop_seq = 0
         self._tick_seq = 0
-        self.jobs = RedisJobs(outage_timeout=outage_timeout, on_outage=self._outage,
-                              stats=crawler.stats)
+        self.jobs = RedisJobs(server=server, outage_timeout=outage_timeout,
+                              on_outage=self._outage, stats=crawler.stats)
         self._popping = False
         self._admitting = 0
         self._ticking = False
@@ -295,9 +295,9 @@ class RedisScheduler(FrontierScheduler):
         buffer, acks, seeds = self.buffer, self.acks, self.seeds_pending
         self.buffer, self.acks, self.seeds_pending = [], [], False
         self._admitting += 1
-        self.jobs.submit("admit", self.frontier.admit, self.worker, self.df.key,
-                         self.df.shard_bits, buffer, acks, seeds,
-                         then=self._admitted, always=self._admit_ended)
+        call = self.frontier.admit_call(self.worker, self.df.key, self.df.shard_bits, buffer,
+                                        acks, seeds)
+        self.jobs.submit("admit", call, then=self._admitted, always=self._admit_ended)
         self._changed_seq = self.jobs.seq
 
     def _admit_ended(self) -> None:
@@ -315,7 +315,7 @@ class RedisScheduler(FrontierScheduler):
     def _pop(self) -> None:
         """Start one pop (the caller checked that none is in flight)."""
         self._popping = True
-        self.jobs.submit("pop", self.frontier.pop, self.worker, POP_BATCH, self._lease_seq,
+        self.jobs.submit("pop", self.frontier.pop_call(self.worker, POP_BATCH, self._lease_seq),
                          then=self._popped, always=self._pop_ended, failed=self._pop_failed)
         self._pop_seq = self.jobs.seq
 
@@ -382,8 +382,8 @@ class RedisScheduler(FrontierScheduler):
 
     def _host_resolved(self, ip: str, host: str) -> None:
         # ``host`` stays in ``resolving`` until Redis has the answer (no second lookup).
-        self.jobs.submit("resolved", self.frontier.resolved, host, ip, then=self._host_stored,
-                         always=lambda: self.resolving.discard(host))
+        self.jobs.submit("resolved", self.frontier.resolved_call(host, ip),
+                         then=self._host_stored, always=lambda: self.resolving.discard(host))
 
     def _host_stored(self, _: Any) -> None:
         self._quiet_until = 0.0
@@ -396,8 +396,8 @@ class RedisScheduler(FrontierScheduler):
         def count(result: tuple[str, int]) -> None:
             self.politeness.count_drop(reason, result[1])
 
-        self.jobs.submit("resolved", self.frontier.resolved, host, None, reason, then=count,
-                         always=lambda: self.resolving.discard(host))
+        self.jobs.submit("resolved", self.frontier.resolved_call(host, None, reason),
+                         then=count, always=lambda: self.resolving.discard(host))
 
     def _released(self, st: IpState) -> None:
         """A leased fetch on ``st`` ended: the IP is ready again after its delay, for everyone.
@@ -407,7 +407,8 @@ class RedisScheduler(FrontierScheduler):
         # The shared frontier knows IPs only: the IP waits for the host just fetched too, so
         # another worker cannot reach that host before its DOWNLOAD_DELAY.
         delay = max(0.0, self.table.next_start(st, st.last_host) - self.table.clock())
-        self.jobs.submit("release", self.frontier.release, self.worker, st.ip, delay, st.dead,
+        self.jobs.submit("release", self.frontier.release_call(self.worker, st.ip, delay,
+                                                               st.dead),
                          then=self._release_done)
         self._quiet_until = min(self._quiet_until, self.table.clock() + delay)
 
