@@ -198,7 +198,9 @@ LARBIN_SSRF_GUARD = True  # refuse private, loopback, link-local, multicast and 
 LARBIN_ALLOWED_NETWORKS = ""  # comma-separated CIDRs the guard lets through (tests: 127.0.0.0/8)
 
 # --- Distributed mode (settings/distributed.py turns it on; docs/distributed.md) -------------
-LARBIN_REDIS_FRONTIER_KEY = "%(spider)s:frontier"  # prefix of every frontier key; "{%(spider)s}:frontier" for a Redis Cluster slot
+LARBIN_REDIS_FRONTIER_KEY = "%(spider)s:frontier"  # prefix of every frontier key (a cluster adds each shard's hash tag in front)
+LARBIN_REDIS_CLUSTER = False  # True: REDIS_URL names any node of a Redis Cluster; the frontier is sharded by host over it
+LARBIN_REDIS_SHARDS = 32  # cluster only: shards (hash tags spread evenly over the slots) that hosts are hashed into
 LARBIN_REDIS_DUPEFILTER_KEY = "%(spider)s:seen"  # the seen-URL bit string (split in 2^32-bit strings past 512 MiB)
 LARBIN_REDIS_CONTENTDUP_KEY = "%(spider)s:contentdup"  # hash: content hash -> first URL
 LARBIN_LEASE_TIMEOUT = 60.0  # seconds without a heartbeat before a worker's leased requests go back to the queue

@@ -19,16 +19,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-import redis
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
-from scrapy_redis.connection import get_redis_from_settings
 
-from larbinscrapy.distributed.jobs import Call, RedisJobs
+from larbinscrapy.distributed.connection import UNREACHABLE, connector
+from larbinscrapy.distributed.jobs import Call, LuaScript, RedisJobs
+from larbinscrapy.distributed.shards import spread_tags
 from larbinscrapy.pipelines.contentdup import content_hash
 from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from redis import Redis
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -49,14 +51,17 @@ def _first_url(reply: bytes | None) -> str | None:
 class RedisContentDupPipeline:
     """Drops a page whose normalised body some worker already kept under another URL."""
 
-    def __init__(self, server: Redis, key: str, stats: StatsCollector | None = None) -> None:
+    def __init__(self, server: Redis | None, key: str, stats: StatsCollector | None = None, *,
+                 connect: Callable[[], Any] | None = None, shards: int = 1) -> None:
         self.server = server
         self.key = key
+        # a cluster: one hash per shard tag, a page's digest chooses it
+        self._keys = [f"{{{t}}}{key}" for t in spread_tags(shards)] if shards > 1 else [key]
         self.stats = stats
         self._logged_drop = False
         self._logged_unchecked = False
-        self._jobs = RedisJobs("larbin-contentdup", server=server)
-        self._script = server.register_script(_FIRST_URL)
+        self._jobs = RedisJobs("larbin-contentdup", server=server, connect=connect)
+        self._script = LuaScript(_FIRST_URL)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisContentDupPipeline:
@@ -68,8 +73,9 @@ class RedisContentDupPipeline:
                            "only exact content duplicates are dropped")
         name = crawler.spidercls.name
         template = s["LARBIN_REDIS_CONTENTDUP_KEY"]
-        return cls(get_redis_from_settings(s), template % {"spider": name, "name": name},
-                   crawler.stats)
+        server, connect, shards = connector(s)
+        return cls(server, template % {"spider": name, "name": name}, crawler.stats,
+                   connect=connect, shards=shards)
 
     def open_spider(self, spider: Any = None) -> None:
         self._jobs.start()
@@ -83,7 +89,8 @@ class RedisContentDupPipeline:
 
     def first_url_call(self, digest: Any, url: str) -> Call:
         """None if ``url`` is the first page with ``digest``, else that page's URL."""
-        return Call.script_call(self._script, self.key, [digest, url], _first_url)
+        key = self._keys[int.from_bytes(digest[:4], "big") % len(self._keys)]
+        return Call.script_call(self._script, key, [digest, url], _first_url)
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:
         if (item.get("fetch_count") or 1) > 1:  # a revisit (LARBIN_REVISIT): not a copy
@@ -98,7 +105,7 @@ class RedisContentDupPipeline:
         try:
             first = await maybe_deferred_to_future(
                 self._jobs.run(self.first_url_call(digest, url)))
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        except UNREACHABLE as exc:
             # Redis away: keep the page (a copy kept beats a page lost); the scheduler's
             # outage rule decides whether the worker stops
             self._inc("unchecked")

@@ -21,6 +21,7 @@ stops (everything it had leased stays in Redis and comes back to the next run's 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import weakref
@@ -38,8 +39,6 @@ from larbinscrapy.reactor import installed_reactor
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from redis.commands.core import Script
-
 logger = logging.getLogger(__name__)
 
 _REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
@@ -49,6 +48,17 @@ def _same(reply: Any) -> Any:
     return reply
 
 
+class LuaScript:
+    """A Lua script and its SHA1: what ``EVALSHA`` names, loaded by ``run_calls`` on first use
+    (no client needed to build one: a cluster client connects only in the Redis thread)."""
+
+    __slots__ = ("script", "sha")
+
+    def __init__(self, script: str) -> None:
+        self.script = script
+        self.sha = hashlib.sha1(script.encode()).hexdigest()  # Redis names a script by its SHA1
+
+
 @dataclass(slots=True)
 class Call:
     """One Redis command of a batch: its arguments, how to read its reply, and the script to
@@ -56,10 +66,10 @@ class Call:
 
     args: tuple[Any, ...]
     parse: Callable[[Any], Any] = _same
-    script: Script | None = None
+    script: LuaScript | None = None
 
     @classmethod
-    def script_call(cls, script: Script, key: str, args: list[Any],
+    def script_call(cls, script: LuaScript, key: str, args: list[Any],
                     parse: Callable[[Any], Any] = _same) -> Call:
         """``EVALSHA`` of ``script`` with one key (it routes the call to the key's shard)."""
         return cls(("EVALSHA", script.sha, 1, key, *args), parse, script)
@@ -132,12 +142,14 @@ class RedisJobs:
         name: str = "larbin-redis",
         *,
         server: Any = None,
+        connect: Callable[[], Any] | None = None,
         outage_timeout: float = 0.0,
         on_outage: Callable[[str], Any] | None = None,
         stats: Any = None,
     ) -> None:
         self.name = name
-        self.server = server  # what ``Call`` jobs are sent to
+        self.server = server  # what ``Call`` jobs are sent to...
+        self.connect = connect  # ...or what makes it, first thing in the thread
         self._queue: deque[_Job] = deque()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -160,6 +172,12 @@ class RedisJobs:
     # -- the thread ------------------------------------------------------------------------
     def _work(self) -> None:
         reactor = installed_reactor()
+        if callable(self.connect):  # a cluster client connects here, never in the reactor
+            try:
+                self.server = self.connect()
+            except Exception as exc:  # every job fails with it; the caller reports it
+                self._fail_all(reactor, exc)
+                return
         while True:
             with self._cond:
                 while not self._queue and not self._stopped:
@@ -169,6 +187,17 @@ class RedisJobs:
                 batch = list(self._queue)
                 self._queue.clear()
             reactor.callFromThread(self._deliver, batch, self._run_batch(batch))
+
+    def _fail_all(self, reactor: Any, exc: Exception) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+            reactor.callFromThread(self._deliver, batch, [Failure(exc)] * len(batch))
 
     def _run_batch(self, batch: list[_Job]) -> list[Any]:
         """Each job's result or Failure; consecutive ``Call`` jobs share one pipeline."""

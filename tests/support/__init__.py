@@ -1,0 +1,1 @@
+"""Helpers the tests share (servers they start, waits on conditions); never test modules."""

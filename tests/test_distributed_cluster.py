@@ -1,0 +1,105 @@
+"""Distributed mode on a real 3-master Redis Cluster (``tests/support/cluster.py``).
+
+``-s LARBIN_REDIS_CLUSTER=True`` with ``REDIS_URL`` naming one node: the workers find the
+others, the frontier is sharded by host over ``LARBIN_REDIS_SHARDS`` hash tags, and per-IP
+politeness holds across shards through each IP's own lease key. Marked ``cluster`` (select
+with ``-m cluster``); never skipped: ``make test`` installs redis-server.
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from larbinscrapy.distributed.shards import SLOTS, Shards, key_slot, spread_tags
+from tests.conftest import seeds_args
+from tests.support.cluster import redis_cluster
+from tests.test_distributed import (
+    DELAY,
+    TOLERANCE,
+    _assert_clean_logs,
+    _fetched_twice,
+    _min_interval_per_ip,
+    _start_worker,
+    _wait,
+)
+from testweb.harness import pages
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+CLUSTER = {"LARBIN_REDIS_CLUSTER": True, "LARBIN_REDIS_SHARDS": 12}
+
+
+@pytest.mark.parametrize("count", [1, 3, 12, 64, 1024])
+def test_shard_tags_fall_one_in_each_slot_range(count):
+    tags = spread_tags(count)
+    assert len(set(tags)) == count
+    for i, tag in enumerate(tags):
+        assert i * SLOTS // count <= key_slot(f"{{{tag}}}x") < (i + 1) * SLOTS // count
+
+
+def test_look_alike_hosts_spread_over_shards_and_masters():
+    shards = Shards(12, "larbin:frontier", "larbin:seen", 10**6)
+    for hosts in ([f"127.9.1.{k}" for k in range(240)],
+                  [f"www{k}.example.com" for k in range(240)]):
+        per_shard = collections.Counter(shards.of(h) for h in hosts)
+        assert len(per_shard) == 12 and min(per_shard.values()) >= 8, per_shard
+        # three masters holding a third of the slots each
+        per_master = collections.Counter(key_slot(shards.prefix(shards.of(h))) * 3 // SLOTS
+                                         for h in hosts)
+        assert min(per_master.values()) >= 0.2 * len(hosts), per_master
+
+
+def test_one_shard_keeps_the_single_redis_keys():
+    shards = Shards(1, "larbin:frontier", "larbin:seen", 10**6)
+    assert (shards.prefix(0), shards.seen_key(0), shards.of("a.test")) == (
+        "larbin:frontier", "larbin:seen", 0)
+    assert shards.positions([5, 10**6 - 1]) == [5, 10**6 - 1]
+
+
+def _crawl_checks(web, procs, records) -> None:
+    truth = web.web.ground_truth(web.seeds, depth=5)
+    assert pages(records, web.port) == truth
+    assert _fetched_twice(records, web.port) == []
+    intervals = _min_interval_per_ip(records)
+    assert min(intervals.values()) >= DELAY - TOLERANCE, intervals
+
+
+@pytest.mark.cluster
+def test_two_workers_crawl_once_and_politely_on_a_cluster(web, tmp_path: Path):
+    with redis_cluster(tmp_path / "cluster") as cluster:
+        url = f"redis://127.0.0.1:{cluster.ports[2]}/0"  # any node
+        procs = [_start_worker(web, tmp_path / f"w{i}", url, *seeds_args(web.seeds), **CLUSTER)
+                 for i in range(2)]
+        _wait(procs)
+        assert [p.returncode for p in procs] == [0, 0]
+        _assert_clean_logs(procs)
+        _crawl_checks(web, procs, web.read_log())
+        items = [len((p.out / "items.jsonl").read_text().splitlines()) for p in procs]
+        assert all(items), items
+        keys = cluster.keys_per_master()
+        assert min(keys.values()) >= 0.15 * sum(keys.values()), keys
+
+
+@pytest.mark.cluster
+def test_kill_one_worker_on_a_cluster_loses_nothing(web, tmp_path: Path):
+    with redis_cluster(tmp_path / "cluster") as cluster:
+        procs = [_start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
+                               **CLUSTER) for i in range(2)]
+        deadline = time.monotonic() + 60
+        while len(pages(web.read_log(), web.port)) < 40 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        procs[0].send_signal(signal.SIGKILL)
+        _wait(procs)
+        assert procs[1].returncode == 0
+        _assert_clean_logs(procs[1:])
+        records = web.read_log()
+        truth = web.web.ground_truth(web.seeds, depth=5)
+        assert pages(records, web.port) == truth
+        assert min(_min_interval_per_ip(records).values()) >= DELAY - TOLERANCE
+        assert "Reaped 1 silent worker" in (procs[1].out / "stderr.log").read_text()
