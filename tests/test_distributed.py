@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
-import subprocess
 import time
-from typing import TYPE_CHECKING
 
 import redis
 
@@ -22,59 +19,15 @@ from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.frontier import codec
 from larbinscrapy.meta import seed_meta
 from larbinscrapy.parse.urls import fingerprint_url
-from tests.conftest import ROOT, CountingStats, crawl_command, seeds_args
-from testweb.harness import gaps_by_ip, page_counts, pages, sitemap_counts
+from tests.conftest import CountingStats, seeds_args
+from tests.support import distributed as support
+from testweb.harness import pages, sitemap_counts
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-DELAY = 0.3
-TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
-
-
-def _start_worker(web, out: Path, redis_url: str, *args: str, **settings):
-    out.mkdir(parents=True, exist_ok=True)
-    merged = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": DELAY, "LARBIN_LEASE_TIMEOUT": 3,
-              "LARBIN_IDLE_BEFORE_CLOSE": 1, **settings}
-    cmd = crawl_command(web, out, *args, settings=merged)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SCRAPY_SETTINGS_MODULE": "settings.distributed"}
-    err = open(out / "stderr.log", "w")  # noqa: SIM115 - closed by _wait
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT, env=env)
-    proc.err = err  # type: ignore[attr-defined]
-    proc.out = out  # type: ignore[attr-defined]
-    return proc
-
-
-def _wait(procs, timeout: float = 150) -> None:
-    deadline = time.monotonic() + timeout
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            tail = (proc.out / "stderr.log").read_text()[-3000:]
-            raise AssertionError(f"worker did not finish in {timeout}s:\n{tail}") from None
-        finally:
-            proc.err.close()
-
-
-def _fetched_twice(records, port: int) -> list[str]:
-    """Pages requested more than once, but for server errors (RETRY_TIMES=1 retries them)."""
-    ok = [e for e in records if e["status"] < 500]
-    return [url for url, n in page_counts(ok, port).items() if n > 1]
-
-
-def _min_interval_per_ip(records) -> dict[str, float]:
-    """Per server IP, the shortest time between two requests (robots.txt included)."""
-    return {ip: min(gaps, default=99.0) for ip, gaps in gaps_by_ip(records).items()}
-
-
-def _assert_clean_logs(procs) -> None:
-    for proc in procs:
-        log = (proc.out / "stderr.log").read_text()
-        assert "Traceback" not in log, log[-3000:]
-        assert "ScrapyDeprecationWarning" not in log, log[-3000:]
+# the helpers keep their old names here: other test modules still import them from this one
+DELAY, TOLERANCE = support.DELAY, support.TOLERANCE
+_start_worker, _wait = support.start_worker, support.wait_workers
+_fetched_twice, _min_interval_per_ip = support.fetched_twice, support.min_interval_per_ip
+_assert_clean_logs = support.assert_clean_logs
 
 
 def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url):

@@ -18,14 +18,14 @@ import pytest
 from larbinscrapy.distributed.shards import SLOTS, Shards, key_slot, spread_tags
 from tests.conftest import seeds_args
 from tests.support.cluster import redis_cluster
-from tests.test_distributed import (
+from tests.support.distributed import (
     DELAY,
     TOLERANCE,
-    _assert_clean_logs,
-    _fetched_twice,
-    _min_interval_per_ip,
-    _start_worker,
-    _wait,
+    assert_clean_logs,
+    fetched_twice,
+    min_interval_per_ip,
+    start_worker,
+    wait_workers,
 )
 from testweb.harness import pages
 
@@ -65,8 +65,8 @@ def test_one_shard_keeps_the_single_redis_keys():
 def _crawl_checks(web, procs, records) -> None:
     truth = web.web.ground_truth(web.seeds, depth=5)
     assert pages(records, web.port) == truth
-    assert _fetched_twice(records, web.port) == []
-    intervals = _min_interval_per_ip(records)
+    assert fetched_twice(records, web.port) == []
+    intervals = min_interval_per_ip(records)
     assert min(intervals.values()) >= DELAY - TOLERANCE, intervals
 
 
@@ -74,11 +74,11 @@ def _crawl_checks(web, procs, records) -> None:
 def test_two_workers_crawl_once_and_politely_on_a_cluster(web, tmp_path: Path):
     with redis_cluster(tmp_path / "cluster") as cluster:
         url = f"redis://127.0.0.1:{cluster.ports[2]}/0"  # any node
-        procs = [_start_worker(web, tmp_path / f"w{i}", url, *seeds_args(web.seeds), **CLUSTER)
+        procs = [start_worker(web, tmp_path / f"w{i}", url, *seeds_args(web.seeds), **CLUSTER)
                  for i in range(2)]
-        _wait(procs)
+        wait_workers(procs)
         assert [p.returncode for p in procs] == [0, 0]
-        _assert_clean_logs(procs)
+        assert_clean_logs(procs)
         _crawl_checks(web, procs, web.read_log())
         items = [len((p.out / "items.jsonl").read_text().splitlines()) for p in procs]
         assert all(items), items
@@ -89,17 +89,17 @@ def test_two_workers_crawl_once_and_politely_on_a_cluster(web, tmp_path: Path):
 @pytest.mark.cluster
 def test_kill_one_worker_on_a_cluster_loses_nothing(web, tmp_path: Path):
     with redis_cluster(tmp_path / "cluster") as cluster:
-        procs = [_start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
+        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
                                **CLUSTER) for i in range(2)]
         deadline = time.monotonic() + 60
         while len(pages(web.read_log(), web.port)) < 40 and time.monotonic() < deadline:
             time.sleep(0.1)
         procs[0].send_signal(signal.SIGKILL)
-        _wait(procs)
+        wait_workers(procs)
         assert procs[1].returncode == 0
-        _assert_clean_logs(procs[1:])
+        assert_clean_logs(procs[1:])
         records = web.read_log()
         truth = web.web.ground_truth(web.seeds, depth=5)
         assert pages(records, web.port) == truth
-        assert min(_min_interval_per_ip(records).values()) >= DELAY - TOLERANCE
+        assert min(min_interval_per_ip(records).values()) >= DELAY - TOLERANCE
         assert "Reaped 1 silent worker" in (procs[1].out / "stderr.log").read_text()

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import redis
 
 from tests.conftest import seeds_args
-from tests.test_distributed import _start_worker, _wait
+from tests.support.distributed import start_worker as _start_worker
+from tests.support.distributed import wait_workers as _wait
 from tests.test_revisit import EARLY, RULE, by_page, gaps
 from testweb.changing import start_changing
 

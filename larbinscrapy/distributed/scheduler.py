@@ -2,49 +2,33 @@
 
     SCRAPY_SETTINGS_MODULE=settings.distributed scrapy crawl larbin -s REDIS_URL=redis://...
 
-The frontier (tiers, wait lists, per-site caps, per-IP readiness, leases) is ``RedisFrontier``;
-this class is its Scrapy side:
+The frontier (tiers, wait lists, per-site caps, per-IP readiness, leases) is ``RedisFrontier``,
+one per shard (``sharded.py``); this class is its Scrapy side:
 
-* ``enqueue_request`` encodes the request (``frontier.codec``), computes its site, host and bit
-  positions, and buffers it; the buffer goes to Redis in one ``admit`` script (test-and-set of
-  the bits, queueing of the new ones, acknowledgement of the page that produced them) when the
-  page is done (``request_done`` and every child it announced enqueued: ``PendingPages``), on a
-  redirect/retry, or at the next ``next_request``;
-* ``next_request`` pops a few leased requests at once (``pop``): an IP is handed to one worker
-  at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time when there is no delay), and is ready
-  again ``delay`` after that worker reports the end of the fetch (``release``), so no two
-  workers hit one IP closer than the delay. robots.txt fetches borrow the page's lease
-  (``RobotsMiddleware``), so they are under the same rule;
+* ``enqueue_request`` encodes the request (``frontier.codec``), computes its shard, site, host
+  and bit positions, and buffers it; the buffer goes to Redis as one ``admit`` per shard
+  (test-and-set of the bits, queueing of the new ones, then the acknowledgement of the page
+  that produced them) when the page is done (``PendingPages``), on a redirect/retry, or at the
+  next ``next_request``;
+* ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
+  pops on a few shards whose IPs may be ready (one with a single Redis). An IP is handed to one
+  worker at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time without a delay) and is ready
+  again ``delay`` after that worker reports the end of the fetch (``release``); robots.txt
+  borrows the page's lease (``RobotsMiddleware``). In a cluster every lease also takes the IP's
+  own lease key (``iplease.py``), so an IP shared by hosts of several shards keeps its delay;
 * DNS: new hosts come back from ``pop`` as "unresolved"; the worker resolves them through its
-  host gate (``politeness.ipsites``: its own ``DnsCache`` and SSRF guard) and stores the
-  answer in Redis (``resolved``); a worker handed a host it never resolved resolves it before
-  sending;
-* a heartbeat every ``LARBIN_LEASE_TIMEOUT / 4`` s keeps this worker's leases; any worker reaps
-  the leases of workers silent for ``LARBIN_LEASE_TIMEOUT`` (``kill -9``): nothing is lost;
-* seeds are read from ``REDIS_START_URLS_KEY`` besides ``-a seeds=``/``-a urls=``, under the
-  same rule (``distributed/seeds.py``); the shared bits drop the ones already queued;
-* ending: on ``spider_idle`` the worker closes once the frontier has no queued and no leased
-  record and no seed waiting, for ``LARBIN_IDLE_BEFORE_CLOSE`` s (``IdleRule``);
-  ``LARBIN_KEEP_ALIVE`` keeps it waiting for seeds instead. A graceful stop (SIGINT) hands
-  unacknowledged records back.
-
-Shards: with ``LARBIN_REDIS_CLUSTER`` the frontier is split by host over
-``LARBIN_REDIS_SHARDS`` shards of a Redis Cluster (``sharded.py``, ``shards.py``); a pop asks a
-few shards whose IPs may be ready, round robin, and every lease also takes the IP's own lease
-key (``iplease.py``), so an IP shared by hosts of several shards keeps its delay.
+  host gate (its own ``DnsCache`` and SSRF guard) and stores the answer (``resolved``); a worker
+  handed a host it never resolved resolves it before sending;
+* heartbeat, reaping of silent workers (``kill -9``: nothing is lost), seeds from
+  ``REDIS_START_URLS_KEY`` and the ending rule: ``membership.py``. A graceful stop (SIGINT)
+  hands unacknowledged records back.
 
 Redis is never called in the reactor thread: every round trip is a job of the worker's ordered
-Redis thread (``distributed/jobs.py``; the cluster client even connects there). Scrapy's
-synchronous calls are served locally (the tick, seeds and ending: ``membership.py``):
-
-* ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
-  one asynchronous ``pop`` (never two at once), whose result fills ``ready`` and wakes the
-  engine. ``has_pending_requests`` stays true while a pop or an admit is in flight;
-* ``flush`` (the admit script), ``release``, ``resolved`` are fire-and-forget; their results
-  (counters, stats) are applied when they arrive. A failed job is logged and never wedges the
-  worker (a failed pop is retried ``POLL`` later);
-* ``open`` and ``close`` return Deferreds (Scrapy awaits them): ``close`` queues the last admit
-  and then the retirement behind whatever is in flight, and stops the thread when they are done.
+Redis thread (``jobs.py``, which batches them; a cluster client even connects there). ``flush``,
+``release`` and ``resolved`` are fire-and-forget, their results applied when they arrive; a
+failed job never wedges the worker (a failed pop is retried ``POLL`` later). ``open`` and
+``close`` return Deferreds: ``close`` queues the last admit and then the retirement behind
+whatever is in flight.
 """
 
 from __future__ import annotations

@@ -1,0 +1,63 @@
+"""Helpers of the distributed-mode tests: workers started as ``scrapy crawl larbin``
+subprocesses against a Redis (one server or a cluster), and what the test web saw."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import TYPE_CHECKING
+
+from tests.conftest import ROOT, crawl_command
+from testweb.harness import gaps_by_ip, page_counts
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+DELAY = 0.3
+TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
+
+
+def start_worker(web, out: Path, redis_url: str, *args: str, **settings):
+    out.mkdir(parents=True, exist_ok=True)
+    merged = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": DELAY, "LARBIN_LEASE_TIMEOUT": 3,
+              "LARBIN_IDLE_BEFORE_CLOSE": 1, **settings}
+    cmd = crawl_command(web, out, *args, settings=merged)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SCRAPY_SETTINGS_MODULE": "settings.distributed"}
+    err = open(out / "stderr.log", "w")  # noqa: SIM115 - closed by wait_workers
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT, env=env)
+    proc.err = err  # type: ignore[attr-defined]
+    proc.out = out  # type: ignore[attr-defined]
+    return proc
+
+
+def wait_workers(procs, timeout: float = 150) -> None:
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            tail = (proc.out / "stderr.log").read_text()[-3000:]
+            raise AssertionError(f"worker did not finish in {timeout}s:\n{tail}") from None
+        finally:
+            proc.err.close()
+
+
+def fetched_twice(records, port: int) -> list[str]:
+    """Pages requested more than once, but for server errors (RETRY_TIMES=1 retries them)."""
+    ok = [e for e in records if e["status"] < 500]
+    return [url for url, n in page_counts(ok, port).items() if n > 1]
+
+
+def min_interval_per_ip(records) -> dict[str, float]:
+    """Per server IP, the shortest time between two requests (robots.txt included)."""
+    return {ip: min(gaps, default=99.0) for ip, gaps in gaps_by_ip(records).items()}
+
+
+def assert_clean_logs(procs) -> None:
+    for proc in procs:
+        log = (proc.out / "stderr.log").read_text()
+        assert "Traceback" not in log, log[-3000:]
+        assert "ScrapyDeprecationWarning" not in log, log[-3000:]
