@@ -17,7 +17,7 @@ import pytest
 
 from larbinscrapy.distributed.shards import SLOTS, Shards, key_slot, spread_tags
 from tests.conftest import seeds_args
-from tests.support.cluster import redis_cluster
+from tests.support.cluster import cluster_port, redis_cluster
 from tests.support.distributed import (
     DELAY,
     TOLERANCE,
@@ -103,3 +103,57 @@ def test_kill_one_worker_on_a_cluster_loses_nothing(web, tmp_path: Path):
         assert pages(records, web.port) == truth
         assert min(min_interval_per_ip(records).values()) >= DELAY - TOLERANCE
         assert "Reaped 1 silent worker" in (procs[1].out / "stderr.log").read_text()
+
+
+@pytest.mark.cluster
+def test_unreachable_cluster_at_start_is_one_line_and_exit_1(web, tmp_path: Path):
+    port = cluster_port()  # nothing listens there
+    proc = start_worker(web, tmp_path / "w", f"redis://127.0.0.1:{port}/0",
+                        *seeds_args(web.seeds), **CLUSTER)
+    wait_workers([proc], timeout=90)
+    log = (proc.out / "stderr.log").read_text()
+    assert proc.returncode == 1, log[-2000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert log.count(f"cannot reach Redis at redis://127.0.0.1:{port}/0") == 1, log[-2000:]
+
+
+@pytest.mark.cluster
+def test_master_restarted_mid_crawl_workers_wait_and_go_on(web, tmp_path: Path):
+    """appendonly yes (appendfsync everysec), SIGTERM: what Redis wrote comes back with it."""
+    with redis_cluster(tmp_path / "cluster", appendonly=True) as cluster:
+        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
+                              **CLUSTER) for i in range(2)]
+        deadline = time.monotonic() + 60
+        while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        cluster.restart(1)
+        wait_workers(procs)
+        assert [p.returncode for p in procs] == [0, 0]
+        assert_clean_logs(procs)
+        _crawl_checks(web, procs, web.read_log())
+        logs = [(p.out / "stderr.log").read_text() for p in procs]
+        for log in logs:  # each outage is one line, and its end another
+            assert log.count("(counted in larbin/redis/failed until Redis answers again)") <= 1
+        assert any("Redis answers again" in log for log in logs), logs[0][-3000:]
+
+
+@pytest.mark.cluster
+def test_reshard_mid_crawl_loses_nothing(web, tmp_path: Path):
+    """``redis-cli --cluster reshard`` moves an eighth of the slots while two workers crawl:
+    the clients follow MOVED/ASK (a step that meets a moving slot is retried). The lease timeout
+    is the default's order, not the 3 s of the kill tests: a master busy with MIGRATE on a
+    loaded machine must not get a live worker reaped (docs/distributed.md, limits)."""
+    with redis_cluster(tmp_path / "cluster") as cluster:
+        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
+                              **CLUSTER, LARBIN_LEASE_TIMEOUT=30) for i in range(2)]
+        deadline = time.monotonic() + 60
+        while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        before = cluster.master_of_slot()
+        cluster.reshard(0, 1, 2000)
+        after = cluster.master_of_slot()
+        assert sum(before[s] != after[s] for s in before) == 2000
+        wait_workers(procs)
+        assert [p.returncode for p in procs] == [0, 0]
+        assert_clean_logs(procs)
+        _crawl_checks(web, procs, web.read_log())

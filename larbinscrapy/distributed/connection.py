@@ -21,9 +21,12 @@ if TYPE_CHECKING:
 
     from scrapy.settings import BaseSettings
 
-# What "Redis is not there" looks like to the client, cluster included.
+# What "Redis is not there (yet)" looks like to the client, cluster included: a master down or
+# restarting, slots not covered, keys moving between masters (a reshard) that the client could
+# not follow at once. A job failing so is retried; it is never a bug.
 UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-               RedisClusterException)
+               RedisClusterException, redis.exceptions.ClusterError,
+               redis.exceptions.TryAgainError, redis.exceptions.AskError)
 
 
 def connector(settings: BaseSettings) -> tuple[Any, Callable[[], Any] | None, int]:

@@ -146,7 +146,12 @@ class RedisFrontier:
         return f"{site}\t{host}\t".encode() + record
 
     def _call(self, script: LuaScript, args: list[Any], parse: Callable[[Any], Any]) -> Call:
-        return Call.script_call(script, self.prefix, [self.prefix, *args], parse)
+        # The declared key routes the call to the shard's master. It is the counters' hash: a
+        # key that exists from the first admit on, so while a reshard moves the slot the
+        # script runs where the shard's keys are (a missing declared key sends it to the new
+        # master before the keys got there). docs/distributed.md: reshard with a pipeline that
+        # moves a slot's keys in one MIGRATE.
+        return Call.script_call(script, f"{self.prefix}:count", [self.prefix, *args], parse)
 
     def admit_call(
         self,

@@ -34,6 +34,7 @@ from scrapy.utils.log import failure_to_exc_info
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from larbinscrapy.distributed.connection import UNREACHABLE
 from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+RECOVERED = 1.0  # seconds of answers without a failure that end an outage
+
 
 
 def _same(reply: Any) -> Any:
@@ -160,6 +162,7 @@ class RedisJobs:
         self._on_outage = on_outage
         self._stats = stats
         self._down_since: float | None = None  # first failure of the current outage
+        self._last_failure = 0.0  # its latest failure
         self._last_answer = 0.0  # when a job last came back, success or failure
         self._gave_up = False
 
@@ -262,7 +265,10 @@ class RedisJobs:
         def finish(result: Any) -> Any:
             self.in_flight -= 1
             self._last_answer = self._now()
-            if not isinstance(result, Failure) and self._down_since is not None:
+            # over once jobs succeed with no failure for RECOVERED s: in a cluster the masters
+            # still up keep answering while one is down, and that is one outage, not many
+            if (not isinstance(result, Failure) and self._down_since is not None
+                    and self._now() - self._last_failure >= RECOVERED):
                 logger.info("Redis answers again after %.1f s", self._now() - self._down_since)
                 self._down_since = None
             if always is not None:
@@ -270,7 +276,7 @@ class RedisJobs:
             return result
 
         def log(failure: Failure) -> None:
-            if failure.check(*_REDIS_DOWN):
+            if failure.check(*UNREACHABLE):
                 self._redis_down(what, failure.getErrorMessage())
             else:  # a bug, not an outage: with its stack
                 logger.error("Redis %s failed: %s", what, failure.getErrorMessage(),
@@ -294,6 +300,7 @@ class RedisJobs:
         now = self._now()
         if self._stats is not None:
             self._stats.inc_value("larbin/redis/failed")
+        self._last_failure = now
         if self._down_since is None:
             self._down_since = now
             logger.error("Redis %s failed: %s (counted in larbin/redis/failed until Redis "

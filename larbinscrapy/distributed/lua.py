@@ -1,8 +1,8 @@
 """The Lua of ``RedisFrontier`` (``frontier.py`` says what each step does and why).
 
-Every script is sent with the frontier's prefix as ``KEYS[1]`` (it routes the call to the
-prefix's shard in a Redis Cluster) and as ``ARGV[1]``; every key it touches starts with that
-prefix, so it touches one slot. One clock for all workers: ``TIME`` in Redis.
+Every script is sent with the frontier's counters key ``P:count`` as ``KEYS[1]`` (it routes the
+call to the shard's master in a Redis Cluster) and the prefix ``P`` as ``ARGV[1]``; every key it
+touches starts with that prefix, so it touches one slot. One clock for all workers: ``TIME``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 from larbinscrapy.distributed.dupefilter import BITS_LUA
 from larbinscrapy.distributed.jobs import LuaScript
 
-# Shared by every script: the clock, counters and the IP placement rule. Every script is sent
-# with the prefix as KEYS[1] too (it routes the call to the prefix's shard) and as ARGV[1].
+# Shared by every script: the clock, counters and the IP placement rule.
 _COMMON = r"""
 local P = ARGV[1]
 local t = redis.call('TIME')

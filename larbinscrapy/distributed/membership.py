@@ -77,7 +77,7 @@ class Membership:
             return
         self.read_seeds(raw)
         for host in unresolved:
-            s._resolve(host)  # left by a worker that died while resolving
+            self.s.hosts.resolve(host)  # left by a worker that died while resolving
 
     def heartbeat_job(self) -> tuple[int, int]:
         s = self.s
@@ -115,7 +115,7 @@ class Membership:
                 or s._popping):
             s._wake_in(POLL)  # the next tick reads a fresh status
             raise DontCloseSpider
-        verdict = s.idle.may_close(status, bool(s.resolving), s.table.clock())
+        verdict = s.idle.may_close(status, bool(s.hosts.resolving), s.table.clock())
         if verdict is None:
             s._wake_in(POLL)
         if not verdict:
@@ -132,6 +132,6 @@ class Membership:
             "queued": len(s),
             "shared": shared,
             "in_memory": len(s.ready) + len(s.memory_only) + s._buffered,
-            "sites": {"resolving": len(s.resolving)},
+            "sites": {"resolving": len(s.hosts.resolving)},
             "ips": s.ip_summary(),
         }

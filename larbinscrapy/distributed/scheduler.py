@@ -39,27 +39,27 @@ import socket
 import uuid
 from collections import deque
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import defer, task
 
 from larbinscrapy import fatal
-from larbinscrapy import meta as M
 from larbinscrapy.distributed.connection import UNREACHABLE, connector
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, Popped, RedisFrontier
+from larbinscrapy.distributed.hosts import HostResolution
 from larbinscrapy.distributed.iplease import IpLeases
-from larbinscrapy.distributed.jobs import RedisJobs
+from larbinscrapy.distributed.jobs import Call, RedisJobs
 from larbinscrapy.distributed.membership import POLL, Membership
 from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.distributed.sharded import Entry, ShardedFrontier
 from larbinscrapy.distributed.shards import Shards
-from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.parse.urls import host_of, site_of
 from larbinscrapy.politeness.ipsites import NOCONNECTION
+from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -126,7 +126,7 @@ class RedisScheduler(FrontierScheduler):
         self.acks: list[str] = []
         self.seeds_pending = False
         self.ready: deque[Request] = deque()  # leased, resolved, not yet handed to the engine
-        self.resolving: set[str] = set()
+        self.hosts = HostResolution(self)  # DNS of the hosts the frontier hands us
         self.shared_queued = 0
         self._lease_seq = [0] * shards
         self._queued = [0] * shards  # each shard's queued records, as its last pop said
@@ -321,8 +321,27 @@ class RedisScheduler(FrontierScheduler):
             job: Any = (self.fs.admit, self.worker, buffers, acks, seeds)
         else:  # one call: batched with the other calls of this round trip
             job = (self.fs.admit_calls(self.worker, buffers, acks, seeds)[0][0],)
-        self.jobs.submit("admit", *job, then=self._admitted, always=self._admit_ended)
+        self.jobs.submit("admit", *job, then=self._admitted, always=self._admit_ended,
+                         failed=partial(self._admit_failed, buffers, acks, seeds))
         self._changed_seq = self.jobs.seq
+
+    def _admit_failed(self, buffers: list[list[Entry]], acks: list[str], seeds: bool) -> None:
+        """Redis away: admit them again with the next flush (an admit is idempotent: what it
+        queued before its answer was lost is filtered by its own bits, acks are deleted once)."""
+        for mine, failed in zip(self.buffers, buffers, strict=True):
+            mine[:0] = failed
+        self._buffered += sum(len(b) for b in buffers)
+        self.acks[:0] = acks
+        self.seeds_pending = self.seeds_pending or seeds
+
+    def _send(self, what: str, call: Call, then: Callable[[Any], Any] | None = None) -> None:
+        """Submit ``call``; while Redis is away, again every ``POLL`` s (a lost release would
+        keep its IP busy for every worker)."""
+        def again() -> None:
+            if not (self._closing or self._unreachable):
+                installed_reactor().callLater(POLL, self._send, what, call, then)
+
+        self.jobs.submit(what, call, then=then, failed=again)
 
     def _admit_ended(self) -> None:
         self._admitting -= 1
@@ -373,15 +392,17 @@ class RedisScheduler(FrontierScheduler):
         if popped.to_wait:
             self.stats.inc_value("larbin/frontier/to_wait", popped.to_wait)
         for host in popped.unresolved:
-            self._resolve(host)
+            self.hosts.resolve(host)
         for lease, ip, record in popped.leases:
             rid = self.fs.rid(shard, lease)
             if self.ips is None:
                 self._leased(shard, rid, ip, record)
             else:  # a cluster: the IP's own lease first
+                giveback = self.fs.frontiers[shard].giveback_call(self.worker, lease, POLL)
                 self.jobs.submit("iplease", self.ips.acquire_call(ip, f"{self.worker}/{rid}"),
                                  then=partial(self._ip_answer, shard=shard, rid=rid,
-                                              lease=lease, ip=ip, record=record))
+                                              lease=lease, ip=ip, record=record),
+                                 failed=partial(self._send, "giveback", giveback))
         if popped.leases:
             self._changed_seq = max(self._changed_seq, seq)
         else:
@@ -397,8 +418,7 @@ class RedisScheduler(FrontierScheduler):
             self._leased(shard, rid, ip, record)
             return
         self.stats.inc_value("larbin/distributed/ip_busy_elsewhere")
-        self.jobs.submit("giveback", self.fs.frontiers[shard].giveback_call(
-            self.worker, lease, wait))
+        self._send("giveback", self.fs.frontiers[shard].giveback_call(self.worker, lease, wait))
 
     def _leased(self, shard: int, rid: str, ip: str, record: bytes) -> None:
         request = self._hand_out(record, rid, ip)
@@ -410,52 +430,7 @@ class RedisScheduler(FrontierScheduler):
             return
         # Resolved by another worker: resolve here too, so this worker's DnsCache (which the
         # connection uses) and SSRF guard have seen the host before anything is sent.
-        d = self.politeness.resolve(host)
-        d.addCallbacks(self._resolved_here, self._unresolved_here,
-                       callbackArgs=(request,), errbackArgs=(request,))
-
-    def _resolved_here(self, ip: str, request: Request) -> None:
-        if ip != request.meta[M.IP]:
-            self.stats.inc_value("larbin/distributed/dns_mismatch")
-        self.ready.append(request)
-        self._wake_engine()
-
-    def _unresolved_here(self, failure: Failure, request: Request) -> None:
-        failure.trap(DroppedRequest)
-        self.politeness.count_drop(cast("DroppedRequest", failure.value).reason)
-        self.politeness.lease_returned(request.meta.pop(M.LEASE))
-        self.acks.append(request.meta[M.RID])
-        self.flush()
-
-    def _resolve(self, host: str) -> None:
-        if host in self.resolving:
-            return
-        self.resolving.add(host)
-        d = self.politeness.resolve(host)
-        d.addCallbacks(self._host_resolved, self._host_failed,
-                       callbackArgs=(host,), errbackArgs=(host,))
-
-    def _host_resolved(self, ip: str, host: str) -> None:
-        # ``host`` stays in ``resolving`` until Redis has the answer (no second lookup).
-        shard = self.shards.of(host)
-        self.jobs.submit("resolved", self.fs.frontiers[shard].resolved_call(host, ip),
-                         then=lambda _: self._host_stored(shard),
-                         always=lambda: self.resolving.discard(host))
-
-    def _host_stored(self, shard: int) -> None:
-        self._shard_next[shard] = 0.0
-        self._wake_engine()
-
-    def _host_failed(self, failure: Failure, host: str) -> None:
-        failure.trap(DroppedRequest)
-        reason = self.politeness.host_dropped(host, failure)
-
-        def count(result: tuple[str, int]) -> None:
-            self.politeness.count_drop(reason, result[1])
-
-        self.jobs.submit("resolved",
-                         self.fs.frontiers[self.shards.of(host)].resolved_call(host, None, reason),
-                         then=count, always=lambda: self.resolving.discard(host))
+        self.hosts.resolve_leased(host, request)
 
     def _released(self, st: IpState) -> None:
         """A leased fetch on ``st`` ended: the IP is ready again after its delay, for everyone.
@@ -471,11 +446,10 @@ class RedisScheduler(FrontierScheduler):
         shard, rid = held.pop(0)
         if not held:
             del self._ip_shards[st.ip]
-        self.jobs.submit("release", self.fs.frontiers[shard].release_call(
+        self._send("release", self.fs.frontiers[shard].release_call(
             self.worker, st.ip, delay, st.dead), then=self._release_done)
         if self.ips is not None:
-            self.jobs.submit("iplease", self.ips.release_call(st.ip, f"{self.worker}/{rid}",
-                                                              delay))
+            self._send("iplease", self.ips.release_call(st.ip, f"{self.worker}/{rid}", delay))
         self._shard_next[shard] = min(self._shard_next[shard], self.table.clock() + delay)
 
     def _release_done(self, dropped: int) -> None:

@@ -103,12 +103,13 @@ class RedisClusterProcess:
 
     def reshard(self, source: int, target: int, slots: int) -> None:
         """Move ``slots`` slots from master ``source`` to master ``target`` (``--cluster
-        reshard``: keys move with MIGRATE while clients follow MOVED/ASK)."""
+        reshard``: clients follow MOVED/ASK; each slot's keys move in one MIGRATE, as
+        docs/distributed.md asks)."""
         ids = {p: _cli(p, "cluster", "myid") for p in self.ports}
         subprocess.run(
             [REDIS_CLI, "--cluster", "reshard", f"127.0.0.1:{self.ports[0]}",
              "--cluster-from", ids[self.ports[source]], "--cluster-to", ids[self.ports[target]],
-             "--cluster-slots", str(slots), "--cluster-yes"],
+             "--cluster-slots", str(slots), "--cluster-yes", "--cluster-pipeline", "1000000"],
             check=True, capture_output=True, timeout=300)
 
     def stop(self) -> None:
