@@ -1,7 +1,7 @@
 """Distributed mode: a local crawl, one worker and two on one CPU-bound web; Redis memory per URL.
 
     python benchmarks/bench_distributed.py [--hosts 10] [--pages 40] [--large] [--reps 1]
-                                           [--urls 100000] [--json PATH]
+                                           [--cluster] [--urls 100000] [--json PATH]
 
 * Crawl: the CPU scenario of ``benchmarks.run`` (``SynthWeb``, ``DOWNLOAD_DELAY=0``,
   ``CONCURRENT_REQUESTS=100``, ``CONCURRENT_REQUESTS_PER_DOMAIN=8``), each repetition in this
@@ -11,7 +11,8 @@
   runs, the three crawls of one repetition share the same minute). pages/s is taken over the
   active period in nginx's log (first to last request), so start-up and the
   ``LARBIN_IDLE_BEFORE_CLOSE`` wait do not count; CPU ms/page is user + sys of every process
-  over the pages fetched. ``--large`` is a web whose two-worker crawl lasts more than 30 s.
+  over the pages fetched (Redis's own CPU apart). ``--large`` is a web whose two-worker crawl
+  lasts more than 30 s; ``--cluster`` runs the workers on a 3-master Redis Cluster.
 * Memory: ``INFO memory`` ``used_memory`` deltas for ``--urls`` URLs of the synthetic web's
   shape: our frontier entries (``RedisFrontier.admit``: site, host, codec record), our Bloom
   filter sized for that many URLs at 0.1% (``MEMORY USAGE`` of the string), and, in the same
@@ -89,8 +90,40 @@ class RedisProcess:
         self.proc.wait(timeout=10)
 
 
+class ClusterRedis:
+    """``--cluster``: a 3-master Redis Cluster (``tests/support/cluster.py``) behind the same
+    interface as ``RedisProcess``; the workers get ``LARBIN_REDIS_CLUSTER=True``."""
+
+    settings = ("LARBIN_REDIS_CLUSTER=True",)
+
+    def __init__(self, workdir: Path) -> None:
+        from tests.support.cluster import RedisClusterProcess, cluster_port
+
+        self.cluster = RedisClusterProcess(workdir / "cluster", [cluster_port() for _ in range(3)])
+        self.cluster.create()
+        self.url = self.cluster.url
+        self.nodes = [redis.Redis(port=p) for p in self.cluster.ports]
+        self.client = self  # flushall() below
+        self._cpu0 = 0.0
+
+    def flushall(self) -> None:
+        for node in self.nodes:
+            node.flushall()
+
+    def cpu_seconds(self) -> float:
+        infos = [node.info("cpu") for node in self.nodes]
+        return sum(float(i["used_cpu_sys"] + i["used_cpu_user"]) for i in infos) - self._cpu0
+
+    def reset_cpu(self) -> None:
+        self._cpu0 = 0.0
+        self._cpu0 = self.cpu_seconds()
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
 # --- crawls ----------------------------------------------------------------------------------
-def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: RedisProcess | None, work: Path,
+def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: Any, work: Path,
           tag: str) -> dict[str, Any]:
     """``workers`` Redis workers at once on ``web`` (``rds`` None: one local crawl)."""
     if rds is not None:
@@ -103,6 +136,8 @@ def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: RedisProcess | None, w
         if rds is not None:
             env["SCRAPY_SETTINGS_MODULE"] = "settings.distributed"
             cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_IDLE_BEFORE_CLOSE=1"]
+            for kv in getattr(rds, "settings", ()):
+                cmd += ["-s", kv]
         results[i] = run_process(cmd, cwd, env, work / f"{tag}-{i}", 900, web)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
@@ -126,7 +161,7 @@ def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: RedisProcess | None, w
             "pages_per_s": pages / active, "cpu_ms_per_page": 1000 * cpu / max(1, pages)}
 
 
-def one_repetition(sc: Scenario, web: SynthWeb, rds: RedisProcess, work: Path,
+def one_repetition(sc: Scenario, web: SynthWeb, rds: Any, work: Path,
                    rep: int) -> list[dict[str, Any]]:
     """A local crawl, one worker, two workers: the same web, one after the other."""
     out = []
@@ -191,7 +226,7 @@ def render(report: dict[str, Any]) -> str:
     m = report["memory"]
     lines = [
         f"## Distributed: {report['web']['pages']} pages ({report['web']['hosts']} hosts), "
-        f"CPU-bound, one Redis; {os.cpu_count()} CPUs", "",
+        f"CPU-bound, {report['redis']}; {os.cpu_count()} CPUs", "",
         "| rep | mode | pages | coverage | dup | active s | wall s | CPU s (user+sys) "
         "| Redis CPU s | CPU ms/page | pages/s |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -230,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--large", action="store_true",
                    help="60 hosts x 300 pages: a two-worker crawl of more than 30 s")
     p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--cluster", action="store_true",
+                   help="the workers on a 3-master Redis Cluster on loopback (memory: one Redis)")
     p.add_argument("--urls", type=int, default=100_000)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
@@ -242,8 +279,14 @@ def main(argv: list[str] | None = None) -> int:
         report: dict[str, Any] = {"memory": memory(rds, args.urls)}
         with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(work / "web")) as web:
             report["web"] = {"hosts": sc.hosts, "pages": len(web.pages)}
-            report["reps"] = [one_repetition(sc, web, rds, work, rep)
-                              for rep in range(args.reps)]
+            target = ClusterRedis(work) if args.cluster else rds
+            try:
+                report["reps"] = [one_repetition(sc, web, target, work, rep)
+                                  for rep in range(args.reps)]
+            finally:
+                if target is not rds:
+                    target.stop()
+            report["redis"] = "a 3-master Redis Cluster" if args.cluster else "one Redis"
     finally:
         rds.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -74,8 +74,10 @@ def _crawl_checks(web, procs, records) -> None:
 def test_two_workers_crawl_once_and_politely_on_a_cluster(web, tmp_path: Path):
     with redis_cluster(tmp_path / "cluster") as cluster:
         url = f"redis://127.0.0.1:{cluster.ports[2]}/0"  # any node
-        procs = [start_worker(web, tmp_path / f"w{i}", url, *seeds_args(web.seeds), **CLUSTER)
-                 for i in range(2)]
+        client = cluster.client()
+        client.lpush("larbin:start_urls", *web.seeds)  # the scrapy-redis way, in its own slot
+        client.close()
+        procs = [start_worker(web, tmp_path / f"w{i}", url, **CLUSTER) for i in range(2)]
         wait_workers(procs)
         assert [p.returncode for p in procs] == [0, 0]
         assert_clean_logs(procs)
