@@ -245,7 +245,7 @@ class RedisScheduler(FrontierScheduler):
         if self._unreachable:  # never joined, or Redis went away: no Redis to tell
             self.jobs.stop()
             return defer.succeed(None)
-        self.flush()
+        self.flush(now=True)  # behind the admit in flight, before the retirement
 
         def retire() -> tuple[int, dict[str, int], int | None]:
             requeued = self.fs.retire(self.worker)
@@ -308,10 +308,14 @@ class RedisScheduler(FrontierScheduler):
         return min(self._shard_next)
 
     # -- to and from Redis -----------------------------------------------------------------
-    def flush(self) -> None:
+    def flush(self, now: bool = False) -> None:
         """Admit the buffered requests and send the pending acknowledgements: one script per
-        shard (``ShardedFrontier.admit``)."""
+        shard (``ShardedFrontier.admit``). One admit in flight at a time: what is buffered
+        meanwhile goes with the next one (sent when it ends), so a busy worker admits many
+        pages' links per script, not one page's links per shard."""
         if not (self._buffered or self.acks or self.seeds_pending):
+            return
+        if self._admitting and not now and self._buffered < FLUSH_RECORDS:
             return
         buffers, acks, seeds = self.buffers, self.acks, self.seeds_pending
         self.buffers = [[] for _ in buffers]
@@ -345,6 +349,8 @@ class RedisScheduler(FrontierScheduler):
 
     def _admit_ended(self) -> None:
         self._admitting -= 1
+        if not self._closing:
+            self.flush()
 
     def _admitted(self, result: tuple[int, int]) -> None:
         new, filtered = result
