@@ -28,8 +28,8 @@ the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for man
   the front of their site lists and its IPs are freed.
 
 Counters in ``P:count``: ``queued`` (records in tiers and site lists), ``insites``, ``leased``.
-All keys start with the prefix, so a hash tag in it (``{larbin}:frontier``) puts the whole
-frontier in one Redis Cluster slot (docs/distributed.md).
+All keys start with the prefix, so in a Redis Cluster a shard's prefix carries its hash tag and
+the whole shard is one slot (``shards.py``); the scripts are in ``lua.py``.
 """
 
 from __future__ import annotations
