@@ -1,13 +1,18 @@
-"""Distributed mode: one worker against two on a CPU-bound crawl, and Redis memory per URL.
+"""Distributed mode: a local crawl, one worker and two on one CPU-bound web; Redis memory per URL.
 
-    python benchmarks/bench_distributed.py [--hosts 10] [--pages 40] [--urls 100000]
-                                           [--reps 1] [--json PATH]
+    python benchmarks/bench_distributed.py [--hosts 10] [--pages 40] [--large] [--reps 1]
+                                           [--cluster] [--urls 100000] [--json PATH]
 
 * Crawl: the CPU scenario of ``benchmarks.run`` (``SynthWeb``, ``DOWNLOAD_DELAY=0``,
-  ``CONCURRENT_REQUESTS=100``, ``CONCURRENT_REQUESTS_PER_DOMAIN=8``), run with
-  ``settings.distributed`` against a fresh ``redis-server``: first one worker, then two at once.
-  pages/s is taken over the active period in nginx's log (first to last request), so start-up
-  and the ``LARBIN_IDLE_BEFORE_CLOSE`` wait do not count; wall time is reported too.
+  ``CONCURRENT_REQUESTS=100``, ``CONCURRENT_REQUESTS_PER_DOMAIN=8``), each repetition in this
+  order on the same web: a local crawl (``settings.base``), one worker with
+  ``settings.distributed`` against a fresh ``redis-server``, then two workers at once. Ratios
+  are taken within one repetition (the machine may be shared: absolute rates drift between
+  runs, the three crawls of one repetition share the same minute). pages/s is taken over the
+  active period in nginx's log (first to last request), so start-up and the
+  ``LARBIN_IDLE_BEFORE_CLOSE`` wait do not count; CPU ms/page is user + sys of every process
+  over the pages fetched (Redis's own CPU apart). ``--large`` is a web whose two-worker crawl
+  lasts more than 30 s; ``--cluster`` runs the workers on a 3-master Redis Cluster.
 * Memory: ``INFO memory`` ``used_memory`` deltas for ``--urls`` URLs of the synthetic web's
   shape: our frontier entries (``RedisFrontier.admit``: site, host, codec record), our Bloom
   filter sized for that many URLs at 0.1% (``MEMORY USAGE`` of the string), and, in the same
@@ -59,6 +64,7 @@ class RedisProcess:
              "--appendonly", "no", "--dir", str(workdir)],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         self.client = redis.Redis.from_url(self.url)
+        self._cpu0 = 0.0
         for _ in range(500):
             try:
                 self.client.ping()
@@ -66,6 +72,15 @@ class RedisProcess:
             except redis.ConnectionError:
                 time.sleep(0.02)
         raise RuntimeError("redis-server did not start")
+
+    def cpu_seconds(self) -> float:
+        """redis-server's CPU since ``reset_cpu`` (``INFO cpu``)."""
+        info = self.client.info("cpu")
+        return float(info["used_cpu_sys"] + info["used_cpu_user"]) - self._cpu0
+
+    def reset_cpu(self) -> None:
+        self._cpu0 = 0.0
+        self._cpu0 = self.cpu_seconds()
 
     def used_memory(self) -> int:
         return int(self.client.info("memory")["used_memory"])
@@ -75,18 +90,55 @@ class RedisProcess:
         self.proc.wait(timeout=10)
 
 
+class ClusterRedis:
+    """``--cluster``: a 3-master Redis Cluster (``tests/support/cluster.py``) behind the same
+    interface as ``RedisProcess``; the workers get ``LARBIN_REDIS_CLUSTER=True``."""
+
+    settings = ("LARBIN_REDIS_CLUSTER=True",)
+
+    def __init__(self, workdir: Path) -> None:
+        from tests.support.cluster import RedisClusterProcess, cluster_port
+
+        self.cluster = RedisClusterProcess(workdir / "cluster", [cluster_port() for _ in range(3)])
+        self.cluster.create()
+        self.url = self.cluster.url
+        self.nodes = [redis.Redis(port=p) for p in self.cluster.ports]
+        self.client = self  # flushall() below
+        self._cpu0 = 0.0
+
+    def flushall(self) -> None:
+        for node in self.nodes:
+            node.flushall()
+
+    def cpu_seconds(self) -> float:
+        infos = [node.info("cpu") for node in self.nodes]
+        return sum(float(i["used_cpu_sys"] + i["used_cpu_user"]) for i in infos) - self._cpu0
+
+    def reset_cpu(self) -> None:
+        self._cpu0 = 0.0
+        self._cpu0 = self.cpu_seconds()
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
 # --- crawls ----------------------------------------------------------------------------------
-def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: RedisProcess, work: Path,
+def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: Any, work: Path,
           tag: str) -> dict[str, Any]:
-    rds.client.flushall()
+    """``workers`` Redis workers at once on ``web`` (``rds`` None: one local crawl)."""
+    if rds is not None:
+        rds.client.flushall()
     log_start = web.log_offset()
     results: list[dict[str, Any]] = [{} for _ in range(workers)]
 
     def one(i: int) -> None:
         cmd, cwd, env = crawler_command("larbin", sc, web, work, work / f"{tag}-{i}.jsonl")
-        env["SCRAPY_SETTINGS_MODULE"] = "settings.distributed"
-        cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_IDLE_BEFORE_CLOSE=1"]
-        results[i] = run_process(cmd, cwd, env, work / f"{tag}-{i}", 600, web)
+        if rds is not None:
+            env["SCRAPY_SETTINGS_MODULE"] = "settings.distributed"
+            cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_IDLE_BEFORE_CLOSE=1"]
+            for kv in getattr(rds, "settings", ()):
+                cmd += ["-s", kv]
+        results[i] = run_process(cmd, cwd, env, work / f"{tag}-{i}", 900, web)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
     for t in threads:
@@ -96,12 +148,31 @@ def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: RedisProcess, work: Pa
     time.sleep(0.2)
     fetches = analyze_fetches(web, web.access_log_entries(log_start))
     active = fetches["active_s"] or 1e-9
-    return {"workers": workers, "exit_codes": [r["exit_code"] for r in results],
-            "wall_s": max(r["wall_s"] for r in results),
-            "cpu_s": sum(r["cpu_s"] for r in results),
-            "pages": fetches["pages_fetched"], "coverage": fetches["coverage"],
+    pages = fetches["pages_fetched"]
+    cpu = sum(r["cpu_s"] for r in results)
+    return {"mode": "local" if rds is None else f"{workers} worker{'s' * (workers > 1)}",
+            "workers": workers, "exit_codes": [r["exit_code"] for r in results],
+            "wall_s": max(r["wall_s"] for r in results), "cpu_s": cpu,
+            "cpu_user_s": sum(r["cpu_user_s"] for r in results),
+            "cpu_sys_s": sum(r["cpu_sys_s"] for r in results),
+            "redis_cpu_s": rds.cpu_seconds() if rds is not None else 0.0,
+            "pages": pages, "coverage": fetches["coverage"],
             "duplicates": fetches["duplicates"], "active_s": active,
-            "pages_per_s": fetches["pages_fetched"] / active}
+            "pages_per_s": pages / active, "cpu_ms_per_page": 1000 * cpu / max(1, pages)}
+
+
+def one_repetition(sc: Scenario, web: SynthWeb, rds: Any, work: Path,
+                   rep: int) -> list[dict[str, Any]]:
+    """A local crawl, one worker, two workers: the same web, one after the other."""
+    out = []
+    for workers, server in ((1, None), (1, rds), (2, rds)):
+        if server is not None:
+            server.reset_cpu()
+        out.append(crawl(workers, sc, web, server, work, f"r{rep}-{workers}-{server is None}"))
+        print(f"  rep {rep + 1}: {out[-1]['mode']}: {out[-1]['pages']} pages, "
+              f"{out[-1]['cpu_ms_per_page']:.2f} ms CPU/page, {out[-1]['pages_per_s']:.0f} "
+              "pages/s", file=sys.stderr, flush=True)
+    return out
 
 
 # --- memory ----------------------------------------------------------------------------------
@@ -152,26 +223,37 @@ def memory(rds: RedisProcess, n: int) -> dict[str, Any]:
 
 
 def render(report: dict[str, Any]) -> str:
-    c1, c2 = report["crawls"]
-    speedup = c2["pages_per_s"] / c1["pages_per_s"] if c1["pages_per_s"] else 0
     m = report["memory"]
     lines = [
         f"## Distributed: {report['web']['pages']} pages ({report['web']['hosts']} hosts), "
-        f"CPU-bound, one Redis; {os.cpu_count()} CPUs", "",
-        "| workers | pages | coverage | dup | active s | wall s | CPU s | pages/s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"CPU-bound, {report['redis']}; {os.cpu_count()} CPUs", "",
+        "| rep | mode | pages | coverage | dup | active s | wall s | CPU s (user+sys) "
+        "| Redis CPU s | CPU ms/page | pages/s |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for c in report["crawls"]:
-        lines.append(f"| {c['workers']} | {c['pages']} | {100 * c['coverage']:.1f}% "
-                     f"| {c['duplicates']} | {c['active_s']:.1f} | {c['wall_s']:.1f} "
-                     f"| {c['cpu_s']:.1f} | {c['pages_per_s']:.1f} |")
-    lines += ["", f"Two workers / one: **{speedup:.2f}x** pages/s.", "",
-              f"### Redis memory per URL ({m['urls']} URLs, INFO used_memory deltas)", "",
+    ratios = []
+    for rep, crawls in enumerate(report["reps"]):
+        for c in crawls:
+            lines.append(
+                f"| {rep + 1} | {c['mode']} | {c['pages']} | {100 * c['coverage']:.1f}% "
+                f"| {c['duplicates']} | {c['active_s']:.1f} | {c['wall_s']:.1f} "
+                f"| {c['cpu_s']:.1f} ({c['cpu_user_s']:.1f}+{c['cpu_sys_s']:.1f}) "
+                f"| {c['redis_cpu_s']:.1f} | {c['cpu_ms_per_page']:.2f} "
+                f"| {c['pages_per_s']:.1f} |")
+        local, one, two = crawls
+        ratios.append((one["cpu_ms_per_page"] / local["cpu_ms_per_page"],
+                       two["pages_per_s"] / one["pages_per_s"] if one["pages_per_s"] else 0))
+    lines.append("")
+    for rep, (cpu, speed) in enumerate(ratios):
+        lines.append(f"Rep {rep + 1}: one worker's CPU/page / local's: **{cpu:.2f}x** "
+                     f"(goal <= 1.3x); two workers / one: **{speed:.2f}x** pages/s "
+                     "(goal >= 1.8x).")
+    lines += ["", f"### Redis memory per URL ({m['urls']} URLs, INFO used_memory deltas)", "",
               "| | larbinscrapy | plain scrapy-redis |", "|---|---:|---:|",
               f"| seen URL, bytes | {m['larbin_seen_bytes_per_url']:.1f} (Bloom, 0.1%) "
               f"| {m['scrapy_redis_seen_bytes_per_url']:.1f} (SET of SHA1 hex) |",
               f"| queued URL, bytes | {m['larbin_queued_bytes_per_url']:.1f} (tier list: "
-              f"site, host, {m['larbin_record_bytes']:.0f}-byte JSON record) "
+              f"{m['larbin_record_bytes']:.0f}-byte record) "
               f"| {m['scrapy_redis_queued_bytes_per_url']:.1f} (ZSET of pickled dicts) |"]
     return "\n".join(lines) + "\n"
 
@@ -180,9 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--hosts", type=int, default=10)
     p.add_argument("--pages", type=int, default=40)
+    p.add_argument("--large", action="store_true",
+                   help="60 hosts x 300 pages: a two-worker crawl of more than 30 s")
+    p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--cluster", action="store_true",
+                   help="the workers on a 3-master Redis Cluster on loopback (memory: one Redis)")
     p.add_argument("--urls", type=int, default=100_000)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
+    if args.large:
+        args.hosts, args.pages = 60, 300
     work = Path(tempfile.mkdtemp(prefix="larbin-bench-dist-"))
     sc = Scenario("cpu", args.hosts, args.pages, 0.0, 1, 8, 100)
     rds = RedisProcess(work)
@@ -190,8 +279,14 @@ def main(argv: list[str] | None = None) -> int:
         report: dict[str, Any] = {"memory": memory(rds, args.urls)}
         with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(work / "web")) as web:
             report["web"] = {"hosts": sc.hosts, "pages": len(web.pages)}
-            report["crawls"] = [crawl(1, sc, web, rds, work, "one"),
-                                crawl(2, sc, web, rds, work, "two")]
+            target = ClusterRedis(work) if args.cluster else rds
+            try:
+                report["reps"] = [one_repetition(sc, web, target, work, rep)
+                                  for rep in range(args.reps)]
+            finally:
+                if target is not rds:
+                    target.stop()
+            report["redis"] = "a 3-master Redis Cluster" if args.cluster else "one Redis"
     finally:
         rds.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -2,6 +2,7 @@
 
     redis-cli lpush larbin:start_urls http://example.com/
     SCRAPY_SETTINGS_MODULE=settings.distributed scrapy crawl larbin -s REDIS_URL=redis://host:6379/0
+    # a Redis Cluster: -s LARBIN_REDIS_CLUSTER=True -s REDIS_URL=redis://any-node:7000/0
 
 Connection and seed settings use scrapy-redis's names (``REDIS_URL``, ``REDIS_PARAMS``,
 ``REDIS_START_URLS_KEY``, ``SCHEDULER_PERSIST``); keys are templates in its ``%(spider)s:...``

@@ -24,27 +24,19 @@ from tests.support.cores import CountingStats
 from tests.support.crawl import seeds_args
 from tests.support.wait import wait_for
 from tests.support.workers import (
+    TOLERANCE,
     WORKER_DELAY,
     assert_clean_logs,
+    fetched_twice,
     frontier_entry,
+    min_interval_per_ip,
     start_worker,
     wait_workers,
 )
-from testweb.harness import gaps_by_ip, page_counts, pages, sitemap_counts
+from testweb.harness import pages, sitemap_counts
 
 DELAY = WORKER_DELAY
-TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
 
-
-def _fetched_twice(records, port: int) -> list[str]:
-    """Pages requested more than once, but for server errors (RETRY_TIMES=1 retries them)."""
-    ok = [e for e in records if e["status"] < 500]
-    return [url for url, n in page_counts(ok, port).items() if n > 1]
-
-
-def _min_interval_per_ip(records) -> dict[str, float]:
-    """Per server IP, the shortest time between two requests (robots.txt included)."""
-    return {ip: min(gaps, default=99.0) for ip, gaps in gaps_by_ip(records).items()}
 
 
 @pytest.mark.crawl
@@ -61,9 +53,9 @@ def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url)
     records = web.read_log()
     fetched = pages(records, web.port)
     assert set(fetched) == truth
-    assert _fetched_twice(records, web.port) == []
+    assert fetched_twice(records, web.port) == []
     assert sitemap_counts(records, web.port) == {}  # off in this profile (settings/distributed.py)
-    intervals = _min_interval_per_ip(records)
+    intervals = min_interval_per_ip(records)
     assert min(intervals.values()) >= DELAY - TOLERANCE, intervals
     # every worker did a share of the work, and the frontier is empty at the end
     items = [len((p.out / "items.jsonl").read_text().splitlines()) for p in procs]
@@ -84,7 +76,7 @@ def test_kill_one_worker_its_leases_come_back(web, tmp_path, redis_url):
     assert_clean_logs(procs[1:])
     records = web.read_log()
     assert pages(records, web.port) == truth
-    assert min(_min_interval_per_ip(records).values()) >= DELAY - TOLERANCE
+    assert min(min_interval_per_ip(records).values()) >= DELAY - TOLERANCE
     reaped = sum("Reaped 1 silent worker" in (p.out / "stderr.log").read_text() for p in procs)
     assert reaped >= 1
 
@@ -109,7 +101,7 @@ def test_stop_all_workers_and_resume_from_redis(web, tmp_path, redis_url):
     assert_clean_logs(first + second)
     records = web.read_log()
     assert pages(records, web.port) == truth
-    assert _fetched_twice(records, web.port) == []
+    assert fetched_twice(records, web.port) == []
 
 
 # --- the Redis frontier and dupefilter without Scrapy -------------------------------------

@@ -178,7 +178,9 @@ LARBIN_SSRF_GUARD = Setting(True, bool, doc="refuse private, loopback, link-loca
 LARBIN_ALLOWED_NETWORKS = Setting("", parse="larbinscrapy.politeness.dns.parse_networks", takes="comma-separated networks (CIDR)", doc="comma-separated CIDRs the guard lets through (tests: 127.0.0.0/8)")
 
 # --- Distributed mode (settings/distributed.py turns it on; docs/distributed.md) -------------
-LARBIN_REDIS_FRONTIER_KEY = Setting("%(spider)s:frontier", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="prefix of every frontier key; \"{%(spider)s}:frontier\" for a Redis Cluster slot")
+LARBIN_REDIS_FRONTIER_KEY = Setting("%(spider)s:frontier", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="prefix of every frontier key (a cluster adds each shard's hash tag in front)")
+LARBIN_REDIS_CLUSTER = Setting(False, bool, doc="True: REDIS_URL names any node of a Redis Cluster; the frontier is sharded by host over it")
+LARBIN_REDIS_SHARDS = Setting(32, int, min=1, max=16384, doc="cluster only: shards (hash tags spread evenly over the slots) that hosts are hashed into")
 LARBIN_REDIS_DUPEFILTER_KEY = Setting("%(spider)s:seen", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="the seen-URL bit string (split in 2^32-bit strings past 512 MiB)")
 LARBIN_REDIS_CONTENTDUP_KEY = Setting("%(spider)s:contentdup", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="hash: content hash -> first URL")
 LARBIN_LEASE_TIMEOUT = Setting(60.0, float, above=0, doc="seconds without a heartbeat before a worker's leased requests go back to the queue")

@@ -8,42 +8,60 @@ kept. Near duplicates (``LARBIN_NEAR_DUP_DISTANCE``) are not shared: a warning s
 Memory: ~16 bytes of hash + the URL + ~60 bytes of Redis overhead a page. While Redis cannot
 be reached, pages are kept unchecked (``larbin/contentdup/unchecked``).
 
-``process_item`` is a coroutine: the round trip runs in the pipeline's own small thread pool
-(started in ``open_spider``, stopped in ``close_spider``), never in the reactor thread.
+``process_item`` is a coroutine: the check is one script call sent from the pipeline's own
+Redis thread (``distributed.jobs.RedisJobs``: started in ``open_spider``, stopped in
+``close_spider``), never from the reactor thread; the checks of the pages that finish while one
+round trip is on its way share the next one (one pipeline).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-import redis
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
-from scrapy_redis.connection import get_redis_from_settings
-from twisted.python.threadpool import ThreadPool
 
+from larbinscrapy.distributed.connection import UNREACHABLE, connector
+from larbinscrapy.distributed.jobs import Call, LuaScript, RedisJobs
+from larbinscrapy.distributed.shards import spread_tags
 from larbinscrapy.pipelines.contentdup import content_hash
-from larbinscrapy.reactor import defer_to_pool, installed_reactor
+from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from redis import Redis
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
 
+# KEYS: the hash; ARGV: digest, url. Nil if url is the first page with digest, else that page.
+_FIRST_URL = r"""
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then return false end
+return redis.call('HGET', KEYS[1], ARGV[1])
+"""
+
+
+def _first_url(reply: bytes | None) -> str | None:
+    return None if reply is None else reply.decode("utf-8", "replace")
+
 
 class RedisContentDupPipeline:
     """Drops a page whose normalised body some worker already kept under another URL."""
 
-    def __init__(self, server: Redis, key: str, stats: StatsCollector | None = None) -> None:
+    def __init__(self, server: Redis | None, key: str, stats: StatsCollector | None = None, *,
+                 connect: Callable[[], Any] | None = None, shards: int = 1) -> None:
         self.server = server
         self.key = key
+        # a cluster: one hash per shard tag, a page's digest chooses it
+        self._keys = [f"{{{t}}}{key}" for t in spread_tags(shards)] if shards > 1 else [key]
         self.stats = stats
         self._logged_drop = False
         self._logged_unchecked = False
-        self._pool = ThreadPool(1, 4, name="larbin-contentdup")
+        self._jobs = RedisJobs("larbin-contentdup", server=server, connect=connect)
+        self._script = LuaScript(_FIRST_URL)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisContentDupPipeline:
@@ -55,26 +73,24 @@ class RedisContentDupPipeline:
                            "only exact content duplicates are dropped")
         name = crawler.spidercls.name
         template = s["LARBIN_REDIS_CONTENTDUP_KEY"]
-        return cls(get_redis_from_settings(s), template % {"spider": name, "name": name},
-                   crawler.stats)
+        server, connect, shards = connector(s)
+        return cls(server, template % {"spider": name, "name": name}, crawler.stats,
+                   connect=connect, shards=shards)
 
     def open_spider(self, spider: Any = None) -> None:
-        self._pool.start()
+        self._jobs.start()
         installed_reactor().addSystemEventTrigger("during", "shutdown", self._stop)
 
     def close_spider(self, spider: Any = None) -> None:
         self._stop()
 
     def _stop(self) -> None:
-        if self._pool.started:
-            self._pool.stop()
+        self._jobs.stop()
 
-    def first_url(self, digest: Any, url: str) -> str | None:
-        """Redis thread: None if ``url`` is the first page with ``digest``, else that page."""
-        if self.server.hsetnx(self.key, digest, url):
-            return None
-        first = cast("bytes | None", self.server.hget(self.key, digest))  # no decode_responses
-        return (first or b"").decode("utf-8", "replace")
+    def first_url_call(self, digest: Any, url: str) -> Call:
+        """None if ``url`` is the first page with ``digest``, else that page's URL."""
+        key = self._keys[int.from_bytes(digest[:4], "big") % len(self._keys)]
+        return Call.script_call(self._script, key, [digest, url], _first_url)
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:
         if (item.get("fetch_count") or 1) > 1:  # a revisit (LARBIN_REVISIT): not a copy
@@ -88,8 +104,8 @@ class RedisContentDupPipeline:
         url = item.get("url") or ""
         try:
             first = await maybe_deferred_to_future(
-                defer_to_pool(self._pool, self.first_url, digest, url))
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                self._jobs.run(self.first_url_call(digest, url)))
+        except UNREACHABLE as exc:
             # Redis away: keep the page (a copy kept beats a page lost); the scheduler's
             # outage rule decides whether the worker stops
             self._inc("unchecked")

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.request import RequestFingerprinter
-from scrapy_redis.connection import get_redis_from_settings
 
+from larbinscrapy.distributed.connection import connector
+from larbinscrapy.distributed.jobs import Call, LuaScript, run_call
 from larbinscrapy.seen.bitset import KHashBitSet, bloom_size
 from larbinscrapy.seen.dupefilter import CountingDupeFilter
 
@@ -117,7 +118,7 @@ class RedisBitmapDupeFilter(CountingDupeFilter):
         self.stats = stats
         self.filtered = 0
         self._logdupes = True
-        self._many = server.register_script(_MANY)
+        self._many = LuaScript(_MANY)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -127,7 +128,7 @@ class RedisBitmapDupeFilter(CountingDupeFilter):
         if spider is None or not getattr(spider, "name", None):
             raise NotConfigured("RedisBitmapDupeFilter needs the spider's name for its key")
         return cls(
-            get_redis_from_settings(s),
+            connector(s)[0],  # None on a Redis Cluster: the scheduler owns the connection
             key % {"spider": spider.name, "name": spider.name},
             mode=s.get("LARBIN_DUPEFILTER_MODE"),
             bits=s.getint("LARBIN_DUPEFILTER_BITS"),
@@ -153,7 +154,11 @@ class RedisBitmapDupeFilter(CountingDupeFilter):
         for fp in fps:
             args += self.local.positions(fp)
             self.local.test_and_set(fp)
-        return [not new for new in self._many(keys=[self.key], args=args)]
+        if self.server is None:
+            raise NotConfigured("request_seen is not available on a Redis Cluster: use "
+                                "RedisScheduler, which tests the seen bits in its admits")
+        return [not new for new in run_call(self.server, Call.script_call(
+            self._many, self.key, args))]
 
     def request_seen(self, request: Request) -> bool:
         return self.test_and_set_many([self.fingerprinter.fingerprint(request)])[0]

@@ -4,7 +4,8 @@ The Redis side of ``RedisScheduler``, with no Scrapy in it (tests drive it direc
 the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for many workers:
 
 * two tiers, each with a wait list: ``P:tier:0..3`` (priority, priority-wait, normal,
-  normal-wait), entries ``site \\t host \\t record`` (``record`` is ``frontier.codec``'s);
+  normal-wait), entries ``site \\t host \\t record`` (``record`` is ``frontier.codec``'s), or
+  the record alone when site and host follow from its URL (the common case: ``entry``);
 * the sequencer (``refill``, inside ``pop``) moves entries to per-site lists ``P:site:<site>``
   capped at ``LARBIN_MAX_URLS_PER_SITE`` (overflow goes to the tier's wait list), at most
   ``LARBIN_LOADED_SITES * cap`` records in site lists at once;
@@ -27,303 +28,71 @@ the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for man
   the front of their site lists and its IPs are freed.
 
 Counters in ``P:count``: ``queued`` (records in tiers and site lists), ``insites``, ``leased``.
-All keys start with the prefix, so a hash tag in it (``{larbin}:frontier``) puts the whole
-frontier in one Redis Cluster slot (docs/distributed.md).
+All keys start with the prefix, so in a Redis Cluster a shard's prefix carries its hash tag and
+the whole shard is one slot (``shards.py``); the scripts are in ``lua.py``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from larbinscrapy.distributed.dupefilter import BITS_LUA
+from larbinscrapy.distributed import lua
+from larbinscrapy.distributed.jobs import Call, run_call, run_calls
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from redis import Redis
 
+    from larbinscrapy.distributed.jobs import LuaScript
+
 logger = logging.getLogger(__name__)
+
+# A record whose URL is http(s) with a lower-case host: its site and host need not be stored.
+_DERIVABLE = re.compile(rb'\["(https?)://([a-z0-9.\-]+)(?::([1-9][0-9]*))?[/?#"]').match
+_DEFAULT_PORT = {b"http": b"80", b"https": b"443"}
 
 TIERS = ("priority", "priority-wait", "normal", "normal-wait")
 PRIORITY, NORMAL = 0, 2
 
-# Shared by every script: the clock, counters and the IP placement rule.
-_COMMON = r"""
-local P = ARGV[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local CK = P .. ':count'
-local function count(field, n)  -- n ~= 0: Lua's -0 is not an integer to Redis
-  if n ~= 0 then redis.call('HINCRBY', CK, field, n) end
-end
-local function place(ip, conn)
-  local ready = P .. ':ready'
-  if redis.call('LLEN', P .. ':ipsites:' .. ip) == 0
-     or redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then
-    redis.call('ZREM', ready, ip) return
-  end
-  local busy = tonumber(redis.call('HGET', P .. ':busy', ip) or '0')
-  if busy >= conn then redis.call('ZREM', ready, ip) return end
-  local at = tonumber(redis.call('HGET', P .. ':readyat', ip) or '0')
-  redis.call('ZADD', ready, at, ip)
-end
-local function link(site, ip, conn)
-  redis.call('RPUSH', P .. ':ipsites:' .. ip, site)
-  place(ip, conn)
-end
-local function drop_site(site)
-  local skey = P .. ':site:' .. site
-  local n = redis.call('LLEN', skey)
-  redis.call('DEL', skey)
-  count('insites', -n) count('queued', -n)
-  return n
-end
-local function host_of_site(site)
-  return string.match(site, '^[^:]+://%[?([^%]/]-)%]?:?%d*$') or site
-end
--- Put a leased record back at the front of its site list (a reaped or returned lease).
-local function requeue(v, conn)
-  local ip, site, rec = string.match(v, '^([^\t]*)\t([^\t]*)\t(.*)$')
-  count('leased', -1)
-  if redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then return 0 end
-  local skey = P .. ':site:' .. site
-  if redis.call('LPUSH', skey, rec) == 1 then link(site, ip, conn) end
-  count('insites', 1) count('queued', 1)
-  return 1
-end
-local function free_ips(worker, conn)
-  local hkey = P .. ':held:' .. worker
-  local held = redis.call('HGETALL', hkey)
-  for i = 1, #held, 2 do
-    local ip, n = held[i], tonumber(held[i + 1])
-    if redis.call('HINCRBY', P .. ':busy', ip, -n) <= 0 then
-      redis.call('HDEL', P .. ':busy', ip)
-    end
-    place(ip, conn)
-  end
-  redis.call('DEL', hkey)
-end
-"""
+def take_seeds_call(prefix: str, worker: str, start_key: str, n: int) -> Call:
+    """Move up to ``n`` seeds from ``start_key`` to ``prefix:seeds:<worker>`` (pending until
+    their requests are admitted). In a cluster ``prefix`` shares the start key's slot."""
+    return Call.script_call(lua.TAKE_SEEDS, start_key, [prefix, worker, start_key, n], list)
 
-# ARGV: prefix, worker, want, conn, mem_limit, cap, budget, first lease id
-_POP = _COMMON + r"""
-local worker, want, conn = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local mem_limit, cap, budget = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local lid = tonumber(ARGV[8])
-local out, unresolved = {}, {}
-redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
-local stats = {dropped = 0, to_wait = 0}
 
-local function refill()
-  local order = {0, 1, 2, 3}
-  if redis.call('INCR', P .. ':turn') % 4 == 0 then order = {1, 0, 3, 2} end
-  local insites = tonumber(redis.call('HGET', CK, 'insites') or '0')
-  local moved = 0
-  for _, tier in ipairs(order) do
-    local tkey = P .. ':tier:' .. tier
-    -- a wait list is read at most once around per call: entries of a still full site go back
-    -- to its end, and must not be read (and pushed back) again in this pass
-    local left = (tier % 2 == 1) and redis.call('LLEN', tkey) or budget
-    while budget > 0 and left > 0 and insites < mem_limit do
-      left = left - 1
-      local e = redis.call('LPOP', tkey)
-      if not e then break end
-      budget = budget - 1
-      local site, host, rec = string.match(e, '^([^\t]*)\t([^\t]*)\t(.*)$')
-      local ip = redis.call('HGET', P .. ':dns', host)
-      if ip and string.sub(ip, 1, 1) ~= '!'
-         and redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then
-        -- resolved before its IP was dropped: its URLs go too, never parked in a site list
-        ip = '!noconnection'
-        redis.call('HSET', P .. ':dns', host, ip)
-      end
-      if ip and string.sub(ip, 1, 1) == '!' then
-        count('queued', -1) stats.dropped = stats.dropped + 1
-      else
-        local skey = P .. ':site:' .. site
-        local n = redis.call('LLEN', skey)
-        if n >= cap then
-          local wait = (tier < 2) and 1 or 3
-          redis.call('RPUSH', P .. ':tier:' .. wait, e)
-          stats.to_wait = stats.to_wait + 1
-        else
-          redis.call('RPUSH', skey, tier .. rec)
-          insites = insites + 1 moved = moved + 1
-          if n == 0 then
-            if ip then link(site, ip, conn)
-            else
-              redis.call('SADD', P .. ':hostsites:' .. host, site)
-              if redis.call('SADD', P .. ':unresolved', host) == 1 then
-                table.insert(unresolved, host)
-              end
-            end
-          end
-        end
-      end
-    end
-  end
-  redis.call('HSET', CK, 'insites', insites)
-  return moved
-end
+def seeds_reap_call(prefix: str, worker: str, timeout: float, start_key: str) -> Call:
+    """Cluster: the pending seeds of workers silent for ``timeout`` (or of ``worker`` itself,
+    ``timeout`` < 0) go back to ``start_key``. Its result: the workers reaped."""
+    ms = round(timeout * 1000) if timeout >= 0 else -1
+    return Call.script_call(lua.SEEDS_REAP, start_key, [prefix, worker, ms, start_key], int)
 
-local function pick()
-  while true do
-    local r = redis.call('ZRANGEBYSCORE', P .. ':ready', '-inf', now, 'LIMIT', 0, 1)
-    if #r == 0 then return nil end
-    local ip = r[1]
-    local ipkey = P .. ':ipsites:' .. ip
-    local site = redis.call('LMOVE', ipkey, ipkey, 'LEFT', 'RIGHT')
-    if not site then
-      redis.call('ZREM', P .. ':ready', ip)
-    else
-      local skey = P .. ':site:' .. site
-      local rec = redis.call('LPOP', skey)
-      if redis.call('LLEN', skey) == 0 then redis.call('LREM', ipkey, -1, site) end
-      if rec then
-        count('insites', -1) count('queued', -1) count('leased', 1)
-        redis.call('HINCRBY', P .. ':busy', ip, 1)
-        redis.call('HINCRBY', P .. ':held:' .. worker, ip, 1)
-        local id = tostring(lid) lid = lid + 1
-        redis.call('HSET', P .. ':lease:' .. worker, id, ip .. '\t' .. site .. '\t' .. rec)
-        place(ip, conn)
-        return {id, ip, string.sub(rec, 2)}
-      end
-      place(ip, conn)
-    end
-  end
-end
 
--- refill only when no loaded site can go (as the local scheduler): refilling to complete a
--- batch would re-read a crowded site's wait list on every pop
-local refilled = false
-while #out < want do
-  local got = pick()
-  if got then table.insert(out, got)
-  elseif refilled or #out > 0
-      or tonumber(redis.call('HGET', CK, 'insites') or '0') >= mem_limit then break
-  else refill() refilled = true end
-end
-local nxt = redis.call('ZRANGE', P .. ':ready', 0, 0, 'WITHSCORES')
-local wait = -1
-if #nxt > 0 then wait = math.max(0, tonumber(nxt[2]) - now) end
-return {out, unresolved, wait, tonumber(redis.call('HGET', CK, 'queued') or '0'),
-        stats.dropped, stats.to_wait}
-"""
+def _first_int(reply: list[Any]) -> int:
+    return int(reply[0])
 
-# ARGV: prefix, worker, ip, delay ms, dead (0/1), conn
-_RELEASE = _COMMON + r"""
-local worker, ip, delay = ARGV[2], ARGV[3], tonumber(ARGV[4])
-local dead, conn = ARGV[5] == '1', tonumber(ARGV[6])
-local hkey = P .. ':held:' .. worker
-local held = tonumber(redis.call('HGET', hkey, ip) or '0')
-if held <= 0 then return -1 end  -- reaped meanwhile: the IP was already freed
-if held == 1 then redis.call('HDEL', hkey, ip) else redis.call('HINCRBY', hkey, ip, -1) end
-if redis.call('HINCRBY', P .. ':busy', ip, -1) <= 0 then redis.call('HDEL', P .. ':busy', ip) end
-local at = math.max(tonumber(redis.call('HGET', P .. ':readyat', ip) or '0'), now + delay)
-redis.call('HSET', P .. ':readyat', ip, at)
-local dropped = 0
-if dead then
-  redis.call('SADD', P .. ':deadips', ip)
-  local ipkey = P .. ':ipsites:' .. ip
-  for _, site in ipairs(redis.call('LRANGE', ipkey, 0, -1)) do
-    dropped = dropped + drop_site(site)
-    redis.call('HSET', P .. ':dns', host_of_site(site), '!noconnection')
-  end
-  redis.call('DEL', ipkey)
-end
-place(ip, conn)
-return dropped
-"""
 
-# ARGV: prefix, host, ip or "!reason", conn
-_RESOLVED = _COMMON + r"""
-local host, val, conn = ARGV[2], ARGV[3], tonumber(ARGV[4])
-if string.sub(val, 1, 1) ~= '!' and redis.call('SISMEMBER', P .. ':deadips', val) == 1 then
-  val = '!noconnection'
-end
-local known = redis.call('HGET', P .. ':dns', host)
-if known then val = known end  -- the first answer stored wins: one IP per host for everyone
-redis.call('HSET', P .. ':dns', host, val)
-redis.call('SREM', P .. ':unresolved', host)
-local hkey = P .. ':hostsites:' .. host
-local sites = redis.call('SMEMBERS', hkey)
-redis.call('DEL', hkey)
-local dropped = 0
-for _, site in ipairs(sites) do
-  if string.sub(val, 1, 1) == '!' then dropped = dropped + drop_site(site)
-  elseif redis.call('LLEN', P .. ':site:' .. site) > 0 then link(site, val, conn) end
-end
-return {val, dropped}
-"""
+def _two_ints(reply: list[Any]) -> tuple[int, int]:
+    return int(reply[0]), int(reply[1])
 
-# ARGV: prefix, worker, seen key, shard bits, seeds key, n acks, lease ids...,
-#       then per entry: tier, number of bit positions, positions..., entry
-_ADMIT = _COMMON + BITS_LUA + r"""
-local worker, seen, shard_bits = ARGV[2], ARGV[3], tonumber(ARGV[4])
-local seeds_pending = ARGV[5]
-local i = 6
-local nacks = tonumber(ARGV[i]) i = i + 1
-local new, filtered = 0, 0
-while i <= #ARGV - nacks do
-  local tier, npos = ARGV[i], tonumber(ARGV[i + 1])
-  local first = i + 2
-  local is_new = npos == 0 or test_and_set(seen, shard_bits, ARGV, first, npos)
-  i = first + npos
-  if is_new then
-    redis.call('RPUSH', P .. ':tier:' .. tier, ARGV[i])
-    new = new + 1
-  else
-    filtered = filtered + 1
-  end
-  i = i + 1
-end
-local lkey = P .. ':lease:' .. worker
-for j = #ARGV - nacks + 1, #ARGV do
-  count('leased', -redis.call('HDEL', lkey, ARGV[j]))
-end
-if new > 0 then count('queued', new) end
-if seeds_pending ~= '' then redis.call('DEL', seeds_pending) end
-return {new, filtered}
-"""
 
-# ARGV: prefix, worker, timeout ms (or -1: retire this worker now), conn, start-urls key
-_REAP = _COMMON + r"""
-local me, timeout, conn, start = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local workers = P .. ':workers'
-local gone
-if timeout < 0 then gone = {me}
-else
-  redis.call('ZADD', workers, now, me)
-  gone = redis.call('ZRANGEBYSCORE', workers, '-inf', now - timeout)
-end
-local requeued = 0
-for _, w in ipairs(gone) do
-  local lkey = P .. ':lease:' .. w
-  local leases = redis.call('HGETALL', lkey)
-  for k = 2, #leases, 2 do requeued = requeued + requeue(leases[k], conn) end
-  redis.call('DEL', lkey)
-  free_ips(w, conn)
-  local pending = P .. ':seeds:' .. w
-  while redis.call('LMOVE', pending, start, 'LEFT', 'LEFT') do end
-  redis.call('ZREM', workers, w)
-end
-return {requeued, #gone}
-"""
+def _resolved_reply(reply: list[Any]) -> tuple[str, int]:
+    return reply[0].decode(), int(reply[1])
 
-# Seeds the scrapy-redis way, moved to a per-worker list until their requests are admitted.
-# ARGV: prefix, worker, start-urls key, count
-_TAKE_SEEDS = r"""
-local pending = ARGV[1] .. ':seeds:' .. ARGV[2]
-local out = {}
-for _ = 1, tonumber(ARGV[4]) do
-  local v = redis.call('LMOVE', ARGV[3], pending, 'LEFT', 'RIGHT')
-  if not v then break end
-  table.insert(out, v)
-end
-return out
-"""
+
+def _popped(reply: list[Any]) -> Popped:
+    out, unresolved, wait, queued, dropped, to_wait = reply
+    return Popped(
+        leases=[(lid.decode(), ip.decode(), rec) for lid, ip, rec in out],
+        unresolved=[h.decode() for h in unresolved],
+        wait=None if int(wait) < 0 else int(wait) / 1000,
+        queued=int(queued),
+        dropped=int(dropped),
+        to_wait=int(to_wait),
+    )
 
 
 @dataclass(slots=True)
@@ -357,18 +126,34 @@ class RedisFrontier:
         self.mem_limit = max(1, loaded_sites) * max_per_site
         self.connections = max(1, connections)
         self.refill_budget = refill_budget
-        self._pop = server.register_script(_POP)
-        self._release = server.register_script(_RELEASE)
-        self._resolved = server.register_script(_RESOLVED)
-        self._admit = server.register_script(_ADMIT)
-        self._reap = server.register_script(_REAP)
-        self._take_seeds = server.register_script(_TAKE_SEEDS)
+        self._pop = lua.POP
+        self._release = lua.RELEASE
+        self._giveback = lua.GIVEBACK
+        self._resolved = lua.RESOLVED
+        self._admit = lua.ADMIT
+        self._reap = lua.REAP
 
     @staticmethod
     def entry(site: str, host: str, record: bytes) -> bytes:
+        """A tier entry: the record alone when the scripts derive the same site and host from
+        its URL (``split_entry``), else ``site \\t host \\t record``."""
+        m = _DERIVABLE(record)
+        if m is not None:
+            scheme, name, port = m.groups()
+            if (name == host.encode() and site.encode()
+                    == b"%s://%s:%s" % (scheme, name, port or _DEFAULT_PORT[scheme])):
+                return record
         return f"{site}\t{host}\t".encode() + record
 
-    def admit(
+    def _call(self, script: LuaScript, args: list[Any], parse: Callable[[Any], Any]) -> Call:
+        # The declared key routes the call to the shard's master. It is the counters' hash: a
+        # key that exists from the first admit on, so while a reshard moves the slot the
+        # script runs where the shard's keys are (a missing declared key sends it to the new
+        # master before the keys got there). docs/distributed.md: reshard with a pipeline that
+        # moves a slot's keys in one MIGRATE.
+        return Call.script_call(script, f"{self.prefix}:count", [self.prefix, *args], parse)
+
+    def admit_call(
         self,
         worker: str,
         seen_key: str,
@@ -376,67 +161,95 @@ class RedisFrontier:
         entries: list[tuple[int, list[int], bytes]],
         acks: Sequence[str] = (),
         seeds_done: bool = False,
-    ) -> tuple[int, int]:
-        """Test-and-set each entry's bits; queue the new ones; then ack ``acks``. Atomic."""
-        args: list[Any] = [self.prefix, worker, seen_key, shard_bits,
+    ) -> Call:
+        """Test-and-set each entry's bits; queue the new ones; then ack ``acks``. Atomic.
+        Its result: (new, filtered)."""
+        args: list[Any] = [worker, seen_key, shard_bits,
                            f"{self.prefix}:seeds:{worker}" if seeds_done else "", len(acks)]
         for tier, positions, entry in entries:
             args += [tier, len(positions), *positions, entry]
         args += list(acks)
-        new, filtered = self._admit(args=args)
-        return int(new), int(filtered)
+        return self._call(self._admit, args, _two_ints)
+
+    def admit(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        return cast("tuple[int, int]", run_call(self.server, self.admit_call(*args, **kwargs)))
+
+    def pop_call(self, worker: str, want: int, first_lease: int) -> Call:
+        """Lease up to ``want`` records (``Popped``)."""
+        return self._call(self._pop, [worker, want, self.connections, self.mem_limit,
+                                      self.max_per_site, self.refill_budget, first_lease],
+                          _popped)
 
     def pop(self, worker: str, want: int, first_lease: int) -> Popped:
-        out, unresolved, wait, queued, dropped, to_wait = self._pop(args=[
-            self.prefix, worker, want, self.connections, self.mem_limit, self.max_per_site,
-            self.refill_budget, first_lease])
-        return Popped(
-            leases=[(lid.decode(), ip.decode(), rec) for lid, ip, rec in out],
-            unresolved=[h.decode() for h in unresolved],
-            wait=None if int(wait) < 0 else int(wait) / 1000,
-            queued=int(queued),
-            dropped=int(dropped),
-            to_wait=int(to_wait),
-        )
+        return cast("Popped", run_call(self.server, self.pop_call(worker, want, first_lease)))
+
+    def release_call(self, worker: str, ip: str, delay: float, dead: bool = False) -> Call:
+        """The fetch on ``ip`` ended: the IP is ready again ``delay`` s from now (Redis time).
+        Its result: the records dropped with a dead IP (-1: the lease was reaped)."""
+        return self._call(self._release, [worker, ip, max(0, round(delay * 1000)), int(dead),
+                                          self.connections], int)
 
     def release(self, worker: str, ip: str, delay: float, dead: bool = False) -> int:
-        """The fetch on ``ip`` ended: the IP is ready again ``delay`` s from now (Redis time)."""
-        return int(self._release(args=[self.prefix, worker, ip, max(0, round(delay * 1000)),
-                                       int(dead), self.connections]))
+        return cast("int", run_call(self.server, self.release_call(worker, ip, delay, dead)))
+
+    def giveback_call(self, worker: str, lease: str, wait: float) -> Call:
+        """Hand a leased record back (front of its site list) and free its IP connection, ready
+        again ``wait`` s from now. Its result: 1, or 0 when the lease was reaped meanwhile."""
+        return self._call(self._giveback, [worker, lease, max(0, round(wait * 1000)),
+                                           self.connections], int)
+
+    def resolved_call(self, host: str, ip: str | None, reason: str = "dns") -> Call:
+        """Store ``host``'s IP (or its failure) and make its waiting sites servable."""
+        return self._call(self._resolved, [host, ip or f"!{reason}", self.connections],
+                          _resolved_reply)
 
     def resolved(self, host: str, ip: str | None, reason: str = "dns") -> tuple[str, int]:
-        """Store ``host``'s IP (or its failure) and make its waiting sites servable."""
-        val, dropped = self._resolved(args=[self.prefix, host, ip or f"!{reason}",
-                                            self.connections])
-        return val.decode(), int(dropped)
+        return cast("tuple[str, int]", run_call(self.server,
+                                                self.resolved_call(host, ip, reason)))
+
+    def heartbeat_call(self, worker: str, timeout: float, start_key: str) -> Call:
+        """Record that ``worker`` lives; requeue the leases of workers silent for ``timeout``.
+        Its result: (requeued, workers reaped). ``start_key`` "": pending seeds are not
+        returned here (in a cluster the seed list is in another slot: ``seeds_reap_call``)."""
+        return self._call(self._reap, [worker, round(timeout * 1000), self.connections,
+                                       start_key], _two_ints)
 
     def heartbeat(self, worker: str, timeout: float, start_key: str) -> tuple[int, int]:
-        """Record that ``worker`` lives; requeue the leases of workers silent for ``timeout``."""
-        requeued, gone = self._reap(args=[self.prefix, worker, round(timeout * 1000),
-                                          self.connections, start_key])
-        return int(requeued), int(gone)
+        return cast("tuple[int, int]",
+                    run_call(self.server, self.heartbeat_call(worker, timeout, start_key)))
+
+    def retire_call(self, worker: str, start_key: str) -> Call:
+        """A worker closes: its unacknowledged records go back, its IPs are freed."""
+        return self._call(self._reap, [worker, -1, self.connections, start_key], _first_int)
 
     def retire(self, worker: str, start_key: str) -> int:
-        """A worker closes: its unacknowledged records go back, its IPs are freed."""
-        requeued, _ = self._reap(args=[self.prefix, worker, -1, self.connections, start_key])
-        return int(requeued)
+        return cast("int", run_call(self.server, self.retire_call(worker, start_key)))
 
     def take_seeds(self, worker: str, start_key: str, n: int) -> list[bytes]:
-        return list(self._take_seeds(args=[self.prefix, worker, start_key, n]))
+        return cast("list[bytes]", run_call(self.server, take_seeds_call(
+            self.prefix, worker, start_key, n)))
+
+    def unresolved_call(self, n: int = 50) -> Call:
+        """Hosts left waiting for DNS (by a worker that died while resolving)."""
+        return Call(("SRANDMEMBER", f"{self.prefix}:unresolved", n),
+                    lambda hosts: [h.decode() for h in hosts])
 
     def unresolved(self, n: int = 50) -> list[str]:
-        hosts = cast("list[bytes]", self.server.srandmember(f"{self.prefix}:unresolved", n))
-        return [h.decode() for h in hosts]
+        return cast("list[str]", run_call(self.server, self.unresolved_call(n)))
+
+    def counts_call(self) -> Call:
+        """(queued, leased) records of this frontier."""
+        return Call(("HMGET", f"{self.prefix}:count", "queued", "leased"),
+                    lambda r: (int(r[0] or 0), int(r[1] or 0)))
+
+    def workers_call(self) -> Call:
+        return Call(("ZCARD", f"{self.prefix}:workers"), int)
 
     def status(self, start_key: str) -> dict[str, int]:
         """Queued and leased records, seeds not yet read, live workers."""
-        pipe = self.server.pipeline(transaction=False)
-        pipe.hmget(f"{self.prefix}:count", "queued", "leased")
-        pipe.llen(start_key)
-        pipe.zcard(f"{self.prefix}:workers")
-        (queued, leased), seeds, workers = pipe.execute()
-        return {"queued": int(queued or 0), "leased": int(leased or 0), "seeds": int(seeds),
-                "workers": int(workers)}
+        (queued, leased), seeds, workers = run_calls(self.server, [
+            self.counts_call(), Call(("LLEN", start_key), int), self.workers_call()])
+        return {"queued": queued, "leased": leased, "seeds": seeds, "workers": workers}
 
     def delete(self) -> int:
         """Remove every key of the frontier (a finished crawl with SCHEDULER_PERSIST off)."""

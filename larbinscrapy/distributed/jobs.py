@@ -1,10 +1,16 @@
 """The ordered Redis thread of one worker: every Redis round trip, off the reactor thread.
 
 Redis is never called in the reactor thread. Every round trip of a ``RedisScheduler`` goes
-through one dedicated thread (a ``ThreadPool(1, 1)``), so the jobs reach Redis in the order
-they were submitted (an admit before the pop after it, a release before the next pop...); their
-results come back to the reactor thread through Deferred callbacks. A failed job is logged and
-never fails the caller's Deferred, so no error wedges the worker.
+through one dedicated thread, so the jobs reach Redis in the order they were submitted (an
+admit before the pop after it, a release before the next pop...); their results come back to
+the reactor thread through Deferred callbacks. A failed job is logged and never fails the
+caller's Deferred, so no error wedges the worker.
+
+Batching: a job is either a function (run alone) or a ``Call`` (one Redis command, an
+``EVALSHA`` mostly, with the function that reads its reply). The thread takes every job queued
+while it was busy; consecutive calls go to Redis in one pipeline (one round trip, one
+``sendall``), and all the results of a batch come back to the reactor in one hand-off. Under
+load a worker makes a few round trips per tick instead of three a page.
 
 Redis going away is an outage, not one error per job: its first failed job is logged, the rest
 are counted (``larbin/redis/failed``) until a job succeeds again ("Redis answers again" is
@@ -15,37 +21,140 @@ stops (everything it had leased stays in Redis and comes back to the next run's 
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import threading
+import weakref
+from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy.utils.log import failure_to_exc_info
 from twisted.internet import defer
 from twisted.python.failure import Failure
-from twisted.python.threadpool import ThreadPool
 
-from larbinscrapy.reactor import defer_to_pool, installed_reactor
+from larbinscrapy.distributed.connection import UNREACHABLE
+from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
-_REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+RECOVERED = 1.0  # seconds of answers without a failure that end an outage
+
+
+
+def _same(reply: Any) -> Any:
+    return reply
+
+
+class LuaScript:
+    """A Lua script and its SHA1: what ``EVALSHA`` names, loaded by ``run_calls`` on first use
+    (no client needed to build one: a cluster client connects only in the Redis thread)."""
+
+    __slots__ = ("script", "sha")
+
+    def __init__(self, script: str) -> None:
+        self.script = script
+        self.sha = hashlib.sha1(script.encode()).hexdigest()  # Redis names a script by its SHA1
+
+
+@dataclass(slots=True)
+class Call:
+    """One Redis command of a batch: its arguments, how to read its reply, and the script to
+    load again when Redis forgot it (a restarted server answers ``NOSCRIPT``)."""
+
+    args: tuple[Any, ...]
+    parse: Callable[[Any], Any] = _same
+    script: LuaScript | None = None
+
+    @classmethod
+    def script_call(cls, script: LuaScript, key: str, args: list[Any],
+                    parse: Callable[[Any], Any] = _same) -> Call:
+        """``EVALSHA`` of ``script`` with one key (it routes the call to the key's shard)."""
+        return cls(("EVALSHA", script.sha, 1, key, *args), parse, script)
+
+
+# Scripts each client has loaded: a batch never mixes loaded and unloaded scripts, so after a
+# NOSCRIPT (a restarted server forgot them all) resending the failed calls keeps their order.
+_LOADED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _load_scripts(server: Any, calls: list[Call], force: bool = False) -> None:
+    loaded = _LOADED.setdefault(server, set())
+    for call in calls:
+        if call.script is not None and (force or call.script.sha not in loaded):
+            server.script_load(call.script.script)
+            loaded.add(call.script.sha)
+
+
+def run_calls(server: Any, calls: list[Call]) -> list[Any]:
+    """Send ``calls`` in one pipeline; each entry is its parsed reply or its exception.
+
+    A connection error fails the whole batch (raised). Calls that met ``NOSCRIPT`` (Redis
+    restarted and forgot every script) ran nothing: the scripts are loaded again and those
+    calls sent again, in order."""
+    _load_scripts(server, calls)
+    pipe = server.pipeline(transaction=False)
+    for call in calls:
+        pipe.execute_command(*call.args)
+    replies = pipe.execute(raise_on_error=False)
+    again = [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
+    if again:
+        _load_scripts(server, [calls[i] for i in again], force=True)
+        pipe = server.pipeline(transaction=False)
+        for i in again:
+            pipe.execute_command(*calls[i].args)
+        for i, r in zip(again, pipe.execute(raise_on_error=False), strict=True):
+            replies[i] = r
+    out: list[Any] = []
+    for call, reply in zip(calls, replies, strict=True):
+        if isinstance(reply, Exception):
+            out.append(reply)
+            continue
+        try:
+            out.append(call.parse(reply))
+        except Exception as exc:  # a parse bug fails that job, not the batch
+            out.append(exc)
+    return out
+
+
+def run_call(server: Any, call: Call) -> Any:
+    """One call, synchronously (tests, benchmarks, the close path): its result, or raise."""
+    (result,) = run_calls(server, [call])
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: Callable[..., Any] | Call
+    args: tuple[Any, ...]
+    d: defer.Deferred[Any]
 
 
 class RedisJobs:
-    """Runs jobs one at a time, in submission order, in a thread of their own."""
+    """Runs jobs one batch at a time, in submission order, in a thread of their own."""
 
     def __init__(
         self,
         name: str = "larbin-redis",
         *,
+        server: Any = None,
+        connect: Callable[[], Any] | None = None,
         outage_timeout: float = 0.0,
         on_outage: Callable[[str], Any] | None = None,
         stats: Any = None,
     ) -> None:
-        self._pool = ThreadPool(1, 1, name=name)
+        self.name = name
+        self.server = server  # what ``Call`` jobs are sent to...
+        self.connect = connect  # ...or what makes it, first thing in the thread
+        self._queue: deque[_Job] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
         self._stopped = False
         self.in_flight = 0  # submitted, result not yet applied
         self.seq = 0  # jobs submitted so far: Redis runs them in this order
@@ -53,30 +162,97 @@ class RedisJobs:
         self._on_outage = on_outage
         self._stats = stats
         self._down_since: float | None = None  # first failure of the current outage
+        self._last_failure = 0.0  # its latest failure
         self._last_answer = 0.0  # when a job last came back, success or failure
         self._gave_up = False
 
     def start(self) -> None:
         """Start the thread; it stops at ``stop()`` or, at the latest, at reactor shutdown."""
-        self._pool.start()
+        self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+        self._thread.start()
         installed_reactor().addSystemEventTrigger("during", "shutdown", self.stop)
 
-    def run(self, fn: Callable[..., Any], *args: Any) -> defer.Deferred[Any]:
-        """Run ``fn(*args)`` after the jobs before it; the Deferred fails if ``fn`` raises."""
-        return defer_to_pool(self._pool, fn, *args)
+    # -- the thread ------------------------------------------------------------------------
+    def _work(self) -> None:
+        reactor = installed_reactor()
+        if callable(self.connect):  # a cluster client connects here, never in the reactor
+            try:
+                self.server = self.connect()
+            except Exception as exc:  # every job fails with it; the caller reports it
+                self._fail_all(reactor, exc)
+                return
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+            reactor.callFromThread(self._deliver, batch, self._run_batch(batch))
+
+    def _fail_all(self, reactor: Any, exc: Exception) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+            reactor.callFromThread(self._deliver, batch, [Failure(exc)] * len(batch))
+
+    def _run_batch(self, batch: list[_Job]) -> list[Any]:
+        """Each job's result or Failure; consecutive ``Call`` jobs share one pipeline."""
+        out: list[Any] = []
+        i = 0
+        while i < len(batch):
+            job = batch[i]
+            if not isinstance(job.fn, Call):
+                try:
+                    out.append(job.fn(*job.args))
+                except BaseException:  # handed to the job's errbacks
+                    out.append(Failure())
+                i += 1
+                continue
+            j = i
+            while j < len(batch) and isinstance(batch[j].fn, Call):
+                j += 1
+            calls = [b.fn for b in batch[i:j] if isinstance(b.fn, Call)]
+            try:
+                results = run_calls(self.server, calls)
+            except Exception as exc:  # the whole pipeline failed
+                results = [exc] * len(calls)
+            out += [Failure(r) if isinstance(r, Exception) else r for r in results]
+            i = j
+        return out
+
+    def _deliver(self, batch: list[_Job], results: list[Any]) -> None:
+        for job, result in zip(batch, results, strict=True):
+            job.d.callback(result) if not isinstance(result, Failure) else job.d.errback(result)
+
+    # -- the reactor side ------------------------------------------------------------------
+    def run(self, fn: Callable[..., Any] | Call, *args: Any) -> defer.Deferred[Any]:
+        """Run ``fn(*args)`` (or send the call) after the jobs before it; the Deferred fails
+        if it raises."""
+        d: defer.Deferred[Any] = defer.Deferred()
+        with self._cond:
+            self._queue.append(_Job(fn, args, d))
+            self._cond.notify()
+        return d
 
     def submit(
         self,
         what: str,
-        fn: Callable[..., Any],
+        fn: Callable[..., Any] | Call,
         *args: Any,
         then: Callable[[Any], Any] | None = None,
         always: Callable[[], Any] | None = None,
         failed: Callable[[], Any] | None = None,
     ) -> defer.Deferred[Any]:
-        """Run ``fn(*args)`` (Redis round trips) after every job submitted before it; then, in
-        the reactor thread, ``always()``, ``then(result)`` on success, or ``failed()`` after
-        logging the error. The returned Deferred never fails."""
+        """Run ``fn(*args)`` (Redis round trips), or send the ``Call``, after every job
+        submitted before it; then, in the reactor thread, ``always()``, ``then(result)`` on
+        success, or ``failed()`` after logging the error. The Deferred never fails."""
         if self._stopped:
             logger.warning("Redis %s after the scheduler closed: not sent", what)
             return defer.succeed(None)
@@ -89,7 +265,10 @@ class RedisJobs:
         def finish(result: Any) -> Any:
             self.in_flight -= 1
             self._last_answer = self._now()
-            if not isinstance(result, Failure) and self._down_since is not None:
+            # over once jobs succeed with no failure for RECOVERED s: in a cluster the masters
+            # still up keep answering while one is down, and that is one outage, not many
+            if (not isinstance(result, Failure) and self._down_since is not None
+                    and self._now() - self._last_failure >= RECOVERED):
                 logger.info("Redis answers again after %.1f s", self._now() - self._down_since)
                 self._down_since = None
             if always is not None:
@@ -97,7 +276,7 @@ class RedisJobs:
             return result
 
         def log(failure: Failure) -> None:
-            if failure.check(*_REDIS_DOWN):
+            if failure.check(*UNREACHABLE):
                 self._redis_down(what, failure.getErrorMessage())
             else:  # a bug, not an outage: with its stack
                 logger.error("Redis %s failed: %s", what, failure.getErrorMessage(),
@@ -121,6 +300,7 @@ class RedisJobs:
         now = self._now()
         if self._stats is not None:
             self._stats.inc_value("larbin/redis/failed")
+        self._last_failure = now
         if self._down_since is None:
             self._down_since = now
             logger.error("Redis %s failed: %s (counted in larbin/redis/failed until Redis "
@@ -142,8 +322,9 @@ class RedisJobs:
             self._on_outage(detail)
 
     def stop(self) -> None:
-        """Stop the thread (idempotent); jobs submitted later are logged and not sent."""
+        """Stop the thread once the jobs queued are done (idempotent); later jobs are logged
+        and not sent."""
         if not self._stopped:
-            self._stopped = True
-            if self._pool.started:
-                self._pool.stop()
+            with self._cond:
+                self._stopped = True
+                self._cond.notify()

@@ -2,47 +2,33 @@
 
     SCRAPY_SETTINGS_MODULE=settings.distributed scrapy crawl larbin -s REDIS_URL=redis://...
 
-The frontier (tiers, wait lists, per-site caps, per-IP readiness, leases) is ``RedisFrontier``;
-this class is its Scrapy side:
+The frontier (tiers, wait lists, per-site caps, per-IP readiness, leases) is ``RedisFrontier``,
+one per shard (``sharded.py``); this class is its Scrapy side:
 
-* ``enqueue_request`` encodes the request (``frontier.codec``), computes its site, host and bit
-  positions, and buffers it; the buffer goes to Redis in one ``admit`` script (test-and-set of
-  the bits, queueing of the new ones, acknowledgement of the page that produced them) when the
-  page is done (``request_done`` and every child it announced enqueued: ``PendingPages``), on a
-  redirect/retry, or at the next ``next_request``;
-* ``next_request`` pops a few leased requests at once (``pop``): an IP is handed to one worker
-  at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time when there is no delay), and is ready
-  again ``delay`` after that worker reports the end of the fetch (``release``), so no two
-  workers hit one IP closer than the delay. robots.txt fetches borrow the page's lease
-  (``RobotsMiddleware``), so they are under the same rule;
+* ``enqueue_request`` encodes the request (``frontier.codec``), computes its shard, site, host
+  and bit positions, and buffers it; the buffer goes to Redis as one ``admit`` per shard
+  (test-and-set of the bits, queueing of the new ones, then the acknowledgement of the page
+  that produced them) when the page is done (``PendingPages``), on a redirect/retry, or at the
+  next ``next_request``;
+* ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
+  pops on a few shards whose IPs may be ready (one with a single Redis). An IP is handed to one
+  worker at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time without a delay) and is ready
+  again ``delay`` after that worker reports the end of the fetch (``release``); robots.txt
+  borrows the page's lease (``RobotsMiddleware``). In a cluster every lease also takes the IP's
+  own lease key (``iplease.py``), so an IP shared by hosts of several shards keeps its delay;
 * DNS: new hosts come back from ``pop`` as "unresolved"; the worker resolves them through its
-  host gate (``politeness.ipsites``: its own ``DnsCache`` and SSRF guard) and stores the
-  answer in Redis (``resolved``); a worker handed a host it never resolved resolves it before
-  sending;
-* a heartbeat every ``LARBIN_LEASE_TIMEOUT / 4`` s keeps this worker's leases; any worker reaps
-  the leases of workers silent for ``LARBIN_LEASE_TIMEOUT`` (``kill -9``): nothing is lost;
-* seeds are read from ``REDIS_START_URLS_KEY`` besides ``-a seeds=``/``-a urls=``, under the
-  same rule (``distributed/seeds.py``); the shared bits drop the ones already queued;
-* ending: on ``spider_idle`` the worker closes once the frontier has no queued and no leased
-  record and no seed waiting, for ``LARBIN_IDLE_BEFORE_CLOSE`` s (``IdleRule``);
-  ``LARBIN_KEEP_ALIVE`` keeps it waiting for seeds instead. A graceful stop (SIGINT) hands
-  unacknowledged records back.
+  host gate (its own ``DnsCache`` and SSRF guard) and stores the answer (``resolved``); a worker
+  handed a host it never resolved resolves it before sending;
+* heartbeat, reaping of silent workers (``kill -9``: nothing is lost), seeds from
+  ``REDIS_START_URLS_KEY`` and the ending rule: ``membership.py``. A graceful stop (SIGINT)
+  hands unacknowledged records back.
 
 Redis is never called in the reactor thread: every round trip is a job of the worker's ordered
-Redis thread (``distributed/jobs.py``). Scrapy's synchronous calls are served locally:
-
-* ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
-  one asynchronous ``pop`` (never two at once), whose result fills ``ready`` and wakes the
-  engine. ``has_pending_requests`` stays true while a pop or an admit is in flight;
-* ``flush`` (the admit script), ``release``, ``resolved`` are fire-and-forget; their results
-  (counters, stats) are applied when they arrive. A failed job is logged and never wedges the
-  worker (a failed pop is retried ``POLL`` later);
-* the tick (every ``POLL`` s) sends the heartbeat and reads seeds in one job, which also reads
-  the frontier's status when ``spider_idle`` asked for it; ``spider_idle`` decides on that
-  cached status, and only if it was read after the last admit and the last pop that leased
-  something and nothing is in flight (otherwise: ``DontCloseSpider``, and ask again);
-* ``open`` and ``close`` return Deferreds (Scrapy awaits them): ``close`` queues the last admit
-  and then the retirement behind whatever is in flight, and stops the thread when they are done.
+Redis thread (``jobs.py``, which batches them; a cluster client even connects there). ``flush``,
+``release`` and ``resolved`` are fire-and-forget, their results applied when they arrive; a
+failed job never wedges the worker (a failed pop is retried ``POLL`` later). ``open`` and
+``close`` return Deferreds: ``close`` queues the last admit and then the retirement behind
+whatever is in flight.
 """
 
 from __future__ import annotations
@@ -52,27 +38,32 @@ import os
 import socket
 import uuid
 from collections import deque
-from typing import TYPE_CHECKING, Any, cast
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
-import redis
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider, NotConfigured
-from scrapy_redis.connection import get_redis_from_settings
+from scrapy.exceptions import NotConfigured
 from twisted.internet import defer, task
 
 from larbinscrapy import fatal
-from larbinscrapy import meta as M
+from larbinscrapy.distributed.connection import UNREACHABLE, connector
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, Popped, RedisFrontier
-from larbinscrapy.distributed.jobs import RedisJobs
+from larbinscrapy.distributed.hosts import HostResolution
+from larbinscrapy.distributed.iplease import IpLeases
+from larbinscrapy.distributed.jobs import Call, RedisJobs
+from larbinscrapy.distributed.membership import POLL, Membership
 from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
-from larbinscrapy.exceptions import DroppedRequest
+from larbinscrapy.distributed.sharded import Entry, ShardedFrontier
+from larbinscrapy.distributed.shards import Shards
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.parse.urls import host_of, site_of
 from larbinscrapy.politeness.ipsites import NOCONNECTION
+from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
-    from redis import Redis
+    from collections.abc import Callable
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
@@ -82,12 +73,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 POP_BATCH = 8  # leased requests fetched from Redis per pop
+POP_SHARDS = 4  # shards one pop asks at once (a cluster)
 FLUSH_RECORDS = 500  # buffered requests that force an admit before the page is done
-POLL = 0.25  # seconds: the longest a worker waits before asking Redis again when idle
 
 
 class RedisScheduler(FrontierScheduler):
-    """Scrapy scheduler over ``RedisFrontier`` (see the module docstring)."""
+    """Scrapy scheduler over the shared frontier (see the module docstring)."""
 
     PRIORITY_TIER = PRIORITY
     NORMAL_TIER = NORMAL
@@ -97,7 +88,7 @@ class RedisScheduler(FrontierScheduler):
         self,
         crawler: Crawler,
         dupefilter: RedisBitmapDupeFilter,
-        server: Redis,
+        server: Any,
         *,
         frontier_key: str,
         seeds: RedisSeeds,
@@ -111,36 +102,44 @@ class RedisScheduler(FrontierScheduler):
         priority_extensions: frozenset[str],
         local_table: IpTable,
         redis_where: str = "",
+        connect: Callable[[], Any] | None = None,
+        shards: int = 1,
     ) -> None:
         super().__init__(crawler, dupefilter, max_per_site=max_per_site,
                          loaded_sites=loaded_sites, priority_extensions=priority_extensions,
                          local_table=local_table)
-        self.server = server
+        self.server = server  # None until the Redis thread connected (a cluster)
         self.redis_where = redis_where or fatal.redis_location(server)  # for messages
         self._unreachable = False
         self.frontier_key = frontier_key
+        self.shards = Shards(shards, frontier_key, dupefilter.key, dupefilter.m)
         self.seeds = seeds
         self.lease_timeout = lease_timeout
         self.idle = IdleRule(idle_before_close)
         self.keep_alive = keep_alive
         self.persist = persist
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.frontier: RedisFrontier
-        self.buffer: list[tuple[int, list[int], bytes]] = []
+        self.fs: ShardedFrontier
+        self.ips: IpLeases | None = None  # a cluster: the IPs' own leases
+        self.buffers: list[list[Entry]] = [[] for _ in range(shards)]
+        self._buffered = 0
         self.acks: list[str] = []
         self.seeds_pending = False
         self.ready: deque[Request] = deque()  # leased, resolved, not yet handed to the engine
-        self.resolving: set[str] = set()
+        self.hosts = HostResolution(self)  # DNS of the hosts the frontier hands us
         self.shared_queued = 0
-        self._lease_seq = 0
-        self._quiet_until = 0.0
+        self._lease_seq = [0] * shards
+        self._queued = [0] * shards  # each shard's queued records, as its last pop said
+        self._shard_next = [0.0] * shards  # when each shard may have a ready IP again
+        self._next_shard = 0
+        self._ip_shards: dict[str, list[tuple[int, str]]] = {}  # ip -> (shard, token) held
         self._loop: task.LoopingCall | None = None
         self._ticks = 0
-        self._pop_seq = 0
         self._tick_seq = 0
-        self.jobs = RedisJobs(outage_timeout=outage_timeout, on_outage=self._outage,
-                              stats=crawler.stats)
-        self._popping = False
+        self.jobs = RedisJobs(server=server, connect=connect, outage_timeout=outage_timeout,
+                              on_outage=self._outage, stats=crawler.stats)
+        self._popping = 0  # pops in flight
+        self._popping_shards: set[int] = set()
         self._admitting = 0
         self._ticking = False
         self._closing = False
@@ -148,6 +147,7 @@ class RedisScheduler(FrontierScheduler):
         self._want_status = False  # spider_idle asked the next tick for one
         self._status_seq = 0  # the job that read it
         self._changed_seq = 0  # the last job that may have queued or leased records
+        self.member = Membership(self)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -159,9 +159,12 @@ class RedisScheduler(FrontierScheduler):
         names = {"spider": name, "name": name}
         seeds = RedisSeeds(s["REDIS_START_URLS_KEY"] % names,
                            s.getint("REDIS_START_URLS_BATCH_SIZE"), crawler.stats)
+        server, connect, shards = connector(s)
         return cls(
             crawler,
-            server=get_redis_from_settings(s),
+            server=server,
+            connect=connect,
+            shards=shards,
             redis_where=fatal.redacted(s.get("REDIS_URL") or ""),
             frontier_key=s["LARBIN_REDIS_FRONTIER_KEY"] % names,
             seeds=seeds,
@@ -178,29 +181,39 @@ class RedisScheduler(FrontierScheduler):
         self.spider = spider
         self._connect()
         self.jobs.start()
-        delay = self.table.default_delay
-        self.frontier = RedisFrontier(
-            self.server,
-            self.frontier_key,
-            max_per_site=self.max_per_site,
-            loaded_sites=self.loaded_sites,
-            connections=1 if delay > 0 else self.table.max_connections,
-        )
         # the send-time gate gives a lease back exactly when a request we leased ends
         self.table.add_release_listener(self._released)
-        self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
+        self.crawler.signals.connect(self.member.spider_idle, signal=signals.spider_idle)
 
         def join() -> tuple[tuple[int, int], dict[str, int]]:
-            return self._heartbeat_job(), self.frontier.status(self.seeds.key)
+            self._build(self.jobs.server)  # connected in this thread (a cluster client)
+            return self.member.heartbeat_job(), self.fs.status()
 
         # Not submit: a failure here must fail the start (Scrapy awaits this Deferred).
         d = self.jobs.run(join)
         d.addCallbacks(self._joined, self._join_failed)
         return d
 
+    @property
+    def frontier(self) -> RedisFrontier:
+        """The first shard's frontier: the whole frontier with one Redis."""
+        return self.fs.frontiers[0]
+
+    def _build(self, server: Any) -> None:
+        """The shards' frontiers over ``server`` (no I/O)."""
+        self.server = server
+        delay = self.table.default_delay
+        connections = 1 if delay > 0 else self.table.max_connections
+        self.fs = ShardedFrontier(server, self.shards, seeds_key=self.seeds.key,
+                                  max_per_site=self.max_per_site,
+                                  loaded_sites=self.loaded_sites, connections=connections)
+        if self.fs.cluster:
+            self.ips = IpLeases(self.shards.ip_key, connections=connections,
+                                lease_timeout=self.lease_timeout, poll=POLL)
+
     def _join_failed(self, failure: Failure) -> None:
         """Redis is not there: one line naming it, and the crawl ends (``fatal``), exit 1."""
-        failure.trap(redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+        failure.trap(*UNREACHABLE)
         self._unreachable = True
         fatal.stop(self.crawler, fatal.REDIS_UNREACHABLE,
                    f"cannot reach Redis at {self.redis_where}: {failure.getErrorMessage()}")
@@ -214,12 +227,13 @@ class RedisScheduler(FrontierScheduler):
 
     def _joined(self, result: tuple[tuple[int, int], dict[str, int]]) -> None:
         reaped, status = result
-        self._heartbeat_done(reaped)
+        self.member.heartbeat_done(reaped)
         self.shared_queued = status["queued"]
-        logger.info("Worker %s joined frontier %s: %d queued, %d leased, %d seeds waiting",
-                    self.worker, self.frontier_key, status["queued"], status["leased"],
+        logger.info("Worker %s joined frontier %s (%d shard%s): %d queued, %d leased, %d seeds "
+                    "waiting", self.worker, self.frontier_key, self.shards.count,
+                    "s" * (self.shards.count > 1), status["queued"], status["leased"],
                     status["seeds"])
-        self._loop = task.LoopingCall(self._tick)
+        self._loop = task.LoopingCall(self.member.tick)
         self._loop.start(min(POLL, self.lease_timeout / 4), now=False)
 
     def close(self, reason: str) -> defer.Deferred[None]:
@@ -232,15 +246,14 @@ class RedisScheduler(FrontierScheduler):
             self.jobs.stop()
             return defer.succeed(None)
         self._settle_items()  # pages whose items are stored: acknowledged, not handed back
-        self.flush()
+        self.flush(now=True)  # behind the admit in flight, before the retirement
 
         def retire() -> tuple[int, dict[str, int], int | None]:
-            requeued = self.frontier.retire(self.worker, self.seeds.key)
-            status = self.frontier.status(self.seeds.key)
-            bits = self.df.bits_set() if self.df.stats is not None else None
+            requeued = self.fs.retire(self.worker)
+            status = self.fs.status()
+            bits = self.fs.bits_set(self.df.m) if self.df.stats is not None else None
             if reason == "finished" and not self.persist and not status["workers"]:
-                self.frontier.delete()
-                self.server.delete(self.df.key)
+                self.fs.delete()
             return requeued, status, bits
 
         d = self.jobs.submit("close", retire, then=self._retired)
@@ -256,23 +269,27 @@ class RedisScheduler(FrontierScheduler):
             self.df.report_bits(bits)
 
     def has_pending_requests(self) -> bool:
-        return bool(self.ready or self.memory_only or self.buffer or self.shared_queued > 0
+        return bool(self.ready or self.memory_only or self._buffered or self.shared_queued > 0
                     or self._popping or self._admitting)
 
     def __len__(self) -> int:
-        return len(self.ready) + len(self.memory_only) + len(self.buffer) + self.shared_queued
+        return len(self.ready) + len(self.memory_only) + self._buffered + self.shared_queued
 
     def _enqueue(self, request: Request, previous: Any, *, seen_test: bool) -> bool:
         record = self._encode(request)
         if record is not None:
-            positions = self.df.request_positions(request) if seen_test else []
             url = request.url
-            entry = self.frontier.entry(site_of(url), host_of(url), record)
-            self.buffer.append((self._tier(request), positions, entry))
+            host = host_of(url)
+            shard = self.shards.of(host)
+            positions = (self.shards.positions(self.df.request_positions(request))
+                         if seen_test else [])
+            entry = self.fs.frontiers[shard].entry(site_of(url), host, record)
+            self.buffers[shard].append((self._tier(request), positions, entry))
+            self._buffered += 1
         if previous is not None:
             self.acks.append(previous)
             self.flush()
-        elif len(self.buffer) >= FLUSH_RECORDS:
+        elif self._buffered >= FLUSH_RECORDS:
             self.flush()
         return True
 
@@ -281,74 +298,138 @@ class RedisScheduler(FrontierScheduler):
             return self.memory_only.popleft()
         if not self.ready:
             self.flush()
-            if not self._popping and self.table.clock() >= self._quiet_until:
-                self._pop()
+            self._pop()
         if self.ready:
             self.stats.inc_value("larbin/frontier/dequeued")
             return self.ready.popleft()
         return None
 
+    def _quiet_until(self) -> float:
+        """When the first shard may have a ready IP (the engine need not ask before)."""
+        return min(self._shard_next)
+
     # -- to and from Redis -----------------------------------------------------------------
-    def flush(self) -> None:
-        """Admit the buffered requests and send the pending acknowledgements: one script."""
-        if not (self.buffer or self.acks or self.seeds_pending):
+    def flush(self, now: bool = False) -> None:
+        """Admit the buffered requests and send the pending acknowledgements: one script per
+        shard (``ShardedFrontier.admit``). One admit in flight at a time: what is buffered
+        meanwhile goes with the next one (sent when it ends), so a busy worker admits many
+        pages' links per script, not one page's links per shard."""
+        if not (self._buffered or self.acks or self.seeds_pending):
             return
-        buffer, acks, seeds = self.buffer, self.acks, self.seeds_pending
-        self.buffer, self.acks, self.seeds_pending = [], [], False
+        if self._admitting and not now and self._buffered < FLUSH_RECORDS:
+            return
+        buffers, acks, seeds = self.buffers, self.acks, self.seeds_pending
+        self.buffers = [[] for _ in buffers]
+        self.acks, self.seeds_pending, self._buffered = [], False, 0
         self._admitting += 1
-        self.jobs.submit("admit", self.frontier.admit, self.worker, self.df.key,
-                         self.df.shard_bits, buffer, acks, seeds,
-                         then=self._admitted, always=self._admit_ended)
+        if self.fs.cluster:
+            job: Any = (self.fs.admit, self.worker, buffers, acks, seeds)
+        else:  # one call: batched with the other calls of this round trip
+            job = (self.fs.admit_calls(self.worker, buffers, acks, seeds)[0][0],)
+        self.jobs.submit("admit", *job, then=self._admitted, always=self._admit_ended,
+                         failed=partial(self._admit_failed, buffers, acks, seeds))
         self._changed_seq = self.jobs.seq
+
+    def _admit_failed(self, buffers: list[list[Entry]], acks: list[str], seeds: bool) -> None:
+        """Redis away: admit them again with the next flush (an admit is idempotent: what it
+        queued before its answer was lost is filtered by its own bits, acks are deleted once)."""
+        for mine, failed in zip(self.buffers, buffers, strict=True):
+            mine[:0] = failed
+        self._buffered += sum(len(b) for b in buffers)
+        self.acks[:0] = acks
+        self.seeds_pending = self.seeds_pending or seeds
+
+    def _send(self, what: str, call: Call, then: Callable[[Any], Any] | None = None) -> None:
+        """Submit ``call``; while Redis is away, again every ``POLL`` s (a lost release would
+        keep its IP busy for every worker)."""
+        def again() -> None:
+            if not (self._closing or self._unreachable):
+                installed_reactor().callLater(POLL, self._send, what, call, then)
+
+        self.jobs.submit(what, call, then=then, failed=again)
 
     def _admit_ended(self) -> None:
         self._admitting -= 1
+        if not self._closing:
+            self.flush()
 
     def _admitted(self, result: tuple[int, int]) -> None:
         new, filtered = result
         if new:
             self.stats.inc_value("larbin/frontier/enqueued", new)
             self.shared_queued += new
-            self._quiet_until = 0.0
+            self._shard_next = [0.0] * len(self._shard_next)
             self._wake_engine()
         self.df.count_filtered(filtered)
 
     def _pop(self) -> None:
-        """Start one pop (the caller checked that none is in flight)."""
-        self._popping = True
-        self.jobs.submit("pop", self.frontier.pop, self.worker, POP_BATCH, self._lease_seq,
-                         then=self._popped, always=self._pop_ended, failed=self._pop_failed)
-        self._pop_seq = self.jobs.seq
+        """Start pops on up to ``POP_SHARDS`` shards whose IPs may be ready, round robin."""
+        now = self.table.clock()
+        count = self.shards.count
+        for i in range(count):
+            if self._popping >= POP_SHARDS:
+                break
+            k = (self._next_shard + i) % count
+            if k in self._popping_shards or self._shard_next[k] > now:
+                continue
+            self._popping += 1
+            self._popping_shards.add(k)
+            call = self.fs.frontiers[k].pop_call(self.worker, POP_BATCH, self._lease_seq[k])
+            seq = self.jobs.seq + 1
+            self.jobs.submit("pop", call, then=partial(self._popped, k, seq=seq),
+                             always=partial(self._pop_ended, k),
+                             failed=partial(self._pop_failed, k))
+        self._next_shard = (self._next_shard + 1) % count
 
-    def _pop_ended(self) -> None:
-        self._popping = False
+    def _pop_ended(self, shard: int) -> None:
+        self._popping -= 1
+        self._popping_shards.discard(shard)
 
-    def _pop_failed(self) -> None:
-        self._quiet_until = self.table.clock() + POLL
+    def _pop_failed(self, shard: int) -> None:
+        self._shard_next[shard] = self.table.clock() + POLL
         self._wake_in(POLL)
 
-    def _popped(self, popped: Popped) -> None:
+    def _popped(self, shard: int, popped: Popped, *, seq: int) -> None:
         if self._closing:  # the retirement (queued after this pop) hands these back
             return
-        self._lease_seq += len(popped.leases)
-        self.shared_queued = popped.queued
+        self._lease_seq[shard] += len(popped.leases)
+        self._queued[shard] = popped.queued
+        self.shared_queued = sum(self._queued)
         self.politeness.count_drop(NOCONNECTION, popped.dropped)
         if popped.to_wait:
             self.stats.inc_value("larbin/frontier/to_wait", popped.to_wait)
         for host in popped.unresolved:
-            self._resolve(host)
+            self.hosts.resolve(host)
         for lease, ip, record in popped.leases:
-            self._leased(lease, ip, record)
+            rid = self.fs.rid(shard, lease)
+            if self.ips is None:
+                self._leased(shard, rid, ip, record)
+            else:  # a cluster: the IP's own lease first
+                giveback = self.fs.frontiers[shard].giveback_call(self.worker, lease, POLL)
+                self.jobs.submit("iplease", self.ips.acquire_call(ip, f"{self.worker}/{rid}"),
+                                 then=partial(self._ip_answer, shard=shard, rid=rid,
+                                              lease=lease, ip=ip, record=record),
+                                 failed=partial(self._send, "giveback", giveback))
         if popped.leases:
-            self._changed_seq = max(self._changed_seq, self._pop_seq)
+            self._changed_seq = max(self._changed_seq, seq)
         else:
             wait = POLL if popped.wait is None else min(POLL, popped.wait)
-            self._quiet_until = self.table.clock() + wait
+            self._shard_next[shard] = self.table.clock() + wait
             self._wake_in(wait)
         self._wake_engine()  # to hand the requests out, or to let it see it is idle
 
-    def _leased(self, lease: str, ip: str, record: bytes) -> None:
-        request = self._hand_out(record, lease, ip)
+    def _ip_answer(self, wait: float, *, shard: int, rid: str, lease: str, ip: str,
+                   record: bytes) -> None:
+        """Cluster: the IP's own lease is ours (0), or give the record back to its shard."""
+        if not wait:
+            self._leased(shard, rid, ip, record)
+            return
+        self.stats.inc_value("larbin/distributed/ip_busy_elsewhere")
+        self._send("giveback", self.fs.frontiers[shard].giveback_call(self.worker, lease, wait))
+
+    def _leased(self, shard: int, rid: str, ip: str, record: bytes) -> None:
+        request = self._hand_out(record, rid, ip)
+        self._ip_shards.setdefault(ip, []).append((shard, rid))
         self.table.acquire(self.table.get(ip))
         host = host_of(request.url)
         if self.politeness.cached_ip(host) is not None:
@@ -356,49 +437,7 @@ class RedisScheduler(FrontierScheduler):
             return
         # Resolved by another worker: resolve here too, so this worker's DnsCache (which the
         # connection uses) and SSRF guard have seen the host before anything is sent.
-        d = self.politeness.resolve(host)
-        d.addCallbacks(self._resolved_here, self._unresolved_here,
-                       callbackArgs=(request,), errbackArgs=(request,))
-
-    def _resolved_here(self, ip: str, request: Request) -> None:
-        if ip != request.meta[M.IP]:
-            self.stats.inc_value("larbin/distributed/dns_mismatch")
-        self.ready.append(request)
-        self._wake_engine()
-
-    def _unresolved_here(self, failure: Failure, request: Request) -> None:
-        failure.trap(DroppedRequest)
-        self.politeness.count_drop(cast("DroppedRequest", failure.value).reason)
-        self.politeness.lease_returned(request.meta.pop(M.LEASE))
-        self.acks.append(request.meta[M.RID])
-        self.flush()
-
-    def _resolve(self, host: str) -> None:
-        if host in self.resolving:
-            return
-        self.resolving.add(host)
-        d = self.politeness.resolve(host)
-        d.addCallbacks(self._host_resolved, self._host_failed,
-                       callbackArgs=(host,), errbackArgs=(host,))
-
-    def _host_resolved(self, ip: str, host: str) -> None:
-        # ``host`` stays in ``resolving`` until Redis has the answer (no second lookup).
-        self.jobs.submit("resolved", self.frontier.resolved, host, ip, then=self._host_stored,
-                         always=lambda: self.resolving.discard(host))
-
-    def _host_stored(self, _: Any) -> None:
-        self._quiet_until = 0.0
-        self._wake_engine()
-
-    def _host_failed(self, failure: Failure, host: str) -> None:
-        failure.trap(DroppedRequest)
-        reason = self.politeness.host_dropped(host, failure)
-
-        def count(result: tuple[str, int]) -> None:
-            self.politeness.count_drop(reason, result[1])
-
-        self.jobs.submit("resolved", self.frontier.resolved, host, None, reason, then=count,
-                         always=lambda: self.resolving.discard(host))
+        self.hosts.resolve_leased(host, request)
 
     def _released(self, st: IpState) -> None:
         """A leased fetch on ``st`` ended: the IP is ready again after its delay, for everyone.
@@ -408,9 +447,17 @@ class RedisScheduler(FrontierScheduler):
         # The shared frontier knows IPs only: the IP waits for the host just fetched too, so
         # another worker cannot reach that host before its DOWNLOAD_DELAY.
         delay = max(0.0, self.table.next_start(st, st.last_host) - self.table.clock())
-        self.jobs.submit("release", self.frontier.release, self.worker, st.ip, delay, st.dead,
-                         then=self._release_done)
-        self._quiet_until = min(self._quiet_until, self.table.clock() + delay)
+        held = self._ip_shards.get(st.ip)
+        if not held:
+            return
+        shard, rid = held.pop(0)
+        if not held:
+            del self._ip_shards[st.ip]
+        self._send("release", self.fs.frontiers[shard].release_call(
+            self.worker, st.ip, delay, st.dead), then=self._release_done)
+        if self.ips is not None:
+            self._send("iplease", self.ips.release_call(st.ip, f"{self.worker}/{rid}", delay))
+        self._shard_next[shard] = min(self._shard_next[shard], self.table.clock() + delay)
 
     def _release_done(self, dropped: int) -> None:
         self.politeness.count_drop(NOCONNECTION, max(0, dropped))
@@ -420,94 +467,6 @@ class RedisScheduler(FrontierScheduler):
         self.acks.append(lease)
         self.flush()
 
-    # -- seeds, heartbeat, ending ----------------------------------------------------------
-    def _tick(self) -> None:
-        self._ticks += 1
-        self.jobs.check()
-        self.flush()
-        if not self._ticking:  # one tick job at a time: a slow Redis does not pile them up
-            self._ticking = True
-            seeds = self.crawler.engine is not None and self.spider is not None
-            orphans = self._ticks % 8 == 0
-            status, self._want_status = self._want_status, False
-            self.jobs.submit("tick", self._tick_job, seeds, orphans, status, then=self._ticked,
-                             always=self._tick_ended)
-            self._tick_seq = self.jobs.seq
-        if not self.ready and self.table.clock() >= self._quiet_until:
-            self._wake_engine()
-
-    def _tick_job(self, seeds: bool, orphans: bool, status: bool) -> tuple[Any, ...]:
-        """Redis thread: heartbeat, seeds, hosts left unresolved, then the status if wanted."""
-        reaped = self._heartbeat_job()
-        key = self.seeds.key
-        raw = self.frontier.take_seeds(self.worker, key, self.seeds.batch) if seeds else []
-        unresolved = self.frontier.unresolved() if orphans else []
-        return reaped, raw, unresolved, self.frontier.status(key) if status else None
-
-    def _tick_ended(self) -> None:
-        self._ticking = False
-
-    def _ticked(self, result: tuple[Any, ...]) -> None:
-        reaped, raw, unresolved, status = result
-        self._heartbeat_done(reaped)
-        if status is not None:
-            self._status, self._status_seq = status, self._tick_seq
-            if self._status_seq > self._changed_seq:  # nothing of ours changed it since
-                self.shared_queued = status["queued"]
-        if self._closing:
-            return
-        self._read_seeds(raw)
-        for host in unresolved:
-            self._resolve(host)  # left by a worker that died while resolving
-
-    def _heartbeat_job(self) -> tuple[int, int]:
-        return self.frontier.heartbeat(self.worker, self.lease_timeout, self.seeds.key)
-
-    def _heartbeat_done(self, reaped: tuple[int, int]) -> None:
-        requeued, gone = reaped
-        if gone:
-            logger.warning("Reaped %d silent worker(s): %d leased requests back in the queue",
-                           gone, requeued)
-            self.stats.inc_value("larbin/distributed/reaped_workers", gone)
-            self.stats.inc_value("larbin/distributed/requeued", requeued)
-            self._quiet_until = 0.0
-
-    def _read_seeds(self, raw: list[bytes]) -> None:
-        """Seeds taken from Redis by the tick: crawl them, then admit (which acks them)."""
-        engine = self._engine()
-        if not raw or engine is None:
-            return
-        self.seeds_pending = True
-        self.seeds.crawl(raw, engine.crawl, getattr(self.spider, "on_error", None))
-        self.flush()
-
-    def _spider_idle(self) -> None:
-        """Decides on the status the tick read, if it is newer than our last change."""
-        self.flush()
-        if self.keep_alive:
-            raise DontCloseSpider
-        self._want_status = True  # for this decision or the next one
-        status = self._status
-        if (status is None or self._status_seq <= self._changed_seq or self.jobs.in_flight
-                or self._popping):
-            self._wake_in(POLL)  # the next tick reads a fresh status
-            raise DontCloseSpider
-        verdict = self.idle.may_close(status, bool(self.resolving), self.table.clock())
-        if verdict is None:
-            self._wake_in(POLL)
-        if not verdict:
-            raise DontCloseSpider
-
-    # -- read-only view for the status page (larbinscrapy/status/) ---------------------------
     def status(self) -> dict[str, Any]:
-        """The shared frontier's sizes (last read from Redis; asks the next tick for fresh ones)
-        and this worker's own buffers and IPs."""
-        self._want_status = True
-        shared = dict(self._status or {"queued": self.shared_queued})
-        return {
-            "queued": len(self),
-            "shared": shared,
-            "in_memory": len(self.ready) + len(self.memory_only) + len(self.buffer),
-            "sites": {"resolving": len(self.resolving)},
-            "ips": self.ip_summary(),
-        }
+        """For the status page (``larbinscrapy/status/``): ``Membership.status``."""
+        return self.member.status()

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tests.support.crawl import ROOT, crawl_command
+from testweb.harness import gaps_by_ip, page_counts
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from testweb.harness import RunningWeb
 
 WORKER_DELAY = 0.3  # a worker's DOWNLOAD_DELAY unless a test sets its own
+TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
 
 
 def start_worker(web: RunningWeb, out: Path, redis_url: str, *args: str,
@@ -64,3 +66,14 @@ def frontier_entry(frontier: RedisFrontier, url: str) -> bytes:
     host = url.split("/")[2].split(":", maxsplit=1)[0]
     site = "/".join(url.split("/")[:3])
     return frontier.entry(site, host, f'["{url}",0]'.encode())
+
+
+def fetched_twice(records: list[dict[str, Any]], port: int) -> list[str]:
+    """Pages requested more than once, but for server errors (RETRY_TIMES=1 retries them)."""
+    ok = [e for e in records if e["status"] < 500]
+    return [url for url, n in page_counts(ok, port).items() if n > 1]
+
+
+def min_interval_per_ip(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Per server IP, the shortest time between two requests (robots.txt included)."""
+    return {ip: min(gaps, default=99.0) for ip, gaps in gaps_by_ip(records).items()}
