@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from larbinscrapy.revisit.rule import sitemap_hint
-from larbinscrapy.seeds.sitemaps import BrokenSitemap, parse_sitemap
+from larbinscrapy.seeds.sitemaps import BrokenSitemap, guessed_sitemap, parse_sitemap
 from tests.support.crawl import ROOT, crawl_command, run_crawl, seeds_args
 from testweb.changing import SITEMAP_HOSTS, start_changing
 
@@ -161,3 +161,12 @@ def test_sitemap_hints():
     assert sitemap_hint("sometimes", None, now) is None
     assert sitemap_hint(None, "not a date", now) is None
     assert sitemap_hint(None, "2099-01-01", now) is None  # in the future: no hint
+
+
+@pytest.mark.parametrize(("site", "url"), [
+    ("https://a.test:443", "https://a.test/sitemap.xml"),
+    ("http://a.test:80", "http://a.test/sitemap.xml"),
+    ("https://a.test:8443", "https://a.test:8443/sitemap.xml"),
+])
+def test_the_guessed_sitemap_is_written_as_a_browser_writes_it(site, url):
+    assert guessed_sitemap(site) == url

@@ -20,7 +20,7 @@ from xxhash import xxh3_128_digest
 
 from larbinscrapy import meta as M
 from larbinscrapy.middlewares.gate import LinkGateMiddleware
-from larbinscrapy.parse.urls import fingerprint_url, site_of
+from larbinscrapy.parse.urls import fingerprint_url, site_of, site_origin
 from larbinscrapy.revisit.rule import sitemap_hint
 
 if TYPE_CHECKING:
@@ -39,8 +39,9 @@ def read_key(site: str) -> bytes:
 
 
 def guessed_sitemap(site: str) -> str:
-    """The sitemap a site is asked for when its robots.txt names none (the protocol's place)."""
-    return site + "/sitemap.xml"
+    """The sitemap a site is asked for when its robots.txt names none (the protocol's place),
+    its default port left out as a browser writes it."""
+    return site_origin(site) + "/sitemap.xml"
 
 
 class BrokenSitemap(ValueError):
