@@ -33,6 +33,7 @@ from larbinscrapy.conf import check as config
 from larbinscrapy.conf.defaults import SETTINGS
 from larbinscrapy.conf.larbinconf import LarbinConfAddon
 from larbinscrapy.fatal import fail_start
+from larbinscrapy.lean import private
 from larbinscrapy.lean.addon import LeanEngineAddon
 
 logger = logging.getLogger(__name__)
@@ -56,8 +57,10 @@ def install(settings: BaseSettings) -> None:
 
 
 def _lean_engine(settings: BaseSettings) -> None:
-    """The one call site of the engine replacements (``larbinscrapy.lean``, LARBIN_LEAN_ENGINE)."""
+    """The one call site of the engine replacements (``larbinscrapy.lean``, LARBIN_LEAN_ENGINE)
+    and of the check of the private names larbinscrapy's own stages use (``lean/private.py``)."""
     LeanEngineAddon.apply(settings)
+    private.check()
 
 
 class LarbinAddon:

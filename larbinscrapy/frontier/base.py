@@ -16,6 +16,7 @@ from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.gate.urlfilter import parse_extensions
+from larbinscrapy.lean.private import wake_engine
 from larbinscrapy.lean.request import request_class
 from larbinscrapy.parse.urls import extension_of
 from larbinscrapy.pipelines.receipts import ItemReceipts, receipts_of
@@ -188,11 +189,8 @@ class FrontierScheduler(ABC):
             return None
 
     def _wake_engine(self) -> None:
-        # Scrapy has no public "scheduler has work again" call; the engine's own crawl() uses
-        # this same CallLaterOnce after an enqueue.
-        slot = getattr(self._engine(), "_slot", None)
-        if slot is not None:
-            slot.nextcall.schedule()
+        # Scrapy has no public "scheduler has work again" call (lean/private.py).
+        wake_engine(self._engine())
 
     def _wake_in(self, delay: float) -> None:
         """Wake the engine in ``delay`` seconds (its heartbeat is 5 s, too coarse), or sooner."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NoReturn
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.redirect import RedirectMiddleware
@@ -42,28 +42,23 @@ class FilteredRedirectMiddleware(RedirectMiddleware):
     def _spider_opened(self, spider: Spider) -> None:
         self.url_filter = getattr(spider, "url_filter", None) or self.url_filter
 
-    def _build_redirect_request(
-        self, source_request: Request, response: Response, *, url: str, **kwargs: Any
-    ) -> Request:
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Request | Response:
         try:
-            return super()._build_redirect_request(source_request, response, url=url, **kwargs)
+            result = super().process_response(request, response)
         except ValueError as exc:  # Request() refuses the target: one counted drop, no traceback
-            self._refuse(INVALID, url, str(exc))
-            raise  # not reached: _refuse raises
-
-    def _redirect(self, redirected: Request, request: Request, reason: Any) -> Request:
-        redirected = super()._redirect(redirected, request, reason)
-        if M.REFERER not in request.meta:  # a seed (or a seed's redirect): the user's choice
-            return redirected
+            location = response.headers.get("Location") or b""
+            self._refuse(INVALID, location.decode("latin-1"), str(exc))
+        if result is response or M.REFERER not in request.meta:
+            return result  # not a redirect, or a seed's (the user's choice)
         depth = request.meta.get(M.SITE_DEPTH, 0)  # the redirecting URL's, as a fetch of it
-        why = self.url_filter.reason(
-            redirected.url, host_of(redirected.url), depth, host_of(request.url)
-        )
+        why = self.url_filter.reason(result.url, host_of(result.url), depth, host_of(request.url))
         if why is not None:
-            self._refuse(why, redirected.url, f"redirected from {request.url}")
-        return redirected
+            self._refuse(why, result.url, f"redirected from {request.url}")
+        return result
 
-    def _refuse(self, reason: str, url: str, detail: str) -> None:
+    def _refuse(self, reason: str, url: str, detail: str) -> NoReturn:
         """Count the target under ``larbin/filtered/<reason>`` (log the first) and drop it."""
         self.crawler.stats.inc_value(f"larbin/filtered/{reason}")
         if reason not in self._logged:

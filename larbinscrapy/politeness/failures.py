@@ -13,8 +13,8 @@ from scrapy.exceptions import (
 from service_identity import CertificateError, VerificationError
 from twisted.internet import defer
 from twisted.internet import error as tx
-from twisted.web import _newclient
-from twisted.web.http import _DataLoss
+
+from larbinscrapy.lean.private import DATA_LOSS, RESPONSE_FAILED
 
 REFUSED = "refused"  # nothing listens: the connection was refused
 UNREACHABLE = "unreachable"  # no route, connect timed out, or another connect error
@@ -30,7 +30,7 @@ URL = frozenset({TIMEOUT, RESET, MALFORMED, TLS_CERTIFICATE, TLS_HANDSHAKE})
 ALIVE = frozenset({RESET, MALFORMED, TLS_CERTIFICATE, TLS_HANDSHAKE})  # a server is there
 
 _TIMEOUTS = (DownloadTimeoutError, tx.TimeoutError, defer.TimeoutError)
-_RESETS = (ResponseDataLossError, tx.ConnectionLost, _DataLoss)
+_RESETS = (ResponseDataLossError, tx.ConnectionLost, DATA_LOSS)
 _CERTIFICATE = (VerificationError, CertificateError)  # the certificate names another host
 
 
@@ -49,7 +49,7 @@ def classify(exc: BaseException | None) -> str | None:
     if isinstance(exc, DownloadFailedError):
         cause = exc.__cause__
         return _response_failed(cause) if cause is not None else MALFORMED
-    if isinstance(exc, _newclient.ResponseFailed):
+    if isinstance(exc, RESPONSE_FAILED):
         return _response_failed(exc)
     if isinstance(exc, tx.ConnectionDone):
         return MALFORMED

@@ -1,0 +1,80 @@
+"""Every private Scrapy/Twisted name the project uses sits behind the lean/ wall (issue #23).
+
+Outside ``larbinscrapy/lean/`` no module imports a private module or name of Scrapy or Twisted,
+or reaches for a private attribute of the engine; ``lean/private.py`` hands the stages what they
+need and its start-up check says, in one warning, when the installed versions changed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from larbinscrapy.lean import private
+from larbinscrapy.politeness import failures
+from tests.support.crawl import ROOT
+
+# `from twisted.web import _newclient`, `from scrapy.x._y import`, `obj._slot`, `Cls._private(`
+_PRIVATE_IMPORT = re.compile(
+    r"^\s*(?:from\s+(?:scrapy|twisted)[\w.]*\s+import\s+\(?\s*_\w|"
+    r"from\s+(?:scrapy|twisted)[\w.]*\._\w|import\s+(?:scrapy|twisted)[\w.]*\._\w)",
+    re.MULTILINE,
+)
+_PRIVATE_ENGINE = re.compile(r"\bengine\)?\._\w|\"_slot\"|\bsuper\(\)\._(?!_)\w")
+
+
+def _outside_the_wall() -> dict[str, str]:
+    package = ROOT / "larbinscrapy"
+    return {str(p.relative_to(ROOT)): p.read_text() for p in sorted(package.rglob("*.py"))
+            if "lean" not in p.relative_to(package).parts}
+
+
+def test_no_module_outside_lean_names_a_private_scrapy_or_twisted_name():
+    found = {name: m.group(0).strip() for name, text in _outside_the_wall().items()
+             for m in [_PRIVATE_IMPORT.search(text) or _PRIVATE_ENGINE.search(text)] if m}
+    assert not found, found
+
+
+def test_the_patterns_see_what_they_look_for():
+    # the test above could fail: each shape the project used before the wall is caught
+    for line in ("from twisted.web import _newclient", "from scrapy.utils._download_handlers "
+                 "import x", "import twisted.web._newclient"):
+        assert _PRIVATE_IMPORT.search(line), line
+    for line in ('slot = getattr(self._engine(), "_slot", None)', "super()._redirect(r, q, s)"):
+        assert _PRIVATE_ENGINE.search(line), line
+
+
+def test_the_installed_scrapy_and_twisted_have_every_private_name():
+    assert private.check() == []
+    assert failures.RESPONSE_FAILED.__module__ == "twisted.web._newclient"
+
+
+def test_a_changed_private_name_is_one_warning_naming_it(caplog):
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.lean.private"):
+        found = private.check((("scrapy.core.engine", "_Slot.__init__", "000000000000"),
+                               ("twisted.web._newclient", "NoSuchClass")))
+    assert len(found) == 2
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "_Slot.__init__" in warnings[0].getMessage()
+    assert "NoSuchClass" in warnings[0].getMessage()
+
+
+def test_waking_an_engine_without_the_private_slot_is_a_no_op():
+    class Engine:
+        pass
+
+    class Slot:
+        woken = 0
+
+        class nextcall:
+            @staticmethod
+            def schedule() -> None:
+                Slot.woken += 1
+
+    private.wake_engine(None)
+    private.wake_engine(Engine())
+    engine = Engine()
+    engine._slot = Slot()  # type: ignore[attr-defined]
+    private.wake_engine(engine)
+    assert Slot.woken == 1
