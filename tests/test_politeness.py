@@ -227,6 +227,7 @@ def test_page_timeout_grows_with_the_bytes_received(web, tmp_path, handler):
                 "LARBIN_RESOLVE": json.dumps({**web.resolve, "trickle.test": "127.0.4.1"}),
                 "DOWNLOAD_TIMEOUT": 1,
                 "RETRY_TIMES": 0,
+                "RETRY_GIVE_UP_LOG_LEVEL": "ERROR",  # the give-up line says why (DEBUG by default)
                 "ROBOTSTXT_OBEY": False,
                 "LARBIN_HTTP_HANDLER": handler,
             },

@@ -111,8 +111,9 @@ def test_a_good_value_passes(name, value):
 
 
 def test_several_wrong_values_are_named_on_one_line():
+    # LARBIN_DEPTH=-1 is "no limit" (UrlFilter): -2 is the first wrong value
     with pytest.raises(config.SettingsError) as caught:
-        config.check(_with(LARBIN_IP_DELAY="abc", LARBIN_DEPTH="-1"))
+        config.check(_with(LARBIN_IP_DELAY="abc", LARBIN_DEPTH="-2"))
     assert "LARBIN_IP_DELAY" in str(caught.value) and "LARBIN_DEPTH" in str(caught.value)
     assert "\n" not in str(caught.value)
 

@@ -102,7 +102,7 @@ EXTENSIONS = Setting({
 # --- Seeds and link following (spider arguments override these) ---------------------------
 LARBIN_SEEDS = Setting("", str, doc="path of the seeds file (one URL per line); -a seeds=... overrides")
 LARBIN_URLS = Setting("", str, doc="comma-separated seed URLs; -a urls=... overrides")
-LARBIN_DEPTH = Setting(5, int, min=0, doc="larbin depthInSite: link depth followed inside one site (-a depth=)")
+LARBIN_DEPTH = Setting(5, int, min=-1, doc="larbin depthInSite: link depth followed inside one site, -1 = no limit (-a depth=)")
 LARBIN_DOMAINS = Setting("", parse="larbinscrapy.gate.urlfilter.parse_domains", takes="comma-separated host suffixes", doc="larbin limitToDomain: comma-separated host suffixes, empty = all (-a domains=)")
 LARBIN_EXTERNAL = Setting(True, bool, doc="follow links to other hosts (larbin noExternalLinks = not this) (-a external=)")
 LARBIN_IMAGES = Setting(False, bool, doc="also follow <img src> (-a images=)")
