@@ -53,6 +53,7 @@ from larbinscrapy.distributed.hosts import HostResolution
 from larbinscrapy.distributed.iplease import IpLeases
 from larbinscrapy.distributed.jobs import Call, RedisJobs
 from larbinscrapy.distributed.membership import POLL, Membership
+from larbinscrapy.distributed.robots import SharedRobots
 from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.distributed.sharded import Entry, ShardedFrontier
 from larbinscrapy.distributed.shards import Shards
@@ -138,6 +139,8 @@ class RedisScheduler(FrontierScheduler):
         self._tick_seq = 0
         self.jobs = RedisJobs(server=server, connect=connect, outage_timeout=outage_timeout,
                               on_outage=self._outage, stats=crawler.stats)
+        self.robots = SharedRobots(self.jobs, self.shards, self.worker,  # one fetch a site
+                                   int(crawler.settings.getfloat("DOWNLOAD_TIMEOUT") * 1000))
         self._popping = 0  # pops in flight
         self._popping_shards: set[int] = set()
         self._admitting = 0
