@@ -3,6 +3,7 @@ redis-server: what one worker learnt about a site (robots.txt...) the other does
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -17,7 +18,8 @@ from tests.support.workers import (
     start_worker,
     wait_workers,
 )
-from testweb.harness import ROBOTS, pages
+from testweb import polite
+from testweb.harness import ROBOTS, SITEMAP, pages
 
 
 def _robots_counts(records: list[dict], port: int) -> Counter[str]:
@@ -42,3 +44,29 @@ def test_robots_txt_fetched_once_per_site_by_all_workers(web, tmp_path, redis_ur
     assert min(min_interval_per_ip(records).values()) >= WORKER_DELAY - TOLERANCE
     shared = sum("larbin/robots/shared" in (p.out / "stderr.log").read_text() for p in procs)
     assert shared >= 1
+
+
+@pytest.mark.crawl
+def test_a_host_set_aside_by_one_worker_is_not_asked_by_the_other(tmp_path, redis_url):
+    # far.test answers every page 429 with a Retry-After past LARBIN_MAX_RETRY_AFTER: the first
+    # worker it answers sets it aside; its other pages (all seeds) are never asked, by either.
+    hosts = {"far.test": {"ip": "127.0.5.10", "pages": 8, "throttle": 8, "retry_after": "7200"},
+             "near.test": {"ip": "127.0.5.10", "pages": 8},
+             "calm.test": {"ip": "127.0.5.11", "pages": 12}}
+    with polite.start(tmp_path / "web", hosts) as web:
+        seeds = sorted(web.pages())
+        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(seeds),
+                              DOWNLOAD_DELAY=0.2, LARBIN_MAX_RETRY_AFTER=60)
+                 for i in range(2)]
+        wait_workers(procs)
+        log = web.read_log()
+    assert [p.returncode for p in procs] == [0, 0]
+    assert_clean_logs(procs)
+    far = [e for e in log if e["host"] == "far.test" and e["path"] not in (ROBOTS, SITEMAP)]
+    assert len(far) == 1, far  # asked once, then left alone by every worker
+    ok = {f"http://{e['host']}:{web.port}{e['path']}" for e in log if e["status"] == 200}
+    assert ok >= polite.page_urls({h: hosts[h] for h in ("near.test", "calm.test")}, web.port)
+    stats = [json.loads((p.out / "stats.json").read_text()) for p in procs]
+    assert sum(s.get("larbin/host/set_aside", 0) for s in stats) == 1
+    assert sum(s.get("larbin/dropped/throttled", 0) for s in stats) == 8
+    assert all(s.get("item_scraped_count", 0) for s in stats), stats

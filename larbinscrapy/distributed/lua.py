@@ -85,7 +85,7 @@ local mem_limit, cap, budget = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(AR
 local lid = tonumber(ARGV[8])
 local out, unresolved = {}, {}
 redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
-local stats = {dropped = 0, to_wait = 0}
+local stats = {dropped = 0, to_wait = 0, aside = 0}
 
 local function refill()
   local order = {0, 1, 2, 3}
@@ -110,7 +110,9 @@ local function refill()
         ip = '!noconnection'
         redis.call('HSET', P .. ':dns', host, ip)
       end
-      if ip and string.sub(ip, 1, 1) == '!' then
+      if ip == '!throttled' then  -- a host set aside (ASIDE)
+        count('queued', -1) stats.aside = stats.aside + 1
+      elseif ip and string.sub(ip, 1, 1) == '!' then
         count('queued', -1) stats.dropped = stats.dropped + 1
       else
         local skey = P .. ':site:' .. site
@@ -180,7 +182,7 @@ local nxt = redis.call('ZRANGE', P .. ':ready', 0, 0, 'WITHSCORES')
 local wait = -1
 if #nxt > 0 then wait = math.max(0, tonumber(nxt[2]) - now) end
 return {out, unresolved, wait, tonumber(redis.call('HGET', CK, 'queued') or '0'),
-        stats.dropped, stats.to_wait}
+        stats.dropped, stats.to_wait, stats.aside}
 """
 
 # One connection of ``worker`` on ``ip`` ends: the IP is ready again ``delay`` ms from now.
@@ -251,6 +253,27 @@ for _, site in ipairs(sites) do
   elseif redis.call('LLEN', P .. ':site:' .. site) > 0 then link(site, val, conn) end
 end
 return {val, dropped}
+"""
+
+# A host set aside (a throttling answer past LARBIN_MAX_RETRY_AFTER) for every worker: its
+# loaded sites dropped, its tier entries dropped as the sequencer meets them. ARGV: prefix,
+# host, conn. Its result: the records dropped.
+_ASIDE_TEXT = _COMMON + r"""
+local host, conn = ARGV[2], tonumber(ARGV[3])
+local ip = redis.call('HGET', P .. ':dns', host)
+redis.call('HSET', P .. ':dns', host, '!throttled')
+local dropped = 0
+if ip and string.sub(ip, 1, 1) ~= '!' then
+  local ipkey = P .. ':ipsites:' .. ip
+  for _, site in ipairs(redis.call('LRANGE', ipkey, 0, -1)) do
+    if host_of_site(site) == host then
+      dropped = dropped + drop_site(site)
+      redis.call('LREM', ipkey, 0, site)
+    end
+  end
+  place(ip, conn)
+end
+return dropped
 """
 
 # ARGV: prefix, worker, seen key, shard bits, seeds key, n acks, lease ids...,
@@ -353,3 +376,4 @@ ADMIT = LuaScript(_ADMIT_TEXT)
 REAP = LuaScript(_REAP_TEXT)
 TAKE_SEEDS = LuaScript(_TAKE_SEEDS_TEXT)
 SEEDS_REAP = LuaScript(_SEEDS_REAP_TEXT)
+ASIDE = LuaScript(_ASIDE_TEXT)

@@ -59,6 +59,7 @@ from larbinscrapy.distributed.sharded import Entry, ShardedFrontier
 from larbinscrapy.distributed.shards import Shards
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.parse.urls import host_of, site_of
+from larbinscrapy.politeness.hosts import THROTTLED
 from larbinscrapy.politeness.ipsites import NOCONNECTION
 from larbinscrapy.reactor import installed_reactor
 
@@ -399,6 +400,7 @@ class RedisScheduler(FrontierScheduler):
         self._queued[shard] = popped.queued
         self.shared_queued = sum(self._queued)
         self.politeness.count_drop(NOCONNECTION, popped.dropped)
+        self.politeness.count_drop(THROTTLED, popped.aside)
         if popped.to_wait:
             self.stats.inc_value("larbin/frontier/to_wait", popped.to_wait)
         for host in popped.unresolved:
@@ -461,6 +463,11 @@ class RedisScheduler(FrontierScheduler):
         if self.ips is not None:
             self._send("iplease", self.ips.release_call(st.ip, f"{self.worker}/{rid}", delay))
         self._shard_next[shard] = min(self._shard_next[shard], self.table.clock() + delay)
+
+    def host_set_aside(self, host: str) -> None:
+        """``host`` asked for a pause past the cap: no worker asks it again (its records go)."""
+        self.jobs.submit("set aside", self.fs.frontiers[self.shards.of(host)].aside_call(host),
+                         then=lambda n: self.politeness.count_drop(THROTTLED, n))
 
     def _release_done(self, dropped: int) -> None:
         self.politeness.count_drop(NOCONNECTION, max(0, dropped))
