@@ -4,11 +4,14 @@ redis-server: what one worker learnt about a site (robots.txt...) the other does
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.support.crawl import seeds_args
+from tests.support.status import LiveCrawl, port_range
 from tests.support.workers import (
     TOLERANCE,
     WORKER_DELAY,
@@ -19,7 +22,7 @@ from tests.support.workers import (
     wait_workers,
 )
 from testweb import polite
-from testweb.harness import ROBOTS, SITEMAP, pages
+from testweb.harness import ROBOTS, SITE_FILES, SITEMAP, pages
 
 
 def _robots_counts(records: list[dict], port: int) -> Counter[str]:
@@ -70,3 +73,33 @@ def test_a_host_set_aside_by_one_worker_is_not_asked_by_the_other(tmp_path, redi
     assert sum(s.get("larbin/host/set_aside", 0) for s in stats) == 1
     assert sum(s.get("larbin/dropped/throttled", 0) for s in stats) == 8
     assert all(s.get("item_scraped_count", 0) for s in stats), stats
+
+
+@pytest.mark.crawl
+def test_a_priority_url_is_its_sites_next_fetch_in_the_shared_frontier(web, tmp_path, redis_url):
+    settings = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": 1.0, "LARBIN_HTTP_PORT": port_range(10)}
+    workers: list[LiveCrawl] = []
+    try:
+        for name in ("w1", "w2"):
+            workers.append(LiveCrawl(web, tmp_path / name, settings=settings,
+                                     env={"SCRAPY_SETTINGS_MODULE": "settings.distributed"}))
+        one = workers[0]
+        truth = Counter(urlsplit(u).hostname for u in web.web.ground_truth(web.seeds, depth=5))
+        one.wait_until(lambda: len(web.read_log()) >= 30, 60, "the crawl did not start")
+        served = Counter(e["host"] for e in web.read_log() if e["path"] not in SITE_FILES)
+        host = max(truth, key=lambda h: truth[h] - served[h])  # the site with most still queued
+        assert truth[host] - served[host] >= 6, "no site with a loaded queue"
+        added = f"http://{host}:{web.port}/added-with-priority"
+        code, answer = one.call("POST", "/api/urls", {"urls": [added], "priority": True})
+        assert code == 200 and answer["queued"] == 1, answer
+        asked = time.time()
+        one.wait_until(lambda: any(e["path"] == "/added-with-priority" for e in web.read_log()),
+                       30, "the added URL was not fetched")
+        log = [e for e in web.read_log()
+               if e["t"] >= asked and e["host"] == host and e["path"] not in SITE_FILES]
+        before = [e["path"] for e in log[: [e["path"] for e in log].index("/added-with-priority")]]
+        # the site's fetch in flight when the URL arrived may come first, nothing else
+        assert len(before) <= 1, before
+    finally:
+        for w in workers:
+            w.kill()

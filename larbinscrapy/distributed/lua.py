@@ -38,6 +38,7 @@ local function drop_site(site)
   local skey = P .. ':site:' .. site
   local n = redis.call('LLEN', skey)
   redis.call('DEL', skey)
+  redis.call('HDEL', P .. ':head', site)
   count('insites', -n) count('queued', -n)
   return n
 end
@@ -61,6 +62,7 @@ local function requeue(v, conn)
   if redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then return 0 end
   local skey = P .. ':site:' .. site
   if redis.call('LPUSH', skey, rec) == 1 then link(site, ip, conn) end
+  if string.byte(rec, 1) == 48 then redis.call('HINCRBY', P .. ':head', site, 1) end
   count('insites', 1) count('queued', 1)
   return 1
 end
@@ -117,12 +119,19 @@ local function refill()
       else
         local skey = P .. ':site:' .. site
         local n = redis.call('LLEN', skey)
-        if n >= cap then
+        -- the priority tier goes ahead of the site's others (in its order), up to the cap
+        local head = (tier == 0) and tonumber(redis.call('HGET', P .. ':head', site) or '0')
+        if not (head and head < cap) and n >= cap then
           local wait = (tier < 2) and 1 or 3
           redis.call('RPUSH', P .. ':tier:' .. wait, e)
           stats.to_wait = stats.to_wait + 1
         else
-          redis.call('RPUSH', skey, tier .. rec)
+          local front = head and head < cap
+          local pivot = front and head > 0 and redis.call('LINDEX', skey, head - 1)
+          if not front then redis.call('RPUSH', skey, tier .. rec)
+          elseif pivot then redis.call('LINSERT', skey, 'AFTER', pivot, tier .. rec)
+          else redis.call('LPUSH', skey, tier .. rec) end
+          if front then redis.call('HINCRBY', P .. ':head', site, 1) end
           insites = insites + 1 moved = moved + 1
           if n == 0 then
             if ip then link(site, ip, conn)
@@ -154,6 +163,10 @@ local function pick()
       local skey = P .. ':site:' .. site
       local rec = redis.call('LPOP', skey)
       if redis.call('LLEN', skey) == 0 then redis.call('LREM', ipkey, -1, site) end
+      if rec and string.byte(rec, 1) == 48
+         and redis.call('HINCRBY', P .. ':head', site, -1) <= 0 then
+        redis.call('HDEL', P .. ':head', site)
+      end
       if rec then
         count('insites', -1) count('queued', -1) count('leased', 1)
         redis.call('HINCRBY', P .. ':busy', ip, 1)
