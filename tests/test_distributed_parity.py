@@ -22,7 +22,7 @@ from tests.support.workers import (
     wait_workers,
 )
 from testweb import polite
-from testweb.harness import ROBOTS, SITE_FILES, SITEMAP, pages
+from testweb.harness import ROBOTS, SITE_FILES, SITEMAP, pages, sitemap_counts
 
 
 def _robots_counts(records: list[dict], port: int) -> Counter[str]:
@@ -30,7 +30,7 @@ def _robots_counts(records: list[dict], port: int) -> Counter[str]:
 
 
 @pytest.mark.crawl
-def test_robots_txt_fetched_once_per_site_by_all_workers(web, tmp_path, redis_url):
+def test_robots_txt_and_sitemaps_read_once_per_site_by_all_workers(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
     procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
              for i in range(2)]
@@ -44,6 +44,8 @@ def test_robots_txt_fetched_once_per_site_by_all_workers(web, tmp_path, redis_ur
     sites = {u.split("/")[2] for u in truth}
     assert set(robots) == sites
     assert {s: n for s, n in robots.items() if n != 1} == {}
+    assert sitemap_counts(records, web.port) == Counter(
+        dict.fromkeys(web.web.sitemap_truth(web.seeds, depth=5), 1))  # a sitemap read once
     assert min(min_interval_per_ip(records).values()) >= WORKER_DELAY - TOLERANCE
     shared = sum("larbin/robots/shared" in (p.out / "stderr.log").read_text() for p in procs)
     assert shared >= 1

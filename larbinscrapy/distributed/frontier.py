@@ -209,6 +209,11 @@ class RedisFrontier:
         """Set ``host`` aside for every worker (throttling past the cap): its records go."""
         return self._call(lua.ASIDE, [host, self.connections], int)
 
+    def take_call(self, worker: str, ip: str) -> Call:
+        """Lease a connection on ``ip`` for a fetch outside the frontier (0), or the ms to
+        wait (-1: all leased); given back by ``release_call`` as any lease."""
+        return self._call(lua.TAKE, [worker, ip, self.connections], int)
+
     def resolved(self, host: str, ip: str | None, reason: str = "dns") -> tuple[str, int]:
         return cast("tuple[str, int]", run_call(self.server,
                                                 self.resolved_call(host, ip, reason)))

@@ -289,6 +289,21 @@ end
 return dropped
 """
 
+# A fetch outside the frontier (a sitemap) takes an IP connection like a pop: 0 when taken
+# (released as any lease), else the ms to wait (-1: every connection is leased).
+# ARGV: prefix, worker, ip, conn
+_TAKE_TEXT = _COMMON + r"""
+local worker, ip, conn = ARGV[2], ARGV[3], tonumber(ARGV[4])
+redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
+if tonumber(redis.call('HGET', P .. ':busy', ip) or '0') >= conn then return -1 end
+local at = tonumber(redis.call('HGET', P .. ':readyat', ip) or '0')
+if at > now then return at - now end
+redis.call('HINCRBY', P .. ':busy', ip, 1)
+redis.call('HINCRBY', P .. ':held:' .. worker, ip, 1)
+place(ip, conn)
+return 0
+"""
+
 # ARGV: prefix, worker, seen key, shard bits, seeds key, n acks, lease ids...,
 #       then per entry: tier, number of bit positions, positions..., entry
 _ADMIT_TEXT = _COMMON + BITS_LUA + r"""
@@ -390,3 +405,4 @@ REAP = LuaScript(_REAP_TEXT)
 TAKE_SEEDS = LuaScript(_TAKE_SEEDS_TEXT)
 SEEDS_REAP = LuaScript(_SEEDS_REAP_TEXT)
 ASIDE = LuaScript(_ASIDE_TEXT)
+TAKE = LuaScript(_TAKE_TEXT)

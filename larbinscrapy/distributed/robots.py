@@ -15,12 +15,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet.defer import Deferred
 
-from larbinscrapy.distributed.jobs import Call, LuaScript
+from larbinscrapy.distributed.jobs import Call, LuaScript, later
 from larbinscrapy.parse.urls import host_of
 from larbinscrapy.politeness.robotsrules import PARSE, SiteRules
-from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,12 +66,6 @@ def decode(value: bytes, ttl_ms: int, now: float, wall: float) -> tuple[SiteRule
     return SiteRules(str(h["verdict"]), now + max(ttl_ms, 0) / 1000, int(h["errors"]), since), body
 
 
-def _later(seconds: float) -> Deferred[None]:
-    d: Deferred[None] = Deferred()
-    installed_reactor().callLater(seconds, d.callback, None)
-    return d
-
-
 class SharedRobots:
     """A worker's access to the shared robots.txt rules (module docstring)."""
 
@@ -100,7 +92,7 @@ class SharedRobots:
                 return None
             if isinstance(reply, list):
                 return decode(reply[0], int(reply[1]), now(), wall())
-            await maybe_deferred_to_future(_later(WAIT))
+            await maybe_deferred_to_future(later(WAIT))
 
     def store(self, site: str, rules: SiteRules, body: bytes | None, now: float, wall: float
               ) -> None:

@@ -57,6 +57,7 @@ from larbinscrapy.distributed.robots import SharedRobots
 from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.distributed.sharded import Entry, ShardedFrontier
 from larbinscrapy.distributed.shards import Shards
+from larbinscrapy.distributed.sitemaps import SharedSitemaps
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.parse.urls import host_of, site_of
 from larbinscrapy.politeness.hosts import THROTTLED
@@ -142,6 +143,7 @@ class RedisScheduler(FrontierScheduler):
                               on_outage=self._outage, stats=crawler.stats)
         self.robots = SharedRobots(self.jobs, self.shards, self.worker,  # one fetch a site
                                    int(crawler.settings.getfloat("DOWNLOAD_TIMEOUT") * 1000))
+        self.sitemaps = SharedSitemaps(self)  # one reader a site, each fetch under the IP lease
         self._popping = 0  # pops in flight
         self._popping_shards: set[int] = set()
         self._admitting = 0
