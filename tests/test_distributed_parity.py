@@ -9,8 +9,14 @@ from collections import Counter
 from urllib.parse import urlsplit
 
 import pytest
+import redis
 
+from larbinscrapy.parse.urls import fingerprint_url
+from larbinscrapy.revisit.entry import Entry
+from larbinscrapy.revisit.redis_store import RedisRevisitStore
+from tests.support.cluster import redis_cluster
 from tests.support.crawl import seeds_args
+from tests.support.revisit import EARLY, RULE, by_page, gaps
 from tests.support.status import LiveCrawl, port_range
 from tests.support.workers import (
     TOLERANCE,
@@ -22,7 +28,10 @@ from tests.support.workers import (
     wait_workers,
 )
 from testweb import polite
+from testweb.changing import start_changing
 from testweb.harness import ROBOTS, SITE_FILES, SITEMAP, pages, sitemap_counts
+
+REVISIT = {**RULE, "DOWNLOAD_DELAY": 0, "LARBIN_REVISIT_LEASE": 2.0}
 
 
 def _robots_counts(records: list[dict], port: int) -> Counter[str]:
@@ -105,3 +114,46 @@ def test_a_priority_url_is_its_sites_next_fetch_in_the_shared_frontier(web, tmp_
     finally:
         for w in workers:
             w.kill()
+
+
+@pytest.mark.crawl
+def test_the_redis_schedule_forgets_a_gone_page(redis_url):
+    store = RedisRevisitStore(redis.Redis.from_url(redis_url), "t:revisit", 10)
+    gone, kept = (Entry(fingerprint_url(f"http://a.test/{p}"), f"http://a.test/{p}", 100.0, 5.0)
+                  for p in ("gone", "kept"))
+    assert store.add(gone) and store.add(kept)
+    taken = {e.url: e for e in store.take(200.0, 3600.0)[2]}
+    assert store.forget(taken[gone.url])
+    assert not store.forget(taken[gone.url])  # a second copy of the same answer
+    assert store.done(taken[kept.url], taken[kept.url].evolve(due=300.0))
+    server = redis.Redis.from_url(redis_url)
+    assert server.hkeys("t:revisit:state") == [kept.fp]  # nothing of the gone page is left
+    assert server.zcard("t:revisit:flight") == 0
+    assert [e.url for e in store.take(1e12, 3600.0)[2]] == [kept.url]
+
+
+@pytest.mark.crawl
+@pytest.mark.cluster
+def test_two_workers_revisit_on_a_cluster(tmp_path):
+    with redis_cluster(tmp_path / "cluster") as cluster, \
+            start_changing(tmp_path / "web", period=3.0) as web:
+        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
+                              CLOSESPIDER_TIMEOUT=12, LARBIN_REDIS_CLUSTER=True, **REVISIT)
+                 for i in range(2)]
+        wait_workers(procs, timeout=60)
+        log = web.read_log()
+        state = cluster.client().hlen("{larbin:revisit}:state")
+    assert_clean_logs(procs)
+    pages = by_page(log)
+    assert len(pages) == 44
+    for key, records in pages.items():
+        kind = key.split("/")[1] or "never"
+        assert all(r["inm"] or r["ims"] for r in records[1:]) or kind == "plain", (key, records)
+        if kind in ("never", "lmonly", "plain"):  # one schedule for both: 1, 1, 2, 2 s apart
+            got = gaps(records)
+            assert len(got) >= 3, (key, got)
+            for gap, due in zip(got, [1, 1, 2, 2, 4], strict=False):
+                assert gap >= due - EARLY, (key, got)
+    assert state == 44  # every page scheduled once, in the cluster
+    stats = [json.loads((p.out / "stats.json").read_text()) for p in procs]
+    assert all(s.get("larbin/revisit/due", 0) for s in stats), stats  # both workers revisit
