@@ -25,4 +25,3 @@ ITEM_PIPELINES = {
 }
 
 LARBIN_ALLOW_NO_SEEDS = True  # a worker may start without -a seeds/urls: seeds come from Redis
-LARBIN_SITEMAPS = False  # sitemap fetches hold no Redis IP lease yet: two workers could hit one IP at once

@@ -84,7 +84,7 @@ def _resolved_reply(reply: list[Any]) -> tuple[str, int]:
 
 
 def _popped(reply: list[Any]) -> Popped:
-    out, unresolved, wait, queued, dropped, to_wait = reply
+    out, unresolved, wait, queued, dropped, to_wait, aside = reply
     return Popped(
         leases=[(lid.decode(), ip.decode(), rec) for lid, ip, rec in out],
         unresolved=[h.decode() for h in unresolved],
@@ -92,6 +92,7 @@ def _popped(reply: list[Any]) -> Popped:
         queued=int(queued),
         dropped=int(dropped),
         to_wait=int(to_wait),
+        aside=int(aside),
     )
 
 
@@ -105,6 +106,7 @@ class Popped:
     queued: int = 0  # records queued in the whole frontier after the pop
     dropped: int = 0  # records of dead hosts dropped by the sequencer
     to_wait: int = 0  # records moved to a wait list (site at its cap)
+    aside: int = 0  # records of hosts set aside dropped by the sequencer
 
 
 class RedisFrontier:
@@ -202,6 +204,15 @@ class RedisFrontier:
         """Store ``host``'s IP (or its failure) and make its waiting sites servable."""
         return self._call(self._resolved, [host, ip or f"!{reason}", self.connections],
                           _resolved_reply)
+
+    def aside_call(self, host: str) -> Call:
+        """Set ``host`` aside for every worker (throttling past the cap): its records go."""
+        return self._call(lua.ASIDE, [host, self.connections], int)
+
+    def take_call(self, worker: str, ip: str) -> Call:
+        """Lease a connection on ``ip`` for a fetch outside the frontier (0), or the ms to
+        wait (-1: all leased); given back by ``release_call`` as any lease."""
+        return self._call(lua.TAKE, [worker, ip, self.connections], int)
 
     def resolved(self, host: str, ip: str | None, reason: str = "dns") -> tuple[str, int]:
         return cast("tuple[str, int]", run_call(self.server,

@@ -46,6 +46,13 @@ RECOVERED = 1.0  # seconds of answers without a failure that end an outage
 
 
 
+def later(seconds: float) -> defer.Deferred[None]:
+    """A Deferred fired ``seconds`` from now, in the reactor thread (a poll between two looks)."""
+    d: defer.Deferred[None] = defer.Deferred()
+    installed_reactor().callLater(seconds, d.callback, None)
+    return d
+
+
 def _same(reply: Any) -> Any:
     return reply
 

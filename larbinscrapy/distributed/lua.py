@@ -38,6 +38,7 @@ local function drop_site(site)
   local skey = P .. ':site:' .. site
   local n = redis.call('LLEN', skey)
   redis.call('DEL', skey)
+  redis.call('HDEL', P .. ':head', site)
   count('insites', -n) count('queued', -n)
   return n
 end
@@ -61,6 +62,7 @@ local function requeue(v, conn)
   if redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then return 0 end
   local skey = P .. ':site:' .. site
   if redis.call('LPUSH', skey, rec) == 1 then link(site, ip, conn) end
+  if string.byte(rec, 1) == 48 then redis.call('HINCRBY', P .. ':head', site, 1) end
   count('insites', 1) count('queued', 1)
   return 1
 end
@@ -85,7 +87,7 @@ local mem_limit, cap, budget = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(AR
 local lid = tonumber(ARGV[8])
 local out, unresolved = {}, {}
 redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
-local stats = {dropped = 0, to_wait = 0}
+local stats = {dropped = 0, to_wait = 0, aside = 0}
 
 local function refill()
   local order = {0, 1, 2, 3}
@@ -110,17 +112,26 @@ local function refill()
         ip = '!noconnection'
         redis.call('HSET', P .. ':dns', host, ip)
       end
-      if ip and string.sub(ip, 1, 1) == '!' then
+      if ip == '!throttled' then  -- a host set aside (ASIDE)
+        count('queued', -1) stats.aside = stats.aside + 1
+      elseif ip and string.sub(ip, 1, 1) == '!' then
         count('queued', -1) stats.dropped = stats.dropped + 1
       else
         local skey = P .. ':site:' .. site
         local n = redis.call('LLEN', skey)
-        if n >= cap then
+        -- the priority tier goes ahead of the site's others (in its order), up to the cap
+        local head = (tier == 0) and tonumber(redis.call('HGET', P .. ':head', site) or '0')
+        if not (head and head < cap) and n >= cap then
           local wait = (tier < 2) and 1 or 3
           redis.call('RPUSH', P .. ':tier:' .. wait, e)
           stats.to_wait = stats.to_wait + 1
         else
-          redis.call('RPUSH', skey, tier .. rec)
+          local front = head and head < cap
+          local pivot = front and head > 0 and redis.call('LINDEX', skey, head - 1)
+          if not front then redis.call('RPUSH', skey, tier .. rec)
+          elseif pivot then redis.call('LINSERT', skey, 'AFTER', pivot, tier .. rec)
+          else redis.call('LPUSH', skey, tier .. rec) end
+          if front then redis.call('HINCRBY', P .. ':head', site, 1) end
           insites = insites + 1 moved = moved + 1
           if n == 0 then
             if ip then link(site, ip, conn)
@@ -152,6 +163,10 @@ local function pick()
       local skey = P .. ':site:' .. site
       local rec = redis.call('LPOP', skey)
       if redis.call('LLEN', skey) == 0 then redis.call('LREM', ipkey, -1, site) end
+      if rec and string.byte(rec, 1) == 48
+         and redis.call('HINCRBY', P .. ':head', site, -1) <= 0 then
+        redis.call('HDEL', P .. ':head', site)
+      end
       if rec then
         count('insites', -1) count('queued', -1) count('leased', 1)
         redis.call('HINCRBY', P .. ':busy', ip, 1)
@@ -180,7 +195,7 @@ local nxt = redis.call('ZRANGE', P .. ':ready', 0, 0, 'WITHSCORES')
 local wait = -1
 if #nxt > 0 then wait = math.max(0, tonumber(nxt[2]) - now) end
 return {out, unresolved, wait, tonumber(redis.call('HGET', CK, 'queued') or '0'),
-        stats.dropped, stats.to_wait}
+        stats.dropped, stats.to_wait, stats.aside}
 """
 
 # One connection of ``worker`` on ``ip`` ends: the IP is ready again ``delay`` ms from now.
@@ -251,6 +266,42 @@ for _, site in ipairs(sites) do
   elseif redis.call('LLEN', P .. ':site:' .. site) > 0 then link(site, val, conn) end
 end
 return {val, dropped}
+"""
+
+# A host set aside (a throttling answer past LARBIN_MAX_RETRY_AFTER) for every worker: its
+# loaded sites dropped, its tier entries dropped as the sequencer meets them. ARGV: prefix,
+# host, conn. Its result: the records dropped.
+_ASIDE_TEXT = _COMMON + r"""
+local host, conn = ARGV[2], tonumber(ARGV[3])
+local ip = redis.call('HGET', P .. ':dns', host)
+redis.call('HSET', P .. ':dns', host, '!throttled')
+local dropped = 0
+if ip and string.sub(ip, 1, 1) ~= '!' then
+  local ipkey = P .. ':ipsites:' .. ip
+  for _, site in ipairs(redis.call('LRANGE', ipkey, 0, -1)) do
+    if host_of_site(site) == host then
+      dropped = dropped + drop_site(site)
+      redis.call('LREM', ipkey, 0, site)
+    end
+  end
+  place(ip, conn)
+end
+return dropped
+"""
+
+# A fetch outside the frontier (a sitemap) takes an IP connection like a pop: 0 when taken
+# (released as any lease), else the ms to wait (-1: every connection is leased).
+# ARGV: prefix, worker, ip, conn
+_TAKE_TEXT = _COMMON + r"""
+local worker, ip, conn = ARGV[2], ARGV[3], tonumber(ARGV[4])
+redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
+if tonumber(redis.call('HGET', P .. ':busy', ip) or '0') >= conn then return -1 end
+local at = tonumber(redis.call('HGET', P .. ':readyat', ip) or '0')
+if at > now then return at - now end
+redis.call('HINCRBY', P .. ':busy', ip, 1)
+redis.call('HINCRBY', P .. ':held:' .. worker, ip, 1)
+place(ip, conn)
+return 0
 """
 
 # ARGV: prefix, worker, seen key, shard bits, seeds key, n acks, lease ids...,
@@ -353,3 +404,5 @@ ADMIT = LuaScript(_ADMIT_TEXT)
 REAP = LuaScript(_REAP_TEXT)
 TAKE_SEEDS = LuaScript(_TAKE_SEEDS_TEXT)
 SEEDS_REAP = LuaScript(_SEEDS_REAP_TEXT)
+ASIDE = LuaScript(_ASIDE_TEXT)
+TAKE = LuaScript(_TAKE_TEXT)

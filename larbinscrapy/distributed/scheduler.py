@@ -53,11 +53,14 @@ from larbinscrapy.distributed.hosts import HostResolution
 from larbinscrapy.distributed.iplease import IpLeases
 from larbinscrapy.distributed.jobs import Call, RedisJobs
 from larbinscrapy.distributed.membership import POLL, Membership
+from larbinscrapy.distributed.robots import SharedRobots
 from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.distributed.sharded import Entry, ShardedFrontier
 from larbinscrapy.distributed.shards import Shards
+from larbinscrapy.distributed.sitemaps import SharedSitemaps
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.parse.urls import host_of, site_of
+from larbinscrapy.politeness.hosts import THROTTLED
 from larbinscrapy.politeness.ipsites import NOCONNECTION
 from larbinscrapy.reactor import installed_reactor
 
@@ -138,6 +141,9 @@ class RedisScheduler(FrontierScheduler):
         self._tick_seq = 0
         self.jobs = RedisJobs(server=server, connect=connect, outage_timeout=outage_timeout,
                               on_outage=self._outage, stats=crawler.stats)
+        self.robots = SharedRobots(self.jobs, self.shards, self.worker,  # one fetch a site
+                                   int(crawler.settings.getfloat("DOWNLOAD_TIMEOUT") * 1000))
+        self.sitemaps = SharedSitemaps(self)  # one reader a site, each fetch under the IP lease
         self._popping = 0  # pops in flight
         self._popping_shards: set[int] = set()
         self._admitting = 0
@@ -396,6 +402,7 @@ class RedisScheduler(FrontierScheduler):
         self._queued[shard] = popped.queued
         self.shared_queued = sum(self._queued)
         self.politeness.count_drop(NOCONNECTION, popped.dropped)
+        self.politeness.count_drop(THROTTLED, popped.aside)
         if popped.to_wait:
             self.stats.inc_value("larbin/frontier/to_wait", popped.to_wait)
         for host in popped.unresolved:
@@ -458,6 +465,11 @@ class RedisScheduler(FrontierScheduler):
         if self.ips is not None:
             self._send("iplease", self.ips.release_call(st.ip, f"{self.worker}/{rid}", delay))
         self._shard_next[shard] = min(self._shard_next[shard], self.table.clock() + delay)
+
+    def host_set_aside(self, host: str) -> None:
+        """``host`` asked for a pause past the cap: no worker asks it again (its records go)."""
+        self.jobs.submit("set aside", self.fs.frontiers[self.shards.of(host)].aside_call(host),
+                         then=lambda n: self.politeness.count_drop(THROTTLED, n))
 
     def _release_done(self, dropped: int) -> None:
         self.politeness.count_drop(NOCONNECTION, max(0, dropped))

@@ -24,6 +24,7 @@ from larbinscrapy.politeness.hosts import THROTTLED, HostState, parse_retry_afte
 from larbinscrapy.politeness.ipsites import IpState, IpTable, Politeness, PolitenessProvider
 from larbinscrapy.politeness.pauses import PauseFile
 from larbinscrapy.reactor import installed_reactor
+from larbinscrapy.status.probe import scheduler_of
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -216,6 +217,9 @@ class PolitenessMiddleware(PolitenessProvider):
         seconds = parse_retry_after(header, time.time())
         ip = request.meta[M.IP]
         pause = self.politeness.throttled(ip, hs.host, response.status, seconds)
+        aside = getattr(scheduler_of(self.crawler), "host_set_aside", None)
+        if pause is None and aside is not None:  # before the lease goes back: Redis workers
+            aside(hs.host)
         self._finished(request, failed=None, nbytes=len(response.body))
         if pause is None:
             self.politeness.count_drop(THROTTLED)

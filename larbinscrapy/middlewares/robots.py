@@ -22,12 +22,15 @@ from larbinscrapy import meta as M
 from larbinscrapy.parse.urls import site_of, site_origin
 from larbinscrapy.politeness.ipsites import IpState, Politeness, politeness_of
 from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
+from larbinscrapy.status.probe import scheduler_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+
+    from larbinscrapy.distributed.robots import SharedRobots
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +67,12 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self._rules: dict[str, SiteRules] = {}
         self._waiters: dict[str, list[Deferred[RobotParser | None]]] = {}
         self._politeness: Politeness | None = None
+        self._shared: SharedRobots | None = None  # Redis workers: the rules all workers share
         crawler.signals.connect(self._find_politeness, signal=signals.spider_opened)
 
     def _find_politeness(self) -> None:
         self._politeness = politeness_of(self.crawler)
+        self._shared = getattr(scheduler_of(self.crawler), "robots", None)  # Redis workers
 
     def known(self, key: str) -> bool:
         """True once the robots.txt of the site ``key`` (``site_key``) is read."""
@@ -97,6 +102,12 @@ class RobotsMiddleware(RobotsTxtMiddleware):
 
         self._parsers[key] = Deferred()  # marks "in progress" for known() and the parent
         self._waiters[key] = []
+        if self._shared is not None:  # another worker may have read it (or be reading it)
+            found = await self._shared.claim(key, self.clock, time.time)
+            if found is not None:
+                self._stats.inc_value("larbin/robots/shared")
+                return self._settle(key, found[0], await self._parse_body(found[1], request,
+                                                                         key, found[0]))
         before = self._rules.get(key)
         meta: dict[str, Any] = {"dont_obey_robotstxt": True}
         if before is not None and before.errors and self._never_answered(request):
@@ -111,18 +122,28 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             callback=NO_CALLBACK,
         )
         parser: RobotParser | None = None
+        body, share = b"", True
         try:
             response = await self.crawler.engine.download_async(robotsreq)
             rules = self.policy.answered(response.status, self.clock(), before)
+            body = response.body
             parser = await self._parse(response, request, key, rules)
         except IgnoreRequest:  # dropped before the server was asked (or too many redirects)
             rules = self.policy.unavailable(self.clock())
+            share = False  # this worker's drop says nothing of the site
         except Exception as exc:
             self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
             rules = self.policy.answered(None, self.clock(), before,
                                          at_once=self._never_answered(robotsreq))
             parser = self._unreachable(key, rules, str(exc))
         self._stats.inc_value("robotstxt/request_count")
+        if self._shared is not None:
+            self._shared.store(key, rules, body if share else None, self.clock(), time.time())
+        return self._settle(key, rules, parser)
+
+    def _settle(self, key: str, rules: SiteRules, parser: RobotParser | None
+                ) -> RobotParser | None:
+        """Keep the site's rules and parser, and hand the parser to the requests waiting."""
         self._rules[key] = rules
         self._parsers[key] = parser
         for waiter in self._waiters.pop(key):
@@ -135,11 +156,18 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
         if rules.verdict != PARSE:
             return self._unreachable(key, rules, f"status {response.status}")
-        parser = build_from_crawler(self._parserimpl, self.crawler, response.body)
+        return await self._parse_body(response.body, request, key, rules)
+
+    async def _parse_body(self, body: bytes, request: Request, key: str, rules: SiteRules
+                          ) -> RobotParser | None:
+        """The parser of a robots.txt ``body`` read (or shared) under ``rules``."""
+        if rules.verdict != PARSE:
+            return self._unreachable(key, rules, "as another worker found it")
+        parser = build_from_crawler(self._parserimpl, self.crawler, body)
         await self.crawler.signals.send_catch_log_async(
             signal=signals.robots_parsed, robotparser=parser, request=request
         )
-        self._apply_crawl_delay(parser, response)
+        self._apply_crawl_delay(parser, urlparse_cached(request).hostname)
         return parser
 
     def _never_answered(self, request: Request) -> bool:
@@ -168,9 +196,8 @@ class RobotsMiddleware(RobotsTxtMiddleware):
                      key, why, rules.expires - self.clock())
         return _DISALLOW_ALL
 
-    def _apply_crawl_delay(self, parser: RobotParser, response: Response) -> None:
+    def _apply_crawl_delay(self, parser: RobotParser, host: str | None) -> None:
         protego = getattr(parser, "rp", None)  # ProtegoRobotParser keeps the Protego object
-        host = urlparse_cached(response).hostname
         if protego is None or host is None or self._politeness is None:
             return
         agent = self._robotstxt_useragent or self._default_useragent

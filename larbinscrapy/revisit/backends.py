@@ -140,6 +140,5 @@ class SharedSchedule:
         return self._run(self.store.done, old, new)
 
     def forget(self, old: Entry) -> defer.Deferred[bool]:
-        """The page is gone for good. ``RedisRevisitStore`` has no removal: its entry is given
-        an infinite due time (Redis scores may be ``inf``), so it is never taken again."""
-        return self._run(self.store.done, old, old.evolve(due=float("inf")))
+        """The page is gone for good: its schedule is removed from Redis."""
+        return self._run(self.store.forget, old)

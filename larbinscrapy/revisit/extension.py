@@ -104,13 +104,13 @@ class RevisitExtension:
         from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule
 
         if _shared_frontier(s):
-            from scrapy_redis.connection import get_redis_from_settings
-
+            from larbinscrapy.distributed.connection import connector
             from larbinscrapy.revisit.redis_store import RedisRevisitStore
 
             name = crawler.spidercls.name
             key = s.get("LARBIN_REDIS_REVISIT_KEY") % {"spider": name, "name": name}
-            store = RedisRevisitStore(get_redis_from_settings(s), key, inflight)
+            server, connect, _ = connector(s)  # one Redis, or a cluster (made in its thread)
+            store = RedisRevisitStore(server, key, inflight, connect=connect)
             ext.schedule = SharedSchedule(store, lease, ext._inc)
         else:
             from larbinscrapy.revisit.store import RevisitStore

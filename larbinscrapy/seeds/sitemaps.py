@@ -167,7 +167,9 @@ class SitemapReader:
 
     # -- reading ------------------------------------------------------------------------------
     async def _read_site(self, site: str, queue: list[str]) -> None:
-        await self._read_files(site, queue)
+        shared = getattr(self.crawler.engine.scheduler, "sitemaps", None)  # Redis workers
+        if shared is None or await shared.claim(site):  # there, one worker reads a site's
+            await self._read_files(site, queue)
         self._read(site)  # not reached if the process dies first: a resumed crawl reads it
 
     async def _read_files(self, site: str, queue: list[str]) -> None:
@@ -202,7 +204,10 @@ class SitemapReader:
         if self._mark is not None:
             self._mark(fingerprint_url(url))
         request = Request(url, callback=NO_CALLBACK, meta={M.DOWNLOAD_MAXSIZE: self.max_bytes})
+        shared = getattr(self.crawler.engine.scheduler, "sitemaps", None)
         try:
+            if shared is not None:  # Redis workers: under the IP's shared lease, as a page
+                request.meta[M.LEASE] = request.meta[M.IP] = await shared.take_ip(url)
             response = await self.crawler.engine.download_async(request)
         except IgnoreRequest:
             return None

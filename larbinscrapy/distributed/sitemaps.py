@@ -1,0 +1,69 @@
+"""Sitemaps in the Redis frontier: a site's sitemaps read by one worker, each fetch under the
+IP's shared lease (a part of ``RedisScheduler``).
+
+``claim`` takes ``<shard prefix>:sitemaps:<site>`` (``SET NX``, kept with the frontier): the
+worker that gets it reads the site's sitemaps, the others leave them. A worker killed while
+reading leaves the rest of that site's sitemap unread (its pages are still reached by links).
+``take_ip`` leases a connection on the sitemap's IP as a pop does (``TAKE``; in a cluster the
+IP's own lease too, ``iplease.py``), waiting while the IP is busy or cooling; the request
+carries it as ``M.LEASE`` and gives it back through the same release as a page.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.utils.defer import maybe_deferred_to_future
+
+from larbinscrapy.distributed.jobs import Call, later
+from larbinscrapy.distributed.membership import POLL
+from larbinscrapy.parse.urls import host_of
+
+if TYPE_CHECKING:
+    from larbinscrapy.distributed.scheduler import RedisScheduler
+
+logger = logging.getLogger(__name__)
+
+
+class SharedSitemaps:
+    """Who reads a site's sitemaps, and the IP lease of each fetch (module docstring)."""
+
+    def __init__(self, scheduler: RedisScheduler) -> None:
+        self.s = scheduler
+        self._taken = 0
+
+    async def claim(self, site: str) -> bool:
+        """True when this worker reads ``site``'s sitemaps (no other worker took them)."""
+        s = self.s
+        key = f"{s.shards.prefix(s.shards.of(host_of(site)))}:sitemaps:{site}"
+        reply = await maybe_deferred_to_future(s.jobs.submit(
+            "sitemap claim", Call(("SET", key, s.worker, "NX"))))
+        return reply is not None
+
+    async def take_ip(self, url: str) -> str:
+        """The IP of ``url``'s host, with one of its connections leased to this worker; raises
+        ``DroppedRequest`` when the host gate refuses the host."""
+        s = self.s
+        host = host_of(url)
+        ip: str = await maybe_deferred_to_future(s.politeness.resolve(host))
+        shard = s.shards.of(host)
+        frontier = s.fs.frontiers[shard]
+        while True:
+            wait = await maybe_deferred_to_future(
+                s.jobs.submit("sitemap lease", frontier.take_call(s.worker, ip)))
+            if wait == 0:
+                self._taken += 1
+                rid = f"sitemap{self._taken}"
+                if s.ips is not None:  # a cluster: the IP's own lease too
+                    other = await maybe_deferred_to_future(s.jobs.submit(
+                        "iplease", s.ips.acquire_call(ip, f"{s.worker}/{rid}")))
+                    if other != 0:
+                        s._send("release", frontier.release_call(s.worker, ip, 0.0))
+                        await maybe_deferred_to_future(later(min(POLL, other or POLL)))
+                        continue
+                s._ip_shards.setdefault(ip, []).append((shard, rid))
+                s.table.acquire(s.table.get(ip))
+                return ip
+            await maybe_deferred_to_future(later(POLL if wait is None or wait < 0
+                                                 else min(POLL, wait / 1000)))
