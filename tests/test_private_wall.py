@@ -7,6 +7,8 @@ need and its start-up check says, in one warning, when the installed versions ch
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
 import re
 
@@ -78,3 +80,42 @@ def test_waking_an_engine_without_the_private_slot_is_a_no_op():
     engine._slot = Slot()  # type: ignore[attr-defined]
     private.wake_engine(engine)
     assert Slot.woken == 1
+
+
+_ASSIGNED = re.compile(r"self\.(_[a-z]\w*)\s*(?::[^=\n]+)?=(?!=)")
+_READ = re.compile(r"self\.(_[a-z]\w*)\b")
+
+
+def _parent_privates(cls: type) -> dict[str, str]:
+    """Private attributes the Scrapy/Twisted classes above ``cls`` set on ``self``."""
+    found: dict[str, str] = {}
+    for base in cls.__mro__[1:]:
+        if base.__module__.split(".")[0] in ("scrapy", "twisted"):
+            try:
+                source = inspect.getsource(base)
+            except (OSError, TypeError):
+                continue
+            for name in _ASSIGNED.findall(source):
+                found.setdefault(name, f"{base.__module__}.{base.__qualname__}")
+    return found
+
+
+def test_no_class_outside_lean_reads_a_private_attribute_its_scrapy_parent_sets():
+    wrong = {}
+    for path in sorted((ROOT / "larbinscrapy").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if "lean" in parts:
+            continue
+        module = importlib.import_module(".".join(p for p in parts if p != "__init__"))
+        for cls in vars(module).values():
+            if not isinstance(cls, type) or cls.__module__ != module.__name__:
+                continue
+            inherited = _parent_privates(cls)
+            if not inherited:
+                continue
+            source = inspect.getsource(cls)
+            own = set(_ASSIGNED.findall(source))
+            for name in set(_READ.findall(source)) - own:
+                if name in inherited:
+                    wrong[f"{cls.__module__}.{cls.__qualname__}.{name}"] = inherited[name]
+    assert not wrong, wrong

@@ -15,7 +15,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.robotstxt import RobotParser
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
@@ -62,6 +62,12 @@ class RobotsMiddleware(RobotsTxtMiddleware):
     def __init__(self, crawler: Crawler, policy: RobotsPolicy | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(crawler)
+        # our own state, never the parent's private attributes (they are Scrapy's to change)
+        settings = crawler.settings
+        self.stats = crawler.stats
+        self.agent: str = settings["ROBOTSTXT_USER_AGENT"] or settings["USER_AGENT"]
+        self.parser_class: type[RobotParser] = load_object(settings["ROBOTSTXT_PARSER"])
+        self._site_parsers: dict[str, RobotParser | Deferred[RobotParser | None] | None] = {}
         self.policy = policy or RobotsPolicy.from_settings(crawler.settings)
         self.clock = clock
         self._rules: dict[str, SiteRules] = {}
@@ -76,20 +82,20 @@ class RobotsMiddleware(RobotsTxtMiddleware):
 
     def known(self, key: str) -> bool:
         """True once the robots.txt of the site ``key`` (``site_key``) is read."""
-        parser = self._parsers.get(key, 0)
+        parser = self._site_parsers.get(key, 0)
         return parser != 0 and not isinstance(parser, Deferred)
 
     def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
         if rp is _DISALLOW_ALL:
-            self._stats.inc_value("larbin/robots/unreachable")
+            self.stats.inc_value("larbin/robots/unreachable")
             logger.debug("robots.txt unreachable, page not fetched: %s", request)
             raise IgnoreRequest("robots.txt unreachable (RFC 9309: complete disallow)")
         super().process_request_2(rp, request)
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         key = site_key(request.url)
-        if key in self._parsers:
-            known = self._parsers[key]
+        if key in self._site_parsers:
+            known = self._site_parsers[key]
             if isinstance(known, Deferred):
                 waiter: Deferred[RobotParser | None] = Deferred()
                 self._waiters[key].append(waiter)
@@ -98,14 +104,14 @@ class RobotsMiddleware(RobotsTxtMiddleware):
                 return known
             if self._address_dropped(request):  # the politeness gate drops the page: no fetch
                 return None
-            self._stats.inc_value("larbin/robots/refetched")
+            self.stats.inc_value("larbin/robots/refetched")
 
-        self._parsers[key] = Deferred()  # marks "in progress" for known() and the parent
+        self._site_parsers[key] = Deferred()  # marks "in progress" for known()
         self._waiters[key] = []
         if self._shared is not None:  # another worker may have read it (or be reading it)
             found = await self._shared.claim(key, self.clock, time.time)
             if found is not None:
-                self._stats.inc_value("larbin/robots/shared")
+                self.stats.inc_value("larbin/robots/shared")
                 return self._settle(key, found[0], await self._parse_body(found[1], request,
                                                                          key, found[0]))
         before = self._rules.get(key)
@@ -132,11 +138,11 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             rules = self.policy.unavailable(self.clock())
             share = False  # this worker's drop says nothing of the site
         except Exception as exc:
-            self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
+            self.stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
             rules = self.policy.answered(None, self.clock(), before,
                                          at_once=self._never_answered(robotsreq))
             parser = self._unreachable(key, rules, str(exc))
-        self._stats.inc_value("robotstxt/request_count")
+        self.stats.inc_value("robotstxt/request_count")
         if self._shared is not None:
             self._shared.store(key, rules, body if share else None, self.clock(), time.time())
         return self._settle(key, rules, parser)
@@ -145,15 +151,15 @@ class RobotsMiddleware(RobotsTxtMiddleware):
                 ) -> RobotParser | None:
         """Keep the site's rules and parser, and hand the parser to the requests waiting."""
         self._rules[key] = rules
-        self._parsers[key] = parser
+        self._site_parsers[key] = parser
         for waiter in self._waiters.pop(key):
             waiter.callback(parser)
         return parser
 
     async def _parse(self, response: Response, request: Request, key: str, rules: SiteRules
                      ) -> RobotParser | None:
-        self._stats.inc_value("robotstxt/response_count")
-        self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+        self.stats.inc_value("robotstxt/response_count")
+        self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
         if rules.verdict != PARSE:
             return self._unreachable(key, rules, f"status {response.status}")
         return await self._parse_body(response.body, request, key, rules)
@@ -163,7 +169,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         """The parser of a robots.txt ``body`` read (or shared) under ``rules``."""
         if rules.verdict != PARSE:
             return self._unreachable(key, rules, "as another worker found it")
-        parser = build_from_crawler(self._parserimpl, self.crawler, body)
+        parser = build_from_crawler(self.parser_class, self.crawler, body)
         await self.crawler.signals.send_catch_log_async(
             signal=signals.robots_parsed, robotparser=parser, request=request
         )
@@ -190,7 +196,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         """``_DISALLOW_ALL`` for an unreachable robots.txt, None (allow all) otherwise."""
         if rules.verdict != DISALLOW_ALL:
             if rules.errors:
-                self._stats.inc_value("larbin/robots/unavailable")
+                self.stats.inc_value("larbin/robots/unavailable")
             return None
         logger.debug("robots.txt of %s unreachable (%s): nothing allowed for %.0f s",
                      key, why, rules.expires - self.clock())
@@ -200,9 +206,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         protego = getattr(parser, "rp", None)  # ProtegoRobotParser keeps the Protego object
         if protego is None or host is None or self._politeness is None:
             return
-        agent = self._robotstxt_useragent or self._default_useragent
+        agent = self.agent
         delay = protego.crawl_delay(agent)
         if delay:
             hosts = self._politeness.table.hosts
             hosts.set_crawl_delay(hosts.get(host), float(delay))
-            self._stats.inc_value("larbin/robots/crawl_delay")
+            self.stats.inc_value("larbin/robots/crawl_delay")
