@@ -124,6 +124,10 @@ class LeanHttpDownloadHandler:
         self._dataloss_warned = False
         self._earned: EarnedTime | None = None  # larbin's page timeout, once adopted
         self._tls: TLSSites | None = None  # built on the first https request
+        settings = crawler.settings
+        if (settings["DOWNLOAD_TLS_MIN_VERSION"] is not None
+                or settings["DOWNLOAD_TLS_MAX_VERSION"] is not None):
+            self._tls = TLSSites(crawler)  # a wrong TLS version fails at start, as in Scrapy's
         self.tls_verbose = tls_verbose
 
     @classmethod
