@@ -4,9 +4,7 @@ redis-server: what one worker learnt about a site (robots.txt...) the other does
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
-from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -17,7 +15,7 @@ from larbinscrapy.revisit.redis_store import RedisRevisitStore
 from tests.support.cluster import redis_cluster
 from tests.support.crawl import seeds_args
 from tests.support.revisit import EARLY, RULE, by_page, gaps
-from tests.support.status import LiveCrawl, port_range
+from tests.support.status import LiveCrawl, fetched_before_a_priority_url, port_range
 from tests.support.workers import (
     TOLERANCE,
     WORKER_DELAY,
@@ -31,7 +29,6 @@ from testweb import polite
 from testweb.changing import start_changing
 from testweb.harness import (
     ROBOTS,
-    SITE_FILES,
     SITEMAP,
     gaps_by_host,
     gaps_by_ip,
@@ -102,21 +99,7 @@ def test_a_priority_url_is_its_sites_next_fetch_in_the_shared_frontier(web, tmp_
         for name in ("w1", "w2"):
             workers.append(LiveCrawl(web, tmp_path / name, settings=settings,
                                      env={"SCRAPY_SETTINGS_MODULE": "settings.distributed"}))
-        one = workers[0]
-        truth = Counter(urlsplit(u).hostname for u in web.web.ground_truth(web.seeds, depth=5))
-        one.wait_until(lambda: len(web.read_log()) >= 30, 60, "the crawl did not start")
-        served = Counter(e["host"] for e in web.read_log() if e["path"] not in SITE_FILES)
-        host = max(truth, key=lambda h: truth[h] - served[h])  # the site with most still queued
-        assert truth[host] - served[host] >= 6, "no site with a loaded queue"
-        added = f"http://{host}:{web.port}/added-with-priority"
-        code, answer = one.call("POST", "/api/urls", {"urls": [added], "priority": True})
-        assert code == 200 and answer["queued"] == 1, answer
-        asked = time.time()
-        one.wait_until(lambda: any(e["path"] == "/added-with-priority" for e in web.read_log()),
-                       30, "the added URL was not fetched")
-        log = [e for e in web.read_log()
-               if e["t"] >= asked and e["host"] == host and e["path"] not in SITE_FILES]
-        before = [e["path"] for e in log[: [e["path"] for e in log].index("/added-with-priority")]]
+        before = fetched_before_a_priority_url(web, workers[0])
         # the site's fetch in flight when the URL arrived may come first, nothing else
         assert len(before) <= 1, before
     finally:

@@ -11,11 +11,8 @@ with a pipeline that holds items (the SQLite example), on real Scrapy signals.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import subprocess
-import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -29,12 +26,12 @@ from larbinscrapy.frontier.pending import PendingPages
 from larbinscrapy.pipelines.contentdup import content_hash
 from larbinscrapy.pipelines.receipts import ItemReceipts
 from larbinscrapy.pipelines.sqlite_example import SQLitePipeline
-from tests.support.crawl import LARBIN_DEFAULTS, ROOT, crawl_command, run_crawl, seeds_args
+from tests.support.crawl import LARBIN_DEFAULTS, run_crawl, seeds_args
+from tests.support.resume import run_until
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from testweb.harness import RunningWeb
 
 DELAY = 0.05
 
@@ -53,30 +50,6 @@ def items_of(out: Path) -> list[str]:
     return urls
 
 
-def kill_after(web: RunningWeb, out: Path, settings: dict, requests: int) -> list[dict]:
-    """Run the crawl; ``kill -9`` it once the server logged ``requests`` more requests."""
-    out.mkdir(parents=True, exist_ok=True)
-    start = len(web.read_log())
-    cmd = crawl_command(web, out, *seeds_args(web.seeds), settings=settings)
-    with open(out / "stderr.log", "w") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
-        deadline = time.monotonic() + 120
-        try:
-            while len(web.read_log()) - start < requests:
-                assert proc.poll() is None, "ended before the kill:\n" + (
-                    out / "stderr.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, "too slow to reach the kill point"
-                time.sleep(0.01)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return web.read_log()[start:]
-
-
 @pytest.mark.crawl
 @pytest.mark.parametrize("seed", [1, 2])
 def test_items_survive_kill9_at_random_moments(web, tmp_path, seed):
@@ -93,7 +66,8 @@ def test_items_survive_kill9_at_random_moments(web, tmp_path, seed):
     log: list[dict] = []
     for run in range(3):  # three kills, each after a random share of what is left
         out = tmp_path / f"killed{run}"
-        log += kill_after(web, out, job, rng.randint(10, max(11, pages // 4)))
+        log += run_until(web, out, job, rng.randint(10, max(11, pages // 4)),
+                         signal.SIGKILL).requests
         items.update(items_of(out))
     last = run_crawl(web, tmp_path / "last", *seeds_args(web.seeds), settings=job)
     assert last.returncode == 0, last.stderr[-3000:]

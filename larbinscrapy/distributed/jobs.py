@@ -188,26 +188,23 @@ class RedisJobs:
             except Exception as exc:  # every job fails with it; the caller reports it
                 self._fail_all(reactor, exc)
                 return
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopped:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                batch = list(self._queue)
-                self._queue.clear()
+        while (batch := self._next_batch()) is not None:
             reactor.callFromThread(self._deliver, batch, self._run_batch(batch))
 
     def _fail_all(self, reactor: Any, exc: Exception) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopped:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                batch = list(self._queue)
-                self._queue.clear()
+        while (batch := self._next_batch()) is not None:
             reactor.callFromThread(self._deliver, batch, [Failure(exc)] * len(batch))
+
+    def _next_batch(self) -> list[_Job] | None:
+        """Every job queued while the thread was busy, waiting for one; None once stopped."""
+        with self._cond:
+            while not self._queue and not self._stopped:
+                self._cond.wait()
+            if not self._queue:
+                return None
+            batch = list(self._queue)
+            self._queue.clear()
+        return batch
 
     def _run_batch(self, batch: list[_Job]) -> list[Any]:
         """Each job's result or Failure; consecutive ``Call`` jobs share one pipeline."""

@@ -8,10 +8,12 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from tests.support.crawl import ROOT, crawl_command
-from testweb.harness import RunningWeb, free_port
+from testweb.harness import SITE_FILES, RunningWeb, free_port
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -112,6 +114,25 @@ class LiveCrawl:
             self.proc.kill()
             self.proc.wait()
         self.log_file.close()
+
+
+def fetched_before_a_priority_url(web: RunningWeb, crawl: LiveCrawl) -> list[str]:
+    """Add a URL with ``priority`` to the site with most still queued, through ``crawl``'s API;
+    the paths of that site fetched after the call and before the URL (its next slot: <= 1)."""
+    truth = Counter(urlsplit(u).hostname for u in web.web.ground_truth(web.seeds, depth=5))
+    crawl.wait_until(lambda: len(web.read_log()) >= 30, 60, "the crawl did not start")
+    served = Counter(e["host"] for e in web.read_log() if e["path"] not in SITE_FILES)
+    host = max(truth, key=lambda h: truth[h] - served[h])  # the site with most still queued
+    assert truth[host] - served[host] >= 6, "no site with a loaded queue"
+    added = f"http://{host}:{web.port}/added-with-priority"
+    code, answer = crawl.call("POST", "/api/urls", {"urls": [added], "priority": True})
+    assert code == 200 and answer["queued"] == 1, answer
+    asked = time.time()
+    crawl.wait_until(lambda: any(e["path"] == "/added-with-priority" for e in web.read_log()),
+                     30, "the added URL was not fetched")
+    log = [e["path"] for e in web.read_log()
+           if e["t"] >= asked and e["host"] == host and e["path"] not in SITE_FILES]
+    return log[: log.index("/added-with-priority")]
 
 
 def _decode(raw: bytes, headers: Any) -> Any:
