@@ -41,8 +41,8 @@ _BIT_TABLES = [bytes(b >> bit & 1 for b in range(256)) for bit in range(8)]  # b
 _WHITESPACE = b" \t\n\r\x0b\x0c"
 
 
-def _url_key(url: str) -> int:
-    """The key a copy's URL is remembered by (8 bytes of hash, not the URL)."""
+def url_key(url: str) -> int:
+    """The key a copy's (or a kept simhash's) URL is remembered by: 8 bytes of hash, not the URL."""
     return xxhash.xxh3_64_intdigest(url.encode("utf-8")[:_MAX_URL])
 
 
@@ -74,16 +74,22 @@ def simhash(body: bytes) -> int:
     return result or 1
 
 
+def simhash_blocks(distance: int) -> list[tuple[int, int]]:
+    """(shift, mask) of the ``distance + 1`` blocks of a 64-bit simhash: two simhashes within
+    ``distance`` bits agree on one block at least (pigeonhole), so each block is an exact key."""
+    if not 0 < distance <= _MAX_DISTANCE:
+        raise ValueError(f"near-dup distance must be in 1..{_MAX_DISTANCE}, got {distance}")
+    n = distance + 1
+    bounds = [64 * i // n for i in range(n + 1)]
+    return [(lo, (1 << (hi - lo)) - 1) for lo, hi in pairwise(bounds)]
+
+
 class SimhashIndex:
     """Finds a kept simhash within Hamming distance k by k + 1 exact block lookups."""
 
     def __init__(self, distance: int) -> None:
-        if not 0 < distance <= _MAX_DISTANCE:
-            raise ValueError(f"near-dup distance must be in 1..{_MAX_DISTANCE}, got {distance}")
+        self._blocks = simhash_blocks(distance)
         self.distance = distance
-        n = distance + 1
-        bounds = [64 * i // n for i in range(n + 1)]
-        self._blocks = [(lo, (1 << (hi - lo)) - 1) for lo, hi in pairwise(bounds)]
         self._tables: list[dict[int, list[int]]] = [{} for _ in self._blocks]
         self._offsets: dict[int, int] = {}
 
@@ -201,7 +207,7 @@ class ContentDupPipeline:
         body = item.get("body")
         digest = content_hash(body) if body else None
         if digest is None:  # empty, or a 304 revisit: as the page was last time
-            if self._dups and _url_key(url) in self._dups:
+            if self._dups and url_key(url) in self._dups:
                 self._drop("dropped", "still a duplicate (not modified)", item)
             self._inc("empty")
             return item
@@ -226,7 +232,7 @@ class ContentDupPipeline:
                     self._drop("near_dropped", reason, item)
         offset = self._append(digest, sim, url)
         self._seen[digest] = offset
-        self._dups.discard(_url_key(url))  # new content: no longer anybody's copy
+        self._dups.discard(url_key(url))  # new content: no longer anybody's copy
         if sim and self.near is not None:
             self.near.add(sim, offset)
         self._inc("unique")
@@ -234,7 +240,7 @@ class ContentDupPipeline:
 
     def _mark_duplicate(self, url: str) -> None:
         """Remember (journaled) that ``url`` is a copy, for its revisits that answer 304."""
-        key = _url_key(url)
+        key = url_key(url)
         if key not in self._dups:
             self._dups.add(key)
             self._append(_DUP_MARK, 0, url)
