@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 ENTRY = 17  # simhash, url key, state
 KEPT, UNSETTLED = b"K", b"T"
 
-# pop32(x): bits set in a 32-bit value (bit ops only: Lua numbers are doubles)
+# pop32(x): bits set in a 32-bit value (bit ops only: Lua numbers are doubles); the low half
+# is compared only when the high one is within the distance
 _POPCOUNT = r"""
 local function pop32(x)
   x = x - bit.band(bit.rshift(x, 1), 0x55555555)
@@ -52,9 +53,14 @@ local function pop32(x)
   x = x + bit.rshift(x, 16)
   return bit.band(x, 0x3F)
 end
-local function distance(bucket, p, hi, lo)
+-- within(bucket, p, ...): the distance of the entry at p if it is at most d, else nil
+local function within(bucket, p, hi, lo, d)
   local h, l = struct.unpack('>I4I4', bucket, p)
-  return pop32(bit.bxor(h, hi)) + pop32(bit.bxor(l, lo))
+  local n = pop32(bit.bxor(h, hi))
+  if n > d then return nil end
+  n = n + pop32(bit.bxor(l, lo))
+  if n > d then return nil end
+  return n
 end
 """
 
@@ -70,8 +76,8 @@ if ARGV[3] ~= '' then
   for i = 5, #ARGV do
     local bucket = redis.call('HGET', KEYS[2], ARGV[i]) or ''
     for p = 1, #bucket, 17 do
-      local dist = distance(bucket, p, hi, lo)
-      if dist <= d and string.sub(bucket, p + 8, p + 15) ~= ukey then return {2, dist} end
+      local dist = within(bucket, p, hi, lo, d)
+      if dist and string.sub(bucket, p + 8, p + 15) ~= ukey then return {2, dist} end
     end
     buckets[i] = bucket
   end
@@ -95,8 +101,8 @@ for i = 3, #ARGV do
   for p = 1, #bucket, 17 do
     if string.sub(bucket, p, p + 15) == ARGV[1] then mine = true
     elseif string.sub(bucket, p + 8, p + 15) ~= ukey then
-      local dist = distance(bucket, p, hi, lo)
-      if dist <= d then
+      local dist = within(bucket, p, hi, lo, d)
+      if dist then
         table.insert(out, i - 3)
         table.insert(out, string.sub(bucket, p, p + 7))
         table.insert(out, dist)
