@@ -7,13 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
 
-from larbinscrapy.distributed.jobs import run_call
+from larbinscrapy.distributed.jobs import run_call, run_calls
 from larbinscrapy.distributed.neardup import NearIndex, Verdict
 from larbinscrapy.pipelines.contentdup import SimhashIndex, simhash
 from tests.support.cluster import redis_cluster
@@ -176,6 +177,84 @@ def test_two_near_twins_checked_at_once_on_a_cluster_exactly_one_loses(tmp_path)
         assert {tw.simhash for tw in third} == {p} and all(tw.settled for tw in third)
         assert index.loses_to(flip(p, [bits[2]]), third) is not None
         client.close()
+
+
+def _twin_groups(index: NearIndex, groups: int, size: int) -> list[tuple[int, int, str]]:
+    """(group, simhash, URL) of ``groups`` groups of ``size`` pages, each within 2 bits of the
+    others of its group (one bit of its own flipped), shuffled."""
+    rng = random.Random(5)
+    spread = one_per_block(index, index.distance + 1)
+    pages = []
+    for g in range(groups):
+        base = rng.getrandbits(64)
+        pages += [(g, flip(base, [spread[k % len(spread)] - k // len(spread)]),
+                   f"http://g{g}.test/{k}") for k in range(size)]
+    rng.shuffle(pages)
+    return pages
+
+
+def _race(pages: list[tuple[int, int, str]], check: Any, threads: int = 4) -> Counter[int]:
+    """Check ``pages`` from ``threads`` threads at once; the groups of the pages kept."""
+    kept: Counter[int] = Counter()
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def work(part: list[tuple[int, int, str]]) -> None:
+        start.wait()
+        for i in range(0, len(part), 8):  # a few pages per round trip, as a worker's batch
+            batch = part[i : i + 8]
+            for (group, _, _), keep in zip(batch, check(batch), strict=True):
+                if keep:
+                    with lock:
+                        kept[group] += 1
+
+    runners = [threading.Thread(target=work, args=(pages[t::threads],)) for t in range(threads)]
+    for t in runners:
+        t.start()
+    for t in runners:
+        t.join()
+    return kept
+
+
+@pytest.mark.crawl
+def test_near_twins_checked_by_four_clients_at_once_one_kept_per_group(redis_url):
+    index = NearIndex("t:near", 3)
+    pages = _twin_groups(index, 40, 6)
+    local = threading.local()
+
+    def check_batch(batch: list[tuple[int, int, str]]) -> list[bool]:
+        if not hasattr(local, "server"):
+            local.server = redis.Redis.from_url(redis_url)
+        calls = [index.check_call("t:contentdup", hashlib.md5(url.encode()).digest(), url, h)
+                 for _, h, url in batch]
+        return [v == Verdict("kept") for v in run_calls(local.server, calls)]
+
+    assert _race(pages, check_batch) == Counter(dict.fromkeys(range(40), 1))
+
+
+@pytest.mark.crawl
+@pytest.mark.cluster
+def test_near_twins_checked_by_four_clients_at_once_on_a_cluster(tmp_path):
+    index = NearIndex("larbin:contentdup:near", 3, shards=12)
+    pages = _twin_groups(index, 40, 6)
+    local = threading.local()
+    with redis_cluster(tmp_path / "cluster") as cluster:
+
+        def check_batch(batch: list[tuple[int, int, str]]) -> list[bool]:
+            if not hasattr(local, "client"):
+                local.client = cluster.client()
+            slots = [index.slot_calls(h, url) for _, h, url in batch]
+            replies = iter(run_calls(local.client, [c for page in slots for _, c in page]))
+            verdicts = []
+            for (_, h, url), page in zip(batch, slots, strict=True):
+                twins = [t for _ in page for t in next(replies)]
+                keep = index.loses_to(h, twins) is None
+                run_calls(local.client, index.settle_calls(h, url, keep))
+                verdicts.append(keep)
+            return verdicts
+
+        kept = _race(pages, check_batch)
+    assert kept == Counter(dict.fromkeys(range(40), 1))
 
 
 # --- crawls: 2 workers against a local crawl --------------------------------------------------
