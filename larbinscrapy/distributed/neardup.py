@@ -39,8 +39,7 @@ from larbinscrapy.pipelines.contentdup import simhash_blocks, url_key
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-ENTRY = 17  # simhash, url key, state
-KEPT, UNSETTLED = b"K", b"T"
+KEPT = b"K"  # an entry's state byte once its page's verdict is settled ("T" before)
 
 # pop32(x): bits set in a 32-bit value (bit ops only: Lua numbers are doubles); the low half
 # is compared only when the high one is within the distance
