@@ -103,6 +103,7 @@ def _receipts(tmp_path: Path) -> tuple[ItemReceipts, list[int], object]:
     receipts = ItemReceipts.from_crawler(crawler)
     done: list[int] = []
     receipts.connect(PendingPages(done.append))
+    crawler.signals.send_catch_log(signals.spider_opened)  # the receipts take item_scraped then
     return receipts, done, crawler
 
 

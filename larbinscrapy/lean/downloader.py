@@ -17,6 +17,7 @@ the manager class (``Downloader`` builds ``DownloaderMiddlewareManager`` by name
 
 from __future__ import annotations
 
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from scrapy.core.downloader import Downloader
@@ -107,7 +108,10 @@ async def _settled(
     ``ensure_awaitable`` warns about a Deferred, naming ``method``; the messages of a wrong
     value are Scrapy's (``got`` says how each method's message shows the value's type).
     """
-    value = await ensure_awaitable(value, _warn=global_object_name(method))
+    if type(value) is CoroutineType:  # the common case: Scrapy would await it as it is
+        value = await value
+    else:
+        value = await ensure_awaitable(value, _warn=global_object_name(method))
     if isinstance(value, _OUTPUT) or (none and value is None):
         return value
     allowed = "None, Response or Request" if none else "Response or Request"

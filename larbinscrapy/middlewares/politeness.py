@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Coroutine
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -95,14 +96,41 @@ class PolitenessMiddleware(PolitenessProvider):
                         host, until - now)
 
     # -- downloader middleware -------------------------------------------------------------
-    async def process_request(
+    def process_request(  # a coroutine only for a request that must wait (DNS, a delay)
         self, request: Request, spider: Spider | None = None
-    ) -> Request | None:
+    ) -> Coroutine[Any, Any, Request | None] | Request | None:
         meta = request.meta
         proxy = meta.get(M.PROXY)
         if proxy and not self.politeness.proxied:  # a proxy of this request only
             allow_proxy(self.crawler, urlparse(proxy).hostname or "")
-        ip = await self._ip_of(request)
+        ip = meta.get(M.IP)
+        if ip is None:
+            return self._resolve_then_send(request)
+        try:  # a scheduler resolved it: check again, whatever path it took (memoised)
+            self.politeness.check_ip(ip)
+        except DroppedRequest as exc:
+            self.politeness.count_drop(exc.reason)
+            raise
+        return self._send(request, ip)
+
+    async def _resolve_then_send(self, request: Request) -> Request | None:
+        """The host gate's DNS first (``LARBIN_RESOLVE``, the cache, a lookup), then ``_send``."""
+        try:
+            d = self.politeness.resolve(urlparse_cached(request).hostname or "")
+            ip = request.meta[M.IP] = await maybe_deferred_to_future(d)
+        except DroppedRequest as exc:
+            self.politeness.count_drop(exc.reason)
+            raise
+        sent = self._send(request, ip)
+        if isinstance(sent, Coroutine):
+            await sent
+            return None
+        return sent
+
+    def _send(self, request: Request, ip: str
+              ) -> Coroutine[Any, Any, None] | Request | None:
+        """Send now if the IP, the host and the budget allow; else a coroutine that waits."""
+        meta = request.meta
         host = urlparse_cached(request).hostname or ""
         hs = self.hosts.get(host)
         if hs.set_aside:
@@ -115,32 +143,28 @@ class PolitenessMiddleware(PolitenessProvider):
         own = ip not in (meta.get(M.LEASE), meta.get(M.BORROW))
         if not own and self._host_lags(st, hs, meta):
             return self._requeue(request)
+        if self._ready_in(st, hs, own=own) != 0.0:
+            return self._hold_then_start(request, st, hs, own=own)
+        self._start(request, st, hs, own=own)
+        return None
+
+    async def _hold_then_start(self, request: Request, st: IpState, hs: HostState, *,
+                               own: bool) -> None:
         await self._hold(st, hs, own=own)
+        self._start(request, st, hs, own=own)
+
+    def _start(self, request: Request, st: IpState, hs: HostState, *, own: bool) -> None:
+        """The request goes: its IP connection, host and bandwidth are taken."""
+        meta = request.meta
         if own:
             self.table.acquire(st)
             meta[M.OWN] = True
         self.hosts.start(hs)
-        st.last_host = host
+        st.last_host = hs.host
         meta[M.BANDWIDTH] = self.table.bandwidth.start()
         meta[M.SENT] = True
         if self.from_address and b"From" not in request.headers:
             request.headers[b"From"] = self.from_address
-        return None
-
-    async def _ip_of(self, request: Request) -> str:
-        """The request's IP through the host gate; a refusal is counted and raised."""
-        meta = request.meta
-        ip: str | None = meta.get(M.IP)
-        try:
-            if ip is None:
-                d = self.politeness.resolve(urlparse_cached(request).hostname or "")
-                ip = meta[M.IP] = await maybe_deferred_to_future(d)
-            else:  # a scheduler resolved it: check again, whatever path it took (memoised)
-                self.politeness.check_ip(ip)
-        except DroppedRequest as exc:
-            self.politeness.count_drop(exc.reason)
-            raise
-        return ip
 
     def _host_lags(self, st: IpState, hs: HostState, meta: dict[str, Any]) -> bool:
         """True when a leased request would hold its IP idle for its host (after robots.txt).

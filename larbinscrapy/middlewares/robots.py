@@ -25,8 +25,9 @@ from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolic
 from larbinscrapy.status.probe import scheduler_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
+    from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -84,6 +85,24 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         """True once the robots.txt of the site ``key`` (``site_key``) is read."""
         parser = self._site_parsers.get(key, 0)
         return parser != 0 and not isinstance(parser, Deferred)
+
+    def process_request(  # type: ignore[override]  # None at once: no coroutine to await
+        self, request: Request, spider: Spider | None = None
+    ) -> Coroutine[Any, Any, None] | None:
+        """A site's rules in hand are applied at once; a coroutine only while they are read."""
+        if request.meta.get("dont_obey_robotstxt"):
+            return None
+        url = request.url
+        if url.startswith(("data:", "file:")):
+            return None
+        key = site_key(url)
+        if key not in self._site_parsers:
+            return super().process_request(request)
+        known = self._site_parsers[key]
+        if isinstance(known, Deferred) or self.policy.expired(self._rules[key], self.clock()):
+            return super().process_request(request)
+        self.process_request_2(known, request)
+        return None
 
     def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
         if rp is _DISALLOW_ALL:

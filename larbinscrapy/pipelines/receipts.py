@@ -90,7 +90,7 @@ class ItemReceipts:
         self._flushed: list[Hashable] = []  # pages of items waiting for the next flush
         self._call: CallLaterResult | None = None  # the flush scheduled for _flushed
         self._failed_logged = False
-        self._feeds: FeedExporter | Literal[False] | None = None  # False: no feed exports
+        self._feeds: FeedExporter | Literal[False] = False  # found at spider_opened
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ItemReceipts:
@@ -98,7 +98,7 @@ class ItemReceipts:
             raise NotConfigured
         receipts = cls(crawler, crawler.settings.getfloat("LARBIN_ITEM_FLUSH_DELAY"))
         sig = crawler.signals
-        sig.connect(receipts._scraped, signal=signals.item_scraped)
+        sig.connect(receipts._opened, signal=signals.spider_opened)
         sig.connect(receipts._settled_now, signal=signals.item_dropped)
         sig.connect(receipts._settled_now, signal=signals.item_error)
         sig.connect(receipts._closed, signal=signals.spider_closed)
@@ -144,6 +144,28 @@ class ItemReceipts:
                 pages.arrived(page)
 
     # -- signals ----------------------------------------------------------------------------
+    def _opened(self) -> None:
+        """Receive ``item_scraped``: in the feed exporter's place when there is one.
+
+        Each receiver of ``item_scraped`` costs an asyncio task per item; with feeds, one
+        receiver writes the item to the feeds and then takes its receipt.
+        """
+        self._feeds = self.crawler.get_extension(FeedExporter) or False
+        sig = self.crawler.signals
+        # only Scrapy's own (synchronous) item_scraped: a subclass's may be a coroutine
+        if self._feeds and type(self._feeds).item_scraped is FeedExporter.item_scraped:
+            sig.disconnect(self._feeds.item_scraped, signal=signals.item_scraped)
+            sig.connect(self._exported, signal=signals.item_scraped)
+        else:
+            sig.connect(self._scraped, signal=signals.item_scraped)
+
+    def _exported(self, item: Any, response: Any = None, spider: Any = None) -> None:
+        assert self._feeds
+        try:
+            self._feeds.item_scraped(item, spider)  # an error is logged by Scrapy, as before
+        finally:
+            self._scraped(item, response)
+
     def _scraped(self, item: Any, response: Any = None) -> None:
         page = _page_of(response)
         holds = self._unbound.pop(id(item), None)
@@ -181,8 +203,6 @@ class ItemReceipts:
     # -- flushing ---------------------------------------------------------------------------
     def _flush(self) -> bool:
         """Hand the feed files' and the flushers' buffers to the OS; False if one failed."""
-        if self._feeds is None:  # looked up once: extensions are all built before the crawl
-            self._feeds = self.crawler.get_extension(FeedExporter) or False
         try:
             for slot in self._feeds.slots if self._feeds else ():
                 file = slot.file

@@ -8,6 +8,9 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import defer
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+    from typing import Any
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -38,7 +41,12 @@ class PauseGate:
         for d in waiters:  # one Deferred each: a shared one would hand None to later awaiters
             d.callback(None)
 
-    async def process_request(self, request: Request, spider: Spider | None = None) -> None:
+    def process_request(self, request: Request, spider: Spider | None = None
+                        ) -> Coroutine[Any, Any, None] | None:
+        """None at once unless paused: a coroutine a request costs only while it waits."""
+        return self._held() if self.paused else None
+
+    async def _held(self) -> None:
         while self.paused:
             d: defer.Deferred[None] = defer.Deferred()
             self._waiters.append(d)
