@@ -13,6 +13,7 @@ import json
 from typing import TYPE_CHECKING
 
 import pytest
+import redis
 
 from larbinscrapy.distributed.shards import HostShards, key_slot
 from larbinscrapy.parse.urls import fingerprint_url, host_of
@@ -176,6 +177,31 @@ def test_a_shard_that_fails_does_not_hold_back_the_others(cluster):
     client.delete(broken)
     client.close()
     assert [e.url for e in store.take(201.0, lease=60)[2]] == [f"http://{hosts[2][0]}/p"]
+
+
+def _command_calls(cluster: RedisClusterProcess, command: str) -> int:
+    total = 0
+    for port in cluster.ports:
+        node = redis.Redis(host="127.0.0.1", port=port)
+        total += node.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0)
+        node.close()
+    return total
+
+
+@pytest.mark.crawl
+@pytest.mark.cluster
+def test_a_take_is_one_script_call_per_shard_and_no_key_lookups(cluster):
+    # redis-py's cluster pipeline asked a node for every EVALSHA's keys (COMMAND GETKEYS, one
+    # round trip each) before sending the pipeline; the workers' client routes by the key slot
+    store = _store(cluster, "getkeys:revisit", shards=32)
+    store.take(100.0, lease=60)  # loads the script
+    for port in cluster.ports:
+        node = redis.Redis(host="127.0.0.1", port=port)
+        node.config_resetstat()
+        node.close()
+    store.take(101.0, lease=60)
+    assert (_command_calls(cluster, "evalsha"), _command_calls(cluster, "command|getkeys")) == (
+        32, 0)
 
 
 @pytest.mark.crawl

@@ -66,9 +66,9 @@ class RedisClusterProcess:
         return all("cluster_state:ok" in _cli(p, "cluster", "info") for p in self.ports)
 
     def client(self) -> Any:
-        from redis.cluster import RedisCluster
+        from larbinscrapy.distributed.connection import cluster_client
 
-        return RedisCluster.from_url(self.url)
+        return cluster_client(self.url)  # as a worker's
 
     def master_of_slot(self) -> dict[int, int]:
         """slot -> port of the master serving it."""
