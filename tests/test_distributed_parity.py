@@ -14,7 +14,7 @@ from larbinscrapy.revisit.entry import Entry
 from larbinscrapy.revisit.redis_store import RedisRevisitStore
 from tests.support.cluster import redis_cluster
 from tests.support.crawl import seeds_args
-from tests.support.revisit import EARLY, RULE, by_page, gaps
+from tests.support.revisit import EARLY, RULE, by_page, gaps, revisit_entries_per_master
 from tests.support.status import LiveCrawl, fetched_before_a_priority_url, port_range
 from tests.support.workers import (
     TOLERANCE,
@@ -133,7 +133,7 @@ def test_two_workers_revisit_on_a_cluster(tmp_path):
                  for i in range(2)]
         wait_workers(procs, timeout=60)
         log = web.read_log()
-        state = cluster.client().hlen("{larbin:revisit}:state")
+        state = sum(revisit_entries_per_master(cluster).values())  # every shard's entries
     assert_clean_logs(procs)
     pages = by_page(log)
     assert len(pages) == 44

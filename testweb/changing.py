@@ -2,8 +2,8 @@
 
 ``python -m testweb.changing --period 3 --log log.jsonl --info info.json`` serves, on loopback:
 
-* ``r0.test`` .. ``r3.test`` (one IP each): ``/`` links to every page of its host; each page's
-  kind is the first path segment:
+* ``r0.test`` .. ``r3.test`` (one IP each; ``--hosts N`` serves ``r0`` .. ``r<N-1>``): ``/``
+  links to every page of its host; each page's kind is the first path segment:
 
   ========== ==================================== ===========================
   kind       changes                               validators
@@ -52,7 +52,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-REVISIT_HOSTS = {f"r{i}.test": f"127.0.4.{i + 1}" for i in range(4)}
+
+
+def revisit_hosts(n: int) -> dict[str, str]:
+    """``r<i>.test`` -> its own IP, for ``n`` hosts (up to 245; clear of the sitemap hosts')."""
+    return {f"r{i}.test": f"127.0.4.{i + 1 if i < 10 else i + 11}" for i in range(n)}
+
+
+REVISIT_HOSTS = revisit_hosts(4)
 SITEMAP_HOSTS = {"s1.test": "127.0.4.11", "s2.test": "127.0.4.12", "s3.test": "127.0.4.13",
                  "s4.test": "127.0.4.14"}
 KINDS = {"never": 3, "always": 3, "periodic": 2, "lmonly": 1, "plain": 1}  # kind -> pages per host
@@ -173,6 +180,7 @@ class ChangingResource(Resource):
         self.web = web
         self.log = log
         self.files: dict[tuple[str, str], tuple[bytes, str]] = {}
+        self.revisit_hosts = REVISIT_HOSTS
 
     def render(self, request: Request) -> bytes:
         now = time.time()
@@ -199,7 +207,7 @@ class ChangingResource(Resource):
                 static = Version(0, self.web.start)
                 return 200, self.web.body(host, path, static), {"Content-Type": "text/html"}
             return 404, b"not found", {"Content-Type": "text/plain"}
-        version = self.web.version(host, path, now) if host in REVISIT_HOSTS else None
+        version = self.web.version(host, path, now) if host in self.revisit_hosts else None
         if version is None:
             return 404, b"not found", {"Content-Type": "text/plain"}
         validators = self.web.validators(host, path, version)
@@ -216,6 +224,7 @@ class RunningChangingWeb(RunningWeb):
         self.port = info["port"]
         self.hosts = info["hosts"]
         self.seeds = info["seeds"]
+        self.revisit_hosts = info.get("revisit_hosts", list(REVISIT_HOSTS))
         self.log_path = Path(info["log"])
         self.stderr_path = stderr_path
         self.changing = ChangingWeb(self.port, info["period"], info["start"])
@@ -224,9 +233,11 @@ class RunningChangingWeb(RunningWeb):
         return self.changing.url(host, path)
 
 
-def start_changing(tmp_path: str | Path, period: float = 3.0) -> RunningChangingWeb:
+def start_changing(tmp_path: str | Path, period: float = 3.0,
+                   hosts: int = len(REVISIT_HOSTS)) -> RunningChangingWeb:
     """Start ``python -m testweb.changing`` with its files in ``tmp_path``."""
-    proc, info, stderr_path = launch(tmp_path, ["testweb.changing", "--period", str(period)])
+    proc, info, stderr_path = launch(
+        tmp_path, ["testweb.changing", "--period", str(period), "--hosts", str(hosts)])
     return RunningChangingWeb(proc, info, stderr_path)
 
 
@@ -234,13 +245,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testweb.changing", description=__doc__)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--period", type=float, default=3.0, help="seconds between versions")
+    parser.add_argument("--hosts", type=int, default=len(REVISIT_HOSTS),
+                        help="revisited hosts r0.test ... (at most 245)")
     parser.add_argument("--log", default=None)
     parser.add_argument("--info", default=None)
     args, _ = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="testweb %(message)s")
     from twisted.internet import reactor
 
-    hosts = {**REVISIT_HOSTS, **SITEMAP_HOSTS}
+    revisited = revisit_hosts(min(args.hosts, 245))
+    hosts = {**revisited, **SITEMAP_HOSTS}
     log = RequestLog(args.log)
     resource = ChangingResource(ChangingWeb(0, args.period, time.time()), log)
     site = Site(resource)
@@ -248,8 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     port, _ = listen_all(site, list(hosts.values()), args.port, reactor)
     web = resource.web = ChangingWeb(port, args.period, resource.web.start)
     resource.files = sitemap_files(web)
-    seeds = [web.url(h) for h in REVISIT_HOSTS]
-    info = {"port": port, "hosts": hosts, "seeds": seeds, "log": args.log,
+    resource.revisit_hosts = revisited
+    seeds = [web.url(h) for h in revisited]
+    info = {"port": port, "hosts": hosts, "seeds": seeds, "revisit_hosts": list(revisited),
+            "log": args.log,
             "period": args.period, "start": web.start}
     if args.info:
         write_info(args.info, info)

@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis._parsers.commands import CommandPolicies, RequestPolicy, ResponsePolicy
+from redis.cluster import RedisCluster
+from redis.commands.policies import BasePolicyResolver, StaticPolicyResolver
 from redis.exceptions import RedisClusterException
 from scrapy_redis import defaults
 from scrapy_redis.connection import get_redis_from_settings
@@ -40,8 +43,36 @@ def connector(settings: BaseSettings) -> tuple[Any, Callable[[], Any] | None, in
     url = settings.get("REDIS_URL") or ""
 
     def make() -> Any:
-        from redis.cluster import RedisCluster
-
-        return RedisCluster.from_url(url, **params)
+        return cluster_client(url, **params)
 
     return None, make, settings.getint("LARBIN_REDIS_SHARDS")
+
+
+class _ScriptsKeyed(BasePolicyResolver):
+    """``EVAL``/``EVALSHA`` as keyed commands (``cluster_client``)."""
+
+    def __init__(self) -> None:
+        keyed = CommandPolicies(RequestPolicy.DEFAULT_KEYED, ResponsePolicy.DEFAULT_KEYED)
+        super().__init__({"core": {"eval": keyed, "evalsha": keyed}})
+
+    def with_fallback(self, fallback: Any) -> _ScriptsKeyed:
+        return self
+
+
+class _Cluster(RedisCluster):
+    """``RedisCluster`` whose pipelines use its command policies (redis-py's do not)."""
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+        pipe = super().pipeline(transaction, shard_hint)
+        pipe._policy_resolver = self._policy_resolver
+        return pipe
+
+
+def cluster_client(url: str, **params: Any) -> Any:
+    """redis-py's ``RedisCluster``, told that ``EVAL``/``EVALSHA`` are keyed commands.
+
+    Its static command policies leave them out, and a cluster pipeline then asks a node for each
+    script call's keys (``COMMAND GETKEYS``, one round trip per call) before it sends anything;
+    a keyed policy routes them by their keys' slot, read from the arguments."""
+    return _Cluster.from_url(url, policy_resolver=StaticPolicyResolver(_ScriptsKeyed()),
+                             **params)

@@ -1,4 +1,5 @@
-"""``Shards``: which Redis Cluster slot holds a host's frontier, seen bits and IP leases.
+"""``Shards``: which Redis Cluster slot holds a host's frontier, seen bits, IP leases and
+revisit schedule.
 
 A Lua script may touch the keys of one slot only, so each shard's keys share a hash tag:
 shard ``i`` is ``{<tag i>}<prefix>:...``. The tags are chosen so their slots are evenly spaced
@@ -44,18 +45,15 @@ def spread_tags(count: int) -> list[str]:
     return tags
 
 
-class Shards:
-    """The shard of a host and the key names of each shard (module docstring)."""
+class HostShards:
+    """The shard of a host and each shard's hash tag: what every store sharded by host shares
+    (the frontier's ``Shards``, the revisit schedule)."""
 
-    def __init__(self, count: int, frontier_key: str, seen_key: str, bits: int) -> None:
+    def __init__(self, count: int) -> None:
         if count < 1:
             raise ValueError(f"LARBIN_REDIS_SHARDS must be at least 1, got {count}")
         self.count = count
         self.tags = spread_tags(count) if count > 1 else [""]
-        self._frontier_key = frontier_key
-        self._seen_key = seen_key
-        self.bits = -(-bits // count)  # each shard's Bloom filter holds its share of the m bits
-        self.shard_bits = 32 if self.bits > 2**32 else 0  # split past one Redis string
 
     def of(self, host: str) -> int:
         """The shard of ``host``."""
@@ -63,16 +61,28 @@ class Shards:
             return 0
         return xxhash.xxh64_intdigest(host.encode()) % self.count
 
-    def _tagged(self, i: int, key: str) -> str:
+    def tagged(self, i: int, key: str) -> str:
+        """``key`` in shard ``i``'s slot (unchanged with one shard)."""
         return f"{{{self.tags[i]}}}{key}" if self.count > 1 else key
+
+
+class Shards(HostShards):
+    """The shard of a host and the key names of each shard (module docstring)."""
+
+    def __init__(self, count: int, frontier_key: str, seen_key: str, bits: int) -> None:
+        super().__init__(count)
+        self._frontier_key = frontier_key
+        self._seen_key = seen_key
+        self.bits = -(-bits // count)  # each shard's Bloom filter holds its share of the m bits
+        self.shard_bits = 32 if self.bits > 2**32 else 0  # split past one Redis string
 
     def prefix(self, i: int) -> str:
         """Shard ``i``'s frontier prefix (``RedisFrontier``)."""
-        return self._tagged(i, self._frontier_key)
+        return self.tagged(i, self._frontier_key)
 
     def seen_key(self, i: int) -> str:
         """Shard ``i``'s seen-bits string."""
-        return self._tagged(i, self._seen_key)
+        return self.tagged(i, self._seen_key)
 
     def positions(self, positions: list[int]) -> list[int]:
         """A URL's bit positions (over the whole filter) in its shard's filter."""
@@ -91,4 +101,4 @@ class Shards:
 
     def ip_key(self, ip: str) -> str:
         """The per-IP lease key (``iplease.py``), in the shard the IP hashes to."""
-        return f"{self._tagged(self.of(ip), self._frontier_key)}:iplease:{ip}"
+        return f"{self.tagged(self.of(ip), self._frontier_key)}:iplease:{ip}"

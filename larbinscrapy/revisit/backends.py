@@ -126,9 +126,11 @@ class SharedSchedule:
         return token  # checked in Redis when the fetch is done (``done``)
 
     def take(self, now: float) -> defer.Deferred[list[Entry]]:
-        def taken(result: tuple[int, int, list[Entry]]) -> list[Entry]:
-            expired, self.total, entries = result
+        def taken(result: tuple[int, int | None, list[Entry]]) -> list[Entry]:
+            expired, self.total, entries = result  # total None: a shard failed (not empty)
             self.count("expired", expired)
+            if self.total is None:
+                self.count("take_failed", 1)
             return entries
 
         return self._run(self.store.take, now, self.lease).addCallback(taken)

@@ -105,12 +105,14 @@ class RevisitExtension:
 
         if _shared_frontier(s):
             from larbinscrapy.distributed.connection import connector
+            from larbinscrapy.distributed.shards import HostShards
             from larbinscrapy.revisit.redis_store import RedisRevisitStore
 
             name = crawler.spidercls.name
             key = s.get("LARBIN_REDIS_REVISIT_KEY") % {"spider": name, "name": name}
-            server, connect, _ = connector(s)  # one Redis, or a cluster (made in its thread)
-            store = RedisRevisitStore(server, key, inflight, connect=connect)
+            server, connect, shards = connector(s)  # one Redis, or a cluster (made in its thread)
+            store = RedisRevisitStore(server, key, inflight, connect=connect,
+                                      shards=HostShards(shards))  # the frontier's shards
             ext.schedule = SharedSchedule(store, lease, ext._inc)
         else:
             from larbinscrapy.revisit.store import RevisitStore

@@ -2,8 +2,9 @@
 
 Three ``redis-server --cluster-enabled yes`` processes on free ports, joined by
 ``redis-cli --cluster create ... --cluster-yes`` (slots split in three ranges), no persistence
-unless asked. Yields a ``RedisClusterProcess``: its node URLs, a client, which master holds a
-key, and ``restart(i)`` / ``reshard`` for the fault and growth tests.
+unless asked; ``replicas=1`` adds a replica per master (``--cluster-replicas 1``). Yields a
+``RedisClusterProcess``: its node URLs, a client, which master holds a key, and ``restart(i)``
+/ ``reshard`` / ``kill(i)`` + ``wait_failover`` for the fault and growth tests.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class RedisClusterProcess:
     workdir: Path
     ports: list[int]
     appendonly: bool = False
+    replicas: int = 0  # per master
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -58,23 +60,36 @@ class RedisClusterProcess:
         for i in range(len(self.ports)):
             self.start_node(i)
         nodes = [f"127.0.0.1:{p}" for p in self.ports]
-        subprocess.run([REDIS_CLI, "--cluster", "create", *nodes, "--cluster-yes"],
+        subprocess.run([REDIS_CLI, "--cluster", "create", *nodes, "--cluster-yes",
+                        "--cluster-replicas", str(self.replicas)],
                        check=True, capture_output=True, timeout=60)
         _wait(self.healthy, "the cluster's state ok")
+        if self.replicas:
+            _wait(lambda: all("master_link_status:up" in _cli(p, "info", "replication")
+                              for p in self.ports if p not in self.masters()),
+                  "the replicas in sync")
+
+    def alive(self) -> list[int]:
+        """Ports of the nodes not killed."""
+        return [p for p, proc in zip(self.ports, self.procs, strict=True) if proc.poll() is None]
 
     def healthy(self) -> bool:
-        return all("cluster_state:ok" in _cli(p, "cluster", "info") for p in self.ports)
+        return all("cluster_state:ok" in _cli(p, "cluster", "info") for p in self.alive())
+
+    def masters(self) -> set[int]:
+        """Ports of the nodes serving slots now."""
+        return set(self.master_of_slot().values())
 
     def client(self) -> Any:
-        from redis.cluster import RedisCluster
+        from larbinscrapy.distributed.connection import cluster_client
 
-        return RedisCluster.from_url(self.url)
+        return cluster_client(self.url)  # as a worker's
 
     def master_of_slot(self) -> dict[int, int]:
         """slot -> port of the master serving it."""
         from redis.cluster import RedisCluster
 
-        c = RedisCluster.from_url(self.url)
+        c = RedisCluster.from_url(f"redis://127.0.0.1:{self.alive()[0]}/0")
         try:
             out: dict[int, int] = {}
             for (low, high), info in c.cluster_slots().items():
@@ -86,12 +101,17 @@ class RedisClusterProcess:
 
     def keys_per_master(self) -> dict[int, int]:
         """How many keys each master holds (``DBSIZE``)."""
-        return {p: int(_cli(p, "dbsize")) for p in self.ports}
+        return {p: int(_cli(p, "dbsize")) for p in sorted(self.masters())}
 
     def kill(self, i: int) -> None:
         proc = self.procs[i]
         proc.kill()
         proc.wait(timeout=10)
+
+    def wait_failover(self, port: int, timeout: float = 60.0) -> None:
+        """Wait until a replica took over the slots of the killed master on ``port``."""
+        _wait(lambda: self.healthy() and port not in self.masters(),
+              f"a replica promoted in place of {port}", timeout)
 
     def restart(self, i: int) -> None:
         """Stop master ``i`` (SIGTERM: its append-only file is flushed) and start it again."""
@@ -159,10 +179,11 @@ def _wait(ok: Any, what: str, timeout: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def redis_cluster(workdir: Path, masters: int = 3,
-                  appendonly: bool = False) -> Iterator[RedisClusterProcess]:
-    """A fresh cluster of ``masters`` masters (no replicas) for one test."""
-    cluster = RedisClusterProcess(workdir, [cluster_port() for _ in range(masters)], appendonly)
+def redis_cluster(workdir: Path, masters: int = 3, appendonly: bool = False,
+                  replicas: int = 0) -> Iterator[RedisClusterProcess]:
+    """A fresh cluster of ``masters`` masters, each with ``replicas`` replicas, for one test."""
+    ports = [cluster_port() for _ in range(masters * (1 + replicas))]
+    cluster = RedisClusterProcess(workdir, ports, appendonly, replicas)
     try:
         cluster.create()
         yield cluster
