@@ -80,8 +80,47 @@ local function free_ips(worker, conn)
 end
 """
 
+# A host's record ``P:host:<host>`` (in the host's shard): "ms" (Redis time before which no
+# worker may ask it: its DOWNLOAD_DELAY, Crawl-delay or pause after its last fetch) or
+# "ms n b" (also n throttling answers in a row, b the current back-off in ms). It expires when
+# nothing in it is left to hold (a missing record: ready, no throttling run).
+_HOSTS = r"""
+local function host_rec(host)
+  local v = redis.call('GET', P .. ':host:' .. host)
+  if not v then return 0, 0, 0 end
+  local at, n, b = string.match(v, '^(%d+) ?(%d*) ?(%d*)$')
+  return tonumber(at) or 0, tonumber(n) or 0, tonumber(b) or 0
+end
+local function host_at(host)
+  local v = redis.call('GET', P .. ':host:' .. host)
+  return v and tonumber(string.match(v, '^%d+')) or 0
+end
+"""
+
+# A host set aside for every worker: its loaded sites dropped, its tier entries dropped as the
+# sequencer meets them. The records dropped, or -1 when it was set aside already.
+_ASIDE_FN = r"""
+local function set_aside(host, conn)
+  local ip = redis.call('HGET', P .. ':dns', host)
+  if ip == '!throttled' then return -1 end
+  redis.call('HSET', P .. ':dns', host, '!throttled')
+  local dropped = 0
+  if ip and string.sub(ip, 1, 1) ~= '!' then
+    local ipkey = P .. ':ipsites:' .. ip
+    for _, site in ipairs(redis.call('LRANGE', ipkey, 0, -1)) do
+      if host_of_site(site) == host then
+        dropped = dropped + drop_site(site)
+        redis.call('LREM', ipkey, 0, site)
+      end
+    end
+    place(ip, conn)
+  end
+  return dropped
+end
+"""
+
 # ARGV: prefix, worker, want, conn, mem_limit, cap, budget, first lease id
-_POP_TEXT = _COMMON + r"""
+_POP_TEXT = _COMMON + _HOSTS + r"""
 local worker, want, conn = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local mem_limit, cap, budget = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local lid = tonumber(ARGV[8])
@@ -150,14 +189,33 @@ local function refill()
   return moved
 end
 
+-- The IP's next site in turn whose host may be asked now (round robin, as the local IpRing):
+-- each site looked at goes to the end of the list. None ready: nil and when the first is.
+local function ready_site(ipkey)
+  local site = redis.call('LMOVE', ipkey, ipkey, 'LEFT', 'RIGHT')
+  if not site then return nil end
+  local at = host_at(host_of_site(site))
+  if at <= now then return site end
+  local first = at
+  for _ = 2, redis.call('LLEN', ipkey) do
+    site = redis.call('LMOVE', ipkey, ipkey, 'LEFT', 'RIGHT')
+    at = host_at(host_of_site(site))
+    if at <= now then return site end
+    if at < first then first = at end
+  end
+  return nil, first
+end
+
 local function pick()
   while true do
     local r = redis.call('ZRANGEBYSCORE', P .. ':ready', '-inf', now, 'LIMIT', 0, 1)
     if #r == 0 then return nil end
     local ip = r[1]
     local ipkey = P .. ':ipsites:' .. ip
-    local site = redis.call('LMOVE', ipkey, ipkey, 'LEFT', 'RIGHT')
-    if not site then
+    local site, later = ready_site(ipkey)
+    if later then  -- only its hosts cool: the IP is asked again when the first is ready
+      redis.call('ZADD', P .. ':ready', later, ip)
+    elseif not site then
       redis.call('ZREM', P .. ':ready', ip)
     else
       local skey = P .. ':site:' .. site
@@ -212,11 +270,53 @@ local function free_one(worker, ip, delay)
 end
 """
 
-# ARGV: prefix, worker, ip, delay ms, dead (0/1), conn
-_RELEASE_TEXT = _COMMON + _FREE_ONE + r"""
+# The host's record after a fetch from it ended (``_HOSTS``), as ``politeness.hosts``'s
+# HostTable does it locally: a normal answer (a) ends the throttling run, a throttling answer
+# without Retry-After (b) doubles the back-off, one with it (t) is counted; anything else keeps
+# the run. Past ``maxrow`` answers in a row the host is set aside. Returns (back-off pause ms,
+# records dropped with a host set aside now or -1).
+_HOST_ENDED = r"""
+local function host_ended(host, hdelay, outcome, conn, base, maxb, maxrow, factor)
+  local at, n, b = now + hdelay, 0, 0
+  local pause, aside = 0, -1
+  if outcome ~= 'a' then
+    local _
+    _, n, b = host_rec(host)
+    if outcome == 'b' or outcome == 't' then
+      n = n + 1
+      if maxrow > 0 and n >= maxrow then
+        aside = set_aside(host, conn)
+      elseif outcome == 'b' then
+        b = (b <= 0) and base or math.min(b * 2, maxb)
+        pause = math.floor(b * factor)
+        at = math.max(at, now + pause)
+      end
+    end
+  end
+  local key = P .. ':host:' .. host
+  if n == 0 and b == 0 then
+    if at > now then redis.call('SET', key, at, 'PX', at - now) else redis.call('DEL', key) end
+  else  -- the run is kept while a back-off could still grow
+    redis.call('SET', key, at .. ' ' .. n .. ' ' .. b, 'PX', at - now + math.max(1, maxb))
+  end
+  return pause, aside
+end
+"""
+
+# ARGV: prefix, worker, ip, IP delay ms, dead (0/1), conn, host ("" none), host delay ms,
+# outcome (a, b, t or ""), back-off base ms, back-off max ms, max in a row, jitter factor.
+# Returns {records dropped with a dead IP (-1: the lease was reaped), records dropped with the
+# host set aside (-1: not set aside now), the back-off pause ms}.
+_RELEASE_TEXT = _COMMON + _HOSTS + _ASIDE_FN + _HOST_ENDED + _FREE_ONE + r"""
 local worker, ip, delay = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local dead, conn = ARGV[5] == '1', tonumber(ARGV[6])
-if not free_one(worker, ip, delay) then return -1 end
+local host, hdelay, outcome = ARGV[7], tonumber(ARGV[8]), ARGV[9]
+local pause, aside = 0, -1
+if host ~= '' then  -- the host level first: a reaped lease's fetch happened too
+  pause, aside = host_ended(host, hdelay, outcome, conn, tonumber(ARGV[10]),
+                            tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]))
+end
+if not free_one(worker, ip, math.max(delay, pause)) then return {-1, aside, pause} end
 local dropped = 0
 if dead then
   redis.call('SADD', P .. ':deadips', ip)
@@ -228,7 +328,7 @@ if dead then
   redis.call('DEL', ipkey)
 end
 place(ip, conn)
-return dropped
+return {dropped, aside, pause}
 """
 
 # A leased record goes back to the front of its site list and its IP connection is freed,
@@ -268,35 +368,21 @@ end
 return {val, dropped}
 """
 
-# A host set aside (a throttling answer past LARBIN_MAX_RETRY_AFTER) for every worker: its
-# loaded sites dropped, its tier entries dropped as the sequencer meets them. ARGV: prefix,
-# host, conn. Its result: the records dropped.
-_ASIDE_TEXT = _COMMON + r"""
+# A host set aside (a throttling answer past LARBIN_MAX_RETRY_AFTER) for every worker
+# (``_ASIDE_FN``). ARGV: prefix, host, conn. Its result: the records dropped.
+_ASIDE_TEXT = _COMMON + _ASIDE_FN + r"""
 local host, conn = ARGV[2], tonumber(ARGV[3])
-local ip = redis.call('HGET', P .. ':dns', host)
-redis.call('HSET', P .. ':dns', host, '!throttled')
-local dropped = 0
-if ip and string.sub(ip, 1, 1) ~= '!' then
-  local ipkey = P .. ':ipsites:' .. ip
-  for _, site in ipairs(redis.call('LRANGE', ipkey, 0, -1)) do
-    if host_of_site(site) == host then
-      dropped = dropped + drop_site(site)
-      redis.call('LREM', ipkey, 0, site)
-    end
-  end
-  place(ip, conn)
-end
-return dropped
+return math.max(0, set_aside(host, conn))
 """
 
 # A fetch outside the frontier (a sitemap) takes an IP connection like a pop: 0 when taken
-# (released as any lease), else the ms to wait (-1: every connection is leased).
-# ARGV: prefix, worker, ip, conn
-_TAKE_TEXT = _COMMON + r"""
-local worker, ip, conn = ARGV[2], ARGV[3], tonumber(ARGV[4])
+# (released as any lease), else the ms to wait (-1: every connection is leased). The host's
+# own record holds it too. ARGV: prefix, worker, ip, conn, host
+_TAKE_TEXT = _COMMON + _HOSTS + r"""
+local worker, ip, conn, host = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
 if tonumber(redis.call('HGET', P .. ':busy', ip) or '0') >= conn then return -1 end
-local at = tonumber(redis.call('HGET', P .. ':readyat', ip) or '0')
+local at = math.max(tonumber(redis.call('HGET', P .. ':readyat', ip) or '0'), host_at(host))
 if at > now then return at - now end
 redis.call('HINCRBY', P .. ':busy', ip, 1)
 redis.call('HINCRBY', P .. ':held:' .. worker, ip, 1)

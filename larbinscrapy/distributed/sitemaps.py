@@ -51,7 +51,7 @@ class SharedSitemaps:
         frontier = s.fs.frontiers[shard]
         while True:
             wait = await maybe_deferred_to_future(
-                s.jobs.submit("sitemap lease", frontier.take_call(s.worker, ip)))
+                s.jobs.submit("sitemap lease", frontier.take_call(s.worker, ip, host)))
             if wait == 0:
                 self._taken += 1
                 rid = f"sitemap{self._taken}"
