@@ -18,11 +18,15 @@ the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for man
   left with only dead hosts' URLs empties and the workers close;
 * per-IP round robin: ``P:ipsites:<ip>`` lists an IP's sites with work; ``P:ready`` is a sorted
   set of the IPs with work whose connections are not all taken, scored by the time (ms, Redis
-  ``TIME``: one clock for all workers) before which they must not be used (``P:readyat``);
+  ``TIME``: one clock for all workers) before which they must not be used (``P:readyat``), or
+  until the first of their hosts is ready when all of them cool;
+* per-host politeness: ``P:host:<host>`` holds when the host may be asked again and its
+  throttling run (``lua._HOSTS``); a pop skips the sites of hosts still cooling;
 * leases: ``pop`` hands an IP out (``P:busy`` counts its connections, ``P:held:<worker>`` who
   holds them) and the record (``P:lease:<worker>``, lease id -> ``ip \\t site \\t record``).
   ``release`` ends the IP lease when the fetch ends: the IP is ready again at *Redis now +
-  delay*. ``admit`` acknowledges records after the outlinks they produced are queued, in the
+  its delay*, the host at *Redis now + its own*, and the host's throttling run goes on or
+  ends. ``admit`` acknowledges records after the outlinks they produced are queued, in the
   same script, so a crash never separates "seen" bits from queued records. A worker whose
   heartbeat (``P:workers``) is older than the lease timeout is reaped: its records go back to
   the front of their site lists and its IPs are freed.

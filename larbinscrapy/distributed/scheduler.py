@@ -13,7 +13,8 @@ one per shard (``sharded.py``); this class is its Scrapy side:
 * ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
   pops on a few shards whose IPs may be ready (one with a single Redis). An IP is handed to one
   worker at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time without a delay) and is ready
-  again ``delay`` after that worker reports the end of the fetch (``release``); robots.txt
+  again its delay after that worker reports the end of the fetch, each host its own, and the
+  host's throttling run is counted for all (``release``, ``releases.py``); robots.txt
   borrows the page's lease (``RobotsMiddleware``). In a cluster every lease also takes the IP's
   own lease key (``iplease.py``), so an IP shared by hosts of several shards keeps its delay;
 * DNS: new hosts come back from ``pop`` as "unresolved"; the worker resolves them through its
