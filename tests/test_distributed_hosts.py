@@ -111,13 +111,27 @@ def _throttle_crawl(tmp_path, redis_url: str, hosts: dict[str, dict[str, Any]], 
 
 
 def test_the_backoff_without_retry_after_doubles_across_two_workers(tmp_path, redis_url):
+    _assert_backoff_doubles(tmp_path, redis_url)
+
+
+@pytest.mark.cluster
+def test_the_backoff_doubles_across_two_workers_on_a_cluster(tmp_path):
+    # the IP's own lease key is released only with the shared pause the host's shard started
+    with redis_cluster(tmp_path / "cluster") as cluster:
+        _assert_backoff_doubles(tmp_path, cluster.url, LARBIN_REDIS_CLUSTER=True)
+
+
+def _assert_backoff_doubles(tmp_path, redis_url: str, **settings: Any) -> None:
     # bo.test answers its first 5 page requests 429 without Retry-After: 0.2, 0.4, 0.8, 1.6 s
-    # of back-off (and more after the 5th), whichever worker met the answer before
+    # of back-off (and more after the 5th), whichever worker met the answer before. On a
+    # cluster vhost.test shares bo.test's IP from another shard: the pauses hold it too.
     hosts = {"bo.test": {"ip": "127.0.9.41", "pages": 4, "throttle": 5},
              "calm.test": {"ip": "127.0.9.42", "pages": 40}}
+    if settings:
+        hosts["vhost.test"] = {"ip": "127.0.9.41", "pages": 6}
     log, stats, missing = _throttle_crawl(tmp_path, redis_url, hosts,
                                           LARBIN_THROTTLE_BACKOFF=0.2,
-                                          LARBIN_THROTTLE_MAX_IN_A_ROW=10)
+                                          LARBIN_THROTTLE_MAX_IN_A_ROW=10, **settings)
     assert missing == set()
     assert sum(s.get("larbin/throttled/429", 0) for s in stats) == 5
     print("429s met by each worker:", [s.get("larbin/throttled/429", 0) for s in stats])
@@ -126,6 +140,11 @@ def test_the_backoff_without_retry_after_doubles_across_two_workers(tmp_path, re
     assert len(gaps) == 5
     for k, gap in enumerate(gaps):
         assert gap >= 0.2 * 2**k - TOLERANCE, gaps
+    # each pause holds the IP too, as locally: nothing reached it during one
+    paused = [e["t"] for e in bo if e["status"] == 429]
+    for t, pause in zip(paused, [0.2 * 2**k for k in range(5)], strict=True):
+        later = [e["t"] - t for e in log if e["ip"] == "127.0.9.41" and e["t"] > t]
+        assert min(later) >= pause - TOLERANCE, (pause, later)
 
 
 def test_a_host_is_set_aside_after_the_cap_of_answers_in_a_row_over_all_workers(
