@@ -197,3 +197,20 @@ def test_the_frontier_paces_hosts_apart_from_their_ip_and_shares_the_throttling_
     aside = f.release("w1", ip, 0, host=one, outcome=BACKOFF)  # the 4th in a row
     assert aside.pause == 0 and aside.aside == 2  # its 2 loaded records dropped
     assert f.release("w2", ip, 0, host=one, outcome=BACKOFF).aside == -1  # set aside once
+
+
+def test_an_ip_of_one_host_is_ready_when_its_host_is(redis_url):
+    # the release says so at once: no pop has to find out that the host still cools
+    server = redis.Redis.from_url(redis_url)
+    df = RedisBitmapDupeFilter(server, "o:seen", mode="bloom", capacity=1000)
+    f = RedisFrontier(server, "o:frontier", max_per_site=4)
+    urls = [f"http://c.test/{i}" for i in range(2)]
+    f.admit("w1", df.key, 0, [(2, df.positions(fingerprint_url(u)), frontier_entry(f, u))
+                              for u in urls])
+    assert f.pop("w1", 8, 0).unresolved == ["c.test"]
+    f.resolved("c.test", "10.0.0.10")
+    (_, ip, _), = f.pop("w1", 8, 0).leases
+    f.release("w1", ip, 0.05, host="c.test", host_delay=3.0, outcome=ANSWERED)
+    popped = f.pop("w2", 8, 10)
+    assert not popped.leases and popped.wait is not None and 2.5 < popped.wait <= 3.0
+    assert server.zscore("o:frontier:ready", ip) > int(server.hget("o:frontier:readyat", ip))

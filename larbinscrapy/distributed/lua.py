@@ -19,15 +19,24 @@ local CK = P .. ':count'
 local function count(field, n)  -- n ~= 0: Lua's -0 is not an integer to Redis
   if n ~= 0 then redis.call('HINCRBY', CK, field, n) end
 end
-local function place(ip, conn)
+local function host_of_site(site)
+  return string.match(site, '^[^:]+://%[?([^%]/]-)%]?:?%d*$') or site
+end
+-- ``host`` (optional) may be asked at ``hat``: if it is the IP's one site's host, so is the IP
+local function place(ip, conn, host, hat)
   local ready = P .. ':ready'
-  if redis.call('LLEN', P .. ':ipsites:' .. ip) == 0
-     or redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then
+  local ipkey = P .. ':ipsites:' .. ip
+  local sites = redis.call('LLEN', ipkey)
+  if sites == 0 or redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then
     redis.call('ZREM', ready, ip) return
   end
   local busy = tonumber(redis.call('HGET', P .. ':busy', ip) or '0')
   if busy >= conn then redis.call('ZREM', ready, ip) return end
   local at = tonumber(redis.call('HGET', P .. ':readyat', ip) or '0')
+  if host and sites == 1 and hat > at
+     and host_of_site(redis.call('LINDEX', ipkey, 0)) == host then
+    at = hat
+  end
   redis.call('ZADD', ready, at, ip)
 end
 local function link(site, ip, conn)
@@ -51,9 +60,6 @@ local function split_entry(e)
     return scheme .. '://' .. host .. ':' .. port, host, e
   end
   return string.match(e, '^([^\t]*)\t([^\t]*)\t(.*)$')
-end
-local function host_of_site(site)
-  return string.match(site, '^[^:]+://%[?([^%]/]-)%]?:?%d*$') or site
 end
 -- Put a leased record back at the front of its site list (a reaped or returned lease).
 local function requeue(v, conn)
@@ -80,10 +86,9 @@ local function free_ips(worker, conn)
 end
 """
 
-# A host's record ``P:host:<host>`` (in the host's shard): "ms" (Redis time before which no
-# worker may ask it: its DOWNLOAD_DELAY, Crawl-delay or pause after its last fetch) or
-# "ms n b" (also n throttling answers in a row, b the current back-off in ms). It expires when
-# nothing in it is left to hold (a missing record: ready, no throttling run).
+# A host's record ``P:host:<host>`` (its shard): "ms" (Redis time before which no worker may
+# ask it: its delay or pause after its last fetch) or "ms n b" (and n throttling answers in a
+# row, b the back-off in ms). It expires with what it holds (missing: ready, no run).
 _HOSTS = r"""
 local function host_rec(host)
   local v = redis.call('GET', P .. ':host:' .. host)
@@ -299,7 +304,7 @@ local function host_ended(host, hdelay, outcome, conn, base, maxb, maxrow, facto
   else  -- the run is kept while a back-off could still grow
     redis.call('SET', key, at .. ' ' .. n .. ' ' .. b, 'PX', at - now + math.max(1, maxb))
   end
-  return pause, aside
+  return pause, aside, at
 end
 """
 
@@ -311,9 +316,9 @@ _RELEASE_TEXT = _COMMON + _HOSTS + _ASIDE_FN + _HOST_ENDED + _FREE_ONE + r"""
 local worker, ip, delay = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local dead, conn = ARGV[5] == '1', tonumber(ARGV[6])
 local host, hdelay, outcome = ARGV[7], tonumber(ARGV[8]), ARGV[9]
-local pause, aside = 0, -1
+local pause, aside, hat = 0, -1, 0
 if host ~= '' then  -- the host level first: a reaped lease's fetch happened too
-  pause, aside = host_ended(host, hdelay, outcome, conn, tonumber(ARGV[10]),
+  pause, aside, hat = host_ended(host, hdelay, outcome, conn, tonumber(ARGV[10]),
                             tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]))
 end
 if not free_one(worker, ip, math.max(delay, pause)) then return {-1, aside, pause} end
@@ -327,7 +332,7 @@ if dead then
   end
   redis.call('DEL', ipkey)
 end
-place(ip, conn)
+place(ip, conn, host, hat)
 return {dropped, aside, pause}
 """
 
