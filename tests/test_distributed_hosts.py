@@ -83,6 +83,25 @@ def test_vhosts_on_one_ip_keep_the_ip_pace_on_a_cluster(tmp_path):
         _assert_ip_pace(_vhost_crawl(tmp_path, cluster.url, LARBIN_REDIS_CLUSTER=True))
 
 
+def test_a_host_is_leased_once_at_a_time_on_an_ip_of_several_connections(tmp_path, redis_url):
+    # LARBIN_IP_DELAY 0 and 4 connections per IP: the IP serves 4 hosts at once, but each host
+    # one fetch at a time across both workers, DOWNLOAD_DELAY apart
+    hosts = {f"c{i}.test": {"ip": "127.0.9.45", "pages": 4} for i in range(4)}
+    with polite.start(tmp_path / "web", hosts) as web:
+        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
+                              DOWNLOAD_DELAY=0.5, LARBIN_IP_DELAY=0, LARBIN_IP_CONNECTIONS=4)
+                 for i in range(2)]
+        wait_workers(procs)
+        log = web.read_log()
+        ok = {f"http://{e['host']}:{web.port}{e['path']}" for e in log if e["status"] == 200}
+        pages = web.pages()
+    assert [p.returncode for p in procs] == [0, 0]
+    assert_clean_logs(procs)
+    assert ok == pages
+    for host, gaps in gaps_by_host(log).items():
+        assert min(gaps) >= 0.5 - TOLERANCE, (host, sorted(gaps)[:3])
+
+
 def _throttled_pages(log: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
     return [e for e in log if e["host"] == host and e["path"] not in (ROBOTS, SITEMAP)]
 

@@ -21,7 +21,7 @@ the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for man
   ``TIME``: one clock for all workers) before which they must not be used (``P:readyat``), or
   until the first of their hosts is ready when all of them cool;
 * per-host politeness: ``P:host:<host>`` holds when the host may be asked again and its
-  throttling run (``lua._HOSTS``); a pop skips the sites of hosts still cooling;
+  throttling run (``hostlua.py``); a pop skips the sites of hosts still cooling;
 * leases: ``pop`` hands an IP out (``P:busy`` counts its connections, ``P:held:<worker>`` who
   holds them) and the record (``P:lease:<worker>``, lease id -> ``ip \\t site \\t record``).
   ``release`` ends the IP lease when the fetch ends: the IP is ready again at *Redis now +
@@ -151,6 +151,7 @@ class RedisFrontier:
         connections: int = 1,
         refill_budget: int = 256,
         throttle: Throttle | None = None,
+        hold: float = 0.0,
     ) -> None:
         self.server = server
         self.prefix = prefix
@@ -159,6 +160,9 @@ class RedisFrontier:
         self.connections = max(1, connections)
         self.refill_budget = refill_budget
         self.throttle = throttle or Throttle()
+        # > 0: an IP has several connections and hosts a delay, so a host's fetch in flight is
+        # marked (``P:hold:<host>``, for at most this long: the lease timeout) and not leased twice
+        self.hold_ms = _ms(hold)
         self._pop = lua.POP
         self._release = lua.RELEASE
         self._giveback = lua.GIVEBACK
@@ -210,8 +214,8 @@ class RedisFrontier:
     def pop_call(self, worker: str, want: int, first_lease: int) -> Call:
         """Lease up to ``want`` records (``Popped``)."""
         return self._call(self._pop, [worker, want, self.connections, self.mem_limit,
-                                      self.max_per_site, self.refill_budget, first_lease],
-                          _popped)
+                                      self.max_per_site, self.refill_budget, first_lease,
+                                      self.hold_ms], _popped)
 
     def pop(self, worker: str, want: int, first_lease: int) -> Popped:
         return cast("Popped", run_call(self.server, self.pop_call(worker, want, first_lease)))
@@ -226,7 +230,8 @@ class RedisFrontier:
         t = self.throttle
         return self._call(self._release, [
             worker, ip, _ms(delay), int(dead), self.connections, host, _ms(host_delay),
-            outcome, _ms(t.backoff), _ms(t.max_backoff), t.max_in_a_row, repr(jitter)],
+            outcome, _ms(t.backoff), _ms(t.max_backoff), t.max_in_a_row, repr(jitter),
+            int(self.hold_ms > 0)],
             _released)
 
     def release(self, worker: str, ip: str, delay: float, dead: bool = False,
@@ -252,7 +257,7 @@ class RedisFrontier:
     def take_call(self, worker: str, ip: str, host: str) -> Call:
         """Lease a connection on ``ip`` for a fetch from ``host`` outside the frontier (0), or
         the ms to wait (-1: all leased); given back by ``release_call`` as any lease."""
-        return self._call(lua.TAKE, [worker, ip, self.connections, host], int)
+        return self._call(lua.TAKE, [worker, ip, self.connections, host, self.hold_ms], int)
 
     def resolved(self, host: str, ip: str | None, reason: str = "dns") -> tuple[str, int]:
         return cast("tuple[str, int]", run_call(self.server,

@@ -8,6 +8,7 @@ touches starts with that prefix, so it touches one slot. One clock for all worke
 from __future__ import annotations
 
 from larbinscrapy.distributed.dupefilter import BITS_LUA
+from larbinscrapy.distributed.hostlua import ASIDE_LUA, HOST_ENDED_LUA, HOSTS_LUA
 from larbinscrapy.distributed.jobs import LuaScript
 
 # Shared by every script: the clock, counters and the IP placement rule.
@@ -65,6 +66,7 @@ end
 local function requeue(v, conn)
   local ip, site, rec = string.match(v, '^([^\t]*)\t([^\t]*)\t(.*)$')
   count('leased', -1)
+  redis.call('DEL', P .. ':hold:' .. host_of_site(site))  -- no fetch of it in flight now
   if redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then return 0 end
   local skey = P .. ':site:' .. site
   if redis.call('LPUSH', skey, rec) == 1 then link(site, ip, conn) end
@@ -86,49 +88,11 @@ local function free_ips(worker, conn)
 end
 """
 
-# A host's record ``P:host:<host>`` (its shard): "ms" (Redis time before which no worker may
-# ask it: its delay or pause after its last fetch) or "ms n b" (and n throttling answers in a
-# row, b the back-off in ms). It expires with what it holds (missing: ready, no run).
-_HOSTS = r"""
-local function host_rec(host)
-  local v = redis.call('GET', P .. ':host:' .. host)
-  if not v then return 0, 0, 0 end
-  local at, n, b = string.match(v, '^(%d+) ?(%d*) ?(%d*)$')
-  return tonumber(at) or 0, tonumber(n) or 0, tonumber(b) or 0
-end
-local function host_at(host)
-  local v = redis.call('GET', P .. ':host:' .. host)
-  return v and tonumber(string.match(v, '^%d+')) or 0
-end
-"""
-
-# A host set aside for every worker: its loaded sites dropped, its tier entries dropped as the
-# sequencer meets them. The records dropped, or -1 when it was set aside already.
-_ASIDE_FN = r"""
-local function set_aside(host, conn)
-  local ip = redis.call('HGET', P .. ':dns', host)
-  if ip == '!throttled' then return -1 end
-  redis.call('HSET', P .. ':dns', host, '!throttled')
-  local dropped = 0
-  if ip and string.sub(ip, 1, 1) ~= '!' then
-    local ipkey = P .. ':ipsites:' .. ip
-    for _, site in ipairs(redis.call('LRANGE', ipkey, 0, -1)) do
-      if host_of_site(site) == host then
-        dropped = dropped + drop_site(site)
-        redis.call('LREM', ipkey, 0, site)
-      end
-    end
-    place(ip, conn)
-  end
-  return dropped
-end
-"""
-
-# ARGV: prefix, worker, want, conn, mem_limit, cap, budget, first lease id
-_POP_TEXT = _COMMON + _HOSTS + r"""
+# ARGV: prefix, worker, want, conn, mem_limit, cap, budget, first lease id, hold ms
+_POP_TEXT = _COMMON + HOSTS_LUA + r"""
 local worker, want, conn = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local mem_limit, cap, budget = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local lid = tonumber(ARGV[8])
+local lid, hold = tonumber(ARGV[8]), tonumber(ARGV[9])
 local out, unresolved = {}, {}
 redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
 local stats = {dropped = 0, to_wait = 0, aside = 0}
@@ -199,12 +163,12 @@ end
 local function ready_site(ipkey)
   local site = redis.call('LMOVE', ipkey, ipkey, 'LEFT', 'RIGHT')
   if not site then return nil end
-  local at = host_at(host_of_site(site))
+  local at = host_when(host_of_site(site), hold)
   if at <= now then return site end
   local first = at
   for _ = 2, redis.call('LLEN', ipkey) do
     site = redis.call('LMOVE', ipkey, ipkey, 'LEFT', 'RIGHT')
-    at = host_at(host_of_site(site))
+    at = host_when(host_of_site(site), hold)
     if at <= now then return site end
     if at < first then first = at end
   end
@@ -236,6 +200,7 @@ local function pick()
         redis.call('HINCRBY', P .. ':held:' .. worker, ip, 1)
         local id = tostring(lid) lid = lid + 1
         redis.call('HSET', P .. ':lease:' .. worker, id, ip .. '\t' .. site .. '\t' .. rec)
+        if hold > 0 then redis.call('SET', P .. ':hold:' .. host_of_site(site), 1, 'PX', hold) end
         place(ip, conn)
         return {id, ip, string.sub(rec, 2)}
       end
@@ -275,47 +240,16 @@ local function free_one(worker, ip, delay)
 end
 """
 
-# The host's record after a fetch from it ended (``_HOSTS``), as ``politeness.hosts``'s
-# HostTable does it locally: a normal answer (a) ends the throttling run, a throttling answer
-# without Retry-After (b) doubles the back-off, one with it (t) is counted; anything else keeps
-# the run. Past ``maxrow`` answers in a row the host is set aside. Returns (back-off pause ms,
-# records dropped with a host set aside now or -1).
-_HOST_ENDED = r"""
-local function host_ended(host, hdelay, outcome, conn, base, maxb, maxrow, factor)
-  local at, n, b = now + hdelay, 0, 0
-  local pause, aside = 0, -1
-  if outcome ~= 'a' then
-    local _
-    _, n, b = host_rec(host)
-    if outcome == 'b' or outcome == 't' then
-      n = n + 1
-      if maxrow > 0 and n >= maxrow then
-        aside = set_aside(host, conn)
-      elseif outcome == 'b' then
-        b = (b <= 0) and base or math.min(b * 2, maxb)
-        pause = math.floor(b * factor)
-        at = math.max(at, now + pause)
-      end
-    end
-  end
-  local key = P .. ':host:' .. host
-  if n == 0 and b == 0 then
-    if at > now then redis.call('SET', key, at, 'PX', at - now) else redis.call('DEL', key) end
-  else  -- the run is kept while a back-off could still grow
-    redis.call('SET', key, at .. ' ' .. n .. ' ' .. b, 'PX', at - now + math.max(1, maxb))
-  end
-  return pause, aside, at
-end
-"""
-
 # ARGV: prefix, worker, ip, IP delay ms, dead (0/1), conn, host ("" none), host delay ms,
-# outcome (a, b, t or ""), back-off base ms, back-off max ms, max in a row, jitter factor.
+# outcome (a, b, t or ""), back-off base ms, back-off max ms, max in a row, jitter factor,
+# hold (1: the host's fetch in flight is marked, ``P:hold:<host>``).
 # Returns {records dropped with a dead IP (-1: the lease was reaped), records dropped with the
 # host set aside (-1: not set aside now), the back-off pause ms}.
-_RELEASE_TEXT = _COMMON + _HOSTS + _ASIDE_FN + _HOST_ENDED + _FREE_ONE + r"""
+_RELEASE_TEXT = _COMMON + HOSTS_LUA + ASIDE_LUA + HOST_ENDED_LUA + _FREE_ONE + r"""
 local worker, ip, delay = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local dead, conn = ARGV[5] == '1', tonumber(ARGV[6])
 local host, hdelay, outcome = ARGV[7], tonumber(ARGV[8]), ARGV[9]
+if ARGV[14] == '1' then redis.call('DEL', P .. ':hold:' .. host) end
 local pause, aside, hat = 0, -1, 0
 if host ~= '' then  -- the host level first: a reaped lease's fetch happened too
   pause, aside, hat = host_ended(host, hdelay, outcome, conn, tonumber(ARGV[10]),
@@ -374,21 +308,25 @@ return {val, dropped}
 """
 
 # A host set aside (a throttling answer past LARBIN_MAX_RETRY_AFTER) for every worker
-# (``_ASIDE_FN``). ARGV: prefix, host, conn. Its result: the records dropped.
-_ASIDE_TEXT = _COMMON + _ASIDE_FN + r"""
+# (``ASIDE_LUA``). ARGV: prefix, host, conn. Its result: the records dropped.
+_ASIDE_TEXT = _COMMON + ASIDE_LUA + r"""
 local host, conn = ARGV[2], tonumber(ARGV[3])
 return math.max(0, set_aside(host, conn))
 """
 
 # A fetch outside the frontier (a sitemap) takes an IP connection like a pop: 0 when taken
 # (released as any lease), else the ms to wait (-1: every connection is leased). The host's
-# own record holds it too. ARGV: prefix, worker, ip, conn, host
-_TAKE_TEXT = _COMMON + _HOSTS + r"""
+# own record holds it too. ARGV: prefix, worker, ip, conn, host, hold ms
+_TAKE_TEXT = _COMMON + HOSTS_LUA + r"""
 local worker, ip, conn, host = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local hold = tonumber(ARGV[6])
 redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
 if tonumber(redis.call('HGET', P .. ':busy', ip) or '0') >= conn then return -1 end
 local at = math.max(tonumber(redis.call('HGET', P .. ':readyat', ip) or '0'), host_at(host))
 if at > now then return at - now end
+if hold > 0 then
+  if redis.call('SET', P .. ':hold:' .. host, 1, 'PX', hold, 'NX') == false then return -1 end
+end
 redis.call('HINCRBY', P .. ':busy', ip, 1)
 redis.call('HINCRBY', P .. ':held:' .. worker, ip, 1)
 place(ip, conn)

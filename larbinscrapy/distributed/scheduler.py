@@ -218,10 +218,11 @@ class RedisScheduler(FrontierScheduler):
         connections = 1 if delay > 0 else self.table.max_connections
         hosts = self.table.hosts
         throttle = Throttle(hosts.throttle_backoff, hosts.max_backoff, hosts.max_in_a_row)
+        hold = self.lease_timeout if connections > 1 and hosts.default_delay > 0 else 0.0
         self.fs = ShardedFrontier(server, self.shards, seeds_key=self.seeds.key,
                                   max_per_site=self.max_per_site,
                                   loaded_sites=self.loaded_sites, connections=connections,
-                                  throttle=throttle)
+                                  throttle=throttle, hold=hold)
         if self.fs.cluster:
             self.ips = IpLeases(self.shards.ip_key, connections=connections,
                                 lease_timeout=self.lease_timeout, poll=POLL)
