@@ -152,9 +152,9 @@ def test_two_workers_revisit_on_a_cluster(tmp_path):
 
 @pytest.mark.crawl
 def test_hosts_on_one_ip_keep_both_delays_across_workers(tmp_path, redis_url):
-    # What the shared frontier does today with virtual hosts (docs/distributed.md, parity):
-    # both limits hold at the server, the host's DOWNLOAD_DELAY and the IP's LARBIN_IP_DELAY,
-    # whichever worker fetches; the IP is paced by the host just fetched (slower than locally).
+    # Virtual hosts in the shared frontier (docs/distributed.md, parity): both limits hold at
+    # the server, the host's DOWNLOAD_DELAY and the IP's LARBIN_IP_DELAY, whichever worker
+    # fetches (the pace itself: tests/test_distributed_hosts.py).
     hosts: dict[str, dict] = {f"v{i}.test": {"ip": "127.0.5.20", "pages": 3} for i in range(4)}
     hosts["solo.test"] = {"ip": "127.0.5.21", "pages": 6}
     host_delay, ip_delay = 0.6, 0.2

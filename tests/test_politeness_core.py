@@ -16,6 +16,7 @@ from twisted.internet.error import DNSLookupError
 
 from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.politeness.dns import DnsCache, SsrfGuard, parse_networks
+from larbinscrapy.politeness.hosts import ANSWERED
 from larbinscrapy.politeness.ipsites import DNS, NOCONNECTION, SSRF, IpState, Politeness
 from tests.support.cores import CountingStats, ManualClock, ip_table
 
@@ -110,16 +111,17 @@ def test_ip_dropped_after_max_failures_logged_and_counted_once(clock, caplog):
 
 def test_listeners_hear_changes_and_releases_in_that_order(clock):
     p = core(clock, delay=1.0)
-    heard: list[tuple[str, str]] = []
+    heard: list[tuple[str, ...]] = []
     p.table.add_listener(lambda st: heard.append(("changed", st.ip)))
-    p.table.add_release_listener(lambda st: heard.append(("released", st.ip)))
+    p.table.add_release_listener(lambda st, host, outcome: heard.append(
+        ("released", st.ip, host, outcome)))
     st = p.table.get("10.0.0.1")
     p.table.acquire(st)
     p.fetch_ended(st.ip, release=False, failed=False)
-    p.lease_returned(st.ip)
+    p.lease_returned(st.ip, "a.test", ANSWERED)
     p.table.pause(st, 2.0)  # a throttling answer
     assert heard == [("changed", "10.0.0.1"), ("changed", "10.0.0.1"),
-                     ("released", "10.0.0.1"), ("changed", "10.0.0.1")]
+                     ("released", "10.0.0.1", "a.test", ANSWERED), ("changed", "10.0.0.1")]
 
 
 # -- the host gate: DNS -> SSRF guard -> dead IP ------------------------------------------------

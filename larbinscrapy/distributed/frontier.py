@@ -18,11 +18,15 @@ the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for man
   left with only dead hosts' URLs empties and the workers close;
 * per-IP round robin: ``P:ipsites:<ip>`` lists an IP's sites with work; ``P:ready`` is a sorted
   set of the IPs with work whose connections are not all taken, scored by the time (ms, Redis
-  ``TIME``: one clock for all workers) before which they must not be used (``P:readyat``);
+  ``TIME``: one clock for all workers) before which they must not be used (``P:readyat``), or
+  until the first of their hosts is ready when all of them cool;
+* per-host politeness: ``P:host:<host>`` holds when the host may be asked again and its
+  throttling run (``hostlua.py``); a pop skips the sites of hosts still cooling;
 * leases: ``pop`` hands an IP out (``P:busy`` counts its connections, ``P:held:<worker>`` who
   holds them) and the record (``P:lease:<worker>``, lease id -> ``ip \\t site \\t record``).
   ``release`` ends the IP lease when the fetch ends: the IP is ready again at *Redis now +
-  delay*. ``admit`` acknowledges records after the outlinks they produced are queued, in the
+  its delay*, the host at *Redis now + its own*, and the host's throttling run goes on or
+  ends. ``admit`` acknowledges records after the outlinks they produced are queued, in the
   same script, so a crash never separates "seen" bits from queued records. A worker whose
   heartbeat (``P:workers``) is older than the lease timeout is reaped: its records go back to
   the front of their site lists and its IPs are freed.
@@ -37,7 +41,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from larbinscrapy.distributed import lua
 from larbinscrapy.distributed.jobs import Call, run_call, run_calls
@@ -96,6 +100,31 @@ def _popped(reply: list[Any]) -> Popped:
     )
 
 
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
+
+
+class Released(NamedTuple):
+    """What one ``release`` returned."""
+
+    dropped: int  # records dropped with a dead IP (-1: the lease had been reaped)
+    aside: int  # records dropped with the host set aside by this release (-1: not set aside)
+    pause: float  # the shared back-off pause (s) this release started (0: none)
+
+
+def _released(reply: list[Any]) -> Released:
+    return Released(int(reply[0]), int(reply[1]), int(reply[2]) / 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    """The throttling settings the release applies to a host's run (``HostTable``'s)."""
+
+    backoff: float = 0.0  # LARBIN_THROTTLE_BACKOFF
+    max_backoff: float = 0.0  # LARBIN_THROTTLE_MAX_BACKOFF
+    max_in_a_row: int = 0  # LARBIN_THROTTLE_MAX_IN_A_ROW (0: never set aside)
+
+
 @dataclass(slots=True)
 class Popped:
     """What one ``pop`` returned."""
@@ -121,6 +150,8 @@ class RedisFrontier:
         loaded_sites: int = 2000,
         connections: int = 1,
         refill_budget: int = 256,
+        throttle: Throttle | None = None,
+        hold: float = 0.0,
     ) -> None:
         self.server = server
         self.prefix = prefix
@@ -128,6 +159,10 @@ class RedisFrontier:
         self.mem_limit = max(1, loaded_sites) * max_per_site
         self.connections = max(1, connections)
         self.refill_budget = refill_budget
+        self.throttle = throttle or Throttle()
+        # > 0: an IP has several connections and hosts a delay, so a host's fetch in flight is
+        # marked (``P:hold:<host>``, for at most this long: the lease timeout) and not leased twice
+        self.hold_ms = _ms(hold)
         self._pop = lua.POP
         self._release = lua.RELEASE
         self._giveback = lua.GIVEBACK
@@ -179,20 +214,30 @@ class RedisFrontier:
     def pop_call(self, worker: str, want: int, first_lease: int) -> Call:
         """Lease up to ``want`` records (``Popped``)."""
         return self._call(self._pop, [worker, want, self.connections, self.mem_limit,
-                                      self.max_per_site, self.refill_budget, first_lease],
-                          _popped)
+                                      self.max_per_site, self.refill_budget, first_lease,
+                                      self.hold_ms], _popped)
 
     def pop(self, worker: str, want: int, first_lease: int) -> Popped:
         return cast("Popped", run_call(self.server, self.pop_call(worker, want, first_lease)))
 
-    def release_call(self, worker: str, ip: str, delay: float, dead: bool = False) -> Call:
-        """The fetch on ``ip`` ended: the IP is ready again ``delay`` s from now (Redis time).
-        Its result: the records dropped with a dead IP (-1: the lease was reaped)."""
-        return self._call(self._release, [worker, ip, max(0, round(delay * 1000)), int(dead),
-                                          self.connections], int)
+    def release_call(self, worker: str, ip: str, delay: float, dead: bool = False, *,
+                     host: str = "", host_delay: float = 0.0, outcome: str = "",
+                     jitter: float = 1.0) -> Call:
+        """The fetch on ``ip`` ended: the IP is ready again ``delay`` s from now (Redis time),
+        ``host`` (if named) ``host_delay`` s from now, and its throttling run follows
+        ``outcome`` (``politeness.hosts``: ANSWERED, BACKOFF, RETRY_AFTER or ""; a back-off
+        pause is lengthened by ``jitter``). Its result: ``Released``."""
+        t = self.throttle
+        return self._call(self._release, [
+            worker, ip, _ms(delay), int(dead), self.connections, host, _ms(host_delay),
+            outcome, _ms(t.backoff), _ms(t.max_backoff), t.max_in_a_row, repr(jitter),
+            int(self.hold_ms > 0)],
+            _released)
 
-    def release(self, worker: str, ip: str, delay: float, dead: bool = False) -> int:
-        return cast("int", run_call(self.server, self.release_call(worker, ip, delay, dead)))
+    def release(self, worker: str, ip: str, delay: float, dead: bool = False,
+                **host: Any) -> Released:
+        return cast("Released", run_call(self.server,
+                                         self.release_call(worker, ip, delay, dead, **host)))
 
     def giveback_call(self, worker: str, lease: str, wait: float) -> Call:
         """Hand a leased record back (front of its site list) and free its IP connection, ready
@@ -209,10 +254,10 @@ class RedisFrontier:
         """Set ``host`` aside for every worker (throttling past the cap): its records go."""
         return self._call(lua.ASIDE, [host, self.connections], int)
 
-    def take_call(self, worker: str, ip: str) -> Call:
-        """Lease a connection on ``ip`` for a fetch outside the frontier (0), or the ms to
-        wait (-1: all leased); given back by ``release_call`` as any lease."""
-        return self._call(lua.TAKE, [worker, ip, self.connections], int)
+    def take_call(self, worker: str, ip: str, host: str) -> Call:
+        """Lease a connection on ``ip`` for a fetch from ``host`` outside the frontier (0), or
+        the ms to wait (-1: all leased); given back by ``release_call`` as any lease."""
+        return self._call(lua.TAKE, [worker, ip, self.connections, host, self.hold_ms], int)
 
     def resolved(self, host: str, ip: str | None, reason: str = "dns") -> tuple[str, int]:
         return cast("tuple[str, int]", run_call(self.server,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 from larbinscrapy import meta as M
 from larbinscrapy.exceptions import DroppedRequest
+from larbinscrapy.parse.urls import host_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -45,7 +46,7 @@ class HostResolution:
         s = self.s
         failure.trap(DroppedRequest)
         s.politeness.count_drop(cast("DroppedRequest", failure.value).reason)
-        s.politeness.lease_returned(request.meta.pop(M.LEASE))
+        s.politeness.lease_returned(request.meta.pop(M.LEASE), host_of(request.url))
         s.acks.append(request.meta[M.RID])
         s.flush()
 

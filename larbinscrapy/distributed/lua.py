@@ -8,6 +8,7 @@ touches starts with that prefix, so it touches one slot. One clock for all worke
 from __future__ import annotations
 
 from larbinscrapy.distributed.dupefilter import BITS_LUA
+from larbinscrapy.distributed.hostlua import ASIDE_LUA, HOST_ENDED_LUA, HOSTS_LUA
 from larbinscrapy.distributed.jobs import LuaScript
 
 # Shared by every script: the clock, counters and the IP placement rule.
@@ -19,15 +20,24 @@ local CK = P .. ':count'
 local function count(field, n)  -- n ~= 0: Lua's -0 is not an integer to Redis
   if n ~= 0 then redis.call('HINCRBY', CK, field, n) end
 end
-local function place(ip, conn)
+local function host_of_site(site)
+  return string.match(site, '^[^:]+://%[?([^%]/]-)%]?:?%d*$') or site
+end
+-- ``host`` (optional) may be asked at ``hat``: if it is the IP's one site's host, so is the IP
+local function place(ip, conn, host, hat)
   local ready = P .. ':ready'
-  if redis.call('LLEN', P .. ':ipsites:' .. ip) == 0
-     or redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then
+  local ipkey = P .. ':ipsites:' .. ip
+  local sites = redis.call('LLEN', ipkey)
+  if sites == 0 or redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then
     redis.call('ZREM', ready, ip) return
   end
   local busy = tonumber(redis.call('HGET', P .. ':busy', ip) or '0')
   if busy >= conn then redis.call('ZREM', ready, ip) return end
   local at = tonumber(redis.call('HGET', P .. ':readyat', ip) or '0')
+  if host and sites == 1 and hat > at
+     and host_of_site(redis.call('LINDEX', ipkey, 0)) == host then
+    at = hat
+  end
   redis.call('ZADD', ready, at, ip)
 end
 local function link(site, ip, conn)
@@ -52,13 +62,11 @@ local function split_entry(e)
   end
   return string.match(e, '^([^\t]*)\t([^\t]*)\t(.*)$')
 end
-local function host_of_site(site)
-  return string.match(site, '^[^:]+://%[?([^%]/]-)%]?:?%d*$') or site
-end
 -- Put a leased record back at the front of its site list (a reaped or returned lease).
 local function requeue(v, conn)
   local ip, site, rec = string.match(v, '^([^\t]*)\t([^\t]*)\t(.*)$')
   count('leased', -1)
+  redis.call('DEL', P .. ':hold:' .. host_of_site(site))  -- no fetch of it in flight now
   if redis.call('SISMEMBER', P .. ':deadips', ip) == 1 then return 0 end
   local skey = P .. ':site:' .. site
   if redis.call('LPUSH', skey, rec) == 1 then link(site, ip, conn) end
@@ -80,11 +88,11 @@ local function free_ips(worker, conn)
 end
 """
 
-# ARGV: prefix, worker, want, conn, mem_limit, cap, budget, first lease id
-_POP_TEXT = _COMMON + r"""
+# ARGV: prefix, worker, want, conn, mem_limit, cap, budget, first lease id, hold ms
+_POP_TEXT = _COMMON + HOSTS_LUA + r"""
 local worker, want, conn = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local mem_limit, cap, budget = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local lid = tonumber(ARGV[8])
+local lid, hold = tonumber(ARGV[8]), tonumber(ARGV[9])
 local out, unresolved = {}, {}
 redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
 local stats = {dropped = 0, to_wait = 0, aside = 0}
@@ -150,14 +158,33 @@ local function refill()
   return moved
 end
 
+-- The IP's next site in turn whose host may be asked now (round robin, as the local IpRing):
+-- each site looked at goes to the end of the list. None ready: nil and when the first is.
+local function ready_site(ipkey)
+  local site = redis.call('LMOVE', ipkey, ipkey, 'LEFT', 'RIGHT')
+  if not site then return nil end
+  local at = host_when(host_of_site(site), hold)
+  if at <= now then return site end
+  local first = at
+  for _ = 2, redis.call('LLEN', ipkey) do
+    site = redis.call('LMOVE', ipkey, ipkey, 'LEFT', 'RIGHT')
+    at = host_when(host_of_site(site), hold)
+    if at <= now then return site end
+    if at < first then first = at end
+  end
+  return nil, first
+end
+
 local function pick()
   while true do
     local r = redis.call('ZRANGEBYSCORE', P .. ':ready', '-inf', now, 'LIMIT', 0, 1)
     if #r == 0 then return nil end
     local ip = r[1]
     local ipkey = P .. ':ipsites:' .. ip
-    local site = redis.call('LMOVE', ipkey, ipkey, 'LEFT', 'RIGHT')
-    if not site then
+    local site, later = ready_site(ipkey)
+    if later then  -- only its hosts cool: the IP is asked again when the first is ready
+      redis.call('ZADD', P .. ':ready', later, ip)
+    elseif not site then
       redis.call('ZREM', P .. ':ready', ip)
     else
       local skey = P .. ':site:' .. site
@@ -173,6 +200,7 @@ local function pick()
         redis.call('HINCRBY', P .. ':held:' .. worker, ip, 1)
         local id = tostring(lid) lid = lid + 1
         redis.call('HSET', P .. ':lease:' .. worker, id, ip .. '\t' .. site .. '\t' .. rec)
+        if hold > 0 then redis.call('SET', P .. ':hold:' .. host_of_site(site), 1, 'PX', hold) end
         place(ip, conn)
         return {id, ip, string.sub(rec, 2)}
       end
@@ -212,11 +240,22 @@ local function free_one(worker, ip, delay)
 end
 """
 
-# ARGV: prefix, worker, ip, delay ms, dead (0/1), conn
-_RELEASE_TEXT = _COMMON + _FREE_ONE + r"""
+# ARGV: prefix, worker, ip, IP delay ms, dead (0/1), conn, host ("" none), host delay ms,
+# outcome (a, b, t or ""), back-off base ms, back-off max ms, max in a row, jitter factor,
+# hold (1: the host's fetch in flight is marked, ``P:hold:<host>``).
+# Returns {records dropped with a dead IP (-1: the lease was reaped), records dropped with the
+# host set aside (-1: not set aside now), the back-off pause ms}.
+_RELEASE_TEXT = _COMMON + HOSTS_LUA + ASIDE_LUA + HOST_ENDED_LUA + _FREE_ONE + r"""
 local worker, ip, delay = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local dead, conn = ARGV[5] == '1', tonumber(ARGV[6])
-if not free_one(worker, ip, delay) then return -1 end
+local host, hdelay, outcome = ARGV[7], tonumber(ARGV[8]), ARGV[9]
+if ARGV[14] == '1' then redis.call('DEL', P .. ':hold:' .. host) end
+local pause, aside, hat = 0, -1, 0
+if host ~= '' then  -- the host level first: a reaped lease's fetch happened too
+  pause, aside, hat = host_ended(host, hdelay, outcome, conn, tonumber(ARGV[10]),
+                            tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]))
+end
+if not free_one(worker, ip, math.max(delay, pause)) then return {-1, aside, pause} end
 local dropped = 0
 if dead then
   redis.call('SADD', P .. ':deadips', ip)
@@ -227,8 +266,8 @@ if dead then
   end
   redis.call('DEL', ipkey)
 end
-place(ip, conn)
-return dropped
+place(ip, conn, host, hat)
+return {dropped, aside, pause}
 """
 
 # A leased record goes back to the front of its site list and its IP connection is freed,
@@ -268,36 +307,26 @@ end
 return {val, dropped}
 """
 
-# A host set aside (a throttling answer past LARBIN_MAX_RETRY_AFTER) for every worker: its
-# loaded sites dropped, its tier entries dropped as the sequencer meets them. ARGV: prefix,
-# host, conn. Its result: the records dropped.
-_ASIDE_TEXT = _COMMON + r"""
+# A host set aside (a throttling answer past LARBIN_MAX_RETRY_AFTER) for every worker
+# (``ASIDE_LUA``). ARGV: prefix, host, conn. Its result: the records dropped.
+_ASIDE_TEXT = _COMMON + ASIDE_LUA + r"""
 local host, conn = ARGV[2], tonumber(ARGV[3])
-local ip = redis.call('HGET', P .. ':dns', host)
-redis.call('HSET', P .. ':dns', host, '!throttled')
-local dropped = 0
-if ip and string.sub(ip, 1, 1) ~= '!' then
-  local ipkey = P .. ':ipsites:' .. ip
-  for _, site in ipairs(redis.call('LRANGE', ipkey, 0, -1)) do
-    if host_of_site(site) == host then
-      dropped = dropped + drop_site(site)
-      redis.call('LREM', ipkey, 0, site)
-    end
-  end
-  place(ip, conn)
-end
-return dropped
+return math.max(0, set_aside(host, conn))
 """
 
 # A fetch outside the frontier (a sitemap) takes an IP connection like a pop: 0 when taken
-# (released as any lease), else the ms to wait (-1: every connection is leased).
-# ARGV: prefix, worker, ip, conn
-_TAKE_TEXT = _COMMON + r"""
-local worker, ip, conn = ARGV[2], ARGV[3], tonumber(ARGV[4])
+# (released as any lease), else the ms to wait (-1: every connection is leased). The host's
+# own record holds it too. ARGV: prefix, worker, ip, conn, host, hold ms
+_TAKE_TEXT = _COMMON + HOSTS_LUA + r"""
+local worker, ip, conn, host = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local hold = tonumber(ARGV[6])
 redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
 if tonumber(redis.call('HGET', P .. ':busy', ip) or '0') >= conn then return -1 end
-local at = tonumber(redis.call('HGET', P .. ':readyat', ip) or '0')
+local at = math.max(tonumber(redis.call('HGET', P .. ':readyat', ip) or '0'), host_at(host))
 if at > now then return at - now end
+if hold > 0 then
+  if redis.call('SET', P .. ':hold:' .. host, 1, 'PX', hold, 'NX') == false then return -1 end
+end
 redis.call('HINCRBY', P .. ':busy', ip, 1)
 redis.call('HINCRBY', P .. ':held:' .. worker, ip, 1)
 place(ip, conn)

@@ -13,7 +13,8 @@ one per shard (``sharded.py``); this class is its Scrapy side:
 * ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
   pops on a few shards whose IPs may be ready (one with a single Redis). An IP is handed to one
   worker at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time without a delay) and is ready
-  again ``delay`` after that worker reports the end of the fetch (``release``); robots.txt
+  again its delay after that worker reports the end of the fetch, each host its own, and the
+  host's throttling run is counted for all (``release``, ``releases.py``); robots.txt
   borrows the page's lease (``RobotsMiddleware``). In a cluster every lease also takes the IP's
   own lease key (``iplease.py``), so an IP shared by hosts of several shards keeps its delay;
 * DNS: new hosts come back from ``pop`` as "unresolved"; the worker resolves them through its
@@ -48,11 +49,12 @@ from twisted.internet import defer, task
 from larbinscrapy import fatal
 from larbinscrapy.distributed.connection import UNREACHABLE, connector
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
-from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, Popped, RedisFrontier
+from larbinscrapy.distributed.frontier import NORMAL, PRIORITY, Popped, RedisFrontier, Throttle
 from larbinscrapy.distributed.hosts import HostResolution
 from larbinscrapy.distributed.iplease import IpLeases
 from larbinscrapy.distributed.jobs import Call, RedisJobs
 from larbinscrapy.distributed.membership import POLL, Membership
+from larbinscrapy.distributed.releases import Releases
 from larbinscrapy.distributed.robots import SharedRobots
 from larbinscrapy.distributed.seeds import IdleRule, RedisSeeds
 from larbinscrapy.distributed.sharded import Entry, ShardedFrontier
@@ -71,7 +73,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
 
-    from larbinscrapy.politeness.ipsites import IpState, IpTable
+    from larbinscrapy.politeness.ipsites import IpTable
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +132,7 @@ class RedisScheduler(FrontierScheduler):
         self.seeds_pending = False
         self.ready: deque[Request] = deque()  # leased, resolved, not yet handed to the engine
         self.hosts = HostResolution(self)  # DNS of the hosts the frontier hands us
+        self.releases = Releases(self)  # the end of each leased fetch, for everyone
         self.shared_queued = 0
         self._lease_seq = [0] * shards
         self._queued = [0] * shards  # each shard's queued records, as its last pop said
@@ -186,9 +189,12 @@ class RedisScheduler(FrontierScheduler):
     def open(self, spider: Spider) -> defer.Deferred[None]:
         self.spider = spider
         self._connect()
+        # the shared frontier waits for each host: a leased request whose host must still wait
+        # (after its robots.txt) goes back to it, the IP serves other hosts meanwhile
+        self.politeness.hosts_scheduled = True
         self.jobs.start()
         # the send-time gate gives a lease back exactly when a request we leased ends
-        self.table.add_release_listener(self._released)
+        self.table.add_release_listener(self.releases.released)
         self.crawler.signals.connect(self.member.spider_idle, signal=signals.spider_idle)
 
         def join() -> tuple[tuple[int, int], dict[str, int]]:
@@ -210,9 +216,13 @@ class RedisScheduler(FrontierScheduler):
         self.server = server
         delay = self.table.default_delay
         connections = 1 if delay > 0 else self.table.max_connections
+        hosts = self.table.hosts
+        throttle = Throttle(hosts.throttle_backoff, hosts.max_backoff, hosts.max_in_a_row)
+        hold = self.lease_timeout if connections > 1 and hosts.default_delay > 0 else 0.0
         self.fs = ShardedFrontier(server, self.shards, seeds_key=self.seeds.key,
                                   max_per_site=self.max_per_site,
-                                  loaded_sites=self.loaded_sites, connections=connections)
+                                  loaded_sites=self.loaded_sites, connections=connections,
+                                  throttle=throttle, hold=hold)
         if self.fs.cluster:
             self.ips = IpLeases(self.shards.ip_key, connections=connections,
                                 lease_timeout=self.lease_timeout, poll=POLL)
@@ -446,33 +456,9 @@ class RedisScheduler(FrontierScheduler):
         # connection uses) and SSRF guard have seen the host before anything is sent.
         self.hosts.resolve_leased(host, request)
 
-    def _released(self, st: IpState) -> None:
-        """A leased fetch on ``st`` ended: the IP is ready again after its delay, for everyone.
-
-        Queued in the Redis thread before any later pop (this worker's) can run; the delay
-        counts from when Redis runs it, so the IP is never ready earlier than here."""
-        # The shared frontier knows IPs only: the IP waits for the host just fetched too, so
-        # another worker cannot reach that host before its DOWNLOAD_DELAY.
-        delay = max(0.0, self.table.next_start(st, st.last_host) - self.table.clock())
-        held = self._ip_shards.get(st.ip)
-        if not held:
-            return
-        shard, rid = held.pop(0)
-        if not held:
-            del self._ip_shards[st.ip]
-        self._send("release", self.fs.frontiers[shard].release_call(
-            self.worker, st.ip, delay, st.dead), then=self._release_done)
-        if self.ips is not None:
-            self._send("iplease", self.ips.release_call(st.ip, f"{self.worker}/{rid}", delay))
-        self._shard_next[shard] = min(self._shard_next[shard], self.table.clock() + delay)
-
     def host_set_aside(self, host: str) -> None:
         """``host`` asked for a pause past the cap: no worker asks it again (its records go)."""
-        self.jobs.submit("set aside", self.fs.frontiers[self.shards.of(host)].aside_call(host),
-                         then=lambda n: self.politeness.count_drop(THROTTLED, n))
-
-    def _release_done(self, dropped: int) -> None:
-        self.politeness.count_drop(NOCONNECTION, max(0, dropped))
+        self.releases.set_aside(host)
 
     def _page_complete(self, lease: Any) -> None:
         """Every child of the page is in the buffer: admit them and ack the page in one script."""

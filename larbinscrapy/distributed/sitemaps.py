@@ -51,7 +51,7 @@ class SharedSitemaps:
         frontier = s.fs.frontiers[shard]
         while True:
             wait = await maybe_deferred_to_future(
-                s.jobs.submit("sitemap lease", frontier.take_call(s.worker, ip)))
+                s.jobs.submit("sitemap lease", frontier.take_call(s.worker, ip, host)))
             if wait == 0:
                 self._taken += 1
                 rid = f"sitemap{self._taken}"
@@ -59,7 +59,7 @@ class SharedSitemaps:
                     other = await maybe_deferred_to_future(s.jobs.submit(
                         "iplease", s.ips.acquire_call(ip, f"{s.worker}/{rid}")))
                     if other != 0:
-                        s._send("release", frontier.release_call(s.worker, ip, 0.0))
+                        s._send("release", frontier.release_call(s.worker, ip, 0.0, host=host))
                         await maybe_deferred_to_future(later(min(POLL, other or POLL)))
                         continue
                 s._ip_shards.setdefault(ip, []).append((shard, rid))

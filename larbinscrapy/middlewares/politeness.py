@@ -21,7 +21,14 @@ from larbinscrapy import meta as M
 from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.politeness import failures
 from larbinscrapy.politeness.dns import SsrfGuard, allow_proxy, dns_cache
-from larbinscrapy.politeness.hosts import THROTTLED, HostState, parse_retry_after
+from larbinscrapy.politeness.hosts import (
+    ANSWERED,
+    BACKOFF,
+    RETRY_AFTER,
+    THROTTLED,
+    HostState,
+    parse_retry_after,
+)
 from larbinscrapy.politeness.ipsites import IpState, IpTable, Politeness, PolitenessProvider
 from larbinscrapy.politeness.pauses import PauseFile
 from larbinscrapy.reactor import installed_reactor
@@ -178,7 +185,8 @@ class PolitenessMiddleware(PolitenessProvider):
 
     def _requeue(self, request: Request) -> Request:
         """Give the lease back and the request to the frontier: the IP serves other hosts."""
-        self.politeness.lease_returned(request.meta.pop(M.LEASE))
+        self.politeness.lease_returned(request.meta.pop(M.LEASE),
+                                       urlparse_cached(request).hostname or "")
         self.stats.inc_value("larbin/host/requeued")
         return self._back_to_frontier(request)
 
@@ -244,7 +252,8 @@ class PolitenessMiddleware(PolitenessProvider):
         aside = getattr(scheduler_of(self.crawler), "host_set_aside", None)
         if pause is None and aside is not None:  # before the lease goes back: Redis workers
             aside(hs.host)
-        self._finished(request, failed=None, nbytes=len(response.body))
+        self._finished(request, failed=None, nbytes=len(response.body),
+                       outcome=BACKOFF if seconds is None else RETRY_AFTER)
         if pause is None:
             self.politeness.count_drop(THROTTLED)
             raise DroppedRequest(THROTTLED, f"{hs.host} asked for {seconds:.0f} s")
@@ -276,25 +285,30 @@ class PolitenessMiddleware(PolitenessProvider):
         self.stats.inc_value(f"larbin/errors/{type(exception).__name__}")
         self._finished(request, failed=failures.classify(exception))
 
-    def _finished(self, request: Request, *, failed: bool | str | None, nbytes: int = 0
-                  ) -> None:
+    def _finished(self, request: Request, *, failed: bool | str | None, nbytes: int = 0,
+                  outcome: str | None = None) -> None:
         """Start the IP's delay after a fetch; give back the connection the request held.
 
         Every request ends here, whatever middleware ended it (Scrapy calls every
         ``process_response``/``process_exception``), so a lease is never left behind.
+        ``outcome`` (``hosts.ANSWERED``...) tells the lease's listener how the host answered;
+        by default a normal answer when the request was sent and ``failed`` is False.
         """
         meta = request.meta
         lease = meta.pop(M.LEASE, None)
-        if meta.pop(M.SENT, False):
-            self.hosts.finish(self.hosts.get(urlparse_cached(request).hostname or ""),
-                              release=True)
+        host = urlparse_cached(request).hostname or ""
+        sent = meta.pop(M.SENT, False)
+        if outcome is None:
+            outcome = ANSWERED if sent and failed is False else ""
+        if sent:
+            self.hosts.finish(self.hosts.get(host), release=True)
             self.table.bandwidth.received(nbytes, meta.pop(M.BANDWIDTH, 0.0))
             self.politeness.fetch_ended(
                 meta[M.IP], release=meta.pop(M.OWN, False), failed=failed,
                 retry=bool(meta.get(M.RETRY_TIMES)),
             )
         if lease is not None:
-            self.politeness.lease_returned(lease)
+            self.politeness.lease_returned(lease, host, outcome)
 
     # -- gauges --------------------------------------------------------------------------------
     def sample_gauges(self) -> None:

@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 
 THROTTLED = "throttled"  # drop reason: the host asked for more than LARBIN_MAX_RETRY_AFTER
 JITTER = 0.1  # back-off pauses are lengthened by up to this fraction, so workers do not align
+# How a fetch from a host ended, for a listener that keeps the host's throttling run elsewhere
+# (the Redis frontier): "" says nothing about the run (a failure, nothing sent).
+ANSWERED = "a"  # a normal answer: the run ends
+BACKOFF = "b"  # a throttling answer without Retry-After: the back-off doubles
+RETRY_AFTER = "t"  # a throttling answer with Retry-After: counted in the run
 
 
 def parse_retry_after(value: str | bytes | None, wall_now: float) -> float | None:

@@ -32,6 +32,8 @@ SSRF = "ssrf"  # the address is not public and not in LARBIN_ALLOWED_NETWORKS
 NOCONNECTION = "noconnection"  # the IP failed LARBIN_IP_MAX_FAILURES times in a row
 
 Listener = Callable[["IpState"], None]
+# (state, the host the connection was leased for or "", how its fetch ended: hosts.ANSWERED...)
+ReleaseListener = Callable[["IpState", str, str], None]
 
 
 class Stats(Protocol):
@@ -87,7 +89,7 @@ class IpTable:
         self.bandwidth = bandwidth or Bandwidth(0.0, clock)
         self.ips: dict[str, IpState] = {}
         self._listeners: list[Listener] = []
-        self._release_listeners: list[Listener] = []
+        self._release_listeners: list[ReleaseListener] = []
 
     @classmethod
     def from_settings(cls, settings: Any, *, local: bool = False) -> IpTable:
@@ -130,8 +132,9 @@ class IpTable:
         """Call ``listener(state)`` whenever an IP frees a connection or its readiness changes."""
         self._listeners.append(listener)
 
-    def add_release_listener(self, listener: Listener) -> None:
-        """Call ``listener(state)`` after a connection leased by the scheduler is given back."""
+    def add_release_listener(self, listener: ReleaseListener) -> None:
+        """Call ``listener(state, host, outcome)`` after a connection leased by the scheduler
+        is given back (``release``)."""
         self._release_listeners.append(listener)
 
     def get(self, ip: str) -> IpState:
@@ -238,12 +241,13 @@ class IpTable:
         if len(st.recent) > self.failure_window:
             st.recent_failed -= st.recent.popleft()
 
-    def release(self, st: IpState) -> None:
-        """Give back a connection leased by the scheduler."""
+    def release(self, st: IpState, host: str = "", outcome: str = "") -> None:
+        """Give back a connection leased by the scheduler for ``host``, whose fetch ended as
+        ``outcome`` says (``hosts.ANSWERED``...)."""
         st.busy = max(0, st.busy - 1)
         self._notify(st)
         for listener in self._release_listeners:
-            listener(st)
+            listener(st, host, outcome)
 
     def pause(self, st: IpState, seconds: float) -> None:
         """A throttling answer came from ``st``: no fetch starts there for ``seconds``."""
@@ -408,9 +412,10 @@ class Politeness:
                         pause, "Retry-After" if retry_after is not None else "back-off", status)
         return pause
 
-    def lease_returned(self, ip: str) -> None:
-        """Give back the connection the scheduler leased on ``ip``."""
-        self.table.release(self.table.get(ip))
+    def lease_returned(self, ip: str, host: str = "", outcome: str = "") -> None:
+        """Give back the connection the scheduler leased on ``ip`` (for ``host``, its fetch
+        ended as ``outcome`` says: ``IpTable.release``)."""
+        self.table.release(self.table.get(ip), host, outcome)
 
 
 class PolitenessProvider:
