@@ -10,7 +10,7 @@ one per shard (``sharded.py``); this class is its Scrapy side:
   (test-and-set of the bits, queueing of the new ones, then the acknowledgement of the page
   that produced them) when the page is done (``PendingPages``), on a redirect/retry, or at the
   next ``next_request``;
-* ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
+* ``next_request`` hands out ``ready`` (popped, resolved requests); when few are left it starts
   pops on a few shards whose IPs may be ready (one with a single Redis). An IP is handed to one
   worker at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time without a delay) and is ready
   again ``delay`` after that worker reports the end of the fetch (``release``); robots.txt
@@ -304,7 +304,8 @@ class RedisScheduler(FrontierScheduler):
             return self.memory_only.popleft()
         if not self.ready:
             self.flush()
-            self._pop()
+        if len(self.ready) <= POP_BATCH // 2 and self._popping < POP_SHARDS:
+            self._pop()  # the next pop is on its way while the last of these go out
         if self.ready:
             self.stats.inc_value("larbin/frontier/dequeued")
             return self.ready.popleft()
