@@ -77,6 +77,7 @@ logger = logging.getLogger(__name__)
 
 POP_BATCH = 8  # leased requests fetched from Redis per pop
 POP_SHARDS = 4  # shards one pop asks at once (a cluster)
+PREFETCH = 2 * POP_BATCH  # fewer requests ready than this: the next pop starts
 FLUSH_RECORDS = 500  # buffered requests that force an admit before the page is done
 
 
@@ -304,7 +305,7 @@ class RedisScheduler(FrontierScheduler):
             return self.memory_only.popleft()
         if not self.ready:
             self.flush()
-        if len(self.ready) <= POP_BATCH // 2 and self._popping < POP_SHARDS:
+        if len(self.ready) < PREFETCH and self._popping < POP_SHARDS:
             self._pop()  # the next pop is on its way while the last of these go out
         if self.ready:
             self.stats.inc_value("larbin/frontier/dequeued")
