@@ -10,7 +10,7 @@ one per shard (``sharded.py``); this class is its Scrapy side:
   (test-and-set of the bits, queueing of the new ones, then the acknowledgement of the page
   that produced them) when the page is done (``PendingPages``), on a redirect/retry, or at the
   next ``next_request``;
-* ``next_request`` hands out ``ready`` (popped, resolved requests); when few are left it starts
+* ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
   pops on a few shards whose IPs may be ready (one with a single Redis). An IP is handed to one
   worker at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time without a delay) and is ready
   again ``delay`` after that worker reports the end of the fetch (``release``); robots.txt
@@ -77,7 +77,6 @@ logger = logging.getLogger(__name__)
 
 POP_BATCH = 8  # leased requests fetched from Redis per pop
 POP_SHARDS = 4  # shards one pop asks at once (a cluster)
-PREFETCH = 2 * POP_BATCH  # fewer requests ready than this: the next pop starts
 FLUSH_RECORDS = 500  # buffered requests that force an admit before the page is done
 
 
@@ -305,8 +304,7 @@ class RedisScheduler(FrontierScheduler):
             return self.memory_only.popleft()
         if not self.ready:
             self.flush()
-        if len(self.ready) < PREFETCH and self._popping < POP_SHARDS:
-            self._pop()  # the next pop is on its way while the last of these go out
+            self._pop()
         if self.ready:
             self.stats.inc_value("larbin/frontier/dequeued")
             return self.ready.popleft()
