@@ -91,6 +91,10 @@ SPEC = [
     # C0 controls and spaces around a URL are stripped
     ('<a href="\x01/x\x1f ">', absolute("/x")),
     ('<a href="\x02\x08/y\x0b">', absolute("/y")),
+    # a NUL in an attribute value is U+FFFD (the tokenizer's replacement), not a control
+    ('<a href="/x\x00y">', absolute("/x%EF%BF%BDy")),
+    ("<a href=/x\x00y>", absolute("/x%EF%BF%BDy")),
+    ('<a href="\x00/w">', absolute("/b/%EF%BF%BD/w")),
 ]
 
 
@@ -108,7 +112,8 @@ FRAGMENTS = [
     "<xmp>", "</xmp>", "<noembed>", "</noembed>", "<script>", "</script>", "<!--<script>",
     "</script>-->", "<style>", "</style>", '<base href="/b{i}/">', "<base href>", "<p>",
     "text", "<div class=x>", "</a>", "</p>", "<br/>", "<b>", "\n", "<a href=\"\x01/c{i} \">",
-    "<A HREF=/U{i}>", "<SCRIPT>", "</SCRIPT >", "</a href=/no>", "<table><tr><td>", "<li>",
+    "<A HREF=/U{i}>", "<a href=/n\x00{i}>", "<SCRIPT>", "</SCRIPT >", "</a href=/no>",
+    "<table><tr><td>", "<li>",
 ]
 
 

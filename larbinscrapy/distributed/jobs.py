@@ -160,6 +160,7 @@ class RedisJobs:
         self.server = server  # what ``Call`` jobs are sent to...
         self.connect = connect  # ...or what makes it, first thing in the thread
         self._queue: deque[_Job] = deque()
+        self._turn: list[_Job] = []  # submitted in this reactor turn, not yet handed over
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -240,10 +241,18 @@ class RedisJobs:
         """Run ``fn(*args)`` (or send the call) after the jobs before it; the Deferred fails
         if it raises."""
         d: defer.Deferred[Any] = defer.Deferred()
-        with self._cond:
-            self._queue.append(_Job(fn, args, d))
-            self._cond.notify()
+        self._turn.append(_Job(fn, args, d))
+        if len(self._turn) == 1:  # the thread gets this reactor turn's jobs at its end
+            installed_reactor().callLater(0, self._hand_over)
         return d
+
+    def _hand_over(self) -> None:
+        """One wake-up of the thread for every job of a reactor turn: they share a pipeline
+        (a thread woken at the first job would send it alone, then the rest)."""
+        with self._cond:
+            self._queue.extend(self._turn)
+            self._cond.notify()
+        self._turn.clear()
 
     def submit(
         self,
@@ -329,6 +338,7 @@ class RedisJobs:
         """Stop the thread once the jobs queued are done (idempotent); later jobs are logged
         and not sent."""
         if not self._stopped:
+            self._hand_over()  # the jobs of this turn are queued before the stop
             with self._cond:
                 self._stopped = True
                 self._cond.notify()

@@ -196,6 +196,8 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
     """The absolute http(s) URL of one attribute value, as LinkExtractor would make it."""
     if raw and not value.isascii():
         value = _to_text(value, encoding)
+    if "\x00" in value:  # the tokenizer reads a NUL in an attribute value as U+FFFD
+        value = value.replace("\x00", "\ufffd")
     if "&" in value:
         value = _CHAR_REF.sub(_char_ref, value)
     value = value.strip(_C0_SPACE)
