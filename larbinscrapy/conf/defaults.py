@@ -60,7 +60,7 @@ SPIDER_MIDDLEWARES = Setting({
 DOWNLOADER_MIDDLEWARES = Setting({
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "larbinscrapy.middlewares.robots.RobotsMiddleware": 100,
-    "larbinscrapy.status.gate.PauseGate": 940,  # holds requests while paused (before politeness)
+    "larbinscrapy.status.gate.PauseGate": 960,  # holds every request while paused (status page)
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,  # the gate's domain filter
     "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,  # PageDeadlineHandler times pages
     "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,  # no credentials in broad crawls
