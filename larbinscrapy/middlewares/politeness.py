@@ -32,6 +32,7 @@ from larbinscrapy.politeness.hosts import (
 from larbinscrapy.politeness.ipsites import IpState, IpTable, Politeness, PolitenessProvider
 from larbinscrapy.politeness.pauses import PauseFile
 from larbinscrapy.reactor import installed_reactor
+from larbinscrapy.status.gate import PauseGate
 from larbinscrapy.status.probe import scheduler_of
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class PolitenessMiddleware(PolitenessProvider):
         self._reactor = installed_reactor()
         self._gauge_loop: task.LoopingCall | None = None
         self.table.add_listener(self._wake)
+        self._pause_gate: PauseGate | None = None  # the status page's pause, found at open
         crawler.signals.connect(self._open, signal=signals.spider_opened)
         crawler.signals.connect(self.sample_gauges, signal=signals.spider_idle)
         crawler.signals.connect(self._close, signal=signals.spider_closed)
@@ -148,8 +150,8 @@ class PolitenessMiddleware(PolitenessProvider):
         # A request the scheduler leased this IP for (or the robots.txt of such a request) has
         # its IP connection already; any other takes one here.
         own = ip not in (meta.get(M.LEASE), meta.get(M.BORROW))
-        if not own and self._host_lags(st, hs, meta):
-            return self._requeue(request)
+        if not own and not self._paused() and self._host_lags(st, hs, meta):
+            return self._requeue(request)  # (paused: it waits at the pause gate, as others)
         if self._ready_in(st, hs, own=own) != 0.0:
             return self._hold_then_start(request, st, hs, own=own)
         self._start(request, st, hs, own=own)
@@ -320,7 +322,11 @@ class PolitenessMiddleware(PolitenessProvider):
         for name, count in self.hosts.gauges(self.table.clock()).items():
             self.stats.set_value(f"larbin/host/{name}", count)
 
+    def _paused(self) -> bool:
+        return self._pause_gate is not None and self._pause_gate.paused
+
     def _open(self) -> None:
+        self._pause_gate = self.crawler.get_downloader_middleware(PauseGate)
         if self.gauge_interval > 0:
             self._gauge_loop = task.LoopingCall(self.sample_gauges)
             self._gauge_loop.start(self.gauge_interval, now=False)
