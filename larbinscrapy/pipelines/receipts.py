@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from scrapy.extensions.corestats import CoreStats
 from scrapy.extensions.feedexport import FeedExporter
 from scrapy.utils.asyncio import call_later
 
@@ -91,6 +92,7 @@ class ItemReceipts:
         self._call: CallLaterResult | None = None  # the flush scheduled for _flushed
         self._failed_logged = False
         self._feeds: FeedExporter | Literal[False] = False  # found at spider_opened
+        self._stock: list[Callable[[Any, Any], None]] = []  # item_scraped receivers taken over
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ItemReceipts:
@@ -145,24 +147,25 @@ class ItemReceipts:
 
     # -- signals ----------------------------------------------------------------------------
     def _opened(self) -> None:
-        """Receive ``item_scraped``: in the feed exporter's place when there is one.
+        """Receive ``item_scraped`` in the place of Scrapy's own synchronous receivers.
 
-        Each receiver of ``item_scraped`` costs an asyncio task per item; with feeds, one
-        receiver writes the item to the feeds and then takes its receipt.
+        Each receiver of ``item_scraped`` costs an asyncio task per item; one receiver calls
+        the stats' item count and the feeds' export (Scrapy's methods, untouched: a subclass
+        that overrides one keeps its own receiver), then takes the item's receipt.
         """
         self._feeds = self.crawler.get_extension(FeedExporter) or False
         sig = self.crawler.signals
-        # only Scrapy's own (synchronous) item_scraped: a subclass's may be a coroutine
-        if self._feeds and type(self._feeds).item_scraped is FeedExporter.item_scraped:
-            sig.disconnect(self._feeds.item_scraped, signal=signals.item_scraped)
-            sig.connect(self._exported, signal=signals.item_scraped)
-        else:
-            sig.connect(self._scraped, signal=signals.item_scraped)
+        for component, stock in ((self.crawler.get_extension(CoreStats), CoreStats),
+                                 (self._feeds, FeedExporter)):
+            if component and type(component).item_scraped is stock.item_scraped:
+                sig.disconnect(component.item_scraped, signal=signals.item_scraped)
+                self._stock.append(component.item_scraped)
+        sig.connect(self._received, signal=signals.item_scraped)
 
-    def _exported(self, item: Any, response: Any = None, spider: Any = None) -> None:
-        assert self._feeds
+    def _received(self, item: Any, response: Any = None, spider: Any = None) -> None:
         try:
-            self._feeds.item_scraped(item, spider)  # an error is logged by Scrapy, as before
+            for receive in self._stock:  # the count first: it never fails
+                receive(item, spider)  # a feed's error is logged by Scrapy, as before
         finally:
             self._scraped(item, response)
 
