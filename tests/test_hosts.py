@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import signal
 from itertools import pairwise
 
 import pytest
@@ -169,3 +170,31 @@ def test_a_host_that_only_throttles_is_set_aside_after_so_many_in_a_row(clock):
     assert p.throttled("10.0.0.1", "a.test", 429, 1.0) is None  # the third in a row
     assert hs.set_aside
     assert p.stats.values["larbin/host/set_aside"] == 1
+
+
+def test_an_ip_ready_by_the_clock_but_not_at_the_callers_now_does_not_spin(clock):
+    # next_ready(now) takes `now` from its caller while the clock moves on: an IP that is not
+    # available at `now` but is by the clock was put back as ready and popped again, forever
+    # (a crawl's reactor spun at 100% CPU, seen in CI: no log line, no stats file for 120 s).
+    table = ip_table(0.2, clock=clock)
+    ring = IpRing(table)
+    ring.add_site(_site("a", "10.0.0.1", 3))
+    picked = ring.next_ready(clock.now)
+    assert picked is not None
+    st, _ = picked
+    table.acquire(st)
+    table.finish(st, release=True, failed=False)  # next start: now + 0.2
+    clock.now += 0.3  # by the clock it is ready again...
+    ring.place(st.ip)
+
+    def spinning(signum: int, frame: object) -> None:
+        raise TimeoutError("next_ready did not return")
+
+    previous = signal.signal(signal.SIGALRM, spinning)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        assert ring.next_ready(clock.now - 0.2) is None  # ...but not at the caller's `now`
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert ring.next_ready(clock.now) is not None  # and at its time it is handed out

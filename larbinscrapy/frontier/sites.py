@@ -95,12 +95,13 @@ class IpRing:
             sites.append(site)
         self.place(ip)
 
-    def place(self, ip: str) -> None:
-        """Put ``ip`` where it belongs now: ready, cooling, or nowhere (busy / no work)."""
+    def place(self, ip: str, now: float | None = None) -> None:
+        """Put ``ip`` where it belongs at ``now`` (the clock's): ready, cooling, or nowhere
+        (busy / no work)."""
         if ip in self._placed or not self.sites.get(ip):
             return
         st = self.table.get(ip)
-        wait = self.table.wait(st, self.table.clock())
+        wait = self.table.wait(st, self.table.clock() if now is None else now)
         if wait is None:
             return  # dropped, or busy: the release listener places it again
         self._placed.add(ip)
@@ -122,7 +123,7 @@ class IpRing:
             if not sites or st.dead:
                 continue
             if not self.table.available(st, now):
-                self.place(ip)
+                self.place(ip, now)  # at the same `now`: never ready again in this loop
                 continue
             site = self._ready_site(st, sites, now)
             if site is None:  # every host on the IP cools down: back when the first is ready
