@@ -80,10 +80,12 @@ $(CONFORMANCE_VENV)/bin/python: pyproject.toml setup.py
 conformance: $(CONFORMANCE_VENV)/bin/python
 	$(CONFORMANCE_VENV)/bin/python -m conformance.run
 
-# ruff (rules and their ignores in pyproject.toml) and mypy on larbinscrapy/ (its [tool.mypy]).
+# ruff (rules and their ignores in pyproject.toml), mypy on larbinscrapy/ (its [tool.mypy]) and the
+# stage map's layers (lint-imports: [tool.importlinter] in pyproject.toml).
 lint: $(TEST_EXTRA)
 	$(BIN)/ruff check larbinscrapy settings testweb tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 # The benchmark's peers: crawlee-python in a virtualenv of its own (its pins must not move the
 # project's), and Debian's wget.

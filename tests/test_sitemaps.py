@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from larbinscrapy.revisit.rule import sitemap_hint
+from larbinscrapy.seeds.hints import sitemap_hint
 from larbinscrapy.seeds.sitemaps import BrokenSitemap, guessed_sitemap, parse_sitemap
 from tests.support.crawl import ROOT, crawl_command, run_crawl, seeds_args
 from testweb.changing import SITEMAP_HOSTS, start_changing

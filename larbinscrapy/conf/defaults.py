@@ -60,23 +60,23 @@ SPIDER_MIDDLEWARES = Setting({
 DOWNLOADER_MIDDLEWARES = Setting({
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "larbinscrapy.middlewares.robots.RobotsMiddleware": 100,
-    "larbinscrapy.status.gate.PauseGate": 960,  # holds every request while paused (status page)
+    "larbinscrapy.middlewares.pause.PauseGate": 960,  # holds every request while paused (status page)
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,  # the gate's domain filter
     "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,  # PageDeadlineHandler times pages
     "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,  # no credentials in broad crawls
     "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,  # links.extract follows the target
     # Scrapy's bounded decompression, its bomb refusals counted (larbin/dropped/decompression_bomb)
     "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
-    "larbinscrapy.fetch.checktype.BoundedDecompressionMiddleware": 590,
+    "larbinscrapy.middlewares.checktype.BoundedDecompressionMiddleware": 590,
     # larbin checkType: non-HTML answers stopped at their headers (after politeness saw them)
-    "larbinscrapy.fetch.checktype.ContentTypeMiddleware": 940,
+    "larbinscrapy.middlewares.checktype.ContentTypeMiddleware": 940,
     # redirect targets pass the link gate's URL filters (same priority as Scrapy's)
     "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
     "larbinscrapy.middlewares.redirect.FilteredRedirectMiddleware": 600,
     # per-IP politeness, DNS pinning and the SSRF guard, right before the download
     "larbinscrapy.middlewares.politeness.PolitenessMiddleware": 950,
     # LARBIN_REVISIT: conditional GET on revisits; below retry/redirect, so it sees final outcomes
-    "larbinscrapy.revisit.middleware.ConditionalGetMiddleware": 540,
+    "larbinscrapy.middlewares.conditional.ConditionalGetMiddleware": 540,
 }, doc="robots.txt (RFC 9309), politeness, DNS pinning and the SSRF guard, checkType, filtered redirects")
 ITEM_PIPELINES = Setting({
     # Each raises NotConfigured unless its LARBIN_* setting turns it on (docs/pipelines.md).

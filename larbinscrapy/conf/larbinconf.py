@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from larbinscrapy.seeds.seedlist import check_url
+from larbinscrapy.parse.urls import check_url
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

@@ -112,6 +112,7 @@ class RedisBitmapDupeFilter(CountingDupeFilter):
         self.shard_bits = SHARD_BITS if m > 2**SHARD_BITS else 0
         # The gate's per-link test: local bits only (subset of Redis's), see the docstring.
         self.seen_fingerprint = self.local.test_and_set
+        self.knows_fingerprint = self.local.__contains__  # the test without the set
         self.positions = self.local.positions
         self.fingerprinter: RequestFingerprinterProtocol = fingerprinter or RequestFingerprinter()
         self.debug = debug

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 
 from larbinscrapy import meta as M
-from larbinscrapy.seeds.seedlist import check_url
+from larbinscrapy.parse.urls import check_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

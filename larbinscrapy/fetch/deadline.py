@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scrapy import signals
 from scrapy.exceptions import DownloadTimeoutError
@@ -50,6 +50,16 @@ class EarnedTime:
         )
 
 
+@runtime_checkable
+class TimesPagesItself(Protocol):
+    """An inner handler that applies the rule to its own pages (the lean one, plain http)."""
+
+    def adopt_page_deadline(
+        self, rule: EarnedTime
+    ) -> Callable[[Request], Awaitable[Response] | None]:
+        """Apply ``rule``; the download of a request timed inside, or None for the others."""
+
+
 @dataclass(slots=True)
 class _PageClock:
     """One download in flight: when it started, its base timeout, the bytes received so far."""
@@ -86,10 +96,10 @@ class PageDeadlineHandler:
         self.base = base
         self.maxsize = maxsize
         self.rule = EarnedTime(bytes_per_second, crawler.stats)
-        adopt = getattr(inner, "adopt_page_deadline", None)
         # the inner handler's own download of a request it times with the rule, else None
         self._timed_inside: Callable[[Request], Awaitable[Response] | None] | None = (
-            adopt(self.rule) if adopt else None)
+            inner.adopt_page_deadline(self.rule) if isinstance(inner, TimesPagesItself)
+            else None)
         self._pages: dict[Request, _PageClock] = {}
         self._reactor = installed_reactor()
         self._signals = crawler.signals

@@ -14,14 +14,14 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.frontier import codec
-from larbinscrapy.frontier.pending import PendingPages
+from larbinscrapy.frontier.pending import ItemSettlement, PendingPages
 from larbinscrapy.gate.urlfilter import parse_extensions
 from larbinscrapy.lean.private import wake_engine
 from larbinscrapy.lean.request import request_class
 from larbinscrapy.parse.urls import extension_of
-from larbinscrapy.pipelines.receipts import ItemReceipts, receipts_of
 from larbinscrapy.politeness.ipsites import IpTable, Politeness, politeness_of
 from larbinscrapy.reactor import installed_reactor
+from larbinscrapy.seen import SeenSet
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from twisted.internet.base import DelayedCall
+
+    from larbinscrapy.frontier import SharedSitemaps
+    from larbinscrapy.politeness import HostRegistry, SharedRobots
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +43,8 @@ class FrontierScheduler(ABC):
     PRIORITY_TIER: int  # the subclass's index of larbin's priority tier...
     NORMAL_TIER: int  # ...and of the normal one
     REQUIRES_GATE = False  # True: refuse to run in a crawl without the send-time gate
+    robots: SharedRobots | None = None  # the Redis frontier shares robots.txt between workers
+    sitemaps: SharedSitemaps | None = None  # ...and who reads a site's sitemaps
 
     def __init__(
         self,
@@ -58,13 +63,13 @@ class FrontierScheduler(ABC):
         self.loaded_sites = loaded_sites
         self.priority_extensions = priority_extensions
         self.local_table = local_table  # used when no send-time gate enforces politeness
-        self.politeness: Politeness
+        self.politeness: HostRegistry
         self.table: IpTable
         self.spider: Spider | None = None
         # Pages whose outlinks are still on their way to the frontier (pending.py).
         self.pending = PendingPages(self._page_complete)
         self.memory_only: deque[Request] = deque()  # requests that cannot be serialised
-        self.receipts: ItemReceipts | None = None  # items count as parts of their page
+        self.receipts: ItemSettlement | None = None  # items count as parts of their page
         # meta values JSON cannot hold are pickled into the record (the user opted in)
         self.pickle_meta = crawler.settings.getbool("LARBIN_FRONTIER_PICKLE")
         self._unserializable_logged = False
@@ -94,11 +99,22 @@ class FrontierScheduler(ABC):
         self.table = self.politeness.table
         sig = self.crawler.signals
         sig.connect(self._request_done, signal=larbin_signals.request_done)
-        self.receipts = receipts_of(self.crawler)
-        if self.receipts is not None:
-            self.receipts.connect(self.pending)
         if enforced is None:  # otherwise the send-time gate gives leases back
             sig.connect(self._left_downloader, signal=signals.request_left_downloader)
+
+    @property
+    def seen(self) -> SeenSet | None:
+        """The dupefilter's per-link seen test (``Frontier.seen``), None if it has none."""
+        return self.df if isinstance(self.df, SeenSet) else None
+
+    def count_items(self, receipts: ItemSettlement) -> None:
+        """Item receipts make a page's items parts of it from now on (their ``spider_opened``)."""
+        self.receipts = receipts
+        receipts.connect(self.pending)
+
+    def host_set_aside(self, host: str) -> None:
+        """``host`` asked for a pause past the cap; a shared frontier tells the other workers."""
+        return  # one process: the politeness core already set the host aside
 
     def _settle_items(self) -> None:
         """At close: flush the stores and acknowledge the pages whose items are in them."""

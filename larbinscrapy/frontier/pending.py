@@ -3,10 +3,21 @@ only once all its children reached ``enqueue_request``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
+
+
+class ItemSettlement(Protocol):
+    """The item receipts (``pipelines/receipts.py``) as the frontier asks them: a page's items
+    count as its parts once ``connect``ed, and ``settle`` flushes them at close."""
+
+    def connect(self, pages: PendingPages) -> None:
+        """Tell ``pages`` when each item is stored."""
+
+    def settle(self) -> None:
+        """Flush now and settle every item stored so far."""
 
 
 class PendingPages:

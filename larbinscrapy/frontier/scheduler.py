@@ -34,6 +34,7 @@ from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Overflow, Site
 from larbinscrapy.parse.urls import host_of, site_of
 from larbinscrapy.politeness.ipsites import NOCONNECTION, IpTable
+from larbinscrapy.seen import SavedSeenSet
 from larbinscrapy.seen.dupefilter import SnapshotError
 
 if TYPE_CHECKING:
@@ -152,9 +153,8 @@ class LarbinScheduler(FrontierScheduler):
         self.disk_error = exc
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        abandon = getattr(self.df, "abandon", None)
-        if abandon is not None:
-            abandon()
+        if isinstance(self.df, SavedSeenSet):
+            self.df.abandon()
         where = self.jobdir or "the frontier's temporary directory"
         fatal.stop(self.crawler, fatal.JOBDIR_ERROR, f"job directory {where}: {exc}")
 
@@ -399,9 +399,8 @@ class LarbinScheduler(FrontierScheduler):
         self.df_flush()
 
     def df_flush(self) -> None:
-        flush = getattr(self.df, "flush", None)
-        if flush is not None:
-            flush()
+        if isinstance(self.df, SavedSeenSet):
+            self.df.flush()
 
     @writes(None)
     def flush(self) -> None:
@@ -428,6 +427,12 @@ class LarbinScheduler(FrontierScheduler):
             self._wake_in(when - self.table.clock())
 
     # -- read-only view for the status page (larbinscrapy/status/) ---------------------------
+    def _seen_status(self) -> dict[str, float | None]:
+        """The seen-set's fill for the status page (None for a dupefilter without bits)."""
+        df = self.df if isinstance(self.df, SavedSeenSet) else None
+        return {"fill_ratio": None if df is None else df.fill_ratio,
+                "estimated_fp_rate": None if df is None else df.estimated_fp_rate}
+
     def status(self) -> dict[str, Any]:
         """Queue sizes per FIFO, sites in memory, IPs by state, the seen-set's fill."""
         resolving = sum(1 for site in self.sites.values() if site.state != READY)
@@ -439,6 +444,5 @@ class LarbinScheduler(FrontierScheduler):
             "sites": {"in_memory": len(self.sites), "resolving": resolving,
                       "dead": len(self.dead_hosts)},
             "ips": self.ip_summary(),
-            "seen": {"fill_ratio": getattr(self.df, "fill_ratio", None),
-                     "estimated_fp_rate": getattr(self.df, "estimated_fp_rate", None)},
+            "seen": self._seen_status(),
         }

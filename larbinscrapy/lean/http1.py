@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     from twisted.internet.interfaces import IConnector
     from twisted.internet.protocol import ClientFactory
 
-    from larbinscrapy.fetch.deadline import EarnedTime
     from larbinscrapy.lean.requires import Private
 
 REQUIRES: tuple[Private, ...] = (
@@ -101,6 +100,16 @@ class _NetReactor(Reactor, Protocol):
     ) -> IConnector: ...
 
 
+class PageRule(Protocol):
+    """larbin's page timeout as this handler applies it (``fetch.deadline.EarnedTime``)."""
+
+    def left(self, start: float, base: float, received: int, now: float) -> float | None:
+        """Seconds the page still has from ``now``, or None when its time is up."""
+
+    def expired(self, url: str, base: float, received: int) -> DownloadTimeoutError:
+        """The error of a page past its deadline."""
+
+
 class LeanHttpDownloadHandler:
     """Scrapy's HTTP/1.1 download handler, for plain http, on llhttp (module docstring)."""
 
@@ -122,7 +131,7 @@ class LeanHttpDownloadHandler:
         self._pool = ConnectionPool(self._reactor, max(1, max_idle), idle_timeout)
         self._scrapy: Any = None
         self._dataloss_warned = False
-        self._earned: EarnedTime | None = None  # larbin's page timeout, once adopted
+        self._earned: PageRule | None = None  # larbin's page timeout, once adopted
         self._tls: TLSSites | None = None  # built on the first https request
         settings = crawler.settings
         if (settings["DOWNLOAD_TLS_MIN_VERSION"] is not None
@@ -157,7 +166,7 @@ class LeanHttpDownloadHandler:
         return self._scrapy
 
     def adopt_page_deadline(
-        self, rule: EarnedTime
+        self, rule: PageRule
     ) -> Callable[[Request], Coroutine[Any, Any, Response] | None]:
         """Time the pages served here by larbin's rule (``PageDeadlineHandler`` asks).
 

@@ -19,6 +19,8 @@ from twisted.internet import defer, task
 
 from larbinscrapy import meta as M
 from larbinscrapy.exceptions import DroppedRequest
+from larbinscrapy.frontier import Frontier, frontier_of
+from larbinscrapy.middlewares.pause import PauseGate
 from larbinscrapy.politeness import failures
 from larbinscrapy.politeness.dns import SsrfGuard, allow_proxy, dns_cache
 from larbinscrapy.politeness.hosts import (
@@ -32,8 +34,6 @@ from larbinscrapy.politeness.hosts import (
 from larbinscrapy.politeness.ipsites import IpState, IpTable, Politeness, PolitenessProvider
 from larbinscrapy.politeness.pauses import PauseFile
 from larbinscrapy.reactor import installed_reactor
-from larbinscrapy.status.gate import PauseGate
-from larbinscrapy.status.probe import scheduler_of
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -74,6 +74,7 @@ class PolitenessMiddleware(PolitenessProvider):
         self._gauge_loop: task.LoopingCall | None = None
         self.table.add_listener(self._wake)
         self._pause_gate: PauseGate | None = None  # the status page's pause, found at open
+        self._frontier: Frontier | None = None  # told of a host set aside, found at open
         crawler.signals.connect(self._open, signal=signals.spider_opened)
         crawler.signals.connect(self.sample_gauges, signal=signals.spider_idle)
         crawler.signals.connect(self._close, signal=signals.spider_closed)
@@ -251,9 +252,8 @@ class PolitenessMiddleware(PolitenessProvider):
         seconds = parse_retry_after(header, time.time())
         ip = request.meta[M.IP]
         pause = self.politeness.throttled(ip, hs.host, response.status, seconds)
-        aside = getattr(scheduler_of(self.crawler), "host_set_aside", None)
-        if pause is None and aside is not None:  # before the lease goes back: Redis workers
-            aside(hs.host)
+        if pause is None and self._frontier is not None:  # before the lease goes back (Redis)
+            self._frontier.host_set_aside(hs.host)
         self._finished(request, failed=None, nbytes=len(response.body),
                        outcome=BACKOFF if seconds is None else RETRY_AFTER)
         if pause is None:
@@ -327,6 +327,7 @@ class PolitenessMiddleware(PolitenessProvider):
 
     def _open(self) -> None:
         self._pause_gate = self.crawler.get_downloader_middleware(PauseGate)
+        self._frontier = frontier_of(self.crawler)
         if self.gauge_interval > 0:
             self._gauge_loop = task.LoopingCall(self.sample_gauges)
             self._gauge_loop.start(self.gauge_interval, now=False)

@@ -10,6 +10,7 @@ from scrapy.downloadermiddlewares.redirect import RedirectMiddleware
 from scrapy.exceptions import IgnoreRequest
 
 from larbinscrapy import meta as M
+from larbinscrapy.gate.admission import spider_url_filter
 from larbinscrapy.gate.urlfilter import UrlFilter
 from larbinscrapy.parse.urls import host_of
 
@@ -40,7 +41,7 @@ class FilteredRedirectMiddleware(RedirectMiddleware):
         return mw
 
     def _spider_opened(self, spider: Spider) -> None:
-        self.url_filter = getattr(spider, "url_filter", None) or self.url_filter
+        self.url_filter = spider_url_filter(spider) or self.url_filter
 
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None

@@ -12,17 +12,17 @@ from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
-from scrapy.robotstxt import RobotParser
+from scrapy.robotstxt import ProtegoRobotParser, RobotParser
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
+from larbinscrapy.frontier import frontier_of
 from larbinscrapy.parse.urls import site_of, site_origin
-from larbinscrapy.politeness.ipsites import IpState, Politeness, politeness_of
+from larbinscrapy.politeness.ipsites import IpState, politeness_of
 from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
-from larbinscrapy.status.probe import scheduler_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from larbinscrapy.distributed.robots import SharedRobots
+    from larbinscrapy.politeness import HostRegistry, SharedRobots
 
 logger = logging.getLogger(__name__)
 
@@ -73,13 +73,14 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self.clock = clock
         self._rules: dict[str, SiteRules] = {}
         self._waiters: dict[str, list[Deferred[RobotParser | None]]] = {}
-        self._politeness: Politeness | None = None
+        self._politeness: HostRegistry | None = None
         self._shared: SharedRobots | None = None  # Redis workers: the rules all workers share
         crawler.signals.connect(self._find_politeness, signal=signals.spider_opened)
 
     def _find_politeness(self) -> None:
         self._politeness = politeness_of(self.crawler)
-        self._shared = getattr(scheduler_of(self.crawler), "robots", None)  # Redis workers
+        frontier = frontier_of(self.crawler)
+        self._shared = None if frontier is None else frontier.robots  # Redis workers
 
     def known(self, key: str) -> bool:
         """True once the robots.txt of the site ``key`` (``site_key``) is read."""
@@ -222,9 +223,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         return _DISALLOW_ALL
 
     def _apply_crawl_delay(self, parser: RobotParser, host: str | None) -> None:
-        protego = getattr(parser, "rp", None)  # ProtegoRobotParser keeps the Protego object
-        if protego is None or host is None or self._politeness is None:
+        if not isinstance(parser, ProtegoRobotParser) or host is None or self._politeness is None:
             return
+        protego = parser.rp  # Protego reads Crawl-delay; Scrapy's other parsers do not
         agent = self.agent
         delay = protego.crawl_delay(agent)
         if delay:

@@ -6,7 +6,7 @@ import logging
 import re
 import weakref
 from contextlib import suppress
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 from urllib.parse import urlsplit
 
 from w3lib.url import safe_url_string
@@ -20,7 +20,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "CanonicalUrlFingerprinter",
+    "UrlFingerprinter",
     "canonicalize",
+    "check_url",
     "extension_of",
     "fingerprint_url",
     "host_of",
@@ -77,6 +79,27 @@ _VALID_FAST = re.compile(
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]").search
 _BROKEN_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})").search
 _HOST_NAME = re.compile(r"[a-z0-9_][a-z0-9_.\-]*", re.A).fullmatch
+
+
+_SEED_SCHEMES = frozenset(("http", "https"))
+
+
+def check_url(url: str) -> str | None:
+    """Why ``url`` cannot be a seed or an added URL (scheme, host, port), or None when it can."""
+    if any(c.isspace() for c in url):
+        return "contains whitespace"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError on a bad port
+    except ValueError as exc:
+        return f"malformed URL ({exc})"
+    if parts.scheme.lower() not in _SEED_SCHEMES:
+        return f"scheme must be http or https, got {parts.scheme or 'none'!r}"
+    if not parts.hostname:
+        return "no host"
+    if port == 0:
+        return "port 0"
+    return None
 
 
 def is_valid_url(url: str) -> bool:
@@ -297,6 +320,14 @@ def _fingerprint(method: str, url: str, body: bytes) -> bytes:
     if body:
         key += b"\0" + body
     return xxh3_128_digest(key)
+
+
+@runtime_checkable
+class UrlFingerprinter(Protocol):
+    """A request fingerprinter that fingerprints a bare URL as it would ``Request(url)``."""
+
+    def fingerprint_url(self, url: str) -> bytes:
+        """The fingerprint of a GET of ``url`` without a body."""
 
 
 class CanonicalUrlFingerprinter:

@@ -34,6 +34,7 @@ from scrapy.extensions.feedexport import FeedExporter
 from scrapy.utils.asyncio import call_later
 
 from larbinscrapy import meta as M
+from larbinscrapy.frontier import frontier_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable
@@ -85,7 +86,7 @@ class ItemReceipts:
     def __init__(self, crawler: Crawler, delay: float) -> None:
         self.crawler = crawler
         self.delay = delay
-        self.pages: PageParts | None = None  # the frontier, connected at its open
+        self.pages: PageParts | None = None  # the frontier, connected at spider_opened
         self._flushers: list[Callable[[], None]] = []
         self._unbound: dict[int, list[Receipt]] = {}  # id(item) -> holds taken in the pipelines
         self._flushed: list[Hashable] = []  # pages of items waiting for the next flush
@@ -152,7 +153,11 @@ class ItemReceipts:
         Each receiver of ``item_scraped`` costs an asyncio task per item; one receiver calls
         the stats' item count and the feeds' export (Scrapy's methods, untouched: a subclass
         that overrides one keeps its own receiver), then takes the item's receipt.
+        The frontier counts a page's items from now on (it opened before ``spider_opened``).
         """
+        frontier = frontier_of(self.crawler)
+        if frontier is not None:
+            frontier.count_items(self)
         self._feeds = self.crawler.get_extension(FeedExporter) or False
         sig = self.crawler.signals
         for component, stock in ((self.crawler.get_extension(CoreStats), CoreStats),

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
 
+    from larbinscrapy.politeness import HostRegistry
     from larbinscrapy.politeness.dns import DnsCache, SsrfGuard
 
 logger = logging.getLogger(__name__)
@@ -424,10 +425,10 @@ class PolitenessProvider:
     It also gives back the scheduler's leases when a request leaves the downloader.
     """
 
-    politeness: Politeness
+    politeness: HostRegistry
 
 
-def politeness_of(crawler: Any) -> Politeness | None:
+def politeness_of(crawler: Any) -> HostRegistry | None:
     """The crawl's enforced ``Politeness``, or None without an engine or without a provider."""
     try:
         provider = crawler.get_downloader_middleware(PolitenessProvider)

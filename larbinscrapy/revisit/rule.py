@@ -3,19 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-
-# sitemap protocol: <changefreq> values, in seconds ("always" and "never" map to the bounds)
-CHANGEFREQ = {
-    "always": 0.0,
-    "hourly": 3600.0,
-    "daily": 86400.0,
-    "weekly": 7 * 86400.0,
-    "monthly": 30 * 86400.0,
-    "yearly": 365 * 86400.0,
-    "never": float("inf"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,35 +54,6 @@ def bucket_width(bucket: float, minimum: float) -> float:
     interval. A due page waits for its bucket to pass (one width) and for the next look (one
     width at most), so no page is revisited later than its interval plus a quarter of it."""
     return min(bucket, minimum / 8)
-
-
-def sitemap_hint(changefreq: str | None, lastmod: str | None, now: float) -> float | None:
-    """Seconds between fetches a sitemap entry suggests, or ``None``.
-
-    ``changefreq`` is the site's own word; without it, a page last modified ``A`` seconds ago
-    is taken to change about every ``A`` seconds (the older, the stabler).
-    """
-    if changefreq:
-        seconds = CHANGEFREQ.get(changefreq.strip().lower())
-        if seconds is not None:
-            return seconds
-    if lastmod:
-        modified = parse_w3c_datetime(lastmod)
-        if modified is not None and modified < now:
-            return now - modified
-    return None
-
-
-def parse_w3c_datetime(text: str) -> float | None:
-    """A sitemap ``<lastmod>`` (W3C datetime: a date, or a date and time) as epoch seconds."""
-    value = text.strip().replace("Z", "+00:00")
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 def freshness(

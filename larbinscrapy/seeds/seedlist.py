@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-_SCHEMES = frozenset(("http", "https"))
+from larbinscrapy.parse.urls import check_url
+
+__all__ = ["Seeds", "SeedsError", "check_url", "parse_lines", "parse_url_list",
+           "read_seeds_file"]
 
 
 class SeedsError(Exception):
@@ -20,24 +22,6 @@ class Seeds:
 
     urls: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-
-
-def check_url(url: str) -> str | None:
-    """Why ``url`` cannot be a seed, or None when it can."""
-    if any(c.isspace() for c in url):
-        return "contains whitespace"
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # raises ValueError on a bad port
-    except ValueError as exc:
-        return f"malformed URL ({exc})"
-    if parts.scheme.lower() not in _SCHEMES:
-        return f"scheme must be http or https, got {parts.scheme or 'none'!r}"
-    if not parts.hostname:
-        return "no host"
-    if port == 0:
-        return "port 0"
-    return None
 
 
 def parse_lines(lines: list[str], source: str) -> Seeds:

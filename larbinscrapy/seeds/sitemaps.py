@@ -12,6 +12,7 @@ from urllib.parse import urljoin
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http.request import NO_CALLBACK
+from scrapy.robotstxt import ProtegoRobotParser
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
@@ -19,11 +20,14 @@ from twisted.internet.threads import deferToThread
 from xxhash import xxh3_128_digest
 
 from larbinscrapy import meta as M
-from larbinscrapy.middlewares.gate import LinkGateMiddleware
+from larbinscrapy.frontier import Frontier, frontier_of, seen_set_of
+from larbinscrapy.gate.admission import Admission, admission_of, source_of
 from larbinscrapy.parse.urls import fingerprint_url, site_of, site_origin
-from larbinscrapy.revisit.rule import sitemap_hint
+from larbinscrapy.seeds.hints import sitemap_hint
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -98,9 +102,10 @@ class SitemapReader:
         self.max_files = max_files
         self.max_urls = max_urls
         self.max_bytes = max_bytes
-        self._gate: LinkGateMiddleware | None = None
-        self._mark: Any = None  # the dupefilter's test-and-set of a fingerprint
-        self._known: Any = None  # its test without set
+        self._admission: Admission | None = None  # the link gate's core, found at open
+        self._frontier: Frontier | None = None  # a shared one says who reads which site
+        self._mark: Callable[[bytes], bool] | None = None  # the seen-set's test-and-set...
+        self._known: Callable[[bytes], bool] | None = None  # ...and its test without the set
         self._sites: set[str] = set()  # sites read, only without a dupefilter to mark them in
         self._reading: set[str] = set()  # sites whose files are being read now
         self._logged_broken = False
@@ -126,17 +131,17 @@ class SitemapReader:
         )
 
     def _spider_opened(self, spider: Any = None) -> None:
-        self._gate = self.crawler.get_spider_middleware(LinkGateMiddleware)
-        df: Any = getattr(self.crawler.engine.scheduler, "df", None)
-        bits = getattr(df, "bitset", None) or getattr(df, "local", None)  # local or Redis filter
-        mark = getattr(df, "seen_fingerprint", None)
-        if bits is not None and mark is not None:
-            self._mark, self._known = mark, bits.__contains__
+        self._admission = admission_of(self.crawler)
+        self._frontier = frontier_of(self.crawler)
+        seen = seen_set_of(self.crawler)
+        if seen is not None:
+            self._mark, self._known = seen.seen_fingerprint, seen.knows_fingerprint
 
     # -- which sites ------------------------------------------------------------------------
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
-        protego = getattr(robotparser, "rp", None)
-        listed = list(getattr(protego, "sitemaps", ()) or ())
+        listed: list[str] = []  # Protego keeps the Sitemap: lines; Scrapy's other parsers not
+        if isinstance(robotparser, ProtegoRobotParser):
+            listed = list(robotparser.rp.sitemaps)
         self._start(site_of(request.url), listed)
 
     def _response_received(self, response: Response, request: Request, spider: Any = None) -> None:
@@ -167,7 +172,7 @@ class SitemapReader:
 
     # -- reading ------------------------------------------------------------------------------
     async def _read_site(self, site: str, queue: list[str]) -> None:
-        shared = getattr(self.crawler.engine.scheduler, "sitemaps", None)  # Redis workers
+        shared = None if self._frontier is None else self._frontier.sitemaps  # Redis workers
         if shared is None or await shared.claim(site):  # there, one worker reads a site's
             await self._read_files(site, queue)
         self._read(site)  # not reached if the process dies first: a resumed crawl reads it
@@ -204,7 +209,7 @@ class SitemapReader:
         if self._mark is not None:
             self._mark(fingerprint_url(url))
         request = Request(url, callback=NO_CALLBACK, meta={M.DOWNLOAD_MAXSIZE: self.max_bytes})
-        shared = getattr(self.crawler.engine.scheduler, "sitemaps", None)
+        shared = None if self._frontier is None else self._frontier.sitemaps
         try:
             if shared is not None:  # Redis workers: under the IP's shared lease, as a page
                 request.meta[M.LEASE] = request.meta[M.IP] = await shared.take_ip(url)
@@ -234,11 +239,11 @@ class SitemapReader:
     def _queue(self, response: Response, entries: list[dict[str, Any]]) -> None:
         hints = {e["loc"]: (e.get("changefreq"), e.get("lastmod")) for e in entries}
         self.stats.inc_value("larbin/sitemaps/urls", len(hints))
-        if self._gate is None:
+        if self._admission is None:
             return
         now = time.time()
         engine = self.crawler.engine
-        for request in self._gate.admit(response, list(hints)):
+        for request in list(self._admission.admit(source_of(response), list(hints))):
             if self.priority:
                 request.meta[M.PRIORITY] = True
             hint = sitemap_hint(*hints.get(request.url, (None, None)), now)

@@ -1,14 +1,16 @@
 """The seen-set: larbin's hashTable, one bit test per URL instead of a set of fingerprints.
 
 Owns the bit arrays (bitmap, Bloom, scalable chain), their JOBDIR files and the DUPEFILTER_CLASS.
+``SeenSet`` is what other components ask of it per link; the frontier exposes the crawl's as
+``Frontier.seen`` (``larbinscrapy.frontier.seen_set_of``). ``SavedSeenSet`` is what the local
+frontier asks of one kept in JOBDIR (``BitmapDupeFilter``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from scrapy.crawler import Crawler
+__all__ = ["SavedSeenSet", "SeenSet"]
 
 
 @runtime_checkable
@@ -18,15 +20,27 @@ class SeenSet(Protocol):
     def seen_fingerprint(self, fp: bytes) -> bool:
         """Mark ``fp`` seen; True when it already was."""
 
+    def knows_fingerprint(self, fp: bytes) -> bool:
+        """True when ``fp`` is marked seen, without marking it."""
+
     def count_filtered(self, n: int) -> None:
         """Count ``n`` links dropped as seen (``larbin/dupefilter/filtered``)."""
 
 
-def seen_set_of(crawler: Crawler) -> SeenSet | None:
-    """The crawl's seen-set when its dupefilter has the per-link fast path, else None.
+@runtime_checkable
+class SavedSeenSet(Protocol):
+    """A seen-set kept in JOBDIR, as the frontier that owns it asks it (flushes, fill, errors)."""
 
-    The dupefilter is the scheduler's ``df`` (Scrapy's own attribute name); a dupefilter
-    without ``SeenSet``'s two methods makes every link a Request checked by the scheduler.
-    """
-    df = getattr(crawler.engine.scheduler, "df", None) if crawler.engine else None
-    return df if isinstance(df, SeenSet) else None
+    @property
+    def fill_ratio(self) -> float:
+        """The share of its bits set."""
+
+    @property
+    def estimated_fp_rate(self) -> float:
+        """The chance that an unseen URL is taken for a seen one, now."""
+
+    def flush(self) -> None:
+        """Hand the journal's buffered lines to the OS (before the frontier's records)."""
+
+    def abandon(self) -> None:
+        """The job directory failed: stop writing, and keep what is on disk as it is."""

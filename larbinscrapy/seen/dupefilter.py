@@ -142,6 +142,7 @@ class BitmapDupeFilter(CountingDupeFilter):
             self.bitset = KHashBitSet.create(m, k)
         # The hot path: the gate calls this per link, so skip one Python call level.
         self.seen_fingerprint = self.bitset.test_and_set
+        self.knows_fingerprint = self.bitset.__contains__  # the test without the set
         self.fingerprinter: RequestFingerprinterProtocol = fingerprinter or RequestFingerprinter()
         self.dir = Path(path) if path is not None else None
         self.snapshot_interval = snapshot_interval

@@ -18,11 +18,12 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import error, task
 from twisted.internet.protocol import ServerFactory
 
+from larbinscrapy.lean.private import wake_engine
+from larbinscrapy.middlewares.pause import PauseGate
 from larbinscrapy.parse.urls import MAX_PORT
 from larbinscrapy.politeness.dns import SsrfGuard, dns_cache
 from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.status.auth import make_token, remove_job_files, save_job_files
-from larbinscrapy.status.gate import PauseGate
 from larbinscrapy.status.history import HostCounter, RateHistory
 from larbinscrapy.status.inject import UrlInjector
 from larbinscrapy.status.probe import frontier_status
@@ -272,10 +273,7 @@ class StatusServer:
             gate.resume()
         self.crawler.stats.inc_value("larbin/status/resumed")
         logger.info("Crawl resumed from the status page")
-        scheduler = engine.scheduler
-        wake = getattr(scheduler, "_wake_engine", None)
-        if wake is not None:
-            wake()
+        wake_engine(engine)  # the frontier may have had work for a while: ask for it now
 
     def stop(self) -> None:
         """Ctrl-C's graceful stop: what is in flight finishes, the frontier stays on disk."""

@@ -8,15 +8,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from scrapy import Request
+from scrapy import Request, signals
 from twisted.internet.error import DNSLookupError
 
 from larbinscrapy import meta as M
+from larbinscrapy.frontier import frontier_of
+from larbinscrapy.gate.admission import spider_errback, spider_url_filter
+from larbinscrapy.parse.urls import check_url
 from larbinscrapy.politeness.dns import SsrfGuard, dns_cache
-from larbinscrapy.seeds.seedlist import check_url
-from larbinscrapy.status.probe import scheduler_of
 
 if TYPE_CHECKING:
+    from scrapy.core.engine import ExecutionEngine
     from scrapy.crawler import Crawler
 
 
@@ -71,22 +73,40 @@ def parse_batch(body: bytes, max_urls: int) -> UrlBatch:
 
 
 class UrlInjector:
-    """Runs a ``UrlBatch`` through validation, DNS + SSRF guard and the scheduler."""
+    """Runs a ``UrlBatch`` through validation, DNS + SSRF guard and the engine's ``crawl``.
+
+    ``engine.crawl`` is Scrapy's public way in (the ``request_scheduled`` signal, the
+    scheduler, a wake-up); it returns nothing, so a URL the seen-set had is told apart by
+    the ``request_dropped`` signal the engine sends for it.
+    """
 
     def __init__(self, crawler: Crawler, guard: SsrfGuard) -> None:
         self.crawler = crawler
         self.guard = guard
+        self._dropped: Request | None = None  # the last request the engine dropped
+        crawler.signals.connect(self._request_dropped, signal=signals.request_dropped)
+
+    def _request_dropped(self, request: Request, spider: Any = None) -> None:
+        self._dropped = request
+
+    def _engine(self) -> ExecutionEngine | None:
+        """The engine of a running crawl, None before it opens or once it closes."""
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:
+            return None
+        return engine if engine is not None and engine.spider is not None else None
 
     async def add(self, batch: UrlBatch) -> Outcome:
         out = Outcome()
-        scheduler = scheduler_of(self.crawler)
-        if scheduler is None:
+        if self._engine() is None:
             for url in batch.urls:
                 out.refused.append({"url": url, "reason": "the crawl is not running"})
             return out
         # The Redis scheduler buffers and tests the shared seen bits inside its admission
         # script: "queued" there means sent to the shared frontier, which drops a seen URL.
-        out.shared = "shared" in (getattr(scheduler, "status", dict)() or {})
+        frontier = frontier_of(self.crawler)
+        out.shared = frontier is not None and "shared" in frontier.status()
         done: set[str] = set()
         for url in batch.urls:
             if url in done:
@@ -94,16 +114,14 @@ class UrlInjector:
                 continue
             done.add(url)
             reason = check_url(url) or await self._guard(url)
-            if reason:
-                out.refused.append({"url": url, "reason": reason})
-            elif scheduler.enqueue_request(self._request(url, batch)):
-                out.queued.append(url)
-            else:
-                out.seen.append(url)
-        if out.queued:
-            wake = getattr(scheduler, "_wake_engine", None)
-            if wake is not None:  # larbinscrapy's schedulers: the engine may be waiting
-                wake()
+            engine = self._engine()  # the crawl may have ended while DNS answered
+            if reason or engine is None:
+                out.refused.append({"url": url, "reason": reason or "the crawl is over"})
+                continue
+            request = self._request(url, batch)
+            engine.crawl(request)
+            (out.seen if self._dropped is request else out.queued).append(url)
+        self._dropped = None
         stats = self.crawler.stats
         for event, urls in (("queued", out.queued), ("seen", out.seen), ("refused", out.refused)):
             if urls:
@@ -123,11 +141,11 @@ class UrlInjector:
     def _request(self, url: str, batch: UrlBatch) -> Request:
         spider = self.crawler.spider
         site_depth = 0
-        url_filter = getattr(spider, "url_filter", None)
-        max_depth = getattr(url_filter, "max_depth", None)
+        url_filter = spider_url_filter(spider)
+        max_depth = None if url_filter is None else url_filter.max_depth
         if batch.depth is not None and max_depth is not None:
             site_depth = max(0, max_depth - batch.depth)
         meta: dict[str, Any] = {"depth": 0, M.SITE_DEPTH: site_depth}
         if batch.priority:
             meta[M.PRIORITY] = True
-        return Request(url, errback=getattr(spider, "on_error", None), meta=meta)
+        return Request(url, errback=spider_errback(spider), meta=meta)
