@@ -1,8 +1,10 @@
-"""Every private Scrapy/Twisted name the project uses sits behind the lean/ wall (issue #23).
+"""Every private Scrapy/Twisted/redis-py name the project uses sits behind the lean/ wall
+(issues #23, #32).
 
-Outside ``larbinscrapy/lean/`` no module imports a private module or name of Scrapy or Twisted,
-or reaches for a private attribute of the engine; ``lean/private.py`` hands the stages what they
-need and its start-up check says, in one warning, when the installed versions changed it.
+Outside ``larbinscrapy/lean/`` no module imports a private module or name of Scrapy, Twisted or
+redis-py, or reaches for a private attribute of the engine or of a redis-py client;
+``lean/private.py`` and ``lean/rediscluster.py`` hand the stages what they need and their checks
+say, in one warning, when the installed versions changed it.
 """
 
 from __future__ import annotations
@@ -12,17 +14,20 @@ import inspect
 import logging
 import re
 
-from larbinscrapy.lean import private
+from larbinscrapy.lean import private, rediscluster
 from larbinscrapy.politeness import failures
 from tests.support.crawl import ROOT
 
 # `from twisted.web import _newclient`, `from scrapy.x._y import`, `obj._slot`, `Cls._private(`
 _PRIVATE_IMPORT = re.compile(
-    r"^\s*(?:from\s+(?:scrapy|twisted)[\w.]*\s+import\s+\(?\s*_\w|"
-    r"from\s+(?:scrapy|twisted)[\w.]*\._\w|import\s+(?:scrapy|twisted)[\w.]*\._\w)",
+    r"^\s*(?:from\s+(?:scrapy|twisted|redis)[\w.]*\s+import\s+\(?\s*_\w|"
+    r"from\s+(?:scrapy|twisted|redis)[\w.]*\._\w|import\s+(?:scrapy|twisted|redis)[\w.]*\._\w)",
     re.MULTILINE,
 )
-_PRIVATE_ENGINE = re.compile(r"\bengine\)?\._\w|\"_slot\"|\bsuper\(\)\._(?!_)\w")
+# the engine's private attributes, and redis-py's that a cluster client's pipelines need
+_PRIVATE_ENGINE = re.compile(
+    r"\bengine\)?\._\w|\"_slot\"|\bsuper\(\)\._(?!_)\w|\._policy_resolver\b|\._nodes_manager\b"
+)
 
 
 def _outside_the_wall() -> dict[str, str]:
@@ -42,13 +47,34 @@ def test_the_patterns_see_what_they_look_for():
     for line in ("from twisted.web import _newclient", "from scrapy.utils._download_handlers "
                  "import x", "import twisted.web._newclient"):
         assert _PRIVATE_IMPORT.search(line), line
-    for line in ('slot = getattr(self._engine(), "_slot", None)', "super()._redirect(r, q, s)"):
+    for line in ('slot = getattr(self._engine(), "_slot", None)', "super()._redirect(r, q, s)",
+                 "pipe._policy_resolver = self._policy_resolver"):
         assert _PRIVATE_ENGINE.search(line), line
+    assert _PRIVATE_IMPORT.search("from redis._parsers.commands import CommandPolicies")
 
 
 def test_the_installed_scrapy_and_twisted_have_every_private_name():
     assert private.check() == []
     assert failures.RESPONSE_FAILED.__module__ == "twisted.web._newclient"
+
+
+def test_the_installed_redis_py_has_every_private_name_the_cluster_client_uses():
+    assert rediscluster.check() == []
+    assert rediscluster.usable()
+
+
+def test_a_changed_redis_py_name_is_one_warning_and_redis_pys_own_client(caplog, monkeypatch):
+    with caplog.at_level(logging.WARNING, logger="larbinscrapy.lean.rediscluster"):
+        found = rediscluster.check((("redis.cluster", "RedisCluster.pipeline", "000000000000"),
+                                    ("redis._parsers.commands", "NoSuchPolicy")))
+    assert len(found) == 2
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+    built = []
+    monkeypatch.setattr(rediscluster, "usable", lambda: False)
+    monkeypatch.setattr(rediscluster.RedisCluster, "from_url",
+                        classmethod(lambda cls, url, **kw: built.append((cls, kw)) or cls))
+    assert rediscluster.cluster_client("redis://127.21.0.1:1") is rediscluster.RedisCluster
+    assert built == [(rediscluster.RedisCluster, {})]  # no policy resolver: redis-py's defaults
 
 
 def test_a_changed_private_name_is_one_warning_naming_it(caplog):

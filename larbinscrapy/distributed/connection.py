@@ -4,7 +4,8 @@ node; it finds the others and follows ``MOVED``/``ASK`` while slots move).
 
 A cluster client connects when it is built, so it is built by ``connector``'s function in the
 worker's Redis thread (``RedisJobs``), never in the reactor thread; a single Redis client
-connects on first use and is built at once.
+connects on first use and is built at once. The cluster client is ``lean.rediscluster``'s: it
+routes script calls by their keys with redis-py's private command policies, behind the wall.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import redis
-from redis._parsers.commands import CommandPolicies, RequestPolicy, ResponsePolicy
-from redis.cluster import RedisCluster
-from redis.commands.policies import BasePolicyResolver, StaticPolicyResolver
 from redis.exceptions import RedisClusterException
 from scrapy_redis import defaults
 from scrapy_redis.connection import get_redis_from_settings
+
+from larbinscrapy.lean.rediscluster import cluster_client
+
+__all__ = ["UNREACHABLE", "cluster_client", "connector"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,33 +48,3 @@ def connector(settings: BaseSettings) -> tuple[Any, Callable[[], Any] | None, in
         return cluster_client(url, **params)
 
     return None, make, settings.getint("LARBIN_REDIS_SHARDS")
-
-
-class _ScriptsKeyed(BasePolicyResolver):
-    """``EVAL``/``EVALSHA`` as keyed commands (``cluster_client``)."""
-
-    def __init__(self) -> None:
-        keyed = CommandPolicies(RequestPolicy.DEFAULT_KEYED, ResponsePolicy.DEFAULT_KEYED)
-        super().__init__({"core": {"eval": keyed, "evalsha": keyed}})
-
-    def with_fallback(self, fallback: Any) -> _ScriptsKeyed:
-        return self
-
-
-class _Cluster(RedisCluster):
-    """``RedisCluster`` whose pipelines use its command policies (redis-py's do not)."""
-
-    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
-        pipe = super().pipeline(transaction, shard_hint)
-        pipe._policy_resolver = self._policy_resolver
-        return pipe
-
-
-def cluster_client(url: str, **params: Any) -> Any:
-    """redis-py's ``RedisCluster``, told that ``EVAL``/``EVALSHA`` are keyed commands.
-
-    Its static command policies leave them out, and a cluster pipeline then asks a node for each
-    script call's keys (``COMMAND GETKEYS``, one round trip per call) before it sends anything;
-    a keyed policy routes them by their keys' slot, read from the arguments."""
-    return _Cluster.from_url(url, policy_resolver=StaticPolicyResolver(_ScriptsKeyed()),
-                             **params)
