@@ -160,3 +160,22 @@ def test_an_unknown_name_of_an_old_module_is_still_an_attribute_error():
 
     with pytest.raises(AttributeError):
         checktype.NoSuchMiddleware  # noqa: B018
+
+
+def test_both_schedulers_offer_the_frontier_interface_and_their_dupefilters_the_seen_set():
+    from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
+    from larbinscrapy.distributed.scheduler import RedisScheduler
+    from larbinscrapy.frontier import Frontier
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
+    from larbinscrapy.seen import SeenSet
+    from larbinscrapy.seen.dupefilter import BitmapDupeFilter
+
+    members = {"seen", "robots", "sitemaps", "enqueue_request", "status", "host_set_aside",
+               "count_items"}
+    assert all(hasattr(Frontier, m) for m in members)
+    for scheduler in (LarbinScheduler, RedisScheduler):
+        missing = {m for m in members if not hasattr(scheduler, m)}
+        assert not missing, (scheduler, missing)
+    for dupefilter in (BitmapDupeFilter(bits=1 << 16),
+                       RedisBitmapDupeFilter(None, "t:seen", mode="bitmap", bits=1 << 16)):
+        assert isinstance(dupefilter, SeenSet), dupefilter

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from larbinscrapy.frontier.pending import ItemSettlement
-    from larbinscrapy.politeness import SharedRobots
+    from larbinscrapy.politeness import RobotsCache
 
 __all__ = ["Frontier", "SharedSitemaps", "frontier_of", "seen_set_of"]
 
@@ -45,7 +45,7 @@ class Frontier(Protocol):
         """The per-link seen test, None when the dupefilter has none."""
 
     @property
-    def robots(self) -> SharedRobots | None:
+    def robots(self) -> RobotsCache | None:
         """robots.txt rules shared by the workers."""
 
     @property

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from twisted.internet.base import DelayedCall
 
     from larbinscrapy.frontier import SharedSitemaps
-    from larbinscrapy.politeness import HostRegistry, SharedRobots
+    from larbinscrapy.politeness import HostRegistry, RobotsCache
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class FrontierScheduler(ABC):
     PRIORITY_TIER: int  # the subclass's index of larbin's priority tier...
     NORMAL_TIER: int  # ...and of the normal one
     REQUIRES_GATE = False  # True: refuse to run in a crawl without the send-time gate
-    robots: SharedRobots | None = None  # the Redis frontier shares robots.txt between workers
+    robots: RobotsCache | None = None  # the Redis frontier shares robots.txt between workers
     sitemaps: SharedSitemaps | None = None  # ...and who reads a site's sitemaps
 
     def __init__(

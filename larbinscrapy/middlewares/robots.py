@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from larbinscrapy.politeness import HostRegistry, SharedRobots
+    from larbinscrapy.politeness import HostRegistry, RobotsCache
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self._rules: dict[str, SiteRules] = {}
         self._waiters: dict[str, list[Deferred[RobotParser | None]]] = {}
         self._politeness: HostRegistry | None = None
-        self._shared: SharedRobots | None = None  # Redis workers: the rules all workers share
+        self._shared: RobotsCache | None = None  # Redis workers: the rules all workers share
         crawler.signals.connect(self._find_politeness, signal=signals.spider_opened)
 
     def _find_politeness(self) -> None:

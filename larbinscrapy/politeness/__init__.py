@@ -3,8 +3,8 @@
 Owns the pure politeness state the frontier and the politeness middleware share. Two interfaces
 are declared here: ``HostRegistry``, the host gate and its per-IP/per-host table as the schedulers
 and the middlewares ask them (``Politeness``, found with ``ipsites.politeness_of``), and
-``SharedRobots``, a robots.txt cache shared by workers (the Redis frontier's ``robots``) as the
-robots middleware asks it.
+``RobotsCache``, the robots.txt rules cached beyond this process (the Redis frontier's
+``robots``: one fetch a site for every worker) as the robots middleware asks them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from larbinscrapy.politeness.ipsites import IpTable
     from larbinscrapy.politeness.robotsrules import SiteRules
 
-__all__ = ["HostRegistry", "SharedRobots"]
+__all__ = ["HostRegistry", "RobotsCache"]
 
 
 class HostRegistry(Protocol):
@@ -59,8 +59,13 @@ class HostRegistry(Protocol):
         """Give back the connection the scheduler leased on ``ip``."""
 
 
-class SharedRobots(Protocol):
-    """robots.txt rules shared by every worker: one fetch a site for the whole crawl."""
+class RobotsCache(Protocol):
+    """robots.txt rules cached for every worker: one fetch a site for the whole crawl.
+
+    The robots middleware keeps each site's parser itself and asks this cache before a fetch
+    (``claim``) and tells it after (``store``); the sitemap reader hears of each parsed
+    robots.txt through Scrapy's ``robots_parsed`` signal.
+    """
 
     async def claim(self, site: str, now: Callable[[], float], wall: Callable[[], float]
                     ) -> tuple[SiteRules, bytes] | None:
