@@ -238,6 +238,16 @@ def test_a_known_link_from_another_host_is_still_external():
     assert counts["larbin/filtered/depth"] == 1  # depth 3 in h.test
 
 
+def test_a_link_is_admitted_once_the_seen_set_found_through_the_scheduler():
+    # the gate finds the crawl's seen-set through the scheduler (frontier.seen_set_of): without
+    # it every link would become a Request, the cache tests above would compare nothing
+    link = "http://h.test/a.html"
+    for cache in (0, 32):
+        admitted, counts = _crawl_pages(cache, [("h.test", 0, [link]), ("h.test", 0, [link])])
+        assert admitted == [[link], []]
+        assert counts["larbin/dupefilter/filtered"] == 1
+
+
 # -- SafeUrlRequest (issue #18): the URL Request() would give, without w3lib's parse --------
 PORTS = ["http://h.test:65535/", "http://h.test:65536/", "http://h.test:080/", "http://h.test:1/",
          "http://h.test:" + "9" * 5000 + "/", "https://h.test:443/x?a=1&b=%41"]

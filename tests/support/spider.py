@@ -11,6 +11,7 @@ if not is_reactor_installed():
     install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
 from scrapy import Request
+from scrapy.core.scheduler import Scheduler
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
@@ -33,7 +34,7 @@ def gate(**overrides: Any) -> tuple[LinkGateMiddleware, Any]:
     middleware = LinkGateMiddleware.from_crawler(crawler)
     df = BitmapDupeFilter(mode="bloom", capacity=100_000, stats=crawler.stats)
     crawler.engine = SimpleNamespace(  # what the gate reads: the seen-set, the spider middlewares
-        scheduler=SimpleNamespace(df=df),
+        scheduler=Scheduler(df),  # Scrapy's own, over larbin's seen-set (seen_set_of finds it)
         scraper=SimpleNamespace(spidermw=SimpleNamespace(middlewares=())),
     )
     middleware._spider_opened(None)
