@@ -77,7 +77,8 @@ class UrlInjector:
 
     ``engine.crawl`` is Scrapy's public way in (the ``request_scheduled`` signal, the
     scheduler, a wake-up); it returns nothing, so a URL the seen-set had is told apart by
-    the ``request_dropped`` signal the engine sends for it.
+    the ``request_dropped`` signal the engine sends for it. A URL that a ``request_scheduled``
+    receiver refuses (Scrapy's offsite filter) counts as queued: the engine says nothing of it.
     """
 
     def __init__(self, crawler: Crawler, guard: SsrfGuard) -> None:
