@@ -16,70 +16,76 @@ from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.parse.urls import host_of
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request
+    from scrapy.statscollectors import StatsCollector
     from twisted.python.failure import Failure
 
-    from larbinscrapy.distributed.scheduler import RedisScheduler
+    from larbinscrapy.distributed.admits import Admits
+    from larbinscrapy.distributed.link import FrontierLink
+    from larbinscrapy.distributed.readiness import ShardClock
+    from larbinscrapy.politeness.ipsites import Politeness
 
 
 class HostResolution:
     """Resolves hosts for ``RedisScheduler`` and stores the answers (module docstring)."""
 
-    def __init__(self, scheduler: RedisScheduler) -> None:
-        self.s = scheduler
+    def __init__(self, link: FrontierLink, *, politeness: Politeness, admits: Admits,
+                 clock: ShardClock, stats: StatsCollector, wake: Callable[[], None]) -> None:
+        self.link = link
+        self.politeness = politeness
+        self.admits = admits
+        self.clock = clock
+        self.stats = stats
+        self.wake = wake
         self.resolving: set[str] = set()  # hosts being resolved, until Redis has the answer
 
-    def resolve_leased(self, host: str, request: Request) -> None:
-        """``request`` was leased for ``host``, resolved by another worker: resolve it here."""
-        d = self.s.politeness.resolve(host)
+    def resolve_leased(self, host: str, request: Request,
+                       then: Callable[[Request], None]) -> None:
+        """``request`` was leased for ``host``, resolved by another worker: resolve it here,
+        then hand it on (``then``), or drop it and acknowledge its record."""
+        d = self.politeness.resolve(host)
         d.addCallbacks(self.resolved_here, self.unresolved_here,
-                       callbackArgs=(request,), errbackArgs=(request,))
+                       callbackArgs=(request, then), errbackArgs=(request,))
 
-    def resolved_here(self, ip: str, request: Request) -> None:
-        s = self.s
+    def resolved_here(self, ip: str, request: Request, then: Callable[[Request], None]) -> None:
         if ip != request.meta[M.IP]:
-            s.stats.inc_value("larbin/distributed/dns_mismatch")
-        s.ready.append(request)
-        s._wake_engine()
+            self.stats.inc_value("larbin/distributed/dns_mismatch")
+        then(request)
 
     def unresolved_here(self, failure: Failure, request: Request) -> None:
-        s = self.s
         failure.trap(DroppedRequest)
-        s.politeness.count_drop(cast("DroppedRequest", failure.value).reason)
-        s.politeness.lease_returned(request.meta.pop(M.LEASE), host_of(request.url))
-        s.acks.append(request.meta[M.RID])
-        s.flush()
+        self.politeness.count_drop(cast("DroppedRequest", failure.value).reason)
+        self.politeness.lease_returned(request.meta.pop(M.LEASE), host_of(request.url))
+        self.admits.ack(request.meta[M.RID])
 
     def resolve(self, host: str) -> None:
-        s = self.s
         if host in self.resolving:
             return
         self.resolving.add(host)
-        d = s.politeness.resolve(host)
+        d = self.politeness.resolve(host)
         d.addCallbacks(self.host_resolved, self.host_failed,
                        callbackArgs=(host,), errbackArgs=(host,))
 
     def host_resolved(self, ip: str, host: str) -> None:
-        s = self.s
         # ``host`` stays in ``resolving`` until Redis has the answer (no second lookup).
-        shard = s.shards.of(host)
-        s.jobs.submit("resolved", s.fs.frontiers[shard].resolved_call(host, ip),
-                     then=lambda _: self.host_stored(shard),
-                         always=lambda: self.resolving.discard(host))
+        shard, frontier = self.link.frontier_of(host)
+        self.link.jobs.submit("resolved", frontier.resolved_call(host, ip),
+                              then=lambda _: self.host_stored(shard),
+                              always=lambda: self.resolving.discard(host))
 
     def host_stored(self, shard: int) -> None:
-        s = self.s
-        s._shard_next[shard] = 0.0
-        s._wake_engine()
+        self.clock.now(shard)
+        self.wake()
 
     def host_failed(self, failure: Failure, host: str) -> None:
-        s = self.s
         failure.trap(DroppedRequest)
-        reason = s.politeness.host_dropped(host, failure)
+        reason = self.politeness.host_dropped(host, failure)
 
         def count(result: tuple[str, int]) -> None:
-            s.politeness.count_drop(reason, result[1])
+            self.politeness.count_drop(reason, result[1])
 
-        s.jobs.submit("resolved",
-                         s.fs.frontiers[s.shards.of(host)].resolved_call(host, None, reason),
-                     then=count, always=lambda: self.resolving.discard(host))
+        _, frontier = self.link.frontier_of(host)
+        self.link.jobs.submit("resolved", frontier.resolved_call(host, None, reason),
+                              then=count, always=lambda: self.resolving.discard(host))

@@ -20,9 +20,13 @@ from larbinscrapy.politeness.hosts import BACKOFF, JITTER, THROTTLED
 from larbinscrapy.politeness.ipsites import NOCONNECTION
 
 if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
     from larbinscrapy.distributed.frontier import Released
-    from larbinscrapy.distributed.scheduler import RedisScheduler
-    from larbinscrapy.politeness.ipsites import IpState
+    from larbinscrapy.distributed.held import HeldLeases
+    from larbinscrapy.distributed.link import FrontierLink
+    from larbinscrapy.distributed.readiness import ShardClock
+    from larbinscrapy.politeness.ipsites import IpState, Politeness
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +34,13 @@ logger = logging.getLogger(__name__)
 class Releases:
     """Sends each lease's release and applies its answer (module docstring)."""
 
-    def __init__(self, scheduler: RedisScheduler) -> None:
-        self.s = scheduler
+    def __init__(self, link: FrontierLink, *, held: HeldLeases, clock: ShardClock,
+                 politeness: Politeness, stats: StatsCollector) -> None:
+        self.link = link
+        self.held = held
+        self.clock = clock
+        self.politeness = politeness
+        self.stats = stats
 
     def released(self, st: IpState, host: str, outcome: str) -> None:
         """A leased fetch on ``st`` for ``host`` ended as ``outcome`` says (``IpTable``'s
@@ -39,52 +48,51 @@ class Releases:
 
         Queued in the Redis thread before any later pop (this worker's) can run; the delays
         count from when Redis runs it, so neither the IP nor the host is ready earlier."""
-        s = self.s
-        held = s._ip_shards.get(st.ip)
-        if not held:
+        held = self.held.take(st.ip)
+        if held is None:
             return
-        shard, rid = held.pop(0)
-        if not held:
-            del s._ip_shards[st.ip]
-        now = s.table.clock()
+        shard, rid = held
+        link, table = self.link, self.politeness.table
+        now = table.clock()
         delay = max(0.0, st.ready_at - now)
         host = host or st.last_host or ""
-        hosts = s.table.hosts
-        call = s.fs.frontiers[shard].release_call(
-            s.worker, st.ip, delay, st.dead, host=host,
+        hosts = table.hosts
+        call = link.frontier(shard).release_call(
+            link.worker, st.ip, delay, st.dead, host=host,
             host_delay=max(0.0, hosts.next_start(host) - now) if host else 0.0,
             outcome=outcome, jitter=1 + JITTER * hosts.rng() if outcome == BACKOFF else 1.0)
-        token = f"{s.worker}/{rid}"
-        if s.ips is None:
-            s._send("release", call, then=partial(self._done, host))
+        token = link.token(rid)
+        if link.ips is None:
+            link.send("release", call, then=partial(self._done, host))
         elif outcome == BACKOFF:  # the IP's own lease waits for the shared back-off pause
-            s._send("release", call, then=partial(self._done, host, ip=st.ip, token=token,
-                                                  delay=delay))
+            link.send("release", call, then=partial(self._done, host, ip=st.ip, token=token,
+                                                    delay=delay))
         else:
-            s._send("release", call, then=partial(self._done, host))
-            s._send("iplease", s.ips.release_call(st.ip, token, delay))
-        s._shard_next[shard] = min(s._shard_next[shard], now + delay)
+            link.send("release", call, then=partial(self._done, host))
+            link.send("iplease", link.ips.release_call(st.ip, token, delay))
+        self.clock.sooner(shard, now + delay)
 
     def set_aside(self, host: str) -> None:
         """``host`` asked for a pause past the cap: no worker asks it again (its records go)."""
-        s = self.s
-        s.jobs.submit("set aside", s.fs.frontiers[s.shards.of(host)].aside_call(host),
-                      then=lambda n: s.politeness.count_drop(THROTTLED, n))
+        _, frontier = self.link.frontier_of(host)
+        self.link.jobs.submit("set aside", frontier.aside_call(host),
+                              then=lambda n: self.politeness.count_drop(THROTTLED, n))
 
     def _done(self, host: str, released: Released, *, ip: str = "", token: str = "",
               delay: float = 0.0) -> None:
-        s = self.s
-        s.politeness.count_drop(NOCONNECTION, max(0, released.dropped))
-        if ip and s.ips is not None:
-            s._send("iplease", s.ips.release_call(ip, token, max(delay, released.pause)))
+        self.politeness.count_drop(NOCONNECTION, max(0, released.dropped))
+        ips = self.link.ips
+        if ip and ips is not None:
+            self.link.send("iplease", ips.release_call(ip, token, max(delay, released.pause)))
         if released.aside < 0:
             return
         # the host's throttling answers in a row, counted over every worker, reached the cap
-        hs = s.table.hosts.get(host)
+        hosts = self.politeness.table.hosts
+        hs = hosts.get(host)
         if not hs.set_aside:
             hs.set_aside = True
-            s.stats.inc_value("larbin/host/set_aside")
+            self.stats.inc_value("larbin/host/set_aside")
             logger.warning("Setting %s aside: it answered throttling %d times in a row, counted "
                            "over every worker (LARBIN_THROTTLE_MAX_IN_A_ROW)", host,
-                           s.table.hosts.max_in_a_row)
-        s.politeness.count_drop(THROTTLED, released.aside)
+                           hosts.max_in_a_row)
+        self.politeness.count_drop(THROTTLED, released.aside)

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 from scrapy.utils.defer import maybe_deferred_to_future
 
 from larbinscrapy.distributed.jobs import Call, later
-from larbinscrapy.distributed.membership import POLL
+from larbinscrapy.distributed.link import POLL
 from larbinscrapy.parse.urls import host_of
 
 if TYPE_CHECKING:
-    from larbinscrapy.distributed.scheduler import RedisScheduler
+    from larbinscrapy.distributed.held import HeldLeases
+    from larbinscrapy.distributed.link import FrontierLink
+    from larbinscrapy.politeness.ipsites import Politeness
 
 logger = logging.getLogger(__name__)
 
@@ -29,41 +31,44 @@ logger = logging.getLogger(__name__)
 class SharedSitemaps:
     """Who reads a site's sitemaps, and the IP lease of each fetch (module docstring)."""
 
-    def __init__(self, scheduler: RedisScheduler) -> None:
-        self.s = scheduler
-        self._taken = 0
+    def __init__(self, link: FrontierLink, *, held: HeldLeases, politeness: Politeness) -> None:
+        self.link = link
+        self.held = held
+        self.politeness = politeness
+        self.taken = 0  # sitemap fetches leased so far (their record ids)
 
     async def claim(self, site: str) -> bool:
         """True when this worker reads ``site``'s sitemaps (no other worker took them)."""
-        s = self.s
-        key = f"{s.shards.prefix(s.shards.of(host_of(site)))}:sitemaps:{site}"
-        reply = await maybe_deferred_to_future(s.jobs.submit(
-            "sitemap claim", Call(("SET", key, s.worker, "NX"))))
+        link = self.link
+        key = f"{link.shards.prefix(link.shards.of(host_of(site)))}:sitemaps:{site}"
+        reply = await maybe_deferred_to_future(link.jobs.submit(
+            "sitemap claim", Call(("SET", key, link.worker, "NX"))))
         return reply is not None
 
     async def take_ip(self, url: str) -> str:
         """The IP of ``url``'s host, with one of its connections leased to this worker; raises
         ``DroppedRequest`` when the host gate refuses the host."""
-        s = self.s
+        link = self.link
         host = host_of(url)
-        ip: str = await maybe_deferred_to_future(s.politeness.resolve(host))
-        shard = s.shards.of(host)
-        frontier = s.fs.frontiers[shard]
+        ip: str = await maybe_deferred_to_future(self.politeness.resolve(host))
+        shard, frontier = link.frontier_of(host)
         while True:
             wait = await maybe_deferred_to_future(
-                s.jobs.submit("sitemap lease", frontier.take_call(s.worker, ip, host)))
+                link.jobs.submit("sitemap lease", frontier.take_call(link.worker, ip, host)))
             if wait == 0:
-                self._taken += 1
-                rid = f"sitemap{self._taken}"
-                if s.ips is not None:  # a cluster: the IP's own lease too
-                    other = await maybe_deferred_to_future(s.jobs.submit(
-                        "iplease", s.ips.acquire_call(ip, f"{s.worker}/{rid}")))
+                self.taken += 1
+                rid = f"sitemap{self.taken}"
+                if link.ips is not None:  # a cluster: the IP's own lease too
+                    other = await maybe_deferred_to_future(link.jobs.submit(
+                        "iplease", link.ips.acquire_call(ip, link.token(rid))))
                     if other != 0:
-                        s._send("release", frontier.release_call(s.worker, ip, 0.0, host=host))
+                        link.send("release", frontier.release_call(link.worker, ip, 0.0,
+                                                                   host=host))
                         await maybe_deferred_to_future(later(min(POLL, other or POLL)))
                         continue
-                s._ip_shards.setdefault(ip, []).append((shard, rid))
-                s.table.acquire(s.table.get(ip))
+                self.held.hold(ip, shard, rid)
+                table = self.politeness.table
+                table.acquire(table.get(ip))
                 return ip
             await maybe_deferred_to_future(later(POLL if wait is None or wait < 0
                                                  else min(POLL, wait / 1000)))

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 
@@ -29,18 +30,18 @@ INVALID = "invalid"  # a Location that no Request can be built from (a port out 
 class FilteredRedirectMiddleware(RedirectMiddleware):
     """``RedirectMiddleware`` whose targets pass the crawl's ``UrlFilter`` (module doc)."""
 
-    url_filter: UrlFilter
-    _logged: set[str]  # reasons whose first drop was logged
+    def __init__(self, settings: BaseSettings) -> None:
+        super().__init__(settings)
+        self.url_filter = UrlFilter.from_settings(settings)
+        self._logged: set[str] = set()  # reasons whose first drop was logged
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         mw = super().from_crawler(crawler)
-        mw.url_filter = UrlFilter.from_settings(crawler.settings)
-        mw._logged = set()
-        crawler.signals.connect(mw._spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         return mw
 
-    def _spider_opened(self, spider: Spider) -> None:
+    def spider_opened(self, spider: Spider) -> None:
         self.url_filter = spider_url_filter(spider) or self.url_filter
 
     def process_response(

@@ -100,12 +100,16 @@ class ItemReceipts:
         if not crawler.settings.getbool("LARBIN_ITEM_RECEIPTS"):
             raise NotConfigured
         receipts = cls(crawler, crawler.settings.getfloat("LARBIN_ITEM_FLUSH_DELAY"))
-        sig = crawler.signals
-        sig.connect(receipts._opened, signal=signals.spider_opened)
-        sig.connect(receipts._settled_now, signal=signals.item_dropped)
-        sig.connect(receipts._settled_now, signal=signals.item_error)
-        sig.connect(receipts._closed, signal=signals.spider_closed)
+        receipts.listen()
         return receipts
+
+    def listen(self) -> None:
+        """Connect to the crawl's signals (``from_crawler``; its handlers stay private)."""
+        sig = self.crawler.signals
+        sig.connect(self._opened, signal=signals.spider_opened)
+        sig.connect(self._settled_now, signal=signals.item_dropped)
+        sig.connect(self._settled_now, signal=signals.item_error)
+        sig.connect(self._closed, signal=signals.spider_closed)
 
     # -- the API of storage pipelines and of the frontier ---------------------------------
     def hold(self, item: Any) -> Receipt:
