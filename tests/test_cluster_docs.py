@@ -24,6 +24,7 @@ import pytest
 from larbinscrapy.conf.defaults import LARBIN_REDIS_OUTAGE_TIMEOUT
 from tests.support.cluster import REDIS_CLI, cluster_port
 from tests.support.crawl import seeds_args
+from tests.support.wait import wait_for
 from tests.support.workers import assert_clean_logs, start_worker, wait_workers
 from testweb.harness import pages
 
@@ -93,14 +94,6 @@ class DocCluster:
                 os.kill(self.pid(port), signal.SIGKILL)
 
 
-def _wait(ok, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 @contextlib.contextmanager
 def cluster_from_docs(base: Path) -> Iterator[DocCluster]:
     ports = []
@@ -119,8 +112,9 @@ def cluster_from_docs(base: Path) -> Iterator[DocCluster]:
     cluster = DocCluster(base, ports, password[1] if password else "")
     try:
         assert done.returncode == 0, done.stderr.decode()[-2000:]
-        _wait(cluster.healthy, "cluster_state:ok on every node")
-        _wait(lambda: all(cluster.roles(p) == (3, 3) for p in ports), "3 masters, 3 replicas")
+        wait_for(cluster.healthy, 60, "cluster_state:ok on every node")
+        wait_for(lambda: all(cluster.roles(p) == (3, 3) for p in ports), 60,
+                 "3 masters and 3 replicas seen by every node")
         yield cluster
     finally:
         cluster.stop()
@@ -156,8 +150,8 @@ def test_a_cluster_stood_up_from_the_docs_serves_a_worker_and_fails_over_in_time
         victim = next(p for p in sorted(cluster.masters()) if p != first)
         killed = time.monotonic()
         os.kill(cluster.pid(victim), signal.SIGKILL)
-        _wait(lambda: victim not in cluster.masters() and len(cluster.masters()) == 3
-              and cluster.healthy(), f"a replica promoted in place of {victim}", limit)
+        wait_for(lambda: victim not in cluster.masters() and len(cluster.masters()) == 3
+                 and cluster.healthy(), limit, f"a replica promoted in place of {victim}")
         took = time.monotonic() - killed
         wait_workers([worker])
     print(f"failover took {took:.1f} s")
