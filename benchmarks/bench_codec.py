@@ -1,4 +1,6 @@
-"""The frontier codec on a plain larbin request: this tree's against another tree's, paired.
+"""The frontier codec on a request as the link gate makes it (depths, the gate's mark, the
+referer in the meta and the Referer header, the spider's errback): this tree's against another
+tree's, paired; each decodes its own record.
 
     git archive <commit> | tar -x -C /tmp/old
     python -m benchmarks.bench_codec /tmp/old/larbinscrapy/frontier/codec.py
@@ -15,6 +17,8 @@ import sys
 import timeit
 from typing import Any
 
+from scrapy import Spider
+
 from larbinscrapy.frontier import codec
 from larbinscrapy.lean.request import SafeUrlRequest
 
@@ -30,20 +34,33 @@ def _load(path: str) -> Any:
     return module
 
 
+class _Spider(Spider):
+    """Owns the errback the gate gives every request."""
+
+    name = "bench"
+
+    def on_error(self, failure: Any) -> None:
+        pass
+
+
 def main(other_path: str, rounds: int = 200, calls: int = 5000) -> None:
     other = _load(other_path)
-    request = SafeUrlRequest(URL, meta={"depth": 3, "larbin_site_depth": 2,
-                                        "larbin_admitted": URL,
-                                        "larbin_referer": "http://h01.test:8080/section/a/"})
-    record = codec.encode(request, None)
+    spider = _Spider()
+    referer = "http://h01.test:8080/section/a/"
+    request = SafeUrlRequest(URL, errback=spider.on_error, headers={"Referer": referer},
+                             meta={"depth": 3, "larbin_site_depth": 2, "larbin_admitted": URL,
+                                   "larbin_referer": referer})
+    records = {"other": other.encode(request, spider), "this": codec.encode(request, spider)}
     times: dict[str, list[float]] = {}
     for _ in range(rounds):
         for name, module in (("other", other), ("this", codec)):
-            for op, call in (("encode", lambda m=module: m.encode(request, None)),
-                             ("decode", lambda m=module: m.decode(record, None))):
+            record = records[name]
+            for op, call in (("encode", lambda m=module: m.encode(request, spider)),
+                             ("decode", lambda m=module, r=record: m.decode(r, spider))):
                 seconds = timeit.timeit(call, number=calls)
                 times.setdefault(f"{name} {op}", []).append(seconds / calls * 1e6)
-    print(f"record: {len(record)} bytes, same in both: {other.encode(request, None) == record}")
+    for name, record in records.items():
+        print(f"{name} record: {len(record)} bytes: {record.decode()}")
     for key, values in sorted(times.items()):
         print(f"{key}: min {min(values):.2f} us, median {statistics.median(values):.2f} us")
 

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_distributed.py [--hosts 10] [--pages 40] [--large] [--reps 1]
                                            [--cluster] [--urls 100000] [--json PATH]
+                                           [--memory-only] [--memory-repo TREE]
 
 * Crawl: the CPU scenario of ``benchmarks.run`` (``SynthWeb``, ``DOWNLOAD_DELAY=0``,
   ``CONCURRENT_REQUESTS=100``, ``CONCURRENT_REQUESTS_PER_DOMAIN=8``), each repetition in this
@@ -13,6 +14,12 @@
   ``LARBIN_IDLE_BEFORE_CLOSE`` wait do not count; CPU ms/page is user + sys of every process
   over the pages fetched (Redis's own CPU apart). ``--large`` is a web whose two-worker crawl
   lasts more than 30 s; ``--cluster`` runs the workers on a 3-master Redis Cluster.
+* Memory of requests as a crawl makes them (``memory_crawled``): one worker crawls a fan-out web
+  (``--fanout-hosts`` roots on their own loopback addresses, each linking to ``--fanout-links``
+  pages of its host, which answer only once measured), so every link is admitted by the gate
+  with its referer, depths, mark and errback and waits in the frontier; then ``MEMORY USAGE``
+  of the frontier's keys per queued URL, of the seen bits per seen URL, the ``used_memory``
+  delta, and what each field of a stored record costs.
 * Memory: ``INFO memory`` ``used_memory`` deltas for ``--urls`` URLs of the synthetic web's
   shape: our frontier entries (``RedisFrontier.admit``: site, host, codec record), our Bloom
   filter sized for that many URLs at 0.1% (``MEMORY USAGE`` of the string), and, in the same
@@ -23,6 +30,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -179,17 +187,185 @@ def one_repetition(sc: Scenario, web: SynthWeb, rds: Any, work: Path,
 
 
 # --- memory ----------------------------------------------------------------------------------
+FANOUT_NET = "127.31.0."  # the fan-out web's addresses: h1.bench on .1, h2.bench on .2, ...
+
+
+class FanoutWeb:
+    """``hosts`` root pages, each linking to ``links`` pages of its host (the synthetic web's
+    paths); those pages answer only after ``release()``, so the links stay queued."""
+
+    def __init__(self, hosts: int, links: int) -> None:
+        import http.server
+
+        self.hosts, self.links = hosts, links
+        self.released = threading.Event()
+        web = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/":
+                    body = "".join(f'<a href="/s{i % 8}/page{i}.html">page {i}</a>\n'
+                                   for i in range(1, web.links + 1)).encode()
+                    status = 200
+                else:  # robots.txt, sitemap.xml: 404 (allowed, none); a page: not yet
+                    if self.path.endswith(".html"):
+                        web.released.wait(600)
+                        return
+                    body, status = b"", 404
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # the worker stopped mid-answer: nothing to report
+
+        with socket.socket() as sock:
+            sock.bind((FANOUT_NET + "1", 0))
+            self.port = sock.getsockname()[1]
+        self.servers = []
+        for k in range(1, hosts + 1):
+            server = Server((FANOUT_NET + str(k), self.port), Handler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            self.servers.append(server)
+        self.resolve = {f"h{k}.bench": FANOUT_NET + str(k) for k in range(1, hosts + 1)}
+        self.seeds = [f"http://h{k}.bench:{self.port}/" for k in range(1, hosts + 1)]
+
+    def release(self) -> None:
+        self.released.set()
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+
+
+def _key_bytes(client: Any, pattern: str) -> int:
+    return sum(int(client.memory_usage(k, samples=0) or 0) for k in client.scan_iter(pattern))
+
+
+def field_costs(records: list[bytes]) -> dict[str, float]:
+    """Average bytes a stored record spends on each field (JSON punctuation included)."""
+    costs: dict[str, float] = {}
+    for raw in records:
+        rec = json.loads(raw)
+        parts = {"url": rec[0], "priority": rec[1], "meta": rec[2] if len(rec) > 2 else None,
+                 "callback": rec[3] if len(rec) > 3 else None,
+                 "errback": rec[4] if len(rec) > 4 else None,
+                 "method, body, headers": rec[5:] or None}
+        if isinstance(parts["meta"], list):  # packed: depth, site depth, referer, flags, rest
+            meta = parts.pop("meta") + [None] * 5
+            parts.update({"depths": meta[:2], "referer": meta[2], "flags": meta[3],
+                          "other meta": meta[4]})
+        for name, value in parts.items():
+            if value is not None:
+                costs[name] = costs.get(name, 0) + len(json.dumps(value, separators=(",", ":"),
+                                                                  ensure_ascii=False)) + 1
+    return {k: v / len(records) for k, v in costs.items()} | {
+        "record": sum(len(r) for r in records) / len(records)}
+
+
+def seen_capacity() -> int:
+    """The URLs the distributed profile's Bloom filter is sized for."""
+    import settings.distributed as profile
+    from larbinscrapy.conf import defaults
+
+    return int(getattr(profile, "LARBIN_DUPEFILTER_CAPACITY", defaults.LARBIN_DUPEFILTER_CAPACITY))
+
+
+def memory_crawled(rds: RedisProcess, work: Path, hosts: int, links: int,
+                   repo: Path = REPO) -> dict[str, Any]:
+    """Redis memory per queued and per seen URL for requests a real crawl made (see above);
+    ``repo``: the tree whose worker makes them (``--memory-repo``: another commit's)."""
+    rds.client.flushall()
+    web = FanoutWeb(hosts, links)
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", "urls=" + ",".join(web.seeds),
+           "-s", f"REDIS_URL={rds.url}", "-s", f"LARBIN_RESOLVE={json.dumps(web.resolve)}",
+           "-s", "DOWNLOAD_DELAY=0", "-s", "LOG_LEVEL=INFO", "-s", "LARBIN_HTTP_PORT=0",
+           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8"]
+    env = {**os.environ, "PYTHONPATH": str(repo), "SCRAPY_SETTINGS_MODULE": "settings.distributed"}
+    log = open(work / "fanout.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+    want = hosts * links
+    try:
+        deadline = time.monotonic() + 300
+        last, stable = -1, 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            queued = int(rds.client.hget("larbin:frontier:count", "queued") or 0)
+            stable = stable + 1 if queued == last and queued >= want - 2 * hosts else 0
+            last = queued
+            if stable >= 4:
+                break
+        frontier = _key_bytes(rds.client, "larbin:frontier*")
+        seen = _key_bytes(rds.client, "larbin:seen*")
+        records = [e.split(b"\t")[-1] for k in rds.client.scan_iter("larbin:frontier:tier:*")
+                   for e in rds.client.lrange(k, 0, 999)]
+        records += [e[1:] for k in rds.client.scan_iter("larbin:frontier:site:*")
+                    for e in rds.client.lrange(k, 0, 99)]
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=30)
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+        web.release()
+    # what the frontier's keys hold in used_memory: freed when they go (the worker is gone)
+    before_del = rds.used_memory()
+    for key in list(rds.client.scan_iter("larbin:frontier*")):
+        rds.client.delete(key)
+    freed = before_del - rds.used_memory()
+    capacity = int(rds.client.strlen("larbin:seen")) * 8
+    return {"hosts": hosts, "links": links, "queued": last, "seen_urls": want + hosts,
+            "frontier_bytes_per_queued": frontier / max(1, last),
+            "freed_bytes_per_queued": freed / max(1, last),
+            "seen_bits": capacity, "seen_bytes": seen, "seen_capacity": seen_capacity(),
+            "fields": field_costs(records) if records else {}}
+
+
 def synthetic_urls(n: int) -> list[str]:
     hosts = max(1, n // 1000)
     return [f"http://h{i % hosts:04d}.bench:8080/s{i % 8}/page{i}.html" for i in range(n)]
+
+
+class BenchSpider(Spider):
+    """Owns the callbacks the synthetic requests name."""
+
+    name = "bench"
+
+    def parse_sitemap(self, response: Any) -> None:  # named by one request in ten
+        pass
+
+    def on_error(self, failure: Any) -> None:  # the gate's errback
+        pass
+
+
+def linked_requests(urls: list[str], spider: BenchSpider) -> list[Request]:
+    """Requests as the link gate makes them: the page that linked (meta and Referer header),
+    depths, the gate's mark, the spider's errback; one in ten with a non-default callback."""
+    out = []
+    for i, url in enumerate(urls):
+        referer = url.rsplit("/", 1)[0] + "/index.html"
+        meta = {"depth": 3, "larbin_site_depth": 2, "larbin_referer": referer,
+                "larbin_admitted": url}
+        callback = spider.parse_sitemap if i % 10 == 0 else None
+        out.append(Request(url, callback=callback, errback=spider.on_error, meta=meta,
+                           headers={"Referer": referer}))
+    return out
 
 
 def memory(rds: RedisProcess, n: int) -> dict[str, Any]:
     server = rds.client
     server.flushall()
     urls = synthetic_urls(n)
-    spider = Spider(name="bench")
-    requests = [Request(u, meta={"depth": 3, "larbin_site_depth": 2}) for u in urls]
+    spider = BenchSpider()
+    requests = linked_requests(urls, spider)
     out: dict[str, Any] = {"urls": n}
 
     before = rds.used_memory()
@@ -237,6 +413,27 @@ def ceiling(one: dict[str, Any], two: dict[str, Any]) -> float:
     return both / alone
 
 
+def crawled_lines(c: dict[str, Any]) -> list[str]:
+    fields = ", ".join(f"{k} {v:.1f}" for k, v in c["fields"].items() if k != "record")
+    return ["", f"### Redis memory of requests a crawl made ({c['hosts']} roots x {c['links']} "
+            f"links, {c['queued']} queued, one worker, one Redis)", "",
+            "| | bytes |", "|---|---:|",
+            f"| per queued URL: `MEMORY USAGE` of the frontier's keys | "
+            f"{c['frontier_bytes_per_queued']:.1f} |",
+            f"| per queued URL: `used_memory` freed when they are deleted | "
+            f"{c['freed_bytes_per_queued']:.1f} |",
+            f"| a stored record, on average | {c['fields']['record']:.1f} |",
+            f"| per URL the seen bits are sized for ({c['seen_bits']:,} bits, "
+            f"{c['seen_capacity']:,} URLs) | {c['seen_bytes'] / c['seen_capacity']:.2f} |",
+            "", f"A record's fields, bytes on average (JSON punctuation included): {fields}."]
+
+
+def render_memory(report: dict[str, Any]) -> str:
+    """The memory part of ``render`` alone (``--memory-only``)."""
+    lines = render(report | {"reps": [], "web": {"pages": 0, "hosts": 0}, "redis": "one Redis"})
+    return lines[lines.index("\n###"):] if "\n###" in lines else lines
+
+
 def render(report: dict[str, Any]) -> str:
     m = report["memory"]
     lines = [
@@ -264,7 +461,9 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"Rep {rep + 1}: one worker's CPU/page / local's: **{cpu:.2f}x** "
                      f"(goal <= 1.3x); two workers / one: **{speed:.2f}x** pages/s "
                      f"(goal >= 1.8x; the most {os.cpu_count()} cores allow here: {most:.2f}x).")
-    lines += ["", f"### Redis memory per URL ({m['urls']} URLs, INFO used_memory deltas)", "",
+    lines += crawled_lines(report["crawled"]) if "crawled" in report else []
+    lines += ["", f"### Redis memory per URL ({m['urls']} synthetic requests as the gate makes "
+              "them, INFO used_memory deltas)", "",
               "| | larbinscrapy | plain scrapy-redis |", "|---|---:|---:|",
               f"| seen URL, bytes | {m['larbin_seen_bytes_per_url']:.1f} (Bloom, 0.1%) "
               f"| {m['scrapy_redis_seen_bytes_per_url']:.1f} (SET of SHA1 hex) |",
@@ -284,6 +483,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster", action="store_true",
                    help="the workers on a 3-master Redis Cluster on loopback (memory: one Redis)")
     p.add_argument("--urls", type=int, default=100_000)
+    p.add_argument("--fanout-hosts", type=int, default=4)
+    p.add_argument("--fanout-links", type=int, default=2000)
+    p.add_argument("--memory-repo", type=Path, default=REPO,
+                   help="the tree whose worker makes the crawled requests (default: this one)")
+    p.add_argument("--memory-only", action="store_true",
+                   help="only the memory figures (no crawl of the synthetic web)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if args.large:
@@ -293,6 +498,11 @@ def main(argv: list[str] | None = None) -> int:
     rds = RedisProcess(work)
     try:
         report: dict[str, Any] = {"memory": memory(rds, args.urls)}
+        report["crawled"] = memory_crawled(rds, work, args.fanout_hosts, args.fanout_links,
+                                           args.memory_repo.resolve())
+        if args.memory_only:
+            print(render_memory(report))
+            return 0
         with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(work / "web")) as web:
             report["web"] = {"hosts": sc.hosts, "pages": len(web.pages)}
             target = ClusterRedis(work) if args.cluster else rds

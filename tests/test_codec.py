@@ -114,8 +114,71 @@ def test_callbacks_by_name(callback, errback):
 
 def test_record_is_compact():
     record = codec.encode(Request(URL, meta={"depth": 2, "larbin_site_depth": 1}), SPIDER)
-    assert record == json.dumps([URL, 0, {"depth": 2, "larbin_site_depth": 1}],
-                                separators=(",", ":")).encode()
+    assert record == json.dumps([URL, 0, [2, 1]], separators=(",", ":")).encode()
+
+
+PAGE = "http://h01.test:8080/a/index.html"
+
+
+def _linked(url: str, referer_header: str | None = PAGE, **meta) -> Request:
+    """A request as the link gate makes it: depths, the page that linked, the gate's mark,
+    the spider's errback, and the Referer header its referer policy chose."""
+    headers = {"Referer": referer_header} if referer_header else None
+    meta = {"larbin_admitted": url, "depth": 3, "larbin_site_depth": 2,
+            "larbin_referer": PAGE, **meta}
+    return Request(url, errback=SPIDER.on_error, meta=meta, headers=headers)
+
+
+def _same(a: Request, b: Request) -> None:
+    assert (b.url, b.priority, b.method, b.body) == (a.url, a.priority, a.method, a.body)
+    assert dict(b.meta) == dict(a.meta)
+    assert dict(b.headers) == dict(a.headers)
+    assert (b.callback, b.errback) == (a.callback, a.errback)
+
+
+@pytest.mark.parametrize(
+    ("request_", "record"),
+    [
+        # the referer stored once, from its path: the header and the gate's mark are flags
+        (_linked(URL), [URL, 0, [3, 2, "/a/index.html", 3], None, "on_error"]),
+        # another origin: the referer whole; a policy that sends the origin only: flag 4
+        (_linked("http://other.test/x", referer_header="http://h01.test:8080/"),
+         ["http://other.test/x", 0, [3, 2, PAGE, 5], None, "on_error"]),
+        # a Referer header the referer does not explain is stored as it is
+        (_linked(URL, referer_header="http://else.test/"),
+         [URL, 0, [3, 2, "/a/index.html", 1], None, "on_error", "GET", "",
+          {"Referer": ["http://else.test/"]}]),
+        # a seed: depth 0 and site depth 0 are depths, not defaults
+        (Request(URL, meta={"depth": 0, "larbin_site_depth": 0}), [URL, 0, [0, 0]]),
+        # no header (a policy that sends none), other meta kept beside the fields
+        (_linked(URL, referer_header=None, retry_times=1),
+         [URL, 0, [3, 2, "/a/index.html", 1, {"retry_times": 1}], None, "on_error"]),
+    ],
+)
+def test_a_linked_request_is_stored_once_and_comes_back_whole(request_, record):
+    data = codec.encode(request_, SPIDER)
+    assert json.loads(data) == record
+    _same(request_, codec.decode(data, SPIDER))
+
+
+def test_a_linked_request_costs_little_more_than_its_url():
+    data = codec.encode(_linked(URL), SPIDER)
+    assert len(data) <= len(URL) + len("/a/index.html") + 35, data
+
+
+def test_the_plain_layout_holds_what_json_cannot_when_pickle_is_allowed():
+    request_ = _linked(URL, obj={1, 2})
+    with pytest.raises(codec.UnserializableRequest, match="obj"):
+        codec.encode(request_, SPIDER)
+    back = codec.decode(codec.encode(request_, SPIDER, allow_pickle=True), SPIDER)
+    _same(request_, back)
+
+
+def test_records_with_the_referer_twice_still_read():
+    old = json.dumps([URL, 0, {"depth": 3, "larbin_site_depth": 2, "larbin_referer": PAGE,
+                               "larbin_admitted": 1}, None, "on_error", "GET", "",
+                      {"Referer": [PAGE]}]).encode()
+    _same(_linked(URL), codec.decode(old, SPIDER))
 
 
 @pytest.mark.parametrize(

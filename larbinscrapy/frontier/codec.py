@@ -25,6 +25,12 @@ _PLAIN = (Request, SafeUrlRequest)  # stored without a class: back as the crawl'
 _BASE_ATTRIBUTES = frozenset(Request.attributes)
 _classes: dict[str, type[Request]] = {}  # import path -> class, for decode
 _WHERE = {M.CB_KWARGS: "cb_kwargs", M.FLAGS: "flags"}  # reserved keys, named for the user
+# Flags of a packed meta: what a record holds once instead of twice.
+_ADMITTED = 1  # the gate's mark equals the URL
+_REFERER_FULL = 2  # the only header is Referer: the stored referer
+_REFERER_ORIGIN = 4  # the only header is Referer: the stored referer's origin
+_REFERER_ANY = _REFERER_FULL | _REFERER_ORIGIN
+_DEPTHS = 2  # a packed meta's first two items, kept even when 0
 
 
 class UnserializableRequest(ValueError):
@@ -44,8 +50,6 @@ def _method_name(func: Any, spider: Any) -> str | None:
 def encode(request: Request, spider: Any, *, allow_pickle: bool = False) -> bytes:
     meta = request.meta
     kept = {k: v for k, v in meta.items() if k not in _TRANSIENT}
-    if meta.get(M.ADMITTED) == request.url:
-        kept[M.ADMITTED] = 1
     # Request attributes that are not meta ride in the meta object under reserved keys.
     if request.dont_filter:
         kept[M.DONT_FILTER] = 1
@@ -53,30 +57,111 @@ def encode(request: Request, spider: Any, *, allow_pickle: bool = False) -> byte
         kept[M.CB_KWARGS] = request.cb_kwargs
     if request.flags:
         kept[M.FLAGS] = request.flags
-    rec: list[Any] = [
-        request.url,
-        request.priority,
-        kept,
-        _method_name(request.callback, spider),
-        _method_name(request.errback, spider),
-    ]
+    flags = _ADMITTED if meta.get(M.ADMITTED) == request.url else 0
+    if request.headers:
+        flags |= _referer_flag(kept.get(M.REFERER), request.headers)
+    head = [request.url, request.priority]
+    callbacks = [_method_name(request.callback, spider), _method_name(request.errback, spider)]
     plain = type(request) in _PLAIN and not request.cookies and request.encoding == "utf-8"
     extra = None if plain else _extra(request)
-    if request.method != "GET" or request.body or request.headers or extra:
-        headers = {
-            k.decode("latin-1"): [v.decode("latin-1") for v in vs]
-            for k, vs in request.headers.items()
-        }
-        rec += [request.method, request.body.decode("latin-1"), headers, extra]
-    while rec[-1] is None or (rec[-1] == {} and len(rec) > _CALLBACK):
-        rec.pop()
+    rest = [request.method, request.body.decode("latin-1"), _headers(request), extra]
+    folded = request.method == "GET" and not request.body and not extra
+    folded = folded and (not request.headers or bool(flags & _REFERER_ANY))
+    if not folded:  # the headers are stored as they are
+        flags &= ~_REFERER_ANY
+    rec = [*head, _packed(request.url, kept, flags), *callbacks, *([] if folded else rest)]
     try:
-        record = _dumps(rec).encode()
+        record = _dumps(_trimmed(rec)).encode()
     except (TypeError, ValueError):  # a value JSON cannot hold: find it, pickle it if allowed
+        if flags & _ADMITTED:  # the plain layout: the meta as a dict, the headers as they are
+            kept[M.ADMITTED] = 1
+        rec = _trimmed([*head, kept, *callbacks, *rest])
         record = _dumps(_held_by_pickle(rec, kept, allow_pickle)).encode()
     if extra and "cls" in extra:
         _check_rebuilt(record, spider)
     return record
+
+
+def _trimmed(rec: list[Any]) -> list[Any]:
+    """``rec`` without its trailing defaults (a record is read by position)."""
+    while rec[-1] is None or (rec[-1] == {} and len(rec) > _CALLBACK):
+        rec.pop()
+    return rec
+
+
+def _headers(request: Request) -> dict[str, list[str]]:
+    return {
+        k.decode("latin-1"): [v.decode("latin-1") for v in vs]
+        for k, vs in request.headers.items()
+    }
+
+
+def _origin_end(url: str) -> int:
+    """Where ``scheme://host:port`` ends in ``url`` (its path's ``/``, or the end)."""
+    end = url.find("/", url.find("//") + 2)
+    return len(url) if end < 0 else end
+
+
+def _referer_flag(referer: Any, headers: Any) -> int:
+    """The Referer header when it is the only header and follows from the stored referer:
+    the referer itself, or its origin (what the referer policies send across origins)."""
+    if type(referer) is not str or len(headers) != 1:
+        return 0
+    sent = headers.getlist(b"Referer")
+    if len(sent) != 1:
+        return 0
+    if sent[0] == referer.encode("latin-1", "replace"):
+        return _REFERER_FULL
+    if sent[0] == (referer[: _origin_end(referer)] + "/").encode("latin-1", "replace"):
+        return _REFERER_ORIGIN
+    return 0
+
+
+def _packed(url: str, kept: dict[str, Any], flags: int) -> Any:
+    """The meta as stored: ``[depth, site depth, referer, flags, {other keys}]`` (trailing
+    defaults left out), or the plain dict when it holds none of the gate's fields.
+
+    The referer is written from its path when it shares the URL's origin (a page's links mostly
+    do), and once: the Referer header it explains is a flag."""
+    rest = dict(kept)
+    fields: list[Any] = [None, None, None]
+    if type(kept.get("depth")) is int:
+        fields[0] = rest.pop("depth")
+    if type(kept.get(M.SITE_DEPTH)) is int:
+        fields[1] = rest.pop(M.SITE_DEPTH)
+    if type(kept.get(M.REFERER)) is str:
+        fields[2] = _relative(url, rest.pop(M.REFERER))
+    if fields == [None, None, None] and not flags:
+        return kept
+    packed = [*fields, flags, rest]
+    while len(packed) > _DEPTHS and packed[-1] in (None, 0, {}):  # 0 is a depth: they stay
+        packed.pop()
+    return packed
+
+
+def _relative(url: str, referer: Any) -> Any:
+    if type(referer) is not str:
+        return referer
+    end = _origin_end(url)
+    if referer[:end] == url[:end] and referer[end : end + 1] == "/":
+        return referer[end:]
+    return referer
+
+
+def _unpacked(url: str, packed: list[Any]) -> tuple[dict[str, Any], int]:
+    """The meta and the flags of a packed meta list (``_packed``'s inverse)."""
+    packed = packed + [None] * (5 - len(packed))
+    depth, site_depth, referer, flags, rest = packed
+    meta: dict[str, Any] = {}
+    if depth is not None:
+        meta["depth"] = depth
+    if site_depth is not None:
+        meta[M.SITE_DEPTH] = site_depth
+    if referer is not None:
+        meta[M.REFERER] = url[: _origin_end(url)] + referer if referer[:1] == "/" else referer
+    if rest:
+        meta.update(rest)
+    return meta, flags or 0
 
 
 def _extra(request: Request) -> dict[str, Any] | None:
@@ -130,11 +215,14 @@ def decode(data: bytes, spider: Any, request_cls: type[Request] = Request) -> Re
     rec = json.loads(data)
     url, priority = rec[0], rec[1]
     meta = rec[_META] if len(rec) > _META else {}
+    flags = 0
+    if type(meta) is list:  # packed: the gate's fields first (records before it: a dict)
+        meta, flags = _unpacked(url, meta)
     pickled = meta.pop(M.PICKLED, None)
     if pickled:  # the user allowed pickle (LARBIN_FRONTIER_PICKLE) when it was written
         for key, raw in pickled.items():
             meta[key] = pickle.loads(base64.b64decode(raw))
-    if meta.pop(M.ADMITTED, None):
+    if meta.pop(M.ADMITTED, None) or flags & _ADMITTED:
         meta[M.ADMITTED] = url
     kwargs: dict[str, Any] = {
         "dont_filter": bool(meta.pop(M.DONT_FILTER, False)),
@@ -152,6 +240,11 @@ def decode(data: bytes, spider: Any, request_cls: type[Request] = Request) -> Re
             kwargs["headers"] = rec[_HEADERS]
         if len(rec) > _EXTRA:
             cls = _apply_extra(rec[_EXTRA], kwargs, request_cls)
+    if flags & _REFERER_ANY:
+        referer = meta[M.REFERER]
+        if flags & _REFERER_ORIGIN:
+            referer = referer[: _origin_end(referer)] + "/"
+        kwargs["headers"] = {"Referer": referer}
     return cls(url, priority=priority, meta=meta, callback=callback, errback=errback, **kwargs)
 
 
