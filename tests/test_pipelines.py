@@ -440,7 +440,7 @@ def warcio_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_warc_files_pass_warcio_and_hold_one_response_per_page(tmp_path):
-    c = crawler(LARBIN_WARC=True, LARBIN_WARC_DIR=str(tmp_path), LARBIN_WARC_MAX_SIZE=4000)
+    c = crawler(LARBIN_WARC=True, LARBIN_WARC_DIR=str(tmp_path), LARBIN_WARC_SIZE_MAX=4000)
     warc = WarcPipeline.from_crawler(c)
     warc.open_spider()
     items = [page(f"http://a.test/p{i}?x={i}", html(words(i, 300))) for i in range(5)]

@@ -24,7 +24,7 @@ def test_each_worker_its_page_and_urls_go_to_the_shared_frontier(
     web: RunningWeb, tmp_path: Path, redis_url: str
 ) -> None:
     settings = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": 0.5, "LARBIN_KEEP_ALIVE": True,
-                "LARBIN_HTTP_PORT": port_range(10)}
+                "LARBIN_STATUS_PORT": port_range(10)}
     workers: list[LiveCrawl] = []
     try:
         for name in ("w1", "w2"):

@@ -32,7 +32,7 @@ class LarbinConf:
 Token = tuple[int, str]  # (line number, token)
 
 _INT_KEYS = {
-    "httpport": "LARBIN_HTTP_PORT",
+    "httpport": "LARBIN_STATUS_PORT",
     "pagesconnexions": "CONCURRENT_REQUESTS",
     "dnsconnexions": "REACTOR_THREADPOOL_MAXSIZE",
     "depthinsite": "LARBIN_DEPTH",
@@ -40,7 +40,7 @@ _INT_KEYS = {
 _TEXT_KEYS = {"useragent": "USER_AGENT"}
 _LIST_KEYS = {
     "limittodomain": "LARBIN_DOMAINS",
-    "forbiddenextensions": "LARBIN_FORBIDDEN_EXTENSIONS",
+    "forbiddenextensions": "LARBIN_GATE_FORBIDDEN_EXTENSIONS",
 }
 
 
@@ -123,7 +123,7 @@ def parse(text: str, source: str = "larbin.conf") -> LarbinConf:
                     conf.notes.append(f"{source}:{lineno}: inputPort {number}: URLs are added "
                                       "through the status page (POST /api/urls, scrapy addurls)")
             elif name == "httpport":
-                conf.settings["LARBIN_HTTP_PORT"] = [number, number] if number else 0
+                conf.settings["LARBIN_STATUS_PORT"] = [number, number] if number else 0
             else:
                 conf.settings[_INT_KEYS[name]] = number
     if start_urls:

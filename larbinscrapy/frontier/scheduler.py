@@ -96,8 +96,8 @@ class LarbinScheduler(FrontierScheduler):
         return cls(
             crawler,
             jobdir=s.get("JOBDIR") or None,
-            segment_records=s.getint("LARBIN_SEGMENT_URLS"),
-            flush_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"),
+            segment_records=s.getint("LARBIN_FRONTIER_SEGMENT_URLS"),
+            flush_interval=s.getfloat("LARBIN_FRONTIER_CHECKPOINT_INTERVAL"),
             **cls.frontier_settings(crawler),
         )
 

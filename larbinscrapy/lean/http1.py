@@ -1,6 +1,6 @@
 """``LeanHttpDownloadHandler``: http and https over keep-alive connections parsed by llhttp.
 
-Replaces: Scrapy's ``HTTP11DownloadHandler`` (``LARBIN_HTTP_HANDLER``, wrapped by
+Replaces: Scrapy's ``HTTP11DownloadHandler`` (``LARBIN_FETCH_HANDLER``, wrapped by
 ``PageDeadlineHandler``); ``make conformance`` runs Scrapy's own handler tests against it.
 Private names: ``scrapy.utils._download_handlers`` (four helpers), ``twisted.web._newclient``
 (``ResponseFailed``, ``ResponseNeverReceived``, ``ParseError``, ``RequestGenerationFailed``),
@@ -110,7 +110,7 @@ class LeanHttpDownloadHandler:
                  fail_on_dataloss: bool, bind_address: Any, max_idle: int,
                  idle_timeout: float, tls_verbose: bool = False) -> None:
         if idle_timeout <= 0:
-            raise ValueError("LARBIN_HTTP1_IDLE_TIMEOUT must be positive")
+            raise ValueError("LARBIN_FETCH_IDLE_TIMEOUT must be positive")
         self.crawler = crawler
         self.stats = crawler.stats
         self.timeout = timeout
@@ -143,7 +143,7 @@ class LeanHttpDownloadHandler:
             fail_on_dataloss=s.getbool("DOWNLOAD_FAIL_ON_DATALOSS"),
             bind_address=s.get("DOWNLOAD_BIND_ADDRESS"),
             max_idle=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
-            idle_timeout=s.getfloat("LARBIN_HTTP1_IDLE_TIMEOUT"),
+            idle_timeout=s.getfloat("LARBIN_FETCH_IDLE_TIMEOUT"),
             tls_verbose=s.getbool("DOWNLOADER_CLIENT_TLS_VERBOSE_LOGGING"),
         )
 

@@ -44,7 +44,7 @@ class LinkGateMiddleware:
     ) -> None:
         self.crawler = crawler
         self._request_cls = request_cls  # lean.request.request_class: SafeUrlRequest or Request
-        self.url_cache = url_cache  # LARBIN_DUPEFILTER_URL_CACHE (larbinscrapy.gate.seencache)
+        self.url_cache = url_cache  # LARBIN_GATE_URL_CACHE (larbinscrapy.gate.seencache)
         self.stats = crawler.stats
         self.depth_limit = depth_limit
         self.url_filter = url_filter  # the spider's own filter replaces it at spider_opened
@@ -59,13 +59,13 @@ class LinkGateMiddleware:
     def from_crawler(cls, crawler: Crawler) -> LinkGateMiddleware:
         s = crawler.settings
         traps = TrapGuard(
-            s.getint("LARBIN_MAX_PAGES_PER_SITE"), s.getint("LARBIN_MAX_QUERIES_PER_PATH")
+            s.getint("LARBIN_GATE_PAGES_PER_SITE_MAX"), s.getint("LARBIN_GATE_QUERIES_PER_PATH_MAX")
         )
         return cls(
             crawler,
             s.getint("DEPTH_LIMIT"),
             UrlFilter.from_settings(s),
-            s.getint("LARBIN_DUPEFILTER_URL_CACHE"),
+            s.getint("LARBIN_GATE_URL_CACHE"),
             traps,
             request_class(s),
         )

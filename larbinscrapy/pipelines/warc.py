@@ -93,7 +93,7 @@ class WarcPipeline:
         stats: StatsCollector | None = None,
     ) -> None:
         if max_size < 1:
-            raise ValueError("LARBIN_WARC_MAX_SIZE must be positive")
+            raise ValueError("LARBIN_WARC_SIZE_MAX must be positive")
         from warcio.statusandheaders import StatusAndHeaders
         from warcio.warcwriter import WARCWriter
 
@@ -117,7 +117,7 @@ class WarcPipeline:
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
         return cls(
             directory=settings["LARBIN_WARC_DIR"],
-            max_size=settings.getint("LARBIN_WARC_MAX_SIZE"),
+            max_size=settings.getint("LARBIN_WARC_SIZE_MAX"),
             prefix=settings["LARBIN_WARC_PREFIX"],
             user_agent=settings.get("USER_AGENT") or "",
             robots="obey" if settings.getbool("ROBOTSTXT_OBEY") else "ignore",

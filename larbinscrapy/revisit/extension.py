@@ -89,8 +89,8 @@ class RevisitExtension:
             raise NotConfigured
         rule = RevisitRule(
             initial=s.getfloat("LARBIN_REVISIT_INTERVAL"),
-            minimum=s.getfloat("LARBIN_REVISIT_MIN"),
-            maximum=s.getfloat("LARBIN_REVISIT_MAX"),
+            minimum=s.getfloat("LARBIN_REVISIT_INTERVAL_MIN"),
+            maximum=s.getfloat("LARBIN_REVISIT_INTERVAL_MAX"),
             streak=s.getint("LARBIN_REVISIT_STREAK"),
             factor=s.getfloat("LARBIN_REVISIT_FACTOR"),
         )
@@ -98,7 +98,7 @@ class RevisitExtension:
         if inflight < 1:
             raise ValueError("LARBIN_REVISIT_INFLIGHT must be at least 1")
         ext = cls(crawler, rule, near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
-                  checkpoint_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"),
+                  checkpoint_interval=s.getfloat("LARBIN_FRONTIER_CHECKPOINT_INTERVAL"),
                   gone_interval=s.getfloat("LARBIN_REVISIT_GONE_INTERVAL"))
         # here, not at the top: Scrapy imports this class for every crawl, revisits on or off
         from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule

@@ -22,10 +22,16 @@ class Seeds:
     errors: list[str] = field(default_factory=list)
 
 
-def check_url(url: str) -> str | None:
-    """Why ``url`` cannot be a seed, or None when it can."""
+def check_url(url: str, max_length: int = 0) -> str | None:
+    """Why ``url`` cannot be a seed, or None when it can (``max_length`` 0: no length limit).
+
+    ``max_length`` is the link gate's ``URLLENGTH_LIMIT``: a longer seed would be dropped
+    there without a word, so it is reported here with its line number like other bad seeds.
+    """
     if any(c.isspace() for c in url):
         return "contains whitespace"
+    if max_length and len(url) > max_length:
+        return f"longer than URLLENGTH_LIMIT ({len(url)} > {max_length} characters)"
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError on a bad port
@@ -40,7 +46,7 @@ def check_url(url: str) -> str | None:
     return None
 
 
-def parse_lines(lines: list[str], source: str) -> Seeds:
+def parse_lines(lines: list[str], source: str, max_length: int = 0) -> Seeds:
     """Parse seed lines; ``source`` names the input in messages (``seeds.txt:3: ...``)."""
     seeds = Seeds()
     seen: set[str] = set()
@@ -48,7 +54,7 @@ def parse_lines(lines: list[str], source: str) -> Seeds:
         line = raw.strip().lstrip("\ufeff").strip()
         if not line or line.startswith("#"):
             continue
-        reason = check_url(line)
+        reason = check_url(line, max_length)
         if reason:
             seeds.errors.append(f"{source}:{lineno}: {reason}: {line[:200]!r}")
         elif line not in seen:
@@ -57,7 +63,7 @@ def parse_lines(lines: list[str], source: str) -> Seeds:
     return seeds
 
 
-def read_seeds_file(path: str | os.PathLike[str]) -> Seeds:
+def read_seeds_file(path: str | os.PathLike[str], max_length: int = 0) -> Seeds:
     """Read a seeds file: one URL per line, ``#`` comments, blank lines, BOM and CRLF allowed."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace", newline=None) as f:
@@ -66,7 +72,7 @@ def read_seeds_file(path: str | os.PathLike[str]) -> Seeds:
         raise SeedsError(_missing_file_message(os.fspath(path))) from exc
     except (OSError, UnicodeError) as exc:
         raise SeedsError(f"cannot read seeds file {os.fspath(path)}: {exc}") from exc
-    return parse_lines(lines, os.path.basename(os.fspath(path)))
+    return parse_lines(lines, os.path.basename(os.fspath(path)), max_length)
 
 
 def _missing_file_message(path: str) -> str:
@@ -80,6 +86,6 @@ def _missing_file_message(path: str) -> str:
     )
 
 
-def parse_url_list(value: str) -> Seeds:
+def parse_url_list(value: str, max_length: int = 0) -> Seeds:
     """Parse ``-a urls=u1,u2``: positions are reported as ``urls:N``."""
-    return parse_lines(value.split(","), "urls")
+    return parse_lines(value.split(","), "urls", max_length)
