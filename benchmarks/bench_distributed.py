@@ -10,7 +10,7 @@
   are taken within one repetition (the machine may be shared: absolute rates drift between
   runs, the three crawls of one repetition share the same minute). pages/s is taken over the
   active period in nginx's log (first to last request), so start-up and the
-  ``LARBIN_IDLE_BEFORE_CLOSE`` wait do not count; CPU ms/page is user + sys of every process
+  ``LARBIN_REDIS_IDLE_BEFORE_CLOSE`` wait do not count; CPU ms/page is user + sys of every process
   over the pages fetched (Redis's own CPU apart). ``--large`` is a web whose two-worker crawl
   lasts more than 30 s; ``--cluster`` runs the workers on a 3-master Redis Cluster.
 * Memory: ``INFO memory`` ``used_memory`` deltas for ``--urls`` URLs of the synthetic web's
@@ -136,7 +136,7 @@ def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: Any, work: Path,
         cmd, cwd, env = crawler_command("larbin", sc, web, work, work / f"{tag}-{i}.jsonl")
         if rds is not None:
             env["SCRAPY_SETTINGS_MODULE"] = "settings.distributed"
-            cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_IDLE_BEFORE_CLOSE=1"]
+            cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_REDIS_IDLE_BEFORE_CLOSE=1"]
             for kv in getattr(rds, "settings", ()):
                 cmd += ["-s", kv]
         results[i] = run_process(cmd, cwd, env, work / f"{tag}-{i}", 900, web)

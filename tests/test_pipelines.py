@@ -223,7 +223,7 @@ def test_near_duplicates_are_dropped_only_when_enabled():
     assert len(run([off], items)[0]) == 3
     off.close_spider()
 
-    c = crawler(LARBIN_NEAR_DUP_DISTANCE=3)
+    c = crawler(LARBIN_CONTENT_DUP_NEAR_DISTANCE=3)
     on = ContentDupPipeline.from_crawler(c)
     on.open_spider()
     kept, dropped = run([on], items)

@@ -160,7 +160,7 @@ LARBIN_DUPEFILTER_RESET_CORRUPT = Setting(False, bool, doc="start clean if the s
 LARBIN_RESOLVE: Setting[dict[str, str]] = Setting({}, parse="larbinscrapy.politeness.dns.parse_resolve", takes="a mapping of host to IP: a JSON object or \"host:ip,host:ip\"", doc="resolver override, like curl --resolve: {\"host.test\": \"127.0.1.1\"} (JSON)")
 LARBIN_DNS_TTL = Setting(3600, float, min=0, doc="seconds a resolved address (or a failure) is kept")
 DNS_TIMEOUT = Setting(10, float, above=0, old="LARBIN_DNS_TIMEOUT", doc="Scrapy's name: seconds before a lookup counts as failed")
-LARBIN_CRAWL_DELAY_MAX = Setting(30, float, min=0, old="LARBIN_MAX_CRAWL_DELAY", doc="cap on robots.txt Crawl-delay, seconds")
+LARBIN_ROBOTS_CRAWL_DELAY_MAX = Setting(30, float, min=0, old="LARBIN_MAX_CRAWL_DELAY", doc="cap on robots.txt Crawl-delay, seconds")
 LARBIN_FETCH_TIMEOUT_BYTES_PER_SECOND = Setting(2000, float, above=0, old="LARBIN_TIMEOUT_BYTES_PER_SECOND", doc="larbin: page timeout grows 1 s per this many bytes")
 LARBIN_FETCH_HANDLER = Setting("", parse="larbinscrapy.conf.check.import_path", takes="the import path of a download handler class", old="LARBIN_HTTP_HANDLER", doc="what PageDeadlineHandler wraps; empty: LARBIN_LEAN_ENGINE chooses (the lean handler of larbinscrapy/lean/http1.py, else Scrapy's HTTP11DownloadHandler)")
 LARBIN_FETCH_IDLE_TIMEOUT = Setting(240.0, float, above=0, old="LARBIN_HTTP1_IDLE_TIMEOUT", doc="seconds an idle keep-alive connection is kept (Twisted's pool: 240)")
@@ -189,10 +189,10 @@ LARBIN_REDIS_CLUSTER = Setting(False, bool, doc="True: REDIS_URL names any node 
 LARBIN_REDIS_SHARDS = Setting(32, int, min=1, max=16384, doc="cluster only: shards (hash tags spread evenly over the slots) that hosts are hashed into")
 LARBIN_REDIS_DUPEFILTER_KEY = Setting("%(spider)s:seen", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="the seen-URL bit string (split in 2^32-bit strings past 512 MiB)")
 LARBIN_REDIS_CONTENTDUP_KEY = Setting("%(spider)s:contentdup", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="hash: content hash -> first URL")
-LARBIN_LEASE_TIMEOUT = Setting(60.0, float, above=0, doc="seconds without a heartbeat before a worker's leased requests go back to the queue")
-LARBIN_IDLE_BEFORE_CLOSE = Setting(5.0, float, min=0, doc="seconds the shared frontier must stay empty with nothing leased before a worker closes")
+LARBIN_REDIS_LEASE_TIMEOUT = Setting(60.0, float, above=0, old="LARBIN_LEASE_TIMEOUT", doc="seconds without a heartbeat before a worker's leased requests go back to the queue")
+LARBIN_REDIS_IDLE_BEFORE_CLOSE = Setting(5.0, float, min=0, old="LARBIN_IDLE_BEFORE_CLOSE", doc="seconds the shared frontier must stay empty with nothing leased before a worker closes")
 LARBIN_REDIS_OUTAGE_TIMEOUT = Setting(30.0, float, min=0, doc="seconds Redis may stay unreachable mid-crawl before a worker stops (exit 1); 0: wait for ever")
-LARBIN_KEEP_ALIVE = Setting(False, bool, doc="True: never close on an empty frontier, wait for new seeds (scrapy-redis's habit)")
+LARBIN_REDIS_KEEP_ALIVE = Setting(False, bool, old="LARBIN_KEEP_ALIVE", doc="True: never close on an empty frontier, wait for new seeds (scrapy-redis's habit)")
 LARBIN_ALLOW_NO_SEEDS = Setting(False, bool, doc="start without seeds (distributed workers take them from Redis)")
 REDIS_URL = Setting("redis://127.0.0.1:6379/0", doc="scrapy-redis's connection setting (REDIS_PARAMS adds client options)")
 REDIS_START_URLS_KEY = Setting("%(name)s:start_urls", doc="list workers read seeds from: redis-cli lpush larbin:start_urls URL")
@@ -221,7 +221,7 @@ LARBIN_CONF = Setting("", str, doc="larbin.conf to read into these settings (unk
 
 # --- Pipelines (larbin NO_DUP, SIMPLE_SAVE, MIRROR_SAVE) ------------------------------------
 LARBIN_CONTENT_DUP = Setting(True, bool, doc="drop pages whose body was already stored under another URL")
-LARBIN_NEAR_DUP_DISTANCE = Setting(0, int, min=0, max=31, doc="simhash Hamming distance for near duplicates; 0 = off")
+LARBIN_CONTENT_DUP_NEAR_DISTANCE = Setting(0, int, min=0, max=31, old="LARBIN_NEAR_DUP_DISTANCE", doc="simhash Hamming distance for near duplicates; 0 = off")
 
 # --- Feeds ---------------------------------------------------------------------------------
 FEED_EXPORT_FIELDS = Setting([

@@ -3,8 +3,8 @@
 A part of ``RedisScheduler`` (``scheduler.py`` holds the way requests go in and out; this
 module what happens around them, every ``POLL`` seconds and at ``open``/``close``):
 
-* the tick (every ``min(POLL, LARBIN_LEASE_TIMEOUT / 4)`` s) sends, in one job, the heartbeat
-  (each shard reaps workers silent for ``LARBIN_LEASE_TIMEOUT``), the seeds taken from
+* the tick (every ``min(POLL, LARBIN_REDIS_LEASE_TIMEOUT / 4)`` s) sends, in one job, the heartbeat
+  (each shard reaps workers silent for ``LARBIN_REDIS_LEASE_TIMEOUT``), the seeds taken from
   ``REDIS_START_URLS_KEY``, every eighth tick the hosts some dead worker left unresolved, and
   the frontier's status when ``spider_idle`` or the status page asked for it;
 * ``spider_idle`` decides on that cached status, and only if it was read after the last admit

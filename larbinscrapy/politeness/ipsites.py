@@ -107,7 +107,7 @@ class IpTable:
         hosts = HostTable(
             host_delay,
             max_connections=host_connections,
-            max_crawl_delay=settings.getfloat("LARBIN_CRAWL_DELAY_MAX"),
+            max_crawl_delay=settings.getfloat("LARBIN_ROBOTS_CRAWL_DELAY_MAX"),
             max_retry_after=settings.getfloat("LARBIN_THROTTLE_RETRY_AFTER_MAX"),
             throttle_backoff=settings.getfloat("LARBIN_THROTTLE_BACKOFF"),
             max_backoff=settings.getfloat("LARBIN_THROTTLE_BACKOFF_MAX"),

@@ -97,7 +97,7 @@ class RevisitExtension:
         inflight, lease = s.getint("LARBIN_REVISIT_INFLIGHT"), s.getfloat("LARBIN_REVISIT_LEASE")
         if inflight < 1:
             raise ValueError("LARBIN_REVISIT_INFLIGHT must be at least 1")
-        ext = cls(crawler, rule, near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
+        ext = cls(crawler, rule, near_distance=s.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
                   checkpoint_interval=s.getfloat("LARBIN_FRONTIER_CHECKPOINT_INTERVAL"),
                   gone_interval=s.getfloat("LARBIN_REVISIT_GONE_INTERVAL"))
         # here, not at the top: Scrapy imports this class for every crawl, revisits on or off

@@ -34,7 +34,7 @@ class CountingStats:
 def host_table(delay: float, *, clock: Any, **options: Any) -> HostTable:
     """A ``HostTable`` (``DOWNLOAD_DELAY`` = ``delay``), defaults of ``settings/base.py``."""
     kwargs = {
-        "max_crawl_delay": base.LARBIN_CRAWL_DELAY_MAX,
+        "max_crawl_delay": base.LARBIN_ROBOTS_CRAWL_DELAY_MAX,
         "max_retry_after": base.LARBIN_THROTTLE_RETRY_AFTER_MAX,
         "throttle_backoff": base.LARBIN_THROTTLE_BACKOFF,
         "max_backoff": base.LARBIN_THROTTLE_BACKOFF_MAX,
