@@ -77,8 +77,10 @@ def stats_keys() -> dict[str, list[str]]:
     """Stats keys by component (``larbin/<component>/<event>``), from the package's code."""
     keys: dict[str, set[str]] = defaultdict(set)
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            key = _stats_key(node)
+        nodes = list(ast.walk(ast.parse(path.read_text())))
+        parts = {id(v) for n in nodes if isinstance(n, ast.JoinedStr) for v in n.values}
+        for node in nodes:
+            key = None if id(node) in parts else _stats_key(node)
             if key:
                 keys[key.split("/")[1]].add(key.split("/", 2)[2])
     return {component: sorted(events) for component, events in sorted(keys.items())}

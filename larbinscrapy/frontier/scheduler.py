@@ -1,5 +1,5 @@
 """``LarbinScheduler``: larbin's frontier as a Scrapy scheduler (``SCHEDULER``), crash-safe in
-``JOBDIR/frontier/`` (docs/DESIGN.md, "The frontier")."""
+``JOBDIR/frontier/`` (docs/modules.md, "The frontier")."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ reproduces, is compared as a file (``REQUIRES``).
 Retire when: Scrapy's HTTP/1.1 client costs about as much per response (an httptools-based
 handler upstream would do).
 
-How it behaves like Scrapy's handler, what it raises and its stats: docs/DESIGN.md (lean/).
+How it behaves like Scrapy's handler, what it raises and its stats: docs/modules.md (lean/).
 """
 
 from __future__ import annotations
