@@ -292,6 +292,32 @@ class LeanHttpDownloadHandler:
                 await closing
 
 
+def _scrapy_headers(raw: list[tuple[bytes, bytes]], known: int | None, head_only: bool
+                   ) -> Headers:
+    """The answer's headers as Scrapy's handler shows them: a known length as Content-Length
+    first, connection headers left out (a HEAD's Content-Length kept), names title-cased."""
+    # name as Headers stores it (title-cased) -> [values, the synthetic length?]
+    grouped: dict[bytes, list[Any]] = {}
+    if known is not None:
+        grouped[b"Content-Length"] = [[str(known).encode()], True]
+    control = CONNECTION_CONTROL - {b"content-length"} if head_only else CONNECTION_CONTROL
+    for name, value in raw:
+        if name.lower() in control:
+            continue
+        key = name.title()
+        entry = grouped.get(key)
+        # new, or the synthetic length replaced by a HEAD's own Content-Length (in its place)
+        if entry is None or entry[1]:
+            grouped[key] = [[value], False]
+        else:
+            entry[0].append(value)
+    # Headers' own storage filled directly, as its normkey/normvalue would fill it, without
+    # those two calls a header
+    headers = Headers()
+    dict.update(headers, {key: entry[0] for key, entry in grouped.items()})
+    return headers
+
+
 class _Download(Exchange):
     """One request through the lean handler: the exchange's callbacks and the download state."""
 
@@ -377,26 +403,7 @@ class _Download(Exchange):
             if self.handler.tls_verbose:
                 _log_ssl_conn_debug_info(conn.key[1], conn.transport.getHandle())  # type: ignore[union-attr]
         known = 0 if (self.head_only or self.status in (204, 304)) else self.length
-        # name as Headers stores it (title-cased) -> [values, the synthetic length?]
-        grouped: dict[bytes, list[Any]] = {}
-        if known is not None:
-            grouped[b"Content-Length"] = [[str(known).encode()], True]
-        control = CONNECTION_CONTROL - {b"content-length"} if self.head_only \
-            else CONNECTION_CONTROL
-        for name, value in self.raw_headers:
-            if name.lower() in control:
-                continue
-            key = name.title()
-            entry = grouped.get(key)
-            # new, or the synthetic length replaced by a HEAD's own Content-Length (in its place)
-            if entry is None or entry[1]:
-                grouped[key] = [[value], False]
-            else:
-                entry[0].append(value)
-        # Headers' own storage filled directly, as its normkey/normvalue would fill it, without
-        # those two calls a header
-        self.scrapy_headers = headers = Headers()
-        dict.update(headers, {key: entry[0] for key, entry in grouped.items()})
+        self.scrapy_headers = headers = _scrapy_headers(self.raw_headers, known, self.head_only)
         handler = self.handler
         stop = check_stop_download(signals.headers_received, handler.crawler, request,
                                    headers=headers,
