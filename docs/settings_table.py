@@ -102,5 +102,22 @@ def render() -> str:
     return "\n".join(parts)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write docs/settings.md from conf/defaults.py.")
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/settings.md is stale")
+    parser.add_argument("--renamed", action="store_true",
+                        help="print 'OLD NEW' for every renamed setting (a sed script's input)")
+    args = parser.parse_args(argv)
+    if args.renamed:
+        print("\n".join(f"{spec.old} {spec.name}" for spec in SETTINGS.values() if spec.old))
+        return 0
+    if args.check:
+        return 0 if OUTPUT.read_text() == render() else 1
     OUTPUT.write_text(render())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,7 +9,9 @@ works and is warned about once per crawl.
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 from scrapy.settings import Settings
@@ -84,3 +86,33 @@ def test_a_wrong_value_under_the_old_name_is_named_by_the_new_name():
 def test_the_reference_lists_the_old_names():
     text = (ROOT / "docs" / "settings.md").read_text()
     assert all(f"was `{old}`" in text for old in RENAMED)
+
+
+# Files that name old settings on purpose: the declarations, the reference, the alias tests.
+_MAY_NAME_OLD = {"larbinscrapy/conf/defaults.py", "docs/settings.md",
+                 "tests/test_settings_names.py", "tests/test_settings_errors.py"}
+_TEXT = (".py", ".md", ".cfg", ".toml", ".txt", ".sh", ".html", ".js", "")
+
+
+def _project_files():
+    for top, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("node_modules",)]
+        for name in files:
+            path = Path(top, name)
+            if path.suffix in _TEXT and not name.startswith("."):
+                yield path, path.relative_to(ROOT).as_posix()
+
+
+def test_no_file_of_the_project_uses_an_old_name():
+    # Every reader moved to the new names: the package, tests, benchmarks, testweb and docs.
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, RENAMED)) + r")\b")
+    found = []
+    for path, rel in _project_files():
+        if rel in _MAY_NAME_OLD:
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        found += [f"{rel}: {m}" for m in sorted(set(pattern.findall(text)))]
+    assert found == []
