@@ -102,7 +102,7 @@ class _NetReactor(Reactor, Protocol):
 
 
 class LeanHttpDownloadHandler:
-    """Scrapy's HTTP/1.1 download handler, for plain http, on llhttp (module docstring)."""
+    """Scrapy's HTTP/1.1 download handler, for http and https, on llhttp (module docstring)."""
 
     lazy = False
 
