@@ -11,7 +11,7 @@
   are taken within one repetition (the machine may be shared: absolute rates drift between
   runs, the three crawls of one repetition share the same minute). pages/s is taken over the
   active period in nginx's log (first to last request), so start-up and the
-  ``LARBIN_IDLE_BEFORE_CLOSE`` wait do not count; CPU ms/page is user + sys of every process
+  ``LARBIN_REDIS_IDLE_BEFORE_CLOSE`` wait do not count; CPU ms/page is user + sys of every process
   over the pages fetched (Redis's own CPU apart). ``--large`` is a web whose two-worker crawl
   lasts more than 30 s; ``--cluster`` runs the workers on a 3-master Redis Cluster.
 * Memory of requests as a crawl makes them (``memory_crawled``): one worker crawls a fan-out web
@@ -144,7 +144,7 @@ def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: Any, work: Path,
         cmd, cwd, env = crawler_command("larbin", sc, web, work, work / f"{tag}-{i}.jsonl")
         if rds is not None:
             env["SCRAPY_SETTINGS_MODULE"] = "settings.distributed"
-            cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_IDLE_BEFORE_CLOSE=1"]
+            cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_REDIS_IDLE_BEFORE_CLOSE=1"]
             for kv in getattr(rds, "settings", ()):
                 cmd += ["-s", kv]
         results[i] = run_process(cmd, cwd, env, work / f"{tag}-{i}", 900, web)
@@ -286,7 +286,7 @@ def memory_crawled(rds: RedisProcess, work: Path, hosts: int, links: int,
     web = FanoutWeb(hosts, links)
     cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", "urls=" + ",".join(web.seeds),
            "-s", f"REDIS_URL={rds.url}", "-s", f"LARBIN_RESOLVE={json.dumps(web.resolve)}",
-           "-s", "DOWNLOAD_DELAY=0", "-s", "LOG_LEVEL=INFO", "-s", "LARBIN_HTTP_PORT=0",
+           "-s", "DOWNLOAD_DELAY=0", "-s", "LOG_LEVEL=INFO", "-s", "LARBIN_STATUS_PORT=0",
            "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8"]
     env = {**os.environ, "PYTHONPATH": str(repo), "SCRAPY_SETTINGS_MODULE": "settings.distributed"}
     log = open(work / "fanout.log", "wb")  # noqa: SIM115 - closed below

@@ -324,7 +324,7 @@ def seen_test_rates(cache: int) -> dict[str, Any]:
               for j in range(0, 200_000, 40)]
     result: dict[str, Any] = {"pages": len(pages), "links": sum(map(len, pages))}
     for stream_name, stream in (("synthweb", pages), ("never repeated", unique)):
-        for size in (0, base.LARBIN_DUPEFILTER_URL_CACHE):
+        for size in (0, base.LARBIN_GATE_URL_CACHE):
             best, calls = 0.0, 0
             for _ in range(3):
                 df = BitmapDupeFilter(mode="scalable", capacity=10_000_000, error_rate=RATE)

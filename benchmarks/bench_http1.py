@@ -60,7 +60,7 @@ async def _bench(web: SynthWeb, args: argparse.Namespace) -> dict[str, Any]:
     for url in sorted(web.pages):
         by_host.setdefault(url.split("/")[2], []).append(url)
     urls = [u for group in itertools.zip_longest(*by_host.values()) for u in group if u]
-    settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 8, "LARBIN_HTTP1_IDLE_TIMEOUT": 240,
+    settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 8, "LARBIN_FETCH_IDLE_TIMEOUT": 240,
                 "DOWNLOAD_MAXSIZE": 0, "DOWNLOAD_WARNSIZE": 0}
     results: dict[str, list[float]] = {name: [] for name in HANDLERS}
     for rep in range(args.reps):

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_neardup.py [--pages 100000] [--distances 0,3,6] [--batch 500]
 
-For each ``LARBIN_NEAR_DUP_DISTANCE`` (0: content hashes only, ``RedisContentDupPipeline``'s
+For each ``LARBIN_CONTENT_DUP_NEAR_DISTANCE`` (0: content hashes only, ``RedisContentDupPipeline``'s
 ``HSETNX`` script), a fresh ``redis-server`` keeps ``--pages`` distinct pages through the very
 calls a worker sends (``first_url_call``, ``NearIndex.check_call``: one script per page,
 pipelined ``--batch`` at a time, as the worker's Redis thread does under load). Pages have
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             rds.stop()
     exact = next((r["bytes_per_page"] for r in rows if r["distance"] == 0), 0.0)
     print(f"{args.pages:,} pages kept, one redis-server, batches of {args.batch}\n")
-    print("| LARBIN_NEAR_DUP_DISTANCE | Redis bytes per kept page | of which the near index "
-          "| checks/s (one client) | kept |")
+    print("| LARBIN_CONTENT_DUP_NEAR_DISTANCE | Redis bytes per kept page "
+          "| of which the near index | checks/s (one client) | kept |")
     print("|---:|---:|---:|---:|---:|")
     for r in rows:
         share = r["bytes_per_page"] - exact if r["distance"] else 0.0

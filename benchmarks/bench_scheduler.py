@@ -68,7 +68,7 @@ def run_rates(kind: str, n: int, jobdir: str) -> dict:
     from scrapy.utils.misc import build_from_crawler, load_object
 
     settings = {"JOBDIR": jobdir, "DOWNLOAD_DELAY": 0, "CONCURRENT_REQUESTS_PER_DOMAIN": 10**6,
-                "LARBIN_LOADED_SITES": HOSTS}
+                "LARBIN_FRONTIER_LOADED_SITES_MAX": HOSTS}
     if kind == "scrapy":
         settings.update({"SCHEDULER": "scrapy.core.scheduler.Scheduler",
                          # the default DownloaderAwarePriorityQueue needs a running engine

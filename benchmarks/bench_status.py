@@ -59,8 +59,8 @@ def run(reps: int, hosts: int, pages: int) -> dict[str, Any]:
                 order = VARIANTS if rep % 2 == 0 else VARIANTS[::-1]
                 for variant in order:
                     port = free_port("127.0.0.1")
-                    extra = (("LARBIN_HTTP_PORT=0",) if variant == "off" else
-                             (f"LARBIN_HTTP_PORT={port}", f"LARBIN_HTTP_TOKEN={TOKEN}"))
+                    extra = (("LARBIN_STATUS_PORT=0",) if variant == "off" else
+                             (f"LARBIN_STATUS_PORT={port}", f"LARBIN_STATUS_TOKEN={TOKEN}"))
                     poller = Poller(port) if variant == "polled" else None
                     if poller is not None:
                         poller.start()

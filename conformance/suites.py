@@ -52,12 +52,12 @@ LEAN_ENGINE = {  # what LeanEngineAddon sets for the engine itself
 ENGINE = ("tests.utils.engine",)  # CrawlerRun builds its crawler there
 
 SUITES: tuple[Suite, ...] = (
-    # the HTTP/1.1 download handler (LARBIN_HTTP_HANDLER)
+    # the HTTP/1.1 download handler (LARBIN_FETCH_HANDLER)
     Suite(
         "tests/test_downloader_handler_twisted_http11.py",
         bind={"HTTP11DownloadHandler": LEAN_HANDLER},
         class_attrs={"settings_dict": _handler_settings(HTTPS)},
-        settings=LARBIN_DEFAULTS,  # the handler's own settings (LARBIN_HTTP1_IDLE_TIMEOUT)
+        settings=LARBIN_DEFAULTS,  # the handler's own settings (LARBIN_FETCH_IDLE_TIMEOUT)
         helpers=("tests.utils.bases.download_handlers_http",),
     ),
     # the downloader-middleware manager (LeanDownloader's chain)

@@ -34,10 +34,15 @@ Every setting larbinscrapy reads or sets, with its default, what it takes and wh
 Scrapy project at the `addon` priority, so the project's own `settings.py` and `-s NAME=VALUE`
 on the command line win; this repository's `settings/base.py` uses the same ones.
 
-At start every `LARBIN_*` value is checked against the "takes" column: a wrong one stops the
-crawl with one line naming the setting, the value and what it takes (exit status 1), and an
-unknown `LARBIN_*` name is a warning naming the closest known one. Values given with `-s` are
-text: `true`/`false` or `1`/`0` for a yes-or-no setting, JSON for a mapping.
+At start every value with a "takes" entry, Scrapy's own included, is checked against it: a
+wrong one (`inf` and `nan` too: no number here means "for ever") stops the crawl with one line
+naming the setting, the value and what it takes (exit status 1), and an unknown `LARBIN_*` name
+is a warning naming the closest known one. Values given with `-s` are text: `true`/`false` or
+`1`/`0` for a yes-or-no setting, JSON for a mapping.
+
+Names: `LARBIN_<COMPONENT>_<WHAT>`, one component per prefix; bounds end in `_MAX`/`_MIN`; where
+Scrapy has a setting with the meaning, its name. A renamed setting is still read under its old
+name (the table says "was ..."), with one warning per old name at start: move to the new name.
 
 **Adding a setting**: one line in its section of `larbinscrapy/conf/defaults.py`,
 
@@ -83,9 +88,10 @@ def render() -> str:
     for title, specs in sections():
         parts.append(f"\n## {title}\n\n| setting | default | takes | meaning |\n|---|---|---|---|")
         for spec in specs:
-            takes = spec.describe() if spec.name.startswith("LARBIN_") else "(Scrapy's)"
+            takes = spec.describe() if spec.kind or spec.parse else "(Scrapy's)"
+            was = f" (was `{spec.old}`, still read)" if spec.old else ""
             parts.append(f"| `{spec.name}` | {_value(spec)} | {_cell(takes)} | "
-                         f"{_cell(spec.doc)} |")
+                         f"{_cell(spec.doc)}{was} |")
             if len(repr(spec.default)) > SHORT:
                 long_ones.append(spec)
     parts.append("\n## Long defaults\n")
@@ -96,5 +102,22 @@ def render() -> str:
     return "\n".join(parts)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write docs/settings.md from conf/defaults.py.")
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/settings.md is stale")
+    parser.add_argument("--renamed", action="store_true",
+                        help="print 'OLD NEW' for every renamed setting (a sed script's input)")
+    args = parser.parse_args(argv)
+    if args.renamed:
+        print("\n".join(f"{spec.old} {spec.name}" for spec in SETTINGS.values() if spec.old))
+        return 0
+    if args.check:
+        return 0 if OUTPUT.read_text() == render() else 1
     OUTPUT.write_text(render())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

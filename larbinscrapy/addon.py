@@ -1,23 +1,17 @@
 """larbinscrapy in any Scrapy project: ``ADDONS = {"larbinscrapy.addon.LarbinAddon": 0}``.
 
-The add-on installs every default of ``larbinscrapy/conf/defaults.py`` (scheduler, dupefilter,
-fingerprinter, DNS resolver, download handlers, middlewares, pipelines, extensions, every
-``LARBIN_*`` setting) at the ``addon`` priority: a project's own ``settings.py`` and ``-s``
-still win. Component dicts (``ITEM_PIPELINES``, ``SPIDER_MIDDLEWARES``...) are merged key by key,
-so the project's own pipelines and middlewares stay; a ``*_BASE`` dict is Scrapy's whole list
-and is installed whole. ``larbinscrapy.spiders`` is added to ``SPIDER_MODULES`` (the ``larbin``
-spider), the project's own spider modules kept. It also reads ``LARBIN_CONF`` (larbin.conf,
-``LarbinConfAddon``) and checks every ``LARBIN_*`` value (``larbinscrapy.conf.check``): a bad one
-stops the crawl with one line.
+The add-on installs every default of ``larbinscrapy/conf/defaults.py`` at the ``addon``
+priority: a project's own ``settings.py`` and ``-s`` still win. Component dicts
+(``ITEM_PIPELINES``...) are merged key by key, so the project's own components stay; a
+``*_BASE`` dict is installed whole. ``larbinscrapy.spiders`` joins ``SPIDER_MODULES``. It reads
+``LARBIN_CONF`` (larbin.conf) and checks every declared setting (``larbinscrapy.conf.check``):
+a bad value stops the crawl with one line, an old name of a renamed setting is moved to the new
+one and warned about once.
 
-Applied twice on purpose: ``update_pre_crawler_settings`` runs on the process's settings before
-any crawler exists, so the spider (built before a crawler's add-ons run) and the DNS resolver
-(read by the crawler process) see the defaults; ``update_settings`` runs on each crawler's own
-settings (a crawler built without a process) and warns there about unknown ``LARBIN_*`` names
-once logging is set up. A bad value found in the first stage ends the process at once (exit
-status 1): nothing has started yet, and Scrapy would turn an exception there into a traceback.
-Scrapy reads ``COMMANDS_MODULE`` before add-ons run: a project that wants ``scrapy addurls``
-and exit status 1 on a fatal error sets ``COMMANDS_MODULE = "larbinscrapy.commands"`` itself.
+Applied twice on purpose: ``update_pre_crawler_settings`` on the process's settings, before any
+crawler exists (the spider and the DNS resolver are built from them), where a bad value ends the
+process at once (exit status 1); ``update_settings`` on each crawler's own settings, which logs
+the warnings once logging is set up. docs/addon.md (and ``COMMANDS_MODULE``).
 """
 
 from __future__ import annotations

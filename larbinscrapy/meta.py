@@ -37,7 +37,7 @@ BORROW = "larbin_borrow"  # robots.txt fetched on the lease of the page that nee
 IP = "larbin_ip"  # the resolved IP the request is pinned to
 SENT = "larbin_sent"  # passed the politeness gate: its end starts the IP's delay
 OWN = "larbin_own"  # holds a connection the politeness gate acquired itself
-BANDWIDTH = "larbin_bandwidth"  # bytes the gate reserved for this fetch (LARBIN_MAX_BANDWIDTH)
+BANDWIDTH = "larbin_bandwidth"  # bytes the gate reserved for this fetch (LARBIN_BANDWIDTH_MAX)
 DOWNLOAD_SLOT = "download_slot"  # Scrapy's: the scheduler sets the IP, the politeness gate the host
 
 TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, BANDWIDTH, DOWNLOAD_SLOT)

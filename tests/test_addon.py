@@ -140,7 +140,7 @@ def test_larbin_crawls_from_a_startproject_project_through_its_own_pipeline(
 
 @pytest.mark.crawl
 def test_the_projects_own_spider_still_runs(project: Path):
-    result = _scrapy(project, "crawl", "mine", "-s", "LARBIN_HTTP_PORT=0")
+    result = _scrapy(project, "crawl", "mine", "-s", "LARBIN_STATUS_PORT=0")
     assert result.returncode == 0, result.stderr[-3000:]
     assert _seen(project) == ["mine:start"]
 
@@ -176,4 +176,4 @@ def test_addon_merges_component_dicts_and_gives_way_to_the_project():
     assert settings.getfloat("LARBIN_IP_DELAY") == 2
     assert settings["SCHEDULER"] == "larbinscrapy.frontier.scheduler.LarbinScheduler"
     assert settings.getpriority("SCHEDULER") == SETTINGS_PRIORITIES["addon"]
-    assert settings.getint("LARBIN_MAX_LINKS_PER_PAGE") == 10_000  # what the spider reads
+    assert settings.getint("LARBIN_LINKS_PER_PAGE_MAX") == 10_000  # what the spider reads

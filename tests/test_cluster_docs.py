@@ -142,7 +142,7 @@ def test_a_cluster_stood_up_from_the_docs_serves_a_worker_and_fails_over_in_time
         url = f"redis://:{cluster.password}@127.0.0.1:{first}/0"
         worker = start_worker(web, tmp_path / "w", url, *seeds_args(web.seeds),
                               LARBIN_REDIS_CLUSTER=True, LARBIN_REDIS_SHARDS=12,
-                              LARBIN_LEASE_TIMEOUT=30)
+                              LARBIN_REDIS_LEASE_TIMEOUT=30)
         deadline = time.monotonic() + 90
         while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
             assert worker.poll() is None, (tmp_path / "w" / "stderr.log").read_text()[-3000:]

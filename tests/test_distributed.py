@@ -146,7 +146,7 @@ def test_frontier_leases_ip_until_release_and_reaps_dead_workers(redis_url):
 
 @pytest.mark.crawl
 def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
-    """LARBIN_KEEP_ALIVE: an empty frontier does not end the worker; a seed pushed later is
+    """LARBIN_REDIS_KEEP_ALIVE: an empty frontier does not end the worker; a seed pushed later is
     crawled. Without it the same worker closes by itself (the control)."""
     client = redis.Redis.from_url(redis_url)
     first, later = web.url("h03.test"), web.url("h04.test")
@@ -157,11 +157,12 @@ def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
     client.flushdb()
     start = len(web.read_log())
     worker = start_worker(web, tmp_path / "alive", redis_url, "-a", f"urls={first}",
-                          DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_KEEP_ALIVE=True)
+                          DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_REDIS_KEEP_ALIVE=True)
     try:
         wait_for(lambda: first in pages(web.read_log()[start:], web.port), 30,
                  "the first seed fetched")
-        time.sleep(4)  # the behaviour: 4 s on an empty frontier, past LARBIN_IDLE_BEFORE_CLOSE
+        # the behaviour: 4 s on an empty frontier, past LARBIN_REDIS_IDLE_BEFORE_CLOSE
+        time.sleep(4)
         assert worker.poll() is None, "a keep-alive worker closed on an empty frontier"
         client.lpush("larbin:start_urls", later)
         wait_for(lambda: later in pages(web.read_log()[start:], web.port), 30,

@@ -131,7 +131,7 @@ def test_master_restarted_mid_crawl_workers_wait_and_go_on(web, tmp_path: Path):
     and their pages fetched again (at-least-once, by design), which is not what this tests."""
     with redis_cluster(tmp_path / "cluster", appendonly=True) as cluster:
         procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
-                              **CLUSTER, LARBIN_LEASE_TIMEOUT=30) for i in range(2)]
+                              **CLUSTER, LARBIN_REDIS_LEASE_TIMEOUT=30) for i in range(2)]
         deadline = time.monotonic() + 60
         while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -155,7 +155,7 @@ def test_reshard_mid_crawl_loses_nothing(web, tmp_path: Path):
     loaded machine must not get a live worker reaped (docs/distributed.md, limits)."""
     with redis_cluster(tmp_path / "cluster") as cluster:
         procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
-                              **CLUSTER, LARBIN_LEASE_TIMEOUT=30) for i in range(2)]
+                              **CLUSTER, LARBIN_REDIS_LEASE_TIMEOUT=30) for i in range(2)]
         deadline = time.monotonic() + 60
         while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -150,7 +150,7 @@ def _assert_backoff_doubles(tmp_path, redis_url: str, **settings: Any) -> None:
         hosts["vhost.test"] = {"ip": "127.0.9.41", "pages": 6}
     log, stats, missing = _throttle_crawl(tmp_path, redis_url, hosts,
                                           LARBIN_THROTTLE_BACKOFF=0.2,
-                                          LARBIN_THROTTLE_MAX_IN_A_ROW=10, **settings)
+                                          LARBIN_THROTTLE_IN_A_ROW_MAX=10, **settings)
     assert missing == set()
     assert sum(s.get("larbin/throttled/429", 0) for s in stats) == 5
     print("429s met by each worker:", [s.get("larbin/throttled/429", 0) for s in stats])
@@ -168,13 +168,13 @@ def _assert_backoff_doubles(tmp_path, redis_url: str, **settings: Any) -> None:
 
 def test_a_host_is_set_aside_after_the_cap_of_answers_in_a_row_over_all_workers(
         tmp_path, redis_url):
-    # nag.test answers every page 429 without Retry-After; LARBIN_THROTTLE_MAX_IN_A_ROW 4:
+    # nag.test answers every page 429 without Retry-After; LARBIN_THROTTLE_IN_A_ROW_MAX 4:
     # 4 answers in all (not 4 per worker), then its pages are left by both workers
     hosts = {"nag.test": {"ip": "127.0.9.43", "pages": 12, "throttle": 100},
              "calm.test": {"ip": "127.0.9.44", "pages": 40}}
     log, stats, missing = _throttle_crawl(tmp_path, redis_url, hosts, every_page=True,
                                           LARBIN_THROTTLE_BACKOFF=0.1,
-                                          LARBIN_THROTTLE_MAX_IN_A_ROW=4)
+                                          LARBIN_THROTTLE_IN_A_ROW_MAX=4)
     print("429s met by each worker:", [s.get("larbin/throttled/429", 0) for s in stats])
     nag = _throttled_pages(log, "nag.test")
     assert [e["status"] for e in nag] == [429] * 4, nag

@@ -1,4 +1,4 @@
-"""Near-duplicates (``LARBIN_NEAR_DUP_DISTANCE``) shared by every Redis worker: the index
+"""Near-duplicates (``LARBIN_CONTENT_DUP_NEAR_DISTANCE``) shared by every Redis worker: the index
 (``larbinscrapy/distributed/neardup.py``) against a real redis-server and a real 3-master
 cluster, and 2-worker crawls of a web of near-duplicate pages judged against a local crawl."""
 
@@ -280,7 +280,7 @@ def _two_workers(web: Any, tmp_path: Path, redis_url: str,
                  **settings: Any) -> tuple[list[str], int]:
     """The URLs both workers kept, and how many they dropped as near-duplicates."""
     procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
-                          LARBIN_NEAR_DUP_DISTANCE=DISTANCE, **settings) for i in range(2)]
+                          LARBIN_CONTENT_DUP_NEAR_DISTANCE=DISTANCE, **settings) for i in range(2)]
     wait_workers(procs)
     assert [p.returncode for p in procs] == [0, 0]
     assert_clean_logs(procs)
@@ -295,7 +295,7 @@ def test_two_workers_keep_one_page_per_near_duplicate_group_as_a_local_crawl(tmp
     _bodies_are_near_groups()
     with neardup.start(tmp_path / "web", HOSTS, PAGES) as web:
         local = run_crawl(web, tmp_path / "local", *seeds_args(web.seeds),
-                          settings={"LARBIN_NEAR_DUP_DISTANCE": DISTANCE})
+                          settings={"LARBIN_CONTENT_DUP_NEAR_DISTANCE": DISTANCE})
         assert local.returncode == 0, local.stderr[-3000:]
         web.log_path.write_text("")
         kept, dropped = _two_workers(web, tmp_path, redis_url)

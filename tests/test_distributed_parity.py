@@ -67,15 +67,15 @@ def test_robots_txt_and_sitemaps_read_once_per_site_by_all_workers(web, tmp_path
 
 @pytest.mark.crawl
 def test_a_host_set_aside_by_one_worker_is_not_asked_by_the_other(tmp_path, redis_url):
-    # far.test answers every page 429 with a Retry-After past LARBIN_MAX_RETRY_AFTER: the first
-    # worker it answers sets it aside; its other pages (all seeds) are never asked, by either.
+    # far.test answers every page 429 with a Retry-After past LARBIN_THROTTLE_RETRY_AFTER_MAX: the
+    # first worker it answers sets it aside; its other pages (all seeds) are never asked, by either.
     hosts = {"far.test": {"ip": "127.0.5.10", "pages": 8, "throttle": 8, "retry_after": "7200"},
              "near.test": {"ip": "127.0.5.10", "pages": 8},
              "calm.test": {"ip": "127.0.5.11", "pages": 12}}
     with polite.start(tmp_path / "web", hosts) as web:
         seeds = sorted(web.pages())
         procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(seeds),
-                              DOWNLOAD_DELAY=0.2, LARBIN_MAX_RETRY_AFTER=60)
+                              DOWNLOAD_DELAY=0.2, LARBIN_THROTTLE_RETRY_AFTER_MAX=60)
                  for i in range(2)]
         wait_workers(procs)
         log = web.read_log()
@@ -93,7 +93,7 @@ def test_a_host_set_aside_by_one_worker_is_not_asked_by_the_other(tmp_path, redi
 
 @pytest.mark.crawl
 def test_a_priority_url_is_its_sites_next_fetch_in_the_shared_frontier(web, tmp_path, redis_url):
-    settings = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": 1.0, "LARBIN_HTTP_PORT": port_range(10)}
+    settings = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": 1.0, "LARBIN_STATUS_PORT": port_range(10)}
     workers: list[LiveCrawl] = []
     try:
         for name in ("w1", "w2"):

@@ -302,7 +302,7 @@ def test_url_cache_answers_exactly_what_the_seen_set_answers() -> None:
     assert answers[256] == answers[0]
     assert calls[0] == len(stream)
     assert calls[256] < len(stream) / 4
-    with pytest.raises(ValueError, match="LARBIN_DUPEFILTER_URL_CACHE"):
+    with pytest.raises(ValueError, match="LARBIN_GATE_URL_CACHE"):
         SeenLinks(make_chain().seen_fingerprint, fingerprint_url, -1)
 
 

@@ -76,7 +76,7 @@ def test_hostile_urls_never_drop_a_host_whose_pages_answer(tmp_path):
 def test_a_host_that_never_answers_robots_txt_included_ends_its_part(tmp_path):
     # Everything on t.test is a tarpit, robots.txt first: the site's pages wait for a robots.txt
     # that never comes, then time out themselves. The IP never answered, so its timeouts say
-    # "gone": it is dropped after LARBIN_IP_MAX_FAILURES and the crawl ends; h.test is unharmed.
+    # "gone": it is dropped after LARBIN_IP_FAILURES_MAX and the crawl ends; h.test is unharmed.
     pages: dict[str, dict] = {p: {"links": []} for p in GOOD}
     tarpit = {"behaviour": "tarpit"}
     # t.test's robots.txt only: an unreachable robots.txt disallows its site (RFC 9309)

@@ -33,11 +33,11 @@ def test_non_html_is_dropped_at_the_headers_and_counted(web, tmp_path):
 
 def test_types_asked_for_are_downloaded(web, tmp_path):
     # by content type, and by larbin's specificSearch extensions
-    crawl, items = _crawl(web, tmp_path / "a", LARBIN_SAVE_CONTENT_TYPES="text/plain",
-                          LARBIN_PRIORITY_EXTENSIONS=".zip")
+    crawl, items = _crawl(web, tmp_path / "a", LARBIN_FETCH_CONTENT_TYPES="text/plain",
+                          LARBIN_FRONTIER_PRIORITY_EXTENSIONS=".zip")
     assert items == {"/", TXT, ZIP}
     assert crawl.stats["larbin/dropped/content_type"] == 1  # the PDF: nobody asked for it
-    crawl, items = _crawl(web, tmp_path / "c", LARBIN_SAVE_CONTENT_TYPES="application/*")
+    crawl, items = _crawl(web, tmp_path / "c", LARBIN_FETCH_CONTENT_TYPES="application/*")
     assert items == {"/", PDF, ZIP}
     # an archive (the WARC pipeline) asks for every type
     crawl, items = _crawl(web, tmp_path / "b", LARBIN_WARC=True, LARBIN_WARC_DIR=tmp_path / "w")

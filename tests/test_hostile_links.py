@@ -208,7 +208,7 @@ _cache_pages = st.lists(st.tuples(_CACHE_HOSTS, st.integers(0, 4), st.lists(_cac
 
 
 def _crawl_pages(cache: int, pages, **overrides) -> tuple[list[list[str]], dict]:
-    middleware, stats = gate(LARBIN_DUPEFILTER_URL_CACHE=cache, **overrides)
+    middleware, stats = gate(LARBIN_GATE_URL_CACHE=cache, **overrides)
     admitted = []
     for host, site_depth, links in pages:
         url = f"http://{host}/page.html"
@@ -224,8 +224,8 @@ def _crawl_pages(cache: int, pages, **overrides) -> tuple[list[list[str]], dict]
 def test_the_raw_link_cache_admits_and_counts_what_the_filters_would(pages, external):
     # cache 0 runs every filter on every link; a 3-link cache rotates within one example, and
     # links come back from pages of other hosts (external) and deeper in their site (depth)
-    settings = {"LARBIN_EXTERNAL": external, "LARBIN_DEPTH": 2, "LARBIN_MAX_PATH_REPEATS": 2,
-                "LARBIN_MAX_PATH_SEGMENTS": 8}
+    settings = {"LARBIN_EXTERNAL": external, "LARBIN_DEPTH": 2, "LARBIN_GATE_PATH_REPEATS_MAX": 2,
+                "LARBIN_GATE_PATH_SEGMENTS_MAX": 8}
     assert _crawl_pages(3, pages, **settings) == _crawl_pages(0, pages, **settings)
 
 

@@ -52,16 +52,16 @@ def _anchors(n: int) -> bytes:
 
 
 def test_a_page_keeps_its_first_links_up_to_the_cap_and_counts_the_rest():
-    item, stats = parse(_anchors(8), LARBIN_MAX_LINKS_PER_PAGE=5)
+    item, stats = parse(_anchors(8), LARBIN_LINKS_PER_PAGE_MAX=5)
     assert item["links"] == [f"http://h.test/l/{i}.html" for i in range(5)]
     assert stats.get_value("larbin/filtered/page_links") == 3
-    item, stats = parse(_anchors(8), LARBIN_MAX_LINKS_PER_PAGE=0)  # 0: no cap
+    item, stats = parse(_anchors(8), LARBIN_LINKS_PER_PAGE_MAX=0)  # 0: no cap
     assert len(item["links"]) == 8
     assert stats.get_value("larbin/filtered/page_links") is None
 
 
 def test_parse_holds_no_parser_output_while_it_waits_at_yield_item():
-    crawler = get_crawler(LarbinSpider, {**SETTINGS, "LARBIN_MAX_LINKS_PER_PAGE": 5})
+    crawler = get_crawler(LarbinSpider, {**SETTINGS, "LARBIN_LINKS_PER_PAGE_MAX": 5})
     spider = LarbinSpider.from_crawler(crawler, urls="http://h.test/")
     url = "http://h.test/p.html"
     response = HtmlResponse(url, body=_anchors(50), request=Request(url),
@@ -150,6 +150,6 @@ def test_six_link_heavy_pages_at_once_stay_under_300_mb(big_web, tmp_path):
     print(f"peak RSS {peak_mb:.0f} MB")
     assert peak_mb < RSS_LIMIT_MB, f"peak RSS {peak_mb:.0f} MB"
     stats = json.loads((tmp_path / "stats.json").read_text())
-    cap = base.LARBIN_MAX_LINKS_PER_PAGE
+    cap = base.LARBIN_LINKS_PER_PAGE_MAX
     assert stats["larbin/filtered/page_links"] == len(seeds) * (LINKS_PER_PAGE - cap)
     assert all(len(i["links"]) <= cap for i in items)

@@ -107,14 +107,15 @@ def test_every_drop_is_counted_under_its_reason(crawl):
     # redirect filter stops them before the SSRF guard would (tests/test_redirects.py: the guard)
     assert s["larbin/filtered/domain"] >= 3
     assert s["larbin/filtered/nofollow"] >= 4
-    # the 100,000 links: LARBIN_MAX_LINKS_PER_PAGE in the spider, then the site budget
-    cap = LARBIN_DEFAULTS["LARBIN_MAX_LINKS_PER_PAGE"]
+    # the 100,000 links: LARBIN_LINKS_PER_PAGE_MAX in the spider, then the site budget
+    cap = LARBIN_DEFAULTS["LARBIN_LINKS_PER_PAGE_MAX"]
     assert s["larbin/filtered/page_links"] == LINKS_ON_MANY + 1 - cap  # + the /unclosed link
-    assert s["larbin/filtered/site_budget"] >= cap - CRAWL_SETTINGS["LARBIN_MAX_PAGES_PER_SITE"]
+    budget = CRAWL_SETTINGS["LARBIN_GATE_PAGES_PER_SITE_MAX"]
+    assert s["larbin/filtered/site_budget"] >= cap - budget
     for reason in ("path_repeat", "path_segments", "queries", "extension"):
         assert s[f"larbin/filtered/{reason}"] >= 1, reason
     # the 429 storm: answered by pauses, never by Scrapy's retries, until the host is set aside
-    assert s["larbin/throttled/429"] >= LARBIN_DEFAULTS["LARBIN_THROTTLE_MAX_IN_A_ROW"]
+    assert s["larbin/throttled/429"] >= LARBIN_DEFAULTS["LARBIN_THROTTLE_IN_A_ROW_MAX"]
     assert s["larbin/host/set_aside"] == 1
     assert "retry/reason_count/429 Unknown Status" not in s
     assert not {u for u in crawl.items if "storm.test" in u}
@@ -125,14 +126,15 @@ def test_every_drop_is_counted_under_its_reason(crawl):
 
 def test_traps_end_at_their_caps(crawl):
     traps = crawl.paths("traps.test")
-    cap = CRAWL_SETTINGS["LARBIN_MAX_QUERIES_PER_PATH"]
+    cap = CRAWL_SETTINGS["LARBIN_GATE_QUERIES_PER_PATH_MAX"]
     assert sum(n for p, n in traps.items() if p.startswith("/cal?")) <= cap
     assert {p for p in traps if p.startswith("/loop/")} == {"/loop/", "/loop/x/", "/loop/x/x/"}
     assert {p for p in traps if p.startswith("/spiral/")} == {
         "/spiral/", "/spiral/a/b/", "/spiral/a/b/a/b/"}
     deepest = max(p.count("/") for p in traps if p.startswith("/deep/"))
-    assert deepest == CRAWL_SETTINGS["LARBIN_MAX_PATH_SEGMENTS"]  # a segment per "/" (Heritrix)
-    budget = CRAWL_SETTINGS["LARBIN_MAX_PAGES_PER_SITE"]
+    # a segment per "/" (Heritrix)
+    assert deepest == CRAWL_SETTINGS["LARBIN_GATE_PATH_SEGMENTS_MAX"]
+    budget = CRAWL_SETTINGS["LARBIN_GATE_PAGES_PER_SITE_MAX"]
     assert crawl.page_requests("endless.test") <= budget
     assert crawl.page_requests("many.test") <= budget
     # one page under ten session ids: fetched once

@@ -397,7 +397,7 @@ def test_idle_connections_bounded_per_host(handler: str) -> None:
 def test_idle_connections_closed_after_the_timeout() -> None:
     web = RawWeb({"/p": [PAGE]})
     try:
-        h, _ = make_handler("lean", LARBIN_HTTP1_IDLE_TIMEOUT=0.4)
+        h, _ = make_handler("lean", LARBIN_FETCH_IDLE_TIMEOUT=0.4)
         run(h.download_request(Request(web.url("/p"))))
         idle_from = time.monotonic()
         settle(0.1)  # the behaviour: still open 0.1 s into its 0.4 s idle timeout

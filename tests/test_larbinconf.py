@@ -81,13 +81,13 @@ def test_larbin_263_default_file():
     assert conf.settings == {
         "DEFAULT_REQUEST_HEADERS": {"From": "larbin2.6.3@unspecified.mail"},
         "USER_AGENT": "larbin_2.6.3",
-        "LARBIN_HTTP_PORT": [8081, 8081],
+        "LARBIN_STATUS_PORT": [8081, 8081],
         "CONCURRENT_REQUESTS": 100,
         "REACTOR_THREADPOOL_MAXSIZE": 5,
         "LARBIN_DEPTH": 5,
         "DOWNLOAD_DELAY": 60.0,
         "LARBIN_URLS": "http://slashdot.org/",
-        "LARBIN_FORBIDDEN_EXTENSIONS": (
+        "LARBIN_GATE_FORBIDDEN_EXTENSIONS": (
             ".tar .gz .tgz .zip .Z .rpm .deb .ps .dvi .pdf .png .jpg .jpeg .bmp .smi .tiff .gif"
             " .mov .avi .mpeg .mpg .mp3 .qt .wav .ram .rm .jar .java .class .diff .doc .xls .ppt"
             " .mdb .rtf .exe .pps .so .psd"),
@@ -98,8 +98,8 @@ def test_larbin_263_default_file():
     ("From me@example.org", {"DEFAULT_REQUEST_HEADERS": {"From": "me@example.org"}}),
     ("UserAgent mybot/1.0", {"USER_AGENT": "mybot/1.0"}),
     ("useragent mybot", {"USER_AGENT": "mybot"}),  # larbin compares keys with strcasecmp
-    ("httpPort 9090", {"LARBIN_HTTP_PORT": [9090, 9090]}),
-    ("httpPort 0", {"LARBIN_HTTP_PORT": 0}),
+    ("httpPort 9090", {"LARBIN_STATUS_PORT": [9090, 9090]}),
+    ("httpPort 0", {"LARBIN_STATUS_PORT": 0}),
     ("inputPort 1976", {}),
     ("pagesConnexions 20", {"CONCURRENT_REQUESTS": 20}),
     ("dnsConnexions 3", {"REACTOR_THREADPOOL_MAXSIZE": 3}),
@@ -111,7 +111,8 @@ def test_larbin_263_default_file():
     ("StartUrl http://a.example/\nstartUrl http://b.example/x",
      {"LARBIN_URLS": "http://a.example/,http://b.example/x"}),
     ("limitToDomain .fr .dk .uk end", {"LARBIN_DOMAINS": ".fr,.dk,.uk"}),
-    ("forbiddenExtensions\n.tar .gz\n.pdf\nend", {"LARBIN_FORBIDDEN_EXTENSIONS": ".tar .gz .pdf"}),
+    ("forbiddenExtensions\n.tar .gz\n.pdf\nend",
+     {"LARBIN_GATE_FORBIDDEN_EXTENSIONS": ".tar .gz .pdf"}),
     ("depthInSite 3 # a comment after the value", {"LARBIN_DEPTH": 3}),
     ("#depthInSite 3", {}),
     ("", {}),
@@ -194,7 +195,7 @@ def test_a_crawl_configured_by_larbin_conf(web: RunningWeb, tmp_path: Path):
 def test_a_missing_larbin_conf_fails_the_crawl_in_one_line(tmp_path: Path):
     done = subprocess.run(
         [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", "urls=http://127.0.0.1:9/",
-         "-s", f"LARBIN_CONF={tmp_path / 'nope.conf'}", "-s", "LARBIN_HTTP_PORT=0"],
+         "-s", f"LARBIN_CONF={tmp_path / 'nope.conf'}", "-s", "LARBIN_STATUS_PORT=0"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
         timeout=60, check=False)
     assert done.returncode == 1

@@ -57,7 +57,7 @@ def test_on_every_lean_class_is_used():
     assert type(crawler.logformatter) is QuietLogFormatter
     assert load_object(s["DOWNLOADER"]) is LeanDownloader
     assert type(LeanDownloader(crawler).middleware) is LeanMiddlewareManager
-    assert s["LARBIN_HTTP_HANDLER"] == "larbinscrapy.lean.http1.LeanHttpDownloadHandler"
+    assert s["LARBIN_FETCH_HANDLER"] == "larbinscrapy.lean.http1.LeanHttpDownloadHandler"
     exporter = s.getwithbase("FEED_EXPORTERS")["jsonl"]
     assert exporter == "larbinscrapy.lean.exporters.JsonLinesExporter"
     names = _components(crawler)
@@ -75,7 +75,7 @@ def test_off_scrapys_own_components():
     assert type(crawler.stats) is MemoryStatsCollector
     assert type(crawler.logformatter) is LogFormatter
     assert load_object(s["DOWNLOADER"]) is Downloader
-    assert s["LARBIN_HTTP_HANDLER"] == SCRAPY_HANDLER
+    assert s["LARBIN_FETCH_HANDLER"] == SCRAPY_HANDLER
     assert s.getwithbase("FEED_EXPORTERS")["jsonl"] == "scrapy.exporters.JsonLinesItemExporter"
     names = _components(crawler)
     assert {"DownloaderStats", "StartSpiderMiddleware", "RefererMiddleware"} <= names
@@ -87,9 +87,9 @@ def test_off_scrapys_own_components():
 
 def test_a_users_own_setting_wins_over_the_addon():
     crawler = _crawler(STATS_CLASS="scrapy.statscollectors.DummyStatsCollector",
-                       LARBIN_HTTP_HANDLER=SCRAPY_HANDLER)
+                       LARBIN_FETCH_HANDLER=SCRAPY_HANDLER)
     assert type(crawler.stats) is DummyStatsCollector
-    assert crawler.settings["LARBIN_HTTP_HANDLER"] == SCRAPY_HANDLER
+    assert crawler.settings["LARBIN_FETCH_HANDLER"] == SCRAPY_HANDLER
     assert type(crawler.logformatter) is QuietLogFormatter  # the others are still lean
 
 
@@ -117,7 +117,7 @@ def test_the_http_handler_falls_back_to_scrapys():
     replacements = tuple(dataclasses.replace(r, extra=(NO_SUCH,)) if r.name == "http1" else r
                          for r in REPLACEMENTS)
     LeanEngineAddon.apply(settings, replacements)
-    assert settings["LARBIN_HTTP_HANDLER"] == SCRAPY_HANDLER
+    assert settings["LARBIN_FETCH_HANDLER"] == SCRAPY_HANDLER
 
 
 def test_request_class_falls_back_when_its_check_fails():

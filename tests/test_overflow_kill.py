@@ -54,8 +54,8 @@ def overflow_settings(tmp_path) -> dict:
     return {
         "JOBDIR": str(tmp_path / "job"),
         "DOWNLOAD_DELAY": DELAY,
-        "LARBIN_CHECKPOINT_INTERVAL": CHECKPOINT,
-        "LARBIN_MAX_URLS_PER_SITE": 40,
+        "LARBIN_FRONTIER_CHECKPOINT_INTERVAL": CHECKPOINT,
+        "LARBIN_FRONTIER_URLS_PER_SITE_MAX": 40,
         "LARBIN_IP_BACKOFF": 0.2,  # the dead addresses are dropped quickly
         "LARBIN_STATS_INTERVAL": 0.5,  # killed runs leave their stats too
     }

@@ -223,7 +223,7 @@ def test_near_duplicates_are_dropped_only_when_enabled():
     assert len(run([off], items)[0]) == 3
     off.close_spider()
 
-    c = crawler(LARBIN_NEAR_DUP_DISTANCE=3)
+    c = crawler(LARBIN_CONTENT_DUP_NEAR_DISTANCE=3)
     on = ContentDupPipeline.from_crawler(c)
     on.open_spider()
     kept, dropped = run([on], items)
@@ -440,7 +440,7 @@ def warcio_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_warc_files_pass_warcio_and_hold_one_response_per_page(tmp_path):
-    c = crawler(LARBIN_WARC=True, LARBIN_WARC_DIR=str(tmp_path), LARBIN_WARC_MAX_SIZE=4000)
+    c = crawler(LARBIN_WARC=True, LARBIN_WARC_DIR=str(tmp_path), LARBIN_WARC_SIZE_MAX=4000)
     warc = WarcPipeline.from_crawler(c)
     warc.open_spider()
     items = [page(f"http://a.test/p{i}?x={i}", html(words(i, 300))) for i in range(5)]

@@ -318,7 +318,7 @@ def test_warc_files_pass_warcio_and_hold_one_response_per_stored_page(stored):
 
 
 def test_warc_rotates_by_size_and_every_file_passes(pipelines_web, tmp_path):
-    rotated = crawl_with_stores(pipelines_web, tmp_path, LARBIN_WARC_MAX_SIZE=20_000)
+    rotated = crawl_with_stores(pipelines_web, tmp_path, LARBIN_WARC_SIZE_MAX=20_000)
     assert len(rotated.warc_files) >= 5
     check_warc(rotated)
 

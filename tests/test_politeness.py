@@ -51,7 +51,7 @@ def polite_and_control(tmp_path_factory):
                 "LARBIN_IP_DELAY": 0,
                 "LARBIN_IP_CONNECTIONS": 8,
                 "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
-                "LARBIN_MAX_CRAWL_DELAY": 0,
+                "LARBIN_ROBOTS_CRAWL_DELAY_MAX": 0,
             },
         )
         truth = web.web.ground_truth(web.seeds, depth=5)
@@ -85,7 +85,7 @@ def test_crawl_delay_from_robots_txt_is_applied(polite_and_control):
     assert len(h03) >= 3  # robots.txt and at least two pages
     assert too_close(h03, 1.0) == {}
     assert polite.stats["larbin/robots/crawl_delay"] == 1
-    # with Crawl-delay capped at 0 (LARBIN_MAX_CRAWL_DELAY) h03 is fetched faster
+    # with Crawl-delay capped at 0 (LARBIN_ROBOTS_CRAWL_DELAY_MAX) h03 is fetched faster
     assert too_close([e for e in control.requests if e["host"] == "h03.test"], 1.0)
 
 
@@ -100,7 +100,7 @@ def test_crawl_delay_learnt_after_a_fetch_lengthens_the_pause_already_started():
     assert hs.ready_at == 101.0
     hosts.set_crawl_delay(hs, 0.5)  # a second robots.txt asking less: the larger holds
     assert hs.ready_at == 101.0 and hosts.delay(hs) == 1.0
-    hosts.set_crawl_delay(hs, 3600)  # capped at LARBIN_MAX_CRAWL_DELAY
+    hosts.set_crawl_delay(hs, 3600)  # capped at LARBIN_ROBOTS_CRAWL_DELAY_MAX
     assert hosts.delay(hs) == 30.0
     assert hosts.delay(hosts.get("other.test")) == 0.3  # another host on the IP: its own delay
 
@@ -229,7 +229,7 @@ def test_page_timeout_grows_with_the_bytes_received(web, tmp_path, handler):
                 "RETRY_TIMES": 0,
                 "RETRY_GIVE_UP_LOG_LEVEL": "ERROR",  # the give-up line says why (DEBUG by default)
                 "ROBOTSTXT_OBEY": False,
-                "LARBIN_HTTP_HANDLER": handler,
+                "LARBIN_FETCH_HANDLER": handler,
             },
         )
     finally:

@@ -52,7 +52,7 @@ def test_redirect_targets_are_filtered_like_links(tmp_path):
         crawl = run_crawl(
             web, tmp_path / "out", "-a", "depth=3", "-a", "external=false", "-a", "domains=test",
             "-a", "urls=" + ",".join(seeds),
-            settings={"LARBIN_ALLOWED_NETWORKS": "127.0.5.0/24", "LARBIN_CGI_LEVEL": 1,
+            settings={"LARBIN_ALLOWED_NETWORKS": "127.0.5.0/24", "LARBIN_GATE_CGI_LEVEL": 1,
                       "ROBOTSTXT_OBEY": False})
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]

@@ -16,7 +16,7 @@ def _seeds(web) -> list[str]:
 
 
 # larbin checkType stops other types at their headers (tests/test_hostile_checktype.py): asked for
-KEEP = {"LARBIN_SAVE_CONTENT_TYPES": "application/pdf application/zip text/plain"}
+KEEP = {"LARBIN_FETCH_CONTENT_TYPES": "application/pdf application/zip text/plain"}
 
 
 def test_binary_responses_become_items_without_links(web, tmp_path):

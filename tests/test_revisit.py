@@ -107,7 +107,7 @@ def expected_next(records: list[dict[str, Any]], rule: RevisitRule) -> float:
 
 
 def test_kill_9_keeps_every_schedule_and_fetches_nothing_early(changing, tmp_path):
-    settings = {**RULE, "JOBDIR": str(tmp_path / "job"), "LARBIN_REVISIT_MAX": 4.0}
+    settings = {**RULE, "JOBDIR": str(tmp_path / "job"), "LARBIN_REVISIT_INTERVAL_MAX": 4.0}
     out1 = tmp_path / "run1"
     out1.mkdir()
     cmd = crawl_command(changing, out1, *seeds_args(changing.seeds),

@@ -64,7 +64,7 @@ def _taken(ext: RevisitExtension, now: float) -> list[Entry]:
 @pytest.mark.parametrize(("minimum", "interval"), [(1.0, 2.0), (60.0, 60.0), (3600.0, 86400.0)])
 def test_no_page_is_revisited_later_than_its_interval_and_a_quarter(minimum, interval):
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(clock, LARBIN_REVISIT_MIN=minimum, LARBIN_REVISIT_INTERVAL=interval,
+    ext = _revisits(clock, LARBIN_REVISIT_INTERVAL_MIN=minimum, LARBIN_REVISIT_INTERVAL=interval,
                     LARBIN_REVISIT_BUCKET=300.0, LARBIN_REVISIT_LEASE=1e9)
     rng = random.Random(7)
     fetched = {}
@@ -96,8 +96,8 @@ def _fetch(ext: RevisitExtension, url: str, status: int, token: str | None = Non
 
 def test_a_gone_page_waits_its_own_interval_and_backs_off():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(clock, LARBIN_REVISIT_MIN=1.0, LARBIN_REVISIT_INTERVAL=2.0,
-                    LARBIN_REVISIT_GONE_INTERVAL=1000.0, LARBIN_REVISIT_MAX=10_000.0)
+    ext = _revisits(clock, LARBIN_REVISIT_INTERVAL_MIN=1.0, LARBIN_REVISIT_INTERVAL=2.0,
+                    LARBIN_REVISIT_GONE_INTERVAL=1000.0, LARBIN_REVISIT_INTERVAL_MAX=10_000.0)
     _fetch(ext, "http://a.test/missing", 404)
     _fetch(ext, "http://a.test/here", 200)
     clock.now += 10
@@ -114,7 +114,7 @@ def test_a_gone_page_waits_its_own_interval_and_backs_off():
 
 def test_with_gone_interval_0_a_gone_page_is_never_revisited():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(clock, LARBIN_REVISIT_MIN=1.0, LARBIN_REVISIT_INTERVAL=2.0,
+    ext = _revisits(clock, LARBIN_REVISIT_INTERVAL_MIN=1.0, LARBIN_REVISIT_INTERVAL=2.0,
                     LARBIN_REVISIT_GONE_INTERVAL=0)
     _fetch(ext, "http://a.test/missing", 404)
     _fetch(ext, "http://a.test/later-gone", 200)
@@ -194,7 +194,8 @@ class PrioritySpider(Spider):
 
 def test_a_priority_url_is_the_sites_next_fetch_not_behind_its_queue(tmp_path):
     settings = settings_of(base, JOBDIR=str(tmp_path / "job"), DOWNLOAD_DELAY=0,
-                           LARBIN_ALLOWED_NETWORKS="127.0.0.0/8", LARBIN_MAX_URLS_PER_SITE=50)
+                           LARBIN_ALLOWED_NETWORKS="127.0.0.0/8",
+                           LARBIN_FRONTIER_URLS_PER_SITE_MAX=50)
     crawler = get_crawler(PrioritySpider, settings)
     sched = LarbinScheduler.from_crawler(crawler)
     spider = PrioritySpider()
@@ -230,8 +231,8 @@ def test_a_priority_url_is_the_sites_next_fetch_not_behind_its_queue(tmp_path):
 # -- finding 8, end to end: a continuous crawl stopped with Ctrl-C resumes without copies ------
 def test_a_sigint_resume_hands_no_due_page_out_twice(tmp_path):
     settings = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0,
-                "LARBIN_REVISIT_MIN": 0.25, "LARBIN_REVISIT_MAX": 2.0,
-                "LARBIN_REVISIT_STREAK": 2, "LARBIN_CHECKPOINT_INTERVAL": 0.2,
+                "LARBIN_REVISIT_INTERVAL_MIN": 0.25, "LARBIN_REVISIT_INTERVAL_MAX": 2.0,
+                "LARBIN_REVISIT_STREAK": 2, "LARBIN_FRONTIER_CHECKPOINT_INTERVAL": 0.2,
                 "LARBIN_REVISIT_BUCKET": 0.05, "DOWNLOAD_DELAY": 0.3,
                 "JOBDIR": str(tmp_path / "job")}
     with start_changing(tmp_path / "web", period=3.0) as web:

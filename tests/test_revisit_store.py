@@ -58,7 +58,7 @@ def test_bounds_and_hints():
     assert RULE.wait(DAY, None) == DAY
     assert RULE.wait(DAY, 10.0) == DAY  # fresh for 10 s: the interval decides
     assert RULE.wait(DAY, 3 * DAY) == 3 * DAY  # fresh for 3 days: not asked again before
-    with pytest.raises(ValueError, match="LARBIN_REVISIT_MIN"):
+    with pytest.raises(ValueError, match="LARBIN_REVISIT_INTERVAL_MIN"):
         RevisitRule(initial=1, minimum=10, maximum=5)
 
 

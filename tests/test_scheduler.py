@@ -91,11 +91,11 @@ class Harness:
             "REQUEST_FINGERPRINTER_CLASS": "larbinscrapy.parse.urls.CanonicalUrlFingerprinter",
             "LARBIN_DUPEFILTER_MODE": "bitmap",
             "LARBIN_DUPEFILTER_BITS": 1 << 16,
-            "LARBIN_MAX_URLS_PER_SITE": 40,
-            "LARBIN_SEGMENT_URLS": 4,  # several segments even in small tests
-            "LARBIN_PRIORITY_EXTENSIONS": "",
-            "LARBIN_CHECKPOINT_INTERVAL": 1.0,
-            "LARBIN_LOADED_SITES": 2000,
+            "LARBIN_FRONTIER_URLS_PER_SITE_MAX": 40,
+            "LARBIN_FRONTIER_SEGMENT_URLS": 4,  # several segments even in small tests
+            "LARBIN_FRONTIER_PRIORITY_EXTENSIONS": "",
+            "LARBIN_FRONTIER_CHECKPOINT_INTERVAL": 1.0,
+            "LARBIN_FRONTIER_LOADED_SITES_MAX": 2000,
             "DOWNLOAD_DELAY": 0,
             "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
             **settings,
@@ -227,7 +227,7 @@ def test_fifo_within_a_site(make):
 
 
 def test_priority_tier_before_normal(make):
-    h = make(LARBIN_PRIORITY_EXTENSIONS=".pdf .ps")
+    h = make(LARBIN_FRONTIER_PRIORITY_EXTENSIONS=".pdf .ps")
     normal = [url("a", n) for n in range(3)]
     h.push(*reqs(*normal))
     h.push(Request(url("a", "p1"), priority=1), Request(url("a", "doc", ".pdf")),
@@ -237,7 +237,7 @@ def test_priority_tier_before_normal(make):
 
 
 def test_site_cap_overflows_to_wait_fifo_and_reads_back(make):
-    h = make(LARBIN_MAX_URLS_PER_SITE=3)
+    h = make(LARBIN_FRONTIER_URLS_PER_SITE_MAX=3)
     big = [url("a", n) for n in range(9)]
     small = [url("b", n) for n in range(2)]
     h.push(*reqs(*big), *reqs(*small))
@@ -397,7 +397,7 @@ def test_redirect_reenqueue_acks_the_old_record(make_persistent):
 # -- a full site's overflow: written once, moved atomically (#13) -----------------------------
 
 def test_a_full_site_costs_no_write_per_refill(make_local):
-    h = make_local(LARBIN_MAX_URLS_PER_SITE=3, LARBIN_DUPEFILTER_BITS=1 << 22)
+    h = make_local(LARBIN_FRONTIER_URLS_PER_SITE_MAX=3, LARBIN_DUPEFILTER_BITS=1 << 22)
     urls = [url("a", n) for n in range(200)]
     assert all(h.push(*reqs(*urls)))
     leased = h.sched.next_request()  # the site's only connection is busy from now on
@@ -433,7 +433,7 @@ def _crash_copy(src: Path, dst: Path, cut: dict[Path, int]) -> None:
 
 
 def test_a_move_to_the_wait_fifo_survives_a_crash_at_every_write_boundary(tmp_path):
-    settings = {"LARBIN_MAX_URLS_PER_SITE": 3, "LARBIN_SEGMENT_URLS": 1000}
+    settings = {"LARBIN_FRONTIER_URLS_PER_SITE_MAX": 3, "LARBIN_FRONTIER_SEGMENT_URLS": 1000}
     h = Harness("jobdir", tmp_path, settings)
     urls = [url("a", n) for n in range(12)]
     h.push(*reqs(*urls))
@@ -463,7 +463,7 @@ def test_a_move_to_the_wait_fifo_survives_a_crash_at_every_write_boundary(tmp_pa
 
 
 def test_a_kill_right_after_dropping_stale_copies_keeps_them_dropped(tmp_path):
-    settings = {"LARBIN_MAX_URLS_PER_SITE": 3, "LARBIN_SEGMENT_URLS": 1000}
+    settings = {"LARBIN_FRONTIER_URLS_PER_SITE_MAX": 3, "LARBIN_FRONTIER_SEGMENT_URLS": 1000}
     h = Harness("jobdir", tmp_path / "a", settings)
     urls = [url("a", n) for n in range(12)]
     h.push(*reqs(*urls))

@@ -113,6 +113,19 @@ def test_a_huge_bad_line_is_cut_in_the_message():
     assert len(seeds.errors[0]) < 300
 
 
+def test_a_seed_over_the_url_length_limit_is_reported_with_its_line_number():
+    # The gate drops URLs longer than URLLENGTH_LIMIT without a word: a seed that long was
+    # accepted, then silently never fetched (issue 34).
+    long_url = "http://a.com/" + "x" * 600
+    seeds = parse_lines(["http://a.com/", long_url, "http://b.com/"], "seeds.txt", 512)
+    assert seeds.urls == ["http://a.com/", "http://b.com/"]
+    assert len(seeds.errors) == 1
+    assert seeds.errors[0].startswith(
+        "seeds.txt:2: longer than URLLENGTH_LIMIT (613 > 512 characters): 'http://a.com/xxx")
+    assert parse_url_list(f"http://a.com/,{long_url}", 512).errors[0].startswith("urls:2: longer")
+    assert parse_lines([long_url], "s").urls == [long_url]  # 0: no limit
+
+
 # -- files ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("data", "urls"),
@@ -210,6 +223,15 @@ def test_seeds_file_without_a_valid_url_exits_non_zero(tmp_path):
     _assert_one_clear_error(result, "no valid seed URL", str(path))
     assert "seeds.txt:2: scheme must be http or https" in result.stderr
     assert "seeds.txt:3: scheme must be http or https" in result.stderr
+
+
+@pytest.mark.crawl
+def test_a_seed_line_over_the_url_length_limit_is_a_bad_seed_with_its_line_number(tmp_path):
+    path = tmp_path / "seeds.txt"
+    path.write_text("# too long\nhttp://a.test/" + "x" * 600 + "\n")
+    result = scrapy_crawl("-a", f"seeds={path}", "-s", "LARBIN_STATUS_PORT=0")
+    _assert_one_clear_error(result, "no valid seed URL", str(path))
+    assert "seeds.txt:2: longer than URLLENGTH_LIMIT (614 > 512 characters)" in result.stderr
 
 
 @pytest.mark.crawl

@@ -83,14 +83,14 @@ def test_each_setting_is_read_with_the_getter_of_its_kind():
     ("LARBIN_IP_DELAY", "-1", "a number >= 0"),
     ("LARBIN_RESOLVE", "not a mapping", "a mapping of host to IP"),
     ("LARBIN_RESOLVE", '{"h.test": "not-an-ip"}', "a mapping of host to IP"),
-    ("LARBIN_MAX_URLS_PER_SITE", "-5", "an integer >= 1"),
-    ("LARBIN_CGI_LEVEL", "3", "an integer from 0 to 2"),
+    ("LARBIN_FRONTIER_URLS_PER_SITE_MAX", "-5", "an integer >= 1"),
+    ("LARBIN_GATE_CGI_LEVEL", "3", "an integer from 0 to 2"),
     ("LARBIN_DUPEFILTER_ERROR_RATE", "1", "a number > 0 and < 1"),
     ("LARBIN_EXTERNAL", "maybe", "true or false"),
     ("LARBIN_ALLOWED_NETWORKS", "127.0.0.0/33", "comma-separated networks"),
-    ("LARBIN_HTTP_PORT", "99999", "a port"),
+    ("LARBIN_STATUS_PORT", "99999", "a port"),
     ("LARBIN_REDIS_FRONTIER_KEY", "%(spidr)s:frontier", "a key template"),
-    ("LARBIN_HTTP_HANDLER", "no.such.Handler", "the import path"),
+    ("LARBIN_FETCH_HANDLER", "no.such.Handler", "the import path"),
 ])
 def test_a_wrong_value_is_one_message_naming_setting_value_and_what_it_takes(name, value, takes):
     with pytest.raises(config.SettingsError) as caught:
@@ -100,10 +100,46 @@ def test_a_wrong_value_is_one_message_naming_setting_value_and_what_it_takes(nam
     assert takes in message
 
 
+NUMBERS = sorted(name for name, spec in SETTINGS.items() if spec.kind in (int, float))
+
+
+@pytest.mark.parametrize("name", NUMBERS)
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", float("inf"), float("nan")])
+def test_no_number_takes_inf_or_nan(name, value):
+    # issue 34: DOWNLOAD_DELAY=inf hung the crawl, LARBIN_IP_DELAY=inf was silently capped
+    with pytest.raises(config.SettingsError, match=f"setting {name}="):
+        config.check(_with(**{name: value}))
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("DOWNLOAD_DELAY", "-1"), ("DOWNLOAD_TIMEOUT", "0"), ("DOWNLOAD_TIMEOUT", "-1"),
+    ("CONCURRENT_REQUESTS", "0"), ("CONCURRENT_REQUESTS_PER_DOMAIN", "0"),
+    ("DEPTH_LIMIT", "-1"), ("DOWNLOAD_MAXSIZE", "-1"), ("RETRY_TIMES", "-1"),
+    ("AUTOTHROTTLE_START_DELAY", "-1"), ("AUTOTHROTTLE_MAX_DELAY", "-1"),
+    ("AUTOTHROTTLE_TARGET_CONCURRENCY", "0"), ("AUTOTHROTTLE_ENABLED", "maybe"),
+    ("CONCURRENT_REQUESTS", "1.5"), ("URLLENGTH_LIMIT", "0"), ("DNS_TIMEOUT", "0"),
+])
+def test_scrapys_settings_the_crawl_relies_on_are_checked(name, value):
+    with pytest.raises(config.SettingsError) as caught:
+        config.check(_with(**{name: value}))
+    assert str(caught.value).startswith(f"setting {name}={value!r} is not valid: it takes ")
+
+
+def test_every_number_the_crawl_relies_on_is_declared_with_a_range():
+    relied = ["DOWNLOAD_DELAY", "DOWNLOAD_TIMEOUT", "CONCURRENT_REQUESTS",
+              "CONCURRENT_REQUESTS_PER_DOMAIN", "DEPTH_LIMIT", "DOWNLOAD_MAXSIZE", "RETRY_TIMES",
+              "AUTOTHROTTLE_START_DELAY", "AUTOTHROTTLE_MAX_DELAY",
+              "AUTOTHROTTLE_TARGET_CONCURRENCY"]
+    for name in relied:
+        spec = SETTINGS[name]
+        assert spec.kind in (int, float), name
+        assert (spec.min, spec.above) != (None, None), name
+
+
 @pytest.mark.parametrize(("name", "value"), [
     ("LARBIN_IP_DELAY", "0"), ("LARBIN_IP_DELAY", 2), ("LARBIN_EXTERNAL", "false"),
     ("LARBIN_RESOLVE", '{"h.test": "127.0.0.1"}'), ("LARBIN_RESOLVE", "h.test:127.0.0.1"),
-    ("LARBIN_HTTP_PORT", "0"), ("LARBIN_HTTP_PORT", "8081,8181"), ("LARBIN_DOMAINS", ["a.org"]),
+    ("LARBIN_STATUS_PORT", "0"), ("LARBIN_STATUS_PORT", "8081,8181"), ("LARBIN_DOMAINS", ["a.org"]),
     ("LARBIN_DUPEFILTER_MODE", "bitmap"), ("LARBIN_SEEDS", None),
 ])
 def test_a_good_value_passes(name, value):

@@ -107,7 +107,7 @@ def test_a_sitemap_a_kill_cut_short_is_read_on_resume(sites, tmp_path):
 @pytest.mark.crawl
 def test_files_and_urls_per_site_are_bounded(sites, tmp_path):
     crawl, fetched = crawl_sites(sites, tmp_path / "capped", LARBIN_SITEMAPS=True,
-                                 LARBIN_SITEMAP_MAX_FILES=2, LARBIN_SITEMAP_MAX_URLS=2)
+                                 LARBIN_SITEMAP_FILES_MAX=2, LARBIN_SITEMAP_URLS_MAX=2)
     s1 = {url for url in fetched if url.startswith("s1.test/only/")}
     assert s1 == {"s1.test/only/a0.html", "s1.test/only/a1.html"}  # 2 URLs of a.xml; no b
     assert "s1.test/maps/b.xml.gz" not in fetched  # s1's third file: index, a.xml, b.xml.gz

@@ -86,7 +86,7 @@ def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> N
         crawl.wait_until(lambda: added in pages(crawl.requests(), port), 20,
                          "the URL added through the API was not fetched")
         assert crawl.call("POST", "/api/urls", {"urls": "not a list"})[0] == 400
-        huge = {"urls": ["http://h01.test/" + "x" * 1000] * 1100}  # over LARBIN_HTTP_MAX_BODY
+        huge = {"urls": ["http://h01.test/" + "x" * 1000] * 1100}  # over LARBIN_STATUS_BODY_MAX
         assert crawl.call("POST", "/api/urls", huge)[0] == 413
         assert crawl.call("GET", "/api/nothing")[0] == 404
         assert crawl.call("POST", "/api/urls", {"urls": [added], "depth": -1})[0] == 400
@@ -171,7 +171,7 @@ def test_pause_holds_requests_stop_is_resumable(web: RunningWeb, tmp_path: Path)
     # The same command with the same JOBDIR continues: together the two runs fetch the ground
     # truth, nothing twice (test_resume's rules: a retried 5xx page counts once).
     again = run_crawl(web, tmp_path / "again", *seeds_args(web.seeds),
-                      settings={"JOBDIR": str(out / "job"), "LARBIN_HTTP_PORT": port_range()})
+                      settings={"JOBDIR": str(out / "job"), "LARBIN_STATUS_PORT": port_range()})
     assert "Resuming" in again.stderr
     assert twice(check_resumed(web, first, again)) == {}
 
@@ -179,10 +179,10 @@ def test_pause_holds_requests_stop_is_resumable(web: RunningWeb, tmp_path: Path)
 def test_two_crawls_serve_two_pages(web: RunningWeb, tmp_path: Path) -> None:
     ports = port_range(10)
     one = LiveCrawl(web, tmp_path / "one", settings={"DOWNLOAD_DELAY": 0.5,
-                                                     "LARBIN_HTTP_PORT": ports})
+                                                     "LARBIN_STATUS_PORT": ports})
     try:
         two = LiveCrawl(web, tmp_path / "two", settings={"DOWNLOAD_DELAY": 0.5,
-                                                         "LARBIN_HTTP_PORT": ports})
+                                                         "LARBIN_STATUS_PORT": ports})
         try:
             assert one.address != two.address
             assert one.status()["worker"] != two.status()["worker"]
@@ -204,7 +204,7 @@ def test_no_free_port_is_one_error_and_the_crawl_goes_on(web: RunningWeb, tmp_pa
         busy.listen()
         port = busy.getsockname()[1]
         crawl = run_crawl(web, tmp_path / "run", *seeds_args(web.seeds[:1]), "-a", "depth=0",
-                          settings={"LARBIN_HTTP_PORT": f"{port},{port}"})
+                          settings={"LARBIN_STATUS_PORT": f"{port},{port}"})
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert f"ERROR: Status page: no free port in {port}-{port} on 127.0.0.1" in crawl.stderr
     assert "Traceback" not in crawl.stderr

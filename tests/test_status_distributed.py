@@ -23,8 +23,8 @@ DISTRIBUTED = {"SCRAPY_SETTINGS_MODULE": "settings.distributed"}
 def test_each_worker_its_page_and_urls_go_to_the_shared_frontier(
     web: RunningWeb, tmp_path: Path, redis_url: str
 ) -> None:
-    settings = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": 0.5, "LARBIN_KEEP_ALIVE": True,
-                "LARBIN_HTTP_PORT": port_range(10)}
+    settings = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": 0.5, "LARBIN_REDIS_KEEP_ALIVE": True,
+                "LARBIN_STATUS_PORT": port_range(10)}
     workers: list[LiveCrawl] = []
     try:
         for name in ("w1", "w2"):

@@ -47,7 +47,7 @@ def test_port_range(value, ports):
 
 @pytest.mark.parametrize("value", ["x", "8181,8081", "1,2,3", "70000", [-1], "80;81"])
 def test_bad_port_range_is_one_clear_error(value):
-    with pytest.raises(ValueError, match="LARBIN_HTTP_PORT must be a port or a range"):
+    with pytest.raises(ValueError, match="LARBIN_STATUS_PORT must be a port or a range"):
         parse_port_range(value)
 
 

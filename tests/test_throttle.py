@@ -100,7 +100,7 @@ def test_retry_after_past_the_cap_sets_the_host_aside(tmp_path):
              "near.test": {"ip": "127.0.5.5", "pages": 2}}
     with polite.start(tmp_path / "web", hosts) as web:
         crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds),
-                          settings={"DOWNLOAD_DELAY": 0.1, "LARBIN_MAX_RETRY_AFTER": 60})
+                          settings={"DOWNLOAD_DELAY": 0.1, "LARBIN_THROTTLE_RETRY_AFTER_MAX": 60})
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert crawl.stats["larbin/host/set_aside"] == 1
     assert crawl.stats["larbin/dropped/throttled"] == 1
@@ -145,7 +145,7 @@ def test_bandwidth_cap_holds_over_every_10_s_window(tmp_path):
     with polite.start(tmp_path / "web", hosts) as web:
         crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds),
                           settings={"DOWNLOAD_DELAY": 0.1, "LARBIN_IP_DELAY": 0.1,
-                                    "LARBIN_MAX_BANDWIDTH": cap})
+                                    "LARBIN_BANDWIDTH_MAX": cap})
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     log = sorted(crawl.requests, key=lambda e: e["t"])
     assert _fetched_ok(log, web.port) == web.pages()

@@ -19,9 +19,9 @@ from larbinscrapy.gate.urlfilter import (
     parse_domains,
     parse_extensions,
 )
-from settings.base import LARBIN_FORBIDDEN_EXTENSIONS, LARBIN_MAX_URL_LENGTH
+from settings.base import LARBIN_GATE_FORBIDDEN_EXTENSIONS, URLLENGTH_LIMIT
 
-LARBIN_EXTENSIONS = parse_extensions(LARBIN_FORBIDDEN_EXTENSIONS)
+LARBIN_EXTENSIONS = parse_extensions(LARBIN_GATE_FORBIDDEN_EXTENSIONS)
 DEFAULT = UrlFilter(forbidden_extensions=LARBIN_EXTENSIONS)
 
 
@@ -62,7 +62,7 @@ def _url_of_length(n: int) -> str:
 def test_length_limit_is_512_by_default(length, expected):
     url = _url_of_length(length)
     assert len(url) == length
-    assert LARBIN_MAX_URL_LENGTH == 512
+    assert URLLENGTH_LIMIT == 512
     assert reason(DEFAULT, url) == expected
 
 
@@ -200,7 +200,7 @@ def test_cgi_levels(url, level0, level1, level2):
 
 @pytest.mark.parametrize("level", [-1, 3, "1"])
 def test_bad_cgi_level_is_rejected(level):
-    with pytest.raises(ValueError, match="LARBIN_CGI_LEVEL"):
+    with pytest.raises(ValueError, match="LARBIN_GATE_CGI_LEVEL"):
         UrlFilter(cgi_level=level)
 
 
@@ -350,5 +350,5 @@ def test_trap_guard_caps_queries_per_path_and_pages_per_site():
     assert guard.reason("http://a.com/p2") == SITE_BUDGET  # 3 + 1 + 1 queued: budget spent
     assert guard.reason("http://a.com:8080/p") is None  # another port is another site
     assert TrapGuard(0, 0).enabled is False
-    with pytest.raises(ValueError, match="LARBIN_MAX_PAGES_PER_SITE"):
+    with pytest.raises(ValueError, match="LARBIN_GATE_PAGES_PER_SITE_MAX"):
         TrapGuard(-1, 0)

@@ -32,7 +32,7 @@ PAGE_WAIT = 60.0  # seconds to wait for the crawl's status page to come up
 WATCH_SETTINGS = {
     "LARBIN_REVISIT": "true",
     "LARBIN_REVISIT_INTERVAL": "60",
-    "LARBIN_REVISIT_MIN": "30",
+    "LARBIN_REVISIT_INTERVAL_MIN": "30",
     "LARBIN_REVISIT_BUCKET": "5",
     "LOGSTATS_INTERVAL": "10",
 }

@@ -52,9 +52,9 @@ CRAWL_SETTINGS = {
     "DOWNLOAD_TIMEOUT": 3,
     "LARBIN_DEPTH": -1,  # no depth limit: only the trap defence may end the traps
     "LARBIN_DOMAINS": "test",
-    "LARBIN_MAX_PAGES_PER_SITE": 60,
-    "LARBIN_MAX_QUERIES_PER_PATH": 15,
-    "LARBIN_MAX_PATH_SEGMENTS": 10,
+    "LARBIN_GATE_PAGES_PER_SITE_MAX": 60,
+    "LARBIN_GATE_QUERIES_PER_PATH_MAX": 15,
+    "LARBIN_GATE_PATH_SEGMENTS_MAX": 10,
 }
 BOMB_BYTES = 256 * 1024 * 1024  # what each compression bomb inflates to
 BIG_BYTES = 30 * 1024 * 1024
@@ -189,7 +189,7 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
     add("bombs.test", "/charset-ok.html", _html(page("charset ok")), is_good=True)
     forbidden.add(u("bombs.test", "/lie-secret.html"))  # in a body that is never downloaded
 
-    # many.test: 100,000 links (only LARBIN_MAX_PAGES_PER_SITE of them are queued)
+    # many.test: 100,000 links (only LARBIN_GATE_PAGES_PER_SITE_MAX of them are queued)
     many = "".join(f'<a href="/l/{i}.html">{i}</a>\n' for i in range(LINKS_ON_MANY))
     many_page = f"<html><body><a href=/unclosed>u</a>{many}</body></html>".encode()
     add("many.test", "/", _html(many_page), is_good=True)
@@ -200,7 +200,7 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
     storm = Answer("static", 429, [(b"Content-Type", b"text/plain"), (b"Retry-After", b"1")],
                    b"slow down")
     # Its robots.txt is a 429 too: a polite crawler waits out each Retry-After, then sets the
-    # host aside (LARBIN_THROTTLE_MAX_IN_A_ROW) and never fetches its pages: none is "good".
+    # host aside (LARBIN_THROTTLE_IN_A_ROW_MAX) and never fetches its pages: none is "good".
     add("storm.test", "/", _html(page("storm", [f"/s{i}.html" for i in range(10)])))
 
     # redir.test: loops, a good redirect, and targets a crawler must not follow

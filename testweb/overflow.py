@@ -2,7 +2,8 @@
 
 Built for the frontier's wait FIFOs (issue #13): every site's home links to all its articles
 at once, and a hub page on a 13th IP links to query variants on every site, so each site holds
-~100 URLs while ``LARBIN_MAX_URLS_PER_SITE`` is 40 and most of them wait on disk for a long time.
+~100 URLs while ``LARBIN_FRONTIER_URLS_PER_SITE_MAX`` is 40 and most of them wait on disk for a
+long time.
 Articles also link to a few IP-literal addresses on loopback where nothing listens (refused
 connections, as on a real web), which the server never sees: ``DEAD_IPS``.
 """

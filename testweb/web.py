@@ -22,7 +22,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
 from protego import Protego
 
-from settings.base import BOT_NAME, LARBIN_FORBIDDEN_EXTENSIONS, LARBIN_MAX_URL_LENGTH
+from settings.base import BOT_NAME, LARBIN_GATE_FORBIDDEN_EXTENSIONS, URLLENGTH_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -32,7 +32,9 @@ logger = logging.getLogger(__name__)
 HTML = "text/html; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
 ROBOTS_AGENT = BOT_NAME  # the product token robots.txt groups are matched against
-DEFAULT_FORBIDDEN_EXTENSIONS = frozenset(e.lower() for e in LARBIN_FORBIDDEN_EXTENSIONS.split())
+DEFAULT_FORBIDDEN_EXTENSIONS = frozenset(
+    e.lower() for e in LARBIN_GATE_FORBIDDEN_EXTENSIONS.split()
+)
 WEB_NAMES = ("default", "demo", "skewed", "politeness", "overflow")
 
 _FILLER = (  # the vocabulary of filler paragraphs
@@ -113,7 +115,7 @@ class Web:
     duplicate_groups: list[set[str]] = field(default_factory=list)  # byte-identical bodies
     disallowed: set[str] = field(default_factory=set)  # robots-disallowed URLs of the web
     forbidden: set[str] = field(default_factory=set)  # URLs with a forbidden extension
-    too_long: set[str] = field(default_factory=set)  # URLs longer than LARBIN_MAX_URL_LENGTH
+    too_long: set[str] = field(default_factory=set)  # URLs longer than URLLENGTH_LIMIT
     _parsers: dict[str, Protego | None] = field(default_factory=dict, repr=False)
 
     def url(self, host: str, path: str = "/") -> str:
@@ -152,7 +154,7 @@ class Web:
         external: bool = True,
         images: bool = False,
         forbidden_extensions: Iterable[str] = DEFAULT_FORBIDDEN_EXTENSIONS,
-        max_url_length: int = LARBIN_MAX_URL_LENGTH,
+        max_url_length: int = URLLENGTH_LIMIT,
         order: random.Random | None = None,
         reached: set[str] | None = None,
     ) -> set[str]:
@@ -271,7 +273,7 @@ class Web:
             universe.update(page.links, page.images)
         self.disallowed = {u for u in universe if not self.can_fetch(u)}
         self.forbidden = {u for u in universe if _extension(u) in DEFAULT_FORBIDDEN_EXTENSIONS}
-        self.too_long = {u for u in universe if len(u) > LARBIN_MAX_URL_LENGTH}
+        self.too_long = {u for u in universe if len(u) > URLLENGTH_LIMIT}
 
 
 class _Builder:

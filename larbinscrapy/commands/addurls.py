@@ -30,7 +30,7 @@ def target(opts: argparse.Namespace, jobdir: str | None, token_setting: str) -> 
         fragment = dict(p.partition("=")[::2] for p in parts.fragment.split("&") if p)
         token = opts.token or token_setting or fragment.get("token", "")
         if not token:
-            raise UsageError("no token: pass --token, set LARBIN_HTTP_TOKEN, or pass the "
+            raise UsageError("no token: pass --token, set LARBIN_STATUS_TOKEN, or pass the "
                              "logged URL with its #token=...")
         return f"{parts.scheme}://{parts.netloc}", token
     if not jobdir:
@@ -88,7 +88,7 @@ class Command(ScrapyCommand):
         assert settings is not None  # set by scrapy.cmdline
         try:
             base, token = target(opts, opts.jobdir or settings.get("JOBDIR"),
-                                 settings.get("LARBIN_HTTP_TOKEN") or "")
+                                 settings.get("LARBIN_STATUS_TOKEN") or "")
         except NotRunning as exc:
             print(exc)
             self.exitcode = 1

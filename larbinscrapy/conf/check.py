@@ -6,6 +6,8 @@ under each name (what Scrapy and ``from larbinscrapy.conf.defaults import *`` se
 declarations in ``SETTINGS``. ``check(settings)`` reads every ``LARBIN_*`` setting the way its
 component does (``getint``, ``getfloat``, the component's own parser) and compares it with its
 range: a wrong value is one line that names the setting, the value and what it takes.
+A renamed setting declares its old name (``old="LARBIN_..."``): a value set under the old name
+still works, copied to the new one, with one warning per old name (``renames``).
 ``docs/settings_table.py`` writes ``docs/settings.md`` from the same declarations.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import math
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from scrapy.utils.misc import load_object
@@ -28,7 +31,8 @@ T = TypeVar("T")
 _KIND_WORDS: dict[type, str] = {bool: "true or false", int: "an integer", float: "a number",
                                 str: "text"}
 _GETTERS = {bool: "getbool", int: "getint", float: "getfloat"}
-_PARSE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, ImportError, NameError)
+_PARSE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, ImportError, NameError,
+                 OverflowError)
 
 
 class SettingsError(ValueError):
@@ -42,13 +46,15 @@ class Setting(Generic[T]):
     ``parse`` (``"module.function"``, the component's own parser, which raises on a bad value)
     for the settings that take a structure; ``None`` alone for Scrapy's settings, which Scrapy
     checks itself. ``min``/``max`` are inclusive bounds, ``above``/``below`` exclusive ones.
+    ``old`` is the name it had before a rename, kept as a deprecated alias.
     """
 
     def __init__(self, default: T, kind: type | None = None, *, min: float | None = None,
                  max: float | None = None, above: float | None = None,
                  below: float | None = None, choices: tuple[str, ...] = (), parse: str = "",
-                 takes: str = "", doc: str = "") -> None:
+                 takes: str = "", old: str = "", doc: str = "") -> None:
         self.default, self.kind, self.choices = default, kind, choices
+        self.old = old  # the deprecated name it had before, still read (``renames``)
         self.min, self.max, self.above, self.below = min, max, above, below
         self.parse = parse
         self.takes = takes  # what ``parse`` accepts, in words
@@ -84,6 +90,8 @@ class Setting(Generic[T]):
         except _PARSE_ERRORS:
             return self._message(raw)
         number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and not math.isfinite(value):  # inf or nan: no setting means "for ever"
+            return self._message(raw) + " (a finite one)"
         if (number and not self.in_range(value)) or (self.choices and value not in self.choices):
             return self._message(raw)
         return None
@@ -137,22 +145,47 @@ def import_path(value: Any) -> str:
 
 
 def check(settings: BaseSettings) -> list[str]:
-    """Raise ``SettingsError`` naming every bad ``LARBIN_*`` value; return warnings.
+    """Raise ``SettingsError`` naming every bad value; return warnings.
 
-    The warnings are one per unknown ``LARBIN_*`` name (a typo is otherwise silently ignored),
-    naming the closest known one.
+    Every declared setting with a kind is checked, Scrapy's own too (``DOWNLOAD_DELAY=inf``
+    would hang the crawl): numbers must be finite and in range.
+
+    Values set under an old name are first moved to the new one (``renames``). The warnings are
+    one per old name in use and one per unknown ``LARBIN_*`` name (a typo is otherwise silently
+    ignored), naming the closest known one. The caller that logs them (``LarbinAddon``) runs
+    once per crawler: each old name is warned about once.
     """
     from larbinscrapy.conf.defaults import SETTINGS as table  # it imports this module
 
     if not any(name in settings for name in table if name.startswith("LARBIN_")):
         raise SettingsError("larbinscrapy's settings are not installed: add ADDONS = "
                             '{"larbinscrapy.addon.LarbinAddon": 0} to the settings')
-    errors = [p for spec in table.values()
-              if spec.name.startswith("LARBIN_") and (p := spec.problem(settings))]
+    warnings = renames(settings, table)
+    errors = [p for spec in table.values() if (p := spec.problem(settings))]
     if errors:
         raise SettingsError("; ".join(errors))
-    return [_unknown(name, table) for name in settings
-            if name.startswith("LARBIN_") and name not in table]
+    old = {spec.old for spec in table.values()}
+    return warnings + [_unknown(name, table) for name in settings
+                       if name.startswith("LARBIN_") and name not in table and name not in old]
+
+
+def renames(settings: BaseSettings, table: dict[str, Setting[Any]]) -> list[str]:
+    """Copy each value set under an old name to its new name; one warning per old name used.
+
+    The old name's value wins over the new name's only when it was set with a higher priority
+    (``-s OLD=1`` over the add-on's default of NEW; NEW in the same ``settings.py`` wins).
+    Frozen settings (already renamed by the add-on) are only warned about.
+    """
+    warnings = []
+    for spec in table.values():
+        if not spec.old or spec.old not in settings:
+            continue
+        priority = settings.getpriority(spec.old) or 0
+        if not settings.frozen and priority > (settings.getpriority(spec.name) or 0):
+            settings.set(spec.name, settings[spec.old], priority=priority)
+        warnings.append(f"setting {spec.old} is deprecated: it is now {spec.name} "
+                        "(the old name still works, for now)")
+    return warnings
 
 
 def _unknown(name: str, known: Iterable[str]) -> str:

@@ -19,23 +19,30 @@ from larbinscrapy.conf.check import Setting, publish
 USER_AGENT = Setting("larbinscrapy/0.1 (+https://github.com/larbinscrapy/larbinscrapy)", doc="a placeholder: set your own, with a contact URL (and LARBIN_FROM), before crawling the real web")
 ROBOTSTXT_OBEY = Setting(True, doc="robots.txt through our fixed subclass of Scrapy's middleware (protego)")
 ROBOTSTXT_PARSER = Setting("scrapy.robotstxt.ProtegoRobotParser", doc="protego: RFC 9309, and it reads Crawl-delay")
-DOWNLOAD_DELAY = Setting(1.0, doc="larbin waitDuration, per hostname: seconds from the end of one fetch to the next start")
+DOWNLOAD_DELAY = Setting(1.0, float, min=0, doc="larbin waitDuration, per hostname: seconds from the end of one fetch to the next start")
 DOWNLOAD_DELAY_JITTER = Setting(0, doc="politeness is exact per IP; jitter only lowers throughput")
-CONCURRENT_REQUESTS = Setting(128, doc="connections in flight over all IPs (larbin nb_conn)")
-CONCURRENT_REQUESTS_PER_DOMAIN = Setting(1, doc="per download slot, and our slot is the hostname: one connection per host")
-DOWNLOAD_TIMEOUT = Setting(30, doc="larbin timeout_page base, seconds (LARBIN_TIMEOUT_BYTES_PER_SECOND adds to it)")
-DOWNLOAD_MAXSIZE = Setting(5 * 1024 * 1024, doc="larbin maxPageSize-like cap: bigger bodies are dropped and counted")
-DOWNLOAD_WARNSIZE = Setting(0, doc="no warning per big page: DOWNLOAD_MAXSIZE is the one limit")
-RETRY_TIMES = Setting(1, doc="a broad crawl does not insist; dead IPs are dropped by the politeness middleware")
+CONCURRENT_REQUESTS = Setting(128, int, min=1, doc="connections in flight over all IPs (larbin nb_conn)")
+CONCURRENT_REQUESTS_PER_DOMAIN = Setting(1, int, min=1, doc="per download slot, and our slot is the hostname: one connection per host")
+DOWNLOAD_TIMEOUT = Setting(30, float, above=0, doc="larbin timeout_page base, seconds (LARBIN_FETCH_TIMEOUT_BYTES_PER_SECOND adds to it)")
+DOWNLOAD_MAXSIZE = Setting(5 * 1024 * 1024, int, min=0, doc="larbin maxPageSize-like cap: bigger bodies are dropped and counted; 0 = no cap")
+DOWNLOAD_WARNSIZE = Setting(0, int, min=0, doc="no warning per big page: DOWNLOAD_MAXSIZE is the one limit")
+RETRY_TIMES = Setting(1, int, min=0, doc="a broad crawl does not insist; dead IPs are dropped by the politeness middleware")
 RETRY_GIVE_UP_LOG_LEVEL = Setting("DEBUG", doc="a page still failing after its retry is normal on the web: counted in retry/max_reached, not an ERROR")
-REDIRECT_MAX_TIMES = Setting(5, doc="RFC 9309's minimum for robots.txt, and enough for pages")
+REDIRECT_MAX_TIMES = Setting(5, int, min=0, doc="RFC 9309's minimum for robots.txt, and enough for pages")
+DEPTH_LIMIT = Setting(0, int, min=0, doc="link depth from the seeds, over all sites; 0 = no limit (LARBIN_DEPTH counts inside one site)")
+AUTOTHROTTLE_ENABLED = Setting(False, bool, doc="Scrapy's AutoThrottle: adapts each host's delay to its latency (the politeness middleware keeps its floor)")
+AUTOTHROTTLE_START_DELAY = Setting(5.0, float, min=0, doc="AutoThrottle's first delay, seconds (Scrapy's default)")
+AUTOTHROTTLE_MAX_DELAY = Setting(60.0, float, min=0, doc="AutoThrottle's longest delay, seconds (Scrapy's default)")
+AUTOTHROTTLE_TARGET_CONCURRENCY = Setting(1.0, float, above=0, doc="AutoThrottle's requests in flight per host (Scrapy's default)")
+AUTOTHROTTLE_DEBUG = Setting(False, bool, doc="AutoThrottle logs every response's delay (Scrapy's default)")
 DEPTH_PRIORITY = Setting(0, doc="the frontier orders by site and tier, not by depth")
 COOKIES_ENABLED = Setting(False, doc="broad crawls do not keep sessions")
-CONCURRENT_ITEMS = Setting(2, doc="the scraper starts this many asyncio tasks per page: the default 100 is costly (RESULTS.md)")
-REACTOR_THREADPOOL_MAXSIZE = Setting(20, doc="DNS lookups run in the reactor thread pool")
+CONCURRENT_ITEMS = Setting(2, int, min=1, doc="the scraper starts this many asyncio tasks per page: the default 100 is costly (RESULTS.md)")
+REACTOR_THREADPOOL_MAXSIZE = Setting(20, int, min=1, doc="DNS lookups run in the reactor thread pool")
 LOG_LEVEL = Setting("INFO", doc="DEBUG logs every page and request")
+LOGSTATS_INTERVAL = Setting(60.0, float, min=0, doc="seconds between the crawl's log lines (CrawlLogLine, Scrapy's default); 0 = none")
 TELNETCONSOLE_ENABLED = Setting(False, doc="never open a code-running port by default")
-REMOTE_CONTROL_ENABLED = Setting(False, doc="the status page's API (LARBIN_HTTP_*) is the control port")
+REMOTE_CONTROL_ENABLED = Setting(False, doc="the status page's API (LARBIN_STATUS_*) is the control port")
 AJAXCRAWL_ENABLED = Setting(False, doc="a scan of every page for a meta tag almost no site uses")
 FEED_EXPORT_ENCODING = Setting("utf-8", doc="feeds in UTF-8, not \\u escapes")
 
@@ -46,7 +53,7 @@ TWISTED_DNS_RESOLVER = Setting("larbinscrapy.politeness.dns.PinnedResolver", doc
 DOWNLOAD_HANDLERS = Setting({
     "http": "larbinscrapy.fetch.deadline.PageDeadlineHandler",
     "https": "larbinscrapy.fetch.deadline.PageDeadlineHandler",
-}, doc="larbin's page timeout (DOWNLOAD_TIMEOUT + 1 s per LARBIN_TIMEOUT_BYTES_PER_SECOND bytes)")
+}, doc="larbin's page timeout (DOWNLOAD_TIMEOUT + 1 s per LARBIN_FETCH_TIMEOUT_BYTES_PER_SECOND bytes)")
 
 SPIDER_MIDDLEWARES = Setting({
     # larbin check(): filters + cheap seen test, turning page links into requests
@@ -96,7 +103,7 @@ EXTENSIONS = Setting({
     "larbinscrapy.seeds.sitemaps.SitemapReader": 520,  # on when LARBIN_SITEMAPS is set
     "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
     "larbinscrapy.status.logline.CrawlLogLine": 0,  # every LOGSTATS_INTERVAL: rates, queues, IPs
-    "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_HTTP_*)
+    "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_STATUS_*)
 }, doc="JOBDIR checks and atomic spider state, stats file, revisits, sitemaps, the crawl log line, the status page")
 
 # --- Seeds and link following (spider arguments override these) ---------------------------
@@ -108,36 +115,36 @@ LARBIN_EXTERNAL = Setting(True, bool, doc="follow links to other hosts (larbin n
 LARBIN_IMAGES = Setting(False, bool, doc="also follow <img src> (-a images=)")
 
 # --- Filters before the frontier (larbin check()/filter1()) ----------------------------------
-LARBIN_FORBIDDEN_EXTENSIONS = Setting(
+LARBIN_GATE_FORBIDDEN_EXTENSIONS = Setting(
     ".tar .gz .tgz .zip .Z .rpm .deb .ps .dvi .pdf .png .jpg .jpeg .bmp .smi .tiff .gif"
     " .mov .avi .mpeg .mpg .mp3 .qt .wav .ram .rm .jar .java .class .diff .doc .xls .ppt"
     " .mdb .rtf .exe .pps .so .psd",
     parse="larbinscrapy.gate.urlfilter.parse_extensions", takes="extensions separated by spaces or commas",
-    doc="larbin.conf forbiddenExtensions: never queued (case-insensitive)")
-LARBIN_MAX_URL_LENGTH = Setting(512, int, min=1, doc="larbin maxUrlSize: longer URLs are dropped")
-LARBIN_CGI_LEVEL = Setting(0, int, min=0, max=2, doc="larbin CGILEVEL: 0 all URLs, 1 none with ? or =, 2 also none with \"cgi\"")
+    old="LARBIN_FORBIDDEN_EXTENSIONS", doc="larbin.conf forbiddenExtensions: never queued (case-insensitive)")
+URLLENGTH_LIMIT = Setting(512, int, min=1, old="LARBIN_MAX_URL_LENGTH", doc="larbin maxUrlSize (Scrapy's name): longer URLs and seed lines are dropped; Scrapy's 0 = no limit is refused")
+LARBIN_GATE_CGI_LEVEL = Setting(0, int, min=0, max=2, old="LARBIN_CGI_LEVEL", doc="larbin CGILEVEL: 0 all URLs, 1 none with ? or =, 2 also none with \"cgi\"")
 
 # --- Robots meta (the spider; larbinscrapy/parse/links.py) ---------------------------------------
 LARBIN_OBEY_NOFOLLOW = Setting(True, bool, doc="obey <meta name=robots|BOT_NAME content=nofollow>, X-Robots-Tag and rel=\"nofollow\"")
 LARBIN_OBEY_NOINDEX = Setting(True, bool, doc="noindex pages: item[\"noindex\"] = True and storage pipelines skip them")
 
 # --- Bounded memory per response (the spider) ----------------------------------------------
-LARBIN_MAX_LINKS_PER_PAGE = Setting(10_000, int, min=0, doc="links kept from one page (item links and the gate); the rest counted as page_links; 0 = all")
+LARBIN_LINKS_PER_PAGE_MAX = Setting(10_000, int, min=0, old="LARBIN_MAX_LINKS_PER_PAGE", doc="links kept from one page (item links and the gate); the rest counted as page_links; 0 = all")
 
 # --- Trap defence (larbinscrapy/gate/urlfilter.py, larbinscrapy/gate/traps.py); 0 turns a test off ------
-LARBIN_MAX_PATH_SEGMENTS = Setting(20, int, min=0, doc="URLs with more path segments are dropped (path_segments); 0 = no limit")
-LARBIN_MAX_PATH_REPEATS = Setting(2, int, min=0, doc="a run of path segments repeated more often in a row is a trap (path_repeat); 0 = off")
-LARBIN_MAX_PAGES_PER_SITE = Setting(100_000, int, min=0, doc="new URLs queued per site, then the rest are dropped (site_budget); 0 = no limit")
-LARBIN_MAX_QUERIES_PER_PATH = Setting(1000, int, min=0, doc="distinct query strings queued per site + path (queries: calendars, sort orders); 0 = no limit")
+LARBIN_GATE_PATH_SEGMENTS_MAX = Setting(20, int, min=0, old="LARBIN_MAX_PATH_SEGMENTS", doc="URLs with more path segments are dropped (path_segments); 0 = no limit")
+LARBIN_GATE_PATH_REPEATS_MAX = Setting(2, int, min=0, old="LARBIN_MAX_PATH_REPEATS", doc="a run of path segments repeated more often in a row is a trap (path_repeat); 0 = off")
+LARBIN_GATE_PAGES_PER_SITE_MAX = Setting(100_000, int, min=0, old="LARBIN_MAX_PAGES_PER_SITE", doc="new URLs queued per site, then the rest are dropped (site_budget); 0 = no limit")
+LARBIN_GATE_QUERIES_PER_PATH_MAX = Setting(1000, int, min=0, old="LARBIN_MAX_QUERIES_PER_PATH", doc="distinct query strings queued per site + path (queries: calendars, sort orders); 0 = no limit")
 
 # --- Frontier (the scheduler) --------------------------------------------------------------
-LARBIN_MAX_URLS_PER_SITE = Setting(40, int, min=1, doc="larbin maxUrlsBySite: in-memory queue per site; overflow waits on disk")
-LARBIN_SEGMENT_URLS = Setting(10_000, int, min=1, doc="URLs per on-disk FIFO segment file (larbin PersistentFifo: 10,000)")
+LARBIN_FRONTIER_URLS_PER_SITE_MAX = Setting(40, int, min=1, old="LARBIN_MAX_URLS_PER_SITE", doc="larbin maxUrlsBySite: in-memory queue per site; overflow waits on disk")
+LARBIN_FRONTIER_SEGMENT_URLS = Setting(10_000, int, min=1, old="LARBIN_SEGMENT_URLS", doc="URLs per on-disk FIFO segment file (larbin PersistentFifo: 10,000)")
 LARBIN_FRONTIER_PICKLE = Setting(False, bool, doc="store request meta values JSON cannot hold by pickle (else such requests stay in memory)")
-LARBIN_PRIORITY_EXTENSIONS = Setting("", parse="larbinscrapy.gate.urlfilter.parse_extensions", takes="extensions separated by spaces or commas", doc="larbin specificSearch: extensions queued in the priority tier")
-LARBIN_SAVE_CONTENT_TYPES = Setting("", parse="larbinscrapy.fetch.checktype.parse_content_types", takes="MIME types separated by spaces or commas", doc="larbin checkType: types downloaded besides HTML (\"application/pdf image/*\"); others stop at the headers")
-LARBIN_CHECKPOINT_INTERVAL = Setting(1.0, float, above=0, doc="seconds between flushes of queue files and checkpoint")
-LARBIN_LOADED_SITES = Setting(2000, int, min=1, doc="sites with URLs in memory at once (larbin: namedSiteListSize cap)")
+LARBIN_FRONTIER_PRIORITY_EXTENSIONS = Setting("", parse="larbinscrapy.gate.urlfilter.parse_extensions", takes="extensions separated by spaces or commas", old="LARBIN_PRIORITY_EXTENSIONS", doc="larbin specificSearch: extensions queued in the priority tier")
+LARBIN_FETCH_CONTENT_TYPES = Setting("", parse="larbinscrapy.fetch.checktype.parse_content_types", takes="MIME types separated by spaces or commas", old="LARBIN_SAVE_CONTENT_TYPES", doc="larbin checkType: types downloaded besides HTML (\"application/pdf image/*\"); others stop at the headers")
+LARBIN_FRONTIER_CHECKPOINT_INTERVAL = Setting(1.0, float, above=0, old="LARBIN_CHECKPOINT_INTERVAL", doc="seconds between flushes of queue files and checkpoint")
+LARBIN_FRONTIER_LOADED_SITES_MAX = Setting(2000, int, min=1, old="LARBIN_LOADED_SITES", doc="sites with URLs in memory at once (larbin: namedSiteListSize cap)")
 
 # --- Dupefilter (larbin hashTable) ---------------------------------------------------------
 LARBIN_DUPEFILTER_MODE = Setting("scalable", str, choices=("scalable", "bloom", "bitmap"), doc="\"scalable\" (Bloom filters that grow with the crawl), \"bloom\" (one, 1.8 bytes/URL at 0.1%) or \"bitmap\" (larbin: one hash, FP grows)")
@@ -146,19 +153,19 @@ LARBIN_DUPEFILTER_CAPACITY = Setting(10_000_000, int, min=1, doc="bloom: URLs it
 LARBIN_DUPEFILTER_ERROR_RATE = Setting(0.001, float, above=0, below=1, doc="bloom, scalable: target false-positive rate; bitmap: warning threshold")
 LARBIN_DUPEFILTER_GROWTH = Setting(2, int, min=2, doc="scalable: each next filter holds this many times the URLs of the last")
 LARBIN_DUPEFILTER_TIGHTENING = Setting(0.5, float, above=0, below=1, doc="scalable: each next filter's error rate is this times the last's")
-LARBIN_DUPEFILTER_URL_CACHE = Setting(65_536, int, min=0, doc="link gate: recent raw links remembered (x2 generations, as 64-bit hashes) to skip filtering and hashing repeats; 0 = off")
+LARBIN_GATE_URL_CACHE = Setting(65_536, int, min=0, old="LARBIN_DUPEFILTER_URL_CACHE", doc="link gate: recent raw links remembered (x2 generations, as 64-bit hashes) to skip filtering and hashing repeats; 0 = off")
 LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL = Setting(300, float, above=0, doc="seconds between snapshots (journal in between)")
 LARBIN_DUPEFILTER_RESET_CORRUPT = Setting(False, bool, doc="start clean if the snapshot is corrupt, instead of failing")
 
 # --- Politeness, DNS, SSRF (larbin NamedSite / IPSite) -------------------------------------
 LARBIN_RESOLVE: Setting[dict[str, str]] = Setting({}, parse="larbinscrapy.politeness.dns.parse_resolve", takes="a mapping of host to IP: a JSON object or \"host:ip,host:ip\"", doc="resolver override, like curl --resolve: {\"host.test\": \"127.0.1.1\"} (JSON)")
 LARBIN_DNS_TTL = Setting(3600, float, min=0, doc="seconds a resolved address (or a failure) is kept")
-LARBIN_DNS_TIMEOUT = Setting(10, float, above=0, doc="seconds before a lookup counts as failed")
-LARBIN_MAX_CRAWL_DELAY = Setting(30, float, min=0, doc="cap on robots.txt Crawl-delay, seconds")
-LARBIN_TIMEOUT_BYTES_PER_SECOND = Setting(2000, float, above=0, doc="larbin: page timeout grows 1 s per this many bytes")
-LARBIN_HTTP_HANDLER = Setting("", parse="larbinscrapy.conf.check.import_path", takes="the import path of a download handler class", doc="what PageDeadlineHandler wraps; empty: LARBIN_LEAN_ENGINE chooses (the lean handler of larbinscrapy/lean/http1.py, else Scrapy's HTTP11DownloadHandler)")
-LARBIN_HTTP1_IDLE_TIMEOUT = Setting(240.0, float, above=0, doc="seconds an idle keep-alive connection is kept (Twisted's pool: 240)")
-LARBIN_IP_MAX_FAILURES = Setting(3, int, min=1, doc="consecutive timeouts/refusals before an IP is dropped (noConnection)")
+DNS_TIMEOUT = Setting(10, float, above=0, old="LARBIN_DNS_TIMEOUT", doc="Scrapy's name: seconds before a lookup counts as failed")
+LARBIN_ROBOTS_CRAWL_DELAY_MAX = Setting(30, float, min=0, old="LARBIN_MAX_CRAWL_DELAY", doc="cap on robots.txt Crawl-delay, seconds")
+LARBIN_FETCH_TIMEOUT_BYTES_PER_SECOND = Setting(2000, float, above=0, old="LARBIN_TIMEOUT_BYTES_PER_SECOND", doc="larbin: page timeout grows 1 s per this many bytes")
+LARBIN_FETCH_HANDLER = Setting("", parse="larbinscrapy.conf.check.import_path", takes="the import path of a download handler class", old="LARBIN_HTTP_HANDLER", doc="what PageDeadlineHandler wraps; empty: LARBIN_LEAN_ENGINE chooses (the lean handler of larbinscrapy/lean/http1.py, else Scrapy's HTTP11DownloadHandler)")
+LARBIN_FETCH_IDLE_TIMEOUT = Setting(240.0, float, above=0, old="LARBIN_HTTP1_IDLE_TIMEOUT", doc="seconds an idle keep-alive connection is kept (Twisted's pool: 240)")
+LARBIN_IP_FAILURES_MAX = Setting(3, int, min=1, old="LARBIN_IP_MAX_FAILURES", doc="consecutive timeouts/refusals before an IP is dropped (noConnection)")
 LARBIN_IP_BACKOFF = Setting(10.0, float, min=0, doc="extra delay after each consecutive failure, seconds")
 LARBIN_IP_FAILURE_WINDOW = Setting(20, int, min=1, doc="outcomes per IP remembered to judge its recent failure rate")
 LARBIN_IP_FAILURE_RATE = Setting(0.5, float, min=0, max=1, doc="a URL's failure backs its IP off only above this share of the window")
@@ -168,11 +175,11 @@ LARBIN_ROBOTS_UNAVAILABLE_DAYS = Setting(30.0, float, min=0, doc="a robots.txt u
 # host and IP levels, throttling answers, bandwidth (larbinscrapy/politeness/hosts.py; docs/politeness.md)
 LARBIN_IP_DELAY = Setting(0.25, float, min=0, doc="seconds from the end of one fetch to the next start on one IP (all its hostnames); at most DOWNLOAD_DELAY")
 LARBIN_IP_CONNECTIONS = Setting(1, int, min=1, doc="fetches open to one IP at once")
-LARBIN_MAX_RETRY_AFTER = Setting(3600.0, float, min=0, doc="longest Retry-After honoured, seconds; a host asking more is set aside")
+LARBIN_THROTTLE_RETRY_AFTER_MAX = Setting(3600.0, float, min=0, old="LARBIN_MAX_RETRY_AFTER", doc="longest Retry-After honoured, seconds; a host asking more is set aside")
 LARBIN_THROTTLE_BACKOFF = Setting(60.0, float, min=0, doc="pause after a 429 without Retry-After, seconds; doubles per answer in a row")
-LARBIN_THROTTLE_MAX_BACKOFF = Setting(86400.0, float, min=0, doc="the doubling back-off stops growing here, seconds")
-LARBIN_THROTTLE_MAX_IN_A_ROW = Setting(10, int, min=0, doc="throttling answers in a row (no normal one between) before a host is set aside; 0 = never")
-LARBIN_MAX_BANDWIDTH = Setting(0, float, min=0, doc="bytes per second received over the whole crawl (larbin MAXBANDWIDTH); 0 = no cap")
+LARBIN_THROTTLE_BACKOFF_MAX = Setting(86400.0, float, min=0, old="LARBIN_THROTTLE_MAX_BACKOFF", doc="the doubling back-off stops growing here, seconds")
+LARBIN_THROTTLE_IN_A_ROW_MAX = Setting(10, int, min=0, old="LARBIN_THROTTLE_MAX_IN_A_ROW", doc="throttling answers in a row (no normal one between) before a host is set aside; 0 = never")
+LARBIN_BANDWIDTH_MAX = Setting(0, float, min=0, old="LARBIN_MAX_BANDWIDTH", doc="bytes per second received over the whole crawl (larbin MAXBANDWIDTH); 0 = no cap")
 LARBIN_FROM = Setting("", str, doc="From header: the crawler operator's contact address (RFC 9110); empty = not sent")
 LARBIN_SSRF_GUARD = Setting(True, bool, doc="refuse private, loopback, link-local, multicast and reserved IPs")
 LARBIN_ALLOWED_NETWORKS = Setting("", parse="larbinscrapy.politeness.dns.parse_networks", takes="comma-separated networks (CIDR)", doc="comma-separated CIDRs the guard lets through (tests: 127.0.0.0/8)")
@@ -183,14 +190,14 @@ LARBIN_REDIS_CLUSTER = Setting(False, bool, doc="True: REDIS_URL names any node 
 LARBIN_REDIS_SHARDS = Setting(32, int, min=1, max=16384, doc="cluster only: shards (hash tags spread evenly over the slots) that hosts are hashed into")
 LARBIN_REDIS_DUPEFILTER_KEY = Setting("%(spider)s:seen", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="the seen-URL bit string (split in 2^32-bit strings past 512 MiB)")
 LARBIN_REDIS_CONTENTDUP_KEY = Setting("%(spider)s:contentdup", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="hash: content hash -> first URL")
-LARBIN_LEASE_TIMEOUT = Setting(60.0, float, above=0, doc="seconds without a heartbeat before a worker's leased requests go back to the queue")
-LARBIN_IDLE_BEFORE_CLOSE = Setting(5.0, float, min=0, doc="seconds the shared frontier must stay empty with nothing leased before a worker closes")
+LARBIN_REDIS_LEASE_TIMEOUT = Setting(60.0, float, above=0, old="LARBIN_LEASE_TIMEOUT", doc="seconds without a heartbeat before a worker's leased requests go back to the queue")
+LARBIN_REDIS_IDLE_BEFORE_CLOSE = Setting(5.0, float, min=0, old="LARBIN_IDLE_BEFORE_CLOSE", doc="seconds the shared frontier must stay empty with nothing leased before a worker closes")
 LARBIN_REDIS_OUTAGE_TIMEOUT = Setting(30.0, float, min=0, doc="seconds Redis may stay unreachable mid-crawl before a worker stops (exit 1); 0: wait for ever")
-LARBIN_KEEP_ALIVE = Setting(False, bool, doc="True: never close on an empty frontier, wait for new seeds (scrapy-redis's habit)")
+LARBIN_REDIS_KEEP_ALIVE = Setting(False, bool, old="LARBIN_KEEP_ALIVE", doc="True: never close on an empty frontier, wait for new seeds (scrapy-redis's habit)")
 LARBIN_ALLOW_NO_SEEDS = Setting(False, bool, doc="start without seeds (distributed workers take them from Redis)")
 REDIS_URL = Setting("redis://127.0.0.1:6379/0", doc="scrapy-redis's connection setting (REDIS_PARAMS adds client options)")
 REDIS_START_URLS_KEY = Setting("%(name)s:start_urls", doc="list workers read seeds from: redis-cli lpush larbin:start_urls URL")
-REDIS_START_URLS_BATCH_SIZE = Setting(100, doc="seeds taken from that list per read (every 0.25 s)")
+REDIS_START_URLS_BATCH_SIZE = Setting(100, int, min=1, doc="seeds taken from that list per read (every 0.25 s)")
 SCHEDULER_PERSIST = Setting(True, doc="keep frontier and seen bits when a crawl finishes (False: the last worker deletes them)")
 
 # --- Engine replacements (larbinscrapy/lean/; docs/DESIGN.md) ----------------------------
@@ -202,20 +209,20 @@ LARBIN_STATS_FILE = Setting("", str, doc="write the crawl's stats as JSON here (
 LARBIN_STATS_INTERVAL = Setting(10.0, float, above=0, doc="seconds between rewrites of LARBIN_STATS_FILE while crawling")
 
 # --- Status page, control API, metrics (larbin httpPort/inputPort; larbinscrapy/status/) ------
-LARBIN_HTTP_HOST = Setting("127.0.0.1", str, doc="address of the status page; outside loopback needs LARBIN_HTTP_ALLOW_REMOTE")
-LARBIN_HTTP_PORT = Setting([8081, 8181], parse="larbinscrapy.status.extension.parse_port_range", takes="a port, a range such as 8081,8181, or 0 (off)", doc="larbin httpPort: the first free port of this range; 0 or empty = off")
-LARBIN_HTTP_TOKEN = Setting("", str, doc="API token; empty = a random one per run (written to JOBDIR/http-token, 0600)")
-LARBIN_HTTP_ALLOW_REMOTE = Setting(False, bool, doc="allow a LARBIN_HTTP_HOST outside loopback (plain HTTP: logs a warning)")
-LARBIN_HTTP_HISTORY = Setting(3600, float, above=0, doc="seconds of rates the charts keep (larbin's page: the last hour)")
-LARBIN_HTTP_SAMPLE_INTERVAL = Setting(1.0, float, above=0, doc="seconds between samples of the rates")
-LARBIN_HTTP_BUSIEST_HOSTS = Setting(10, int, min=0, doc="hosts listed by pages fetched")
-LARBIN_HTTP_MAX_BODY = Setting(1_048_576, int, min=1, doc="bytes: a bigger POST body is refused (413)")
-LARBIN_HTTP_MAX_URLS = Setting(10_000, int, min=1, doc="URLs in one POST /api/urls")
+LARBIN_STATUS_HOST = Setting("127.0.0.1", str, old="LARBIN_HTTP_HOST", doc="address of the status page; outside loopback needs LARBIN_STATUS_ALLOW_REMOTE")
+LARBIN_STATUS_PORT = Setting([8081, 8181], parse="larbinscrapy.status.extension.parse_port_range", takes="a port, a range such as 8081,8181, or 0 (off)", old="LARBIN_HTTP_PORT", doc="larbin httpPort: the first free port of this range; 0 or empty = off")
+LARBIN_STATUS_TOKEN = Setting("", str, old="LARBIN_HTTP_TOKEN", doc="API token; empty = a random one per run (written to JOBDIR/http-token, 0600)")
+LARBIN_STATUS_ALLOW_REMOTE = Setting(False, bool, old="LARBIN_HTTP_ALLOW_REMOTE", doc="allow a LARBIN_STATUS_HOST outside loopback (plain HTTP: logs a warning)")
+LARBIN_STATUS_HISTORY = Setting(3600, float, above=0, old="LARBIN_HTTP_HISTORY", doc="seconds of rates the charts keep (larbin's page: the last hour)")
+LARBIN_STATUS_SAMPLE_INTERVAL = Setting(1.0, float, above=0, old="LARBIN_HTTP_SAMPLE_INTERVAL", doc="seconds between samples of the rates")
+LARBIN_STATUS_BUSIEST_HOSTS = Setting(10, int, min=0, old="LARBIN_HTTP_BUSIEST_HOSTS", doc="hosts listed by pages fetched")
+LARBIN_STATUS_BODY_MAX = Setting(1_048_576, int, min=1, old="LARBIN_HTTP_MAX_BODY", doc="bytes: a bigger POST body is refused (413)")
+LARBIN_STATUS_URLS_MAX = Setting(10_000, int, min=1, old="LARBIN_HTTP_MAX_URLS", doc="URLs in one POST /api/urls")
 LARBIN_CONF = Setting("", str, doc="larbin.conf to read into these settings (unknown keys warned; -s still wins)")
 
 # --- Pipelines (larbin NO_DUP, SIMPLE_SAVE, MIRROR_SAVE) ------------------------------------
 LARBIN_CONTENT_DUP = Setting(True, bool, doc="drop pages whose body was already stored under another URL")
-LARBIN_NEAR_DUP_DISTANCE = Setting(0, int, min=0, max=31, doc="simhash Hamming distance for near duplicates; 0 = off")
+LARBIN_CONTENT_DUP_NEAR_DISTANCE = Setting(0, int, min=0, max=31, old="LARBIN_NEAR_DUP_DISTANCE", doc="simhash Hamming distance for near duplicates; 0 = off")
 
 # --- Feeds ---------------------------------------------------------------------------------
 FEED_EXPORT_FIELDS = Setting([
@@ -233,7 +240,7 @@ LARBIN_MIRROR_SAVE = Setting(False, bool, doc="larbin MIRROR_SAVE: bodies to mir
 LARBIN_MIRROR_DIR = Setting("mirror", str, doc="mirror-save output directory")
 LARBIN_WARC = Setting(False, bool, doc="write WARC/1.1 request/response records (gzip per record)")
 LARBIN_WARC_DIR = Setting("warc", str, doc="WARC output directory")
-LARBIN_WARC_MAX_SIZE = Setting(1_000_000_000, int, min=1, doc="bytes after which a WARC file is closed and the next opened")
+LARBIN_WARC_SIZE_MAX = Setting(1_000_000_000, int, min=1, old="LARBIN_WARC_MAX_SIZE", doc="bytes after which a WARC file is closed and the next opened")
 LARBIN_WARC_PREFIX = Setting("larbin", str, doc="WARC file names: <prefix>-<UTC timestamp>-<serial>.warc.gz")
 LARBIN_SQLITE_PATH = Setting("", str, doc="the docs/pipelines.md SQLite example: database file; empty = off")
 LARBIN_SQLITE_BATCH = Setting(100, int, min=1, doc="SQLite example: rows per commit (also committed after 1 s)")
@@ -241,20 +248,20 @@ LARBIN_SQLITE_BATCH = Setting(100, int, min=1, doc="SQLite example: rows per com
 # --- Revisits and sitemaps (larbinscrapy/revisit/, larbinscrapy/seeds/sitemaps.py) ----------------
 LARBIN_REVISIT = Setting(False, bool, doc="continuous crawl: refetch pages when due (the crawl then runs until stopped)")
 LARBIN_REVISIT_INTERVAL = Setting(86400.0, float, above=0, doc="seconds from a page's first fetch to its first revisit")
-LARBIN_REVISIT_MIN = Setting(3600.0, float, above=0, doc="shortest revisit interval, seconds")
-LARBIN_REVISIT_MAX = Setting(30 * 86400.0, float, above=0, doc="longest revisit interval, seconds")
+LARBIN_REVISIT_INTERVAL_MIN = Setting(3600.0, float, above=0, old="LARBIN_REVISIT_MIN", doc="shortest revisit interval, seconds")
+LARBIN_REVISIT_INTERVAL_MAX = Setting(30 * 86400.0, float, above=0, old="LARBIN_REVISIT_MAX", doc="longest revisit interval, seconds")
 LARBIN_REVISIT_STREAK = Setting(5, int, min=1, doc="larbin's rule: this many unchanged fetches in a row multiply the interval, changed divide it")
 LARBIN_REVISIT_FACTOR = Setting(2.0, float, above=1, doc="what the interval is multiplied or divided by after a streak")
-LARBIN_REVISIT_BUCKET = Setting(300.0, float, above=0, doc="seconds of due time per schedule file, at most (LARBIN_REVISIT_MIN / 8 if smaller): a due page waits at most two buckets")
+LARBIN_REVISIT_BUCKET = Setting(300.0, float, above=0, doc="seconds of due time per schedule file, at most (LARBIN_REVISIT_INTERVAL_MIN / 8 if smaller): a due page waits at most two buckets")
 LARBIN_REVISIT_GONE_INTERVAL = Setting(7 * 86400.0, float, min=0, doc="seconds before a 404/410 page is fetched again, multiplied by LARBIN_REVISIT_FACTOR at each further 404/410; 0 = never again")
 LARBIN_REVISIT_INFLIGHT = Setting(10_000, int, min=1, doc="due pages handed to the frontier and not yet fetched, at most (on a Redis Cluster each shard of the schedule holds its share, at least 1)")
 LARBIN_REVISIT_LEASE = Setting(3600.0, float, above=0, doc="seconds a due page may stay unfetched in the frontier before it is rescheduled")
 LARBIN_REDIS_REVISIT_KEY = Setting("%(spider)s:revisit", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="distributed: prefix of the schedule's keys (:due, :flight, :state)")
 LARBIN_SITEMAPS = Setting(True, bool, doc="read each site's sitemaps (robots.txt Sitemap: lines, else /sitemap.xml); False = off")
 LARBIN_SITEMAP_PRIORITY = Setting("normal", str, choices=("priority", "normal"), doc="frontier tier of sitemap URLs: \"priority\" or \"normal\"")
-LARBIN_SITEMAP_MAX_FILES = Setting(20, int, min=1, doc="sitemap files (indexes included) read per site")
-LARBIN_SITEMAP_MAX_URLS = Setting(50_000, int, min=1, doc="URLs taken from one sitemap file (the protocol's limit)")
-LARBIN_SITEMAP_MAX_BYTES = Setting(50 * 1024 * 1024, int, min=1, doc="bytes of one sitemap file, uncompressed (the protocol's limit)")
+LARBIN_SITEMAP_FILES_MAX = Setting(20, int, min=1, old="LARBIN_SITEMAP_MAX_FILES", doc="sitemap files (indexes included) read per site")
+LARBIN_SITEMAP_URLS_MAX = Setting(50_000, int, min=1, old="LARBIN_SITEMAP_MAX_URLS", doc="URLs taken from one sitemap file (the protocol's limit)")
+LARBIN_SITEMAP_BYTES_MAX = Setting(50 * 1024 * 1024, int, min=1, old="LARBIN_SITEMAP_MAX_BYTES", doc="bytes of one sitemap file, uncompressed (the protocol's limit)")
 
 SETTINGS = publish(globals())  # last: every Setting above becomes its plain default
 __all__ = list(SETTINGS)  # what ``from larbinscrapy.conf.defaults import *`` gives a profile: the settings

@@ -32,7 +32,7 @@ class LarbinConf:
 Token = tuple[int, str]  # (line number, token)
 
 _INT_KEYS = {
-    "httpport": "LARBIN_HTTP_PORT",
+    "httpport": "LARBIN_STATUS_PORT",
     "pagesconnexions": "CONCURRENT_REQUESTS",
     "dnsconnexions": "REACTOR_THREADPOOL_MAXSIZE",
     "depthinsite": "LARBIN_DEPTH",
@@ -40,7 +40,7 @@ _INT_KEYS = {
 _TEXT_KEYS = {"useragent": "USER_AGENT"}
 _LIST_KEYS = {
     "limittodomain": "LARBIN_DOMAINS",
-    "forbiddenextensions": "LARBIN_FORBIDDEN_EXTENSIONS",
+    "forbiddenextensions": "LARBIN_GATE_FORBIDDEN_EXTENSIONS",
 }
 
 
@@ -55,80 +55,104 @@ def tokenize(text: str) -> list[Token]:
 
 def parse(text: str, source: str = "larbin.conf") -> LarbinConf:
     """Parse larbin.conf text; messages are ``source:LINE: ...``."""
-    conf = LarbinConf()
-    tokens = tokenize(text)
-    start_urls: list[str] = []
-    i = 0
+    reader = _Reader(tokenize(text), source)
+    reader.run()
+    return reader.conf
 
-    def warn(lineno: int, message: str) -> None:
-        conf.warnings.append(f"{source}:{lineno}: {message}")
 
-    while i < len(tokens):
-        lineno, key = tokens[i]
+_VALUE_KEYS = ("from", "starturl", "inputport", "waitduration")  # besides _INT_/_TEXT_KEYS
+
+
+class _Reader:
+    """One pass over larbin.conf's tokens: each key and its values become settings or a message."""
+
+    def __init__(self, tokens: list[Token], source: str) -> None:
+        self.tokens, self.source = tokens, source
+        self.conf = LarbinConf()
+        self.start_urls: list[str] = []
+        self.i = 0  # the next token
+
+    def warn(self, lineno: int, message: str) -> None:
+        self.conf.warnings.append(f"{self.source}:{lineno}: {message}")
+
+    def run(self) -> None:
+        while self.i < len(self.tokens):
+            lineno, key = self.tokens[self.i]
+            self.i += 1
+            if not self._key(lineno, key):
+                break
+        if self.start_urls:
+            self.conf.settings["LARBIN_URLS"] = ",".join(self.start_urls)
+
+    def _key(self, lineno: int, key: str) -> bool:
+        """Read one key and its values; False when the file ends where its value should be."""
         name = key.lower()
-        i += 1
         if name == "noexternallinks":
-            conf.settings["LARBIN_EXTERNAL"] = False
-            continue
-        if name in _LIST_KEYS:
-            items: list[str] = []
-            while i < len(tokens) and tokens[i][1].lower() != "end":
-                items.append(tokens[i][1])
-                i += 1
-            if i == len(tokens):
-                warn(lineno, f"{key} has no closing 'end'; the list runs to the end of the file")
-            i += 1
-            value = ",".join(items) if name == "limittodomain" else " ".join(items)
-            conf.settings[_LIST_KEYS[name]] = value
-            continue
-        if name == "proxy":
-            args, i = _take(tokens, i, 2)
-            warn(lineno, "proxy: Scrapy takes its proxy from the environment: run the crawl "
-                 f"with http_proxy=http://{':'.join(args)} (and https_proxy)")
-            continue
-        known = name in _INT_KEYS or name in _TEXT_KEYS or name in (
-            "from", "starturl", "inputport", "waitduration")
-        if not known:
-            warn(lineno, f"unknown key {key!r} ignored")
-            while i < len(tokens) and tokens[i][0] == lineno:  # its values
-                i += 1
-            continue
-        if i == len(tokens):
-            warn(lineno, f"{key} has no value")
-            break
-        _, value = tokens[i]
-        i += 1
+            self.conf.settings["LARBIN_EXTERNAL"] = False
+        elif name in _LIST_KEYS:
+            self._list(lineno, key, name)
+        elif name == "proxy":
+            args, self.i = _take(self.tokens, self.i, 2)
+            self.warn(lineno, "proxy: Scrapy takes its proxy from the environment: run the "
+                      f"crawl with http_proxy=http://{':'.join(args)} (and https_proxy)")
+        elif not (name in _INT_KEYS or name in _TEXT_KEYS or name in _VALUE_KEYS):
+            self.warn(lineno, f"unknown key {key!r} ignored")
+            while self.i < len(self.tokens) and self.tokens[self.i][0] == lineno:  # its values
+                self.i += 1
+        elif self.i == len(self.tokens):
+            self.warn(lineno, f"{key} has no value")
+            return False
+        else:
+            _, value = self.tokens[self.i]
+            self.i += 1
+            self._value(lineno, key, name, value)
+        return True
+
+    def _list(self, lineno: int, key: str, name: str) -> None:
+        items: list[str] = []
+        while self.i < len(self.tokens) and self.tokens[self.i][1].lower() != "end":
+            items.append(self.tokens[self.i][1])
+            self.i += 1
+        if self.i == len(self.tokens):
+            self.warn(lineno, f"{key} has no closing 'end'; the list runs to the end of the file")
+        self.i += 1
+        value = ",".join(items) if name == "limittodomain" else " ".join(items)
+        self.conf.settings[_LIST_KEYS[name]] = value
+
+    def _value(self, lineno: int, key: str, name: str, value: str) -> None:
+        settings = self.conf.settings
         if name in _TEXT_KEYS:
-            conf.settings[_TEXT_KEYS[name]] = value
+            settings[_TEXT_KEYS[name]] = value
         elif name == "from":
-            conf.settings["DEFAULT_REQUEST_HEADERS"] = {"From": value}
+            settings["DEFAULT_REQUEST_HEADERS"] = {"From": value}
         elif name == "starturl":
             reason = check_url(value)
             if reason:
-                warn(lineno, f"StartUrl {value!r} skipped: {reason}")
-            elif value not in start_urls:
-                start_urls.append(value)
+                self.warn(lineno, f"StartUrl {value!r} skipped: {reason}")
+            elif value not in self.start_urls:
+                self.start_urls.append(value)
         elif name == "waitduration":
             number = _number(value, float)
-            if number is None or number < 0:
-                warn(lineno, f"waitDuration takes seconds, got {value!r}")
+            if number is None or not 0 <= number < float("inf"):
+                self.warn(lineno, f"waitDuration takes seconds, got {value!r}")
             else:
-                conf.settings["DOWNLOAD_DELAY"] = number
+                settings["DOWNLOAD_DELAY"] = number
         else:
-            number = _number(value, int)
-            if number is None or number < 0:
-                warn(lineno, f"{key} takes a non-negative integer, got {value!r}")
-            elif name == "inputport":
-                if number:
-                    conf.notes.append(f"{source}:{lineno}: inputPort {number}: URLs are added "
-                                      "through the status page (POST /api/urls, scrapy addurls)")
-            elif name == "httpport":
-                conf.settings["LARBIN_HTTP_PORT"] = [number, number] if number else 0
-            else:
-                conf.settings[_INT_KEYS[name]] = number
-    if start_urls:
-        conf.settings["LARBIN_URLS"] = ",".join(start_urls)
-    return conf
+            self._integer(lineno, key, name, value)
+
+    def _integer(self, lineno: int, key: str, name: str, value: str) -> None:
+        number = _number(value, int)
+        if number is None or number < 0:
+            self.warn(lineno, f"{key} takes a non-negative integer, got {value!r}")
+        elif name == "inputport":
+            if number:
+                self.conf.notes.append(
+                    f"{self.source}:{lineno}: inputPort {number}: URLs are added "
+                    "through the status page (POST /api/urls, scrapy addurls)")
+        elif name == "httpport":
+            self.conf.settings["LARBIN_STATUS_PORT"] = [number, number] if number else 0
+        else:
+            self.conf.settings[_INT_KEYS[name]] = number
 
 
 def _take(tokens: list[Token], i: int, n: int) -> tuple[list[str], int]:

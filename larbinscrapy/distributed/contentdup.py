@@ -4,9 +4,9 @@ The same content hash as ``ContentDupPipeline`` (``contentdup.content_hash``: wh
 collapsed, xxh3_128), kept in one Redis hash ``LARBIN_REDIS_CONTENTDUP_KEY`` (content hash ->
 first URL): one atomic script per page decides which worker's page is the first. A page fetched
 again after a crash (its lease was reaped) finds its own URL there and is kept.
-Near duplicates (``LARBIN_NEAR_DUP_DISTANCE``): the local pipeline's simhash, in an index every
-worker shares (``neardup.NearIndex``, ``<key>:near``): on one Redis the content hash, the
-near-twin check and the insert are one script; on a cluster the near check is one script per
+Near duplicates (``LARBIN_CONTENT_DUP_NEAR_DISTANCE``): the local pipeline's simhash, in an
+index every worker shares (``neardup.NearIndex``, ``<key>:near``): on one Redis the content hash,
+the near-twin check and the insert are one script; on a cluster the near check is one script per
 slot its buckets live in, after the content hash (``neardup``'s docstring: the rule and the race
 it leaves, counted in ``larbin/contentdup/near_raced``).
 Memory: ~16 bytes of hash + the URL + ~60 bytes of Redis overhead a page, plus the near index's
@@ -84,7 +84,7 @@ class RedisContentDupPipeline:
         server, connect, shards = connector(s)
         return cls(server, template % {"spider": name, "name": name}, crawler.stats,
                    connect=connect, shards=shards,
-                   near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
+                   near_distance=s.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
                    cluster=connect is not None)
 
     def open_spider(self, spider: Any = None) -> None:

@@ -3,8 +3,8 @@
 The engine is idle: the worker decides on the frontier's status the tick read (``SharedView``),
 and only if it was read after the last admit and the last pop that leased something and no job
 is in flight; otherwise ``DontCloseSpider``, and the next tick reads a fresh status. The rule
-itself (empty for ``LARBIN_IDLE_BEFORE_CLOSE`` s, nothing being resolved) is ``IdleRule``;
-``LARBIN_KEEP_ALIVE`` keeps the worker waiting for work forever.
+itself (empty for ``LARBIN_REDIS_IDLE_BEFORE_CLOSE`` s, nothing being resolved) is ``IdleRule``;
+``LARBIN_REDIS_KEEP_ALIVE`` keeps the worker waiting for work forever.
 """
 
 from __future__ import annotations

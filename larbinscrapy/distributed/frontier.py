@@ -7,8 +7,8 @@ the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for man
   normal-wait), entries ``site \\t host \\t record`` (``record`` is ``frontier.codec``'s), or
   the record alone when site and host follow from its URL (the common case: ``entry``);
 * the sequencer (``refill``, inside ``pop``) moves entries to per-site lists ``P:site:<site>``
-  capped at ``LARBIN_MAX_URLS_PER_SITE`` (overflow goes to the tier's wait list), at most
-  ``LARBIN_LOADED_SITES * cap`` records in site lists at once;
+  capped at ``LARBIN_FRONTIER_URLS_PER_SITE_MAX`` (overflow goes to the tier's wait list), at most
+  ``LARBIN_FRONTIER_LOADED_SITES_MAX * cap`` records in site lists at once;
 * a site's URLs are served only once its host is resolved: ``P:dns`` maps host -> IP (or
   ``!reason``); until then its site waits in ``P:hostsites:<host>`` and the host in
   ``P:unresolved`` for a worker to resolve it and call ``resolved``;
@@ -121,8 +121,8 @@ class Throttle:
     """The throttling settings the release applies to a host's run (``HostTable``'s)."""
 
     backoff: float = 0.0  # LARBIN_THROTTLE_BACKOFF
-    max_backoff: float = 0.0  # LARBIN_THROTTLE_MAX_BACKOFF
-    max_in_a_row: int = 0  # LARBIN_THROTTLE_MAX_IN_A_ROW (0: never set aside)
+    max_backoff: float = 0.0  # LARBIN_THROTTLE_BACKOFF_MAX
+    max_in_a_row: int = 0  # LARBIN_THROTTLE_IN_A_ROW_MAX (0: never set aside)
 
 
 @dataclass(slots=True)

@@ -307,7 +307,7 @@ end
 return {val, dropped}
 """
 
-# A host set aside (a throttling answer past LARBIN_MAX_RETRY_AFTER) for every worker
+# A host set aside (a throttling answer past LARBIN_THROTTLE_RETRY_AFTER_MAX) for every worker
 # (``ASIDE_LUA``). ARGV: prefix, host, conn. Its result: the records dropped.
 _ASIDE_TEXT = _COMMON + ASIDE_LUA + r"""
 local host, conn = ARGV[2], tonumber(ARGV[3])

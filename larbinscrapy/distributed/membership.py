@@ -3,8 +3,8 @@
 A part of ``RedisScheduler`` (``pops.py`` and ``admits.py`` hold the way requests go out and
 in; this module what happens around them, every ``POLL`` seconds and at ``open``):
 
-* the tick (every ``min(POLL, LARBIN_LEASE_TIMEOUT / 4)`` s) sends, in one job, the heartbeat
-  (each shard reaps workers silent for ``LARBIN_LEASE_TIMEOUT``), the seeds taken from
+* the tick (every ``min(POLL, LARBIN_REDIS_LEASE_TIMEOUT / 4)`` s) sends, in one job, the heartbeat
+  (each shard reaps workers silent for ``LARBIN_REDIS_LEASE_TIMEOUT``), the seeds taken from
   ``REDIS_START_URLS_KEY``, every eighth tick the hosts some dead worker left unresolved, and
   the frontier's status when ``spider_idle`` or the status page asked for it (``SharedView``);
 * the ending rule, on that status: ``ending.py``.
@@ -67,7 +67,7 @@ class Membership:
         self.closing = False
 
     def start(self, spider: Spider | None) -> None:
-        """Joined: tick every ``min(POLL, LARBIN_LEASE_TIMEOUT / 4)`` s."""
+        """Joined: tick every ``min(POLL, LARBIN_REDIS_LEASE_TIMEOUT / 4)`` s."""
         self.spider = spider
         self.loop = task.LoopingCall(self.tick)
         self.loop.start(min(POLL, self.lease_timeout / 4), now=False)

@@ -5,7 +5,7 @@ this one learnt, as the one-process crawl's ``IpTable`` and ``HostTable`` keep i
 ready again after its own delay (``LARBIN_IP_DELAY``, failure back-off, a throttling pause),
 the host after its own (``DOWNLOAD_DELAY``, robots Crawl-delay, AutoThrottle, a pause), and
 the host's throttling run goes on (a 429 without Retry-After doubles the back-off for all,
-``LARBIN_THROTTLE_MAX_IN_A_ROW`` answers in a row over all workers set it aside) or ends (a
+``LARBIN_THROTTLE_IN_A_ROW_MAX`` answers in a row over all workers set it aside) or ends (a
 normal answer). In a cluster the IP's own lease (``iplease.py``) is released with the IP's
 delay, after the shard's answer when a shared back-off pause must hold it.
 """
@@ -93,6 +93,6 @@ class Releases:
             hs.set_aside = True
             self.stats.inc_value("larbin/host/set_aside")
             logger.warning("Setting %s aside: it answered throttling %d times in a row, counted "
-                           "over every worker (LARBIN_THROTTLE_MAX_IN_A_ROW)", host,
+                           "over every worker (LARBIN_THROTTLE_IN_A_ROW_MAX)", host,
                            hosts.max_in_a_row)
         self.politeness.count_drop(THROTTLED, released.aside)

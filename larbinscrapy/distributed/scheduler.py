@@ -161,9 +161,9 @@ class RedisScheduler(FrontierScheduler):
             redis_where=fatal.redacted(s.get("REDIS_URL") or ""),
             frontier_key=s["LARBIN_REDIS_FRONTIER_KEY"] % names,
             seeds=seeds,
-            lease_timeout=s.getfloat("LARBIN_LEASE_TIMEOUT"),
-            idle_before_close=s.getfloat("LARBIN_IDLE_BEFORE_CLOSE"),
-            keep_alive=s.getbool("LARBIN_KEEP_ALIVE"),
+            lease_timeout=s.getfloat("LARBIN_REDIS_LEASE_TIMEOUT"),
+            idle_before_close=s.getfloat("LARBIN_REDIS_IDLE_BEFORE_CLOSE"),
+            keep_alive=s.getbool("LARBIN_REDIS_KEEP_ALIVE"),
             persist=s.getbool("SCHEDULER_PERSIST"),
             outage_timeout=s.getfloat("LARBIN_REDIS_OUTAGE_TIMEOUT"),
             **common,
@@ -242,7 +242,7 @@ class RedisScheduler(FrontierScheduler):
         self._gone()
         fatal.stop(self.crawler, fatal.REDIS_UNREACHABLE,
                    f"Redis at {self.redis_where} {detail}: stopping this worker; what it had "
-                   f"leased goes back to the queue in Redis (LARBIN_LEASE_TIMEOUT)")
+                   f"leased goes back to the queue in Redis (LARBIN_REDIS_LEASE_TIMEOUT)")
 
     def _gone(self) -> None:
         self._unreachable = True

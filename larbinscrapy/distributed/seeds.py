@@ -8,7 +8,7 @@ the rule of ``-a seeds=`` seeds: a seed is the user's explicit choice, so it is 
 filters (domains, extensions, depth...), as in larbin's input.cc.
 
 ``IdleRule`` is the worker's ending: it closes once the shared frontier has had no queued and no
-leased record and no seed waiting for ``LARBIN_IDLE_BEFORE_CLOSE`` seconds.
+leased record and no seed waiting for ``LARBIN_REDIS_IDLE_BEFORE_CLOSE`` seconds.
 
 Stats: ``larbin/seeds/redis`` (seeds handed to the engine), ``larbin/seeds/invalid``.
 """

@@ -1,5 +1,6 @@
 """larbin's page timeout: a page may take ``DOWNLOAD_TIMEOUT`` plus 1 s per
-``LARBIN_TIMEOUT_BYTES_PER_SECOND`` bytes received, enforced around ``LARBIN_HTTP_HANDLER``."""
+``LARBIN_FETCH_TIMEOUT_BYTES_PER_SECOND`` bytes received, enforced around
+``LARBIN_FETCH_HANDLER``."""
 
 from __future__ import annotations
 
@@ -75,8 +76,8 @@ class PageDeadlineHandler:
     """larbin's page timeout as a download handler wrapping another (``DOWNLOAD_HANDLERS``).
 
     A page may take ``download_timeout`` (``DOWNLOAD_TIMEOUT``) seconds plus one second per
-    ``LARBIN_TIMEOUT_BYTES_PER_SECOND`` bytes received. Scrapy fixes a download's timeout when
-    it starts, so the inner handler (``LARBIN_HTTP_HANDLER``: the lean one or Scrapy's HTTP/1.1)
+    ``LARBIN_FETCH_TIMEOUT_BYTES_PER_SECOND`` bytes received. Scrapy fixes a download's timeout when
+    it starts, so the inner handler (``LARBIN_FETCH_HANDLER``: the lean one or Scrapy's HTTP/1.1)
     gets the longest deadline any page can reach (``DOWNLOAD_MAXSIZE`` bytes at that rate) as a
     backstop, and one timer per download enforces the real one: when it falls due it compares
     the deadline with the bytes counted from ``bytes_received`` and re-arms itself at the new
@@ -91,7 +92,7 @@ class PageDeadlineHandler:
         self, crawler: Crawler, inner: Any, base: float, bytes_per_second: float, maxsize: int
     ) -> None:
         if bytes_per_second <= 0:
-            raise ValueError("LARBIN_TIMEOUT_BYTES_PER_SECOND must be positive")
+            raise ValueError("LARBIN_FETCH_TIMEOUT_BYTES_PER_SECOND must be positive")
         self.inner = inner
         self.base = base
         self.maxsize = maxsize
@@ -109,12 +110,12 @@ class PageDeadlineHandler:
     def from_crawler(cls, crawler: Crawler) -> PageDeadlineHandler:
         s = crawler.settings
         # empty when no LeanEngineAddon ran to choose: Scrapy's handler, as with the switch off
-        inner_cls = load_object(s["LARBIN_HTTP_HANDLER"] or SCRAPY_HTTP_HANDLER)
+        inner_cls = load_object(s["LARBIN_FETCH_HANDLER"] or SCRAPY_HTTP_HANDLER)
         return cls(
             crawler,
             build_from_crawler(inner_cls, crawler),
             s.getfloat("DOWNLOAD_TIMEOUT"),
-            s.getfloat("LARBIN_TIMEOUT_BYTES_PER_SECOND"),
+            s.getfloat("LARBIN_FETCH_TIMEOUT_BYTES_PER_SECOND"),
             s.getint("DOWNLOAD_MAXSIZE") or 1024**3,
         )
 

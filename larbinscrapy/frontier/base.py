@@ -82,9 +82,11 @@ class FrontierScheduler(ABC):
         s = crawler.settings
         return {
             "dupefilter": build_from_crawler(load_object(s["DUPEFILTER_CLASS"]), crawler),
-            "max_per_site": s.getint("LARBIN_MAX_URLS_PER_SITE"),
-            "loaded_sites": s.getint("LARBIN_LOADED_SITES"),
-            "priority_extensions": parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or ""),
+            "max_per_site": s.getint("LARBIN_FRONTIER_URLS_PER_SITE_MAX"),
+            "loaded_sites": s.getint("LARBIN_FRONTIER_LOADED_SITES_MAX"),
+            "priority_extensions": parse_extensions(
+                s.get("LARBIN_FRONTIER_PRIORITY_EXTENSIONS") or ""
+            ),
             "local_table": IpTable.from_settings(s, local=True),
         }
 

@@ -1,5 +1,5 @@
 """``LarbinScheduler``: larbin's frontier as a Scrapy scheduler (``SCHEDULER``), crash-safe in
-``JOBDIR/frontier/`` (docs/DESIGN.md, "The frontier")."""
+``JOBDIR/frontier/`` (docs/modules.md, "The frontier")."""
 
 from __future__ import annotations
 
@@ -97,8 +97,8 @@ class LarbinScheduler(FrontierScheduler):
         return cls(
             crawler,
             jobdir=s.get("JOBDIR") or None,
-            segment_records=s.getint("LARBIN_SEGMENT_URLS"),
-            flush_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"),
+            segment_records=s.getint("LARBIN_FRONTIER_SEGMENT_URLS"),
+            flush_interval=s.getfloat("LARBIN_FRONTIER_CHECKPOINT_INTERVAL"),
             **cls.frontier_settings(crawler),
         )
 

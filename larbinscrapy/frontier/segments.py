@@ -1,5 +1,5 @@
 """larbin's ``PersistentFifo``, made crash-safe: a disk FIFO of opaque byte records that are only
-forgotten once acknowledged (files: docs/DESIGN.md, "The frontier")."""
+forgotten once acknowledged (files: docs/modules.md, "The frontier")."""
 
 from __future__ import annotations
 

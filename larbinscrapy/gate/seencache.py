@@ -22,7 +22,7 @@ class SeenLinks:
         size: int,
     ) -> None:
         if size < 0:
-            raise ValueError(f"LARBIN_DUPEFILTER_URL_CACHE must be >= 0, got {size!r}")
+            raise ValueError(f"LARBIN_GATE_URL_CACHE must be >= 0, got {size!r}")
         self._seen_fingerprint = seen_fingerprint
         self._fingerprint_url = fingerprint_url
         self.size = size

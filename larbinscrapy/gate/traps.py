@@ -21,7 +21,8 @@ class TrapGuard:
     def __init__(self, max_pages_per_site: int, max_queries_per_path: int) -> None:
         if max_pages_per_site < 0 or max_queries_per_path < 0:
             raise ValueError(
-                "LARBIN_MAX_PAGES_PER_SITE and LARBIN_MAX_QUERIES_PER_PATH must be >= 0 (0: off)"
+                "LARBIN_GATE_PAGES_PER_SITE_MAX and LARBIN_GATE_QUERIES_PER_PATH_MAX "
+                "must be >= 0 (0: off)"
             )
         self.max_pages_per_site = max_pages_per_site
         self.max_queries_per_path = max_queries_per_path

@@ -21,9 +21,9 @@ CGI = "cgi"
 DOMAIN = "domain"
 EXTERNAL = "external"
 DEPTH = "depth"
-PAGE_LINKS = "page_links"  # over LARBIN_MAX_LINKS_PER_PAGE (the spider counts it, not the filter)
+PAGE_LINKS = "page_links"  # over LARBIN_LINKS_PER_PAGE_MAX (the spider counts it, not the filter)
 
-_CGI_WORD = 2  # LARBIN_CGI_LEVEL that also refuses URLs with "cgi" in them
+_CGI_WORD = 2  # LARBIN_GATE_CGI_LEVEL that also refuses URLs with "cgi" in them
 
 
 _REPEAT_WINDOW = 32  # segments the repetition test looks at: bounds its cost on hostile paths
@@ -87,15 +87,15 @@ class UrlFilter:
         """The crawl's filter from ``LARBIN_*`` settings; spider arguments (not None) override."""
         values: dict[str, Any] = {
             "forbidden_extensions": parse_extensions(
-                settings.get("LARBIN_FORBIDDEN_EXTENSIONS") or ""
+                settings.get("LARBIN_GATE_FORBIDDEN_EXTENSIONS") or ""
             ),
             "domains": parse_domains(settings.get("LARBIN_DOMAINS") or ""),
             "external": settings.getbool("LARBIN_EXTERNAL"),
             "max_depth": settings.getint("LARBIN_DEPTH"),
-            "max_length": settings.getint("LARBIN_MAX_URL_LENGTH"),
-            "cgi_level": settings.getint("LARBIN_CGI_LEVEL"),
-            "max_path_segments": settings.getint("LARBIN_MAX_PATH_SEGMENTS"),
-            "max_path_repeats": settings.getint("LARBIN_MAX_PATH_REPEATS"),
+            "max_length": settings.getint("URLLENGTH_LIMIT"),
+            "cgi_level": settings.getint("LARBIN_GATE_CGI_LEVEL"),
+            "max_path_segments": settings.getint("LARBIN_GATE_PATH_SEGMENTS_MAX"),
+            "max_path_repeats": settings.getint("LARBIN_GATE_PATH_REPEATS_MAX"),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         if values["max_depth"] is not None and values["max_depth"] < 0:
@@ -104,7 +104,7 @@ class UrlFilter:
 
     def __post_init__(self) -> None:
         if self.cgi_level not in (0, 1, 2):
-            raise ValueError(f"LARBIN_CGI_LEVEL must be 0, 1 or 2, got {self.cgi_level!r}")
+            raise ValueError(f"LARBIN_GATE_CGI_LEVEL must be 0, 1 or 2, got {self.cgi_level!r}")
 
     def reason(
         self, url: str, host: str, site_depth: int = 0, source_host: str | None = None

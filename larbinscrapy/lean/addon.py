@@ -76,9 +76,10 @@ def _http1(settings: BaseSettings) -> None:
 
 
 def _http_handler(settings: BaseSettings, path: str) -> None:
-    """``LARBIN_HTTP_HANDLER`` left empty (the default) means: the switch chooses."""
-    if not settings["LARBIN_HTTP_HANDLER"]:
-        settings.set("LARBIN_HTTP_HANDLER", path, settings.getpriority("LARBIN_HTTP_HANDLER") or 0)
+    """``LARBIN_FETCH_HANDLER`` left empty (the default) means: the switch chooses."""
+    if not settings["LARBIN_FETCH_HANDLER"]:
+        priority = settings.getpriority("LARBIN_FETCH_HANDLER") or 0
+        settings.set("LARBIN_FETCH_HANDLER", path, priority)
 
 
 def _folded(settings: BaseSettings) -> None:

@@ -1,17 +1,11 @@
 """Scrapy middlewares kept for what they do, without the layer they cost on every page.
 
-Replaces (``SPIDER_MIDDLEWARES``, ``DOWNLOADER_MIDDLEWARES``):
-
-* ``StartSpiderMiddleware`` by ``StartOnlyMiddleware``: ``meta["is_start_request"]`` on start
-  requests (``process_start``), without its output layer (a no-op for responses). Each spider
-  middleware with ``process_spider_output`` adds async-generator layers over every output.
-* ``RefererMiddleware`` by ``GateRefererMiddleware``: the same policies and settings, without
-  its output layer; ``LinkGateMiddleware`` calls ``get_processed_request`` for every request it
-  lets through, and ``RedirectMiddleware`` finds it as before.
-* ``DownloaderStats`` by ``DownloaderStatsMiddleware``: the same ``downloader/*`` stats, adding
-  up the lengths of ``request_httprepr`` instead of building the bytes and reading the headers'
-  storage directly.
-
+Replaces (``SPIDER_MIDDLEWARES``, ``DOWNLOADER_MIDDLEWARES``): ``StartSpiderMiddleware`` by
+``StartOnlyMiddleware`` (``meta["is_start_request"]`` without an output layer);
+``RefererMiddleware`` by ``GateRefererMiddleware`` (the same policies, applied by
+``LinkGateMiddleware`` through ``get_processed_request``); ``DownloaderStats`` by
+``DownloaderStatsMiddleware`` (the same ``downloader/*`` stats, sizes added up without
+serialising the request). Details: docs/modules.md, lean/.
 Private names: none imported; the sources of the methods and functions mirrored are checked
 (``process_spider_output``, ``get_processed_request``, ``DownloaderStats``' three methods,
 ``get_header_size``, ``get_status_size``, ``request_httprepr``).

@@ -1,6 +1,6 @@
 """``LeanHttpDownloadHandler``: http and https over keep-alive connections parsed by llhttp.
 
-Replaces: Scrapy's ``HTTP11DownloadHandler`` (``LARBIN_HTTP_HANDLER``, wrapped by
+Replaces: Scrapy's ``HTTP11DownloadHandler`` (``LARBIN_FETCH_HANDLER``, wrapped by
 ``PageDeadlineHandler``); ``make conformance`` runs Scrapy's own handler tests against it.
 Private names: ``scrapy.utils._download_handlers`` (four helpers), ``twisted.web._newclient``
 (``ResponseFailed``, ``ResponseNeverReceived``, ``ParseError``, ``RequestGenerationFailed``),
@@ -10,7 +10,7 @@ reproduces, is compared as a file (``REQUIRES``).
 Retire when: Scrapy's HTTP/1.1 client costs about as much per response (an httptools-based
 handler upstream would do).
 
-How it behaves like Scrapy's handler, what it raises and its stats: docs/DESIGN.md (lean/).
+How it behaves like Scrapy's handler, what it raises and its stats: docs/modules.md (lean/).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class PageRule(Protocol):
 
 
 class LeanHttpDownloadHandler:
-    """Scrapy's HTTP/1.1 download handler, for plain http, on llhttp (module docstring)."""
+    """Scrapy's HTTP/1.1 download handler, for http and https, on llhttp (module docstring)."""
 
     lazy = False
 
@@ -119,7 +119,7 @@ class LeanHttpDownloadHandler:
                  fail_on_dataloss: bool, bind_address: Any, max_idle: int,
                  idle_timeout: float, tls_verbose: bool = False) -> None:
         if idle_timeout <= 0:
-            raise ValueError("LARBIN_HTTP1_IDLE_TIMEOUT must be positive")
+            raise ValueError("LARBIN_FETCH_IDLE_TIMEOUT must be positive")
         self.crawler = crawler
         self.stats = crawler.stats
         self.timeout = timeout
@@ -152,7 +152,7 @@ class LeanHttpDownloadHandler:
             fail_on_dataloss=s.getbool("DOWNLOAD_FAIL_ON_DATALOSS"),
             bind_address=s.get("DOWNLOAD_BIND_ADDRESS"),
             max_idle=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
-            idle_timeout=s.getfloat("LARBIN_HTTP1_IDLE_TIMEOUT"),
+            idle_timeout=s.getfloat("LARBIN_FETCH_IDLE_TIMEOUT"),
             tls_verbose=s.getbool("DOWNLOADER_CLIENT_TLS_VERBOSE_LOGGING"),
         )
 
@@ -301,6 +301,32 @@ class LeanHttpDownloadHandler:
                 await closing
 
 
+def _scrapy_headers(raw: list[tuple[bytes, bytes]], known: int | None, head_only: bool
+                   ) -> Headers:
+    """The answer's headers as Scrapy's handler shows them: a known length as Content-Length
+    first, connection headers left out (a HEAD's Content-Length kept), names title-cased."""
+    # name as Headers stores it (title-cased) -> [values, the synthetic length?]
+    grouped: dict[bytes, list[Any]] = {}
+    if known is not None:
+        grouped[b"Content-Length"] = [[str(known).encode()], True]
+    control = CONNECTION_CONTROL - {b"content-length"} if head_only else CONNECTION_CONTROL
+    for name, value in raw:
+        if name.lower() in control:
+            continue
+        key = name.title()
+        entry = grouped.get(key)
+        # new, or the synthetic length replaced by a HEAD's own Content-Length (in its place)
+        if entry is None or entry[1]:
+            grouped[key] = [[value], False]
+        else:
+            entry[0].append(value)
+    # Headers' own storage filled directly, as its normkey/normvalue would fill it, without
+    # those two calls a header
+    headers = Headers()
+    dict.update(headers, {key: entry[0] for key, entry in grouped.items()})
+    return headers
+
+
 class _Download(Exchange):
     """One request through the lean handler: the exchange's callbacks and the download state."""
 
@@ -386,26 +412,7 @@ class _Download(Exchange):
             if self.handler.tls_verbose:
                 _log_ssl_conn_debug_info(conn.key[1], conn.transport.getHandle())  # type: ignore[union-attr]
         known = 0 if (self.head_only or self.status in (204, 304)) else self.length
-        # name as Headers stores it (title-cased) -> [values, the synthetic length?]
-        grouped: dict[bytes, list[Any]] = {}
-        if known is not None:
-            grouped[b"Content-Length"] = [[str(known).encode()], True]
-        control = CONNECTION_CONTROL - {b"content-length"} if self.head_only \
-            else CONNECTION_CONTROL
-        for name, value in self.raw_headers:
-            if name.lower() in control:
-                continue
-            key = name.title()
-            entry = grouped.get(key)
-            # new, or the synthetic length replaced by a HEAD's own Content-Length (in its place)
-            if entry is None or entry[1]:
-                grouped[key] = [[value], False]
-            else:
-                entry[0].append(value)
-        # Headers' own storage filled directly, as its normkey/normvalue would fill it, without
-        # those two calls a header
-        self.scrapy_headers = headers = Headers()
-        dict.update(headers, {key: entry[0] for key, entry in grouped.items()})
+        self.scrapy_headers = headers = _scrapy_headers(self.raw_headers, known, self.head_only)
         handler = self.handler
         stop = check_stop_download(signals.headers_received, handler.crawler, request,
                                    headers=headers,

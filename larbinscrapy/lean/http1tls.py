@@ -1,17 +1,12 @@
 """TLS for the lean handler: one client TLS creator per site, its sessions resumed, handshakes
 counted.
 
-Scrapy's HTTP/1.1 handler asks its context factory (``DOWNLOADER_CLIENTCONTEXTFACTORY``) for a
-new TLS creator on every request (Twisted's ``Agent`` does, even on a kept-alive connection), and
-every creator builds its own OpenSSL context, so no session is ever offered for resumption. Here
-the same factory, built as Scrapy's handler builds it (so ``DOWNLOADER_CLIENT_TLS_METHOD``,
-``DOWNLOADER_CLIENT_TLS_CIPHERS``, ``DOWNLOAD_TLS_MIN_VERSION`` / ``MAX_VERSION`` and
-``DOWNLOAD_VERIFY_CERTIFICATES`` mean what they mean there), is asked once per (host, port): that
-creator, and its context, serve every connection to the site, with SNI as Twisted sends it, and
-the site's newest session is offered to each new handshake (tickets or session IDs, whatever the
-server gave). ``TLSConnection`` is ``http1conn.Connection`` over Twisted's TLS transport: it keeps
-the peer certificate for ``Response.certificate`` and saves the session once an answer is in
-(TLS 1.3 tickets arrive after the handshake).
+Scrapy's handler asks its context factory for a new TLS creator on every request, each with its
+own OpenSSL context, so no session is ever resumed. Here the same factory, built as Scrapy's
+handler builds it (so Scrapy's TLS settings mean what they mean there), is asked once per
+(host, port), and the site's newest session is offered to each new handshake.
+``TLSConnection`` is ``http1conn.Connection`` over Twisted's TLS transport; it keeps the peer
+certificate for ``Response.certificate``. Details: docs/https.md, docs/modules.md (lean/).
 
 Stats: ``larbin/tls/handshakes`` (TLS handshakes completed), ``larbin/tls/resumed`` (those that
 resumed a session). Private name used: ``OpenSSL.SSL._lib.SSL_session_reused`` (pyOpenSSL has no

@@ -55,9 +55,9 @@ class ContentTypeMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ContentTypeMiddleware:
         s = crawler.settings
-        extensions = parse_extensions(s.get("LARBIN_PRIORITY_EXTENSIONS") or "")
+        extensions = parse_extensions(s.get("LARBIN_FRONTIER_PRIORITY_EXTENSIONS") or "")
         types = [t for t in map(mimetypes.types_map.get, sorted(extensions)) if t]
-        wanted = parse_content_types(s.get("LARBIN_SAVE_CONTENT_TYPES") or "")
+        wanted = parse_content_types(s.get("LARBIN_FETCH_CONTENT_TYPES") or "")
         mw = cls(crawler.stats, (*wanted, *parse_content_types(types)), extensions, crawler)
         crawler.signals.connect(mw.headers_received, signal=signals.headers_received)
         crawler.signals.connect(mw._engine_started, signal=signals.engine_started)
@@ -114,7 +114,7 @@ class ContentTypeMiddleware:
             self._logged = True
             logger.info(
                 "Not downloading %s: Content-Type %s is not HTML (larbin checkType; "
-                "LARBIN_SAVE_CONTENT_TYPES keeps a type; larbin/dropped/content_type counts them)",
+                "LARBIN_FETCH_CONTENT_TYPES keeps a type; larbin/dropped/content_type counts them)",
                 request.url,
                 ctype,
             )

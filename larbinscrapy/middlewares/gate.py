@@ -49,7 +49,7 @@ class LinkGateMiddleware(AdmissionProvider):
         request_cls: type[Request] = Request,
     ) -> None:
         self.crawler = crawler
-        self.url_cache = url_cache  # LARBIN_DUPEFILTER_URL_CACHE (larbinscrapy.gate.seencache)
+        self.url_cache = url_cache  # LARBIN_GATE_URL_CACHE (larbinscrapy.gate.seencache)
         self.admission = Admission(url_filter, depth_limit, crawler.stats, traps, request_cls)
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
 
@@ -57,13 +57,13 @@ class LinkGateMiddleware(AdmissionProvider):
     def from_crawler(cls, crawler: Crawler) -> LinkGateMiddleware:
         s = crawler.settings
         traps = TrapGuard(
-            s.getint("LARBIN_MAX_PAGES_PER_SITE"), s.getint("LARBIN_MAX_QUERIES_PER_PATH")
+            s.getint("LARBIN_GATE_PAGES_PER_SITE_MAX"), s.getint("LARBIN_GATE_QUERIES_PER_PATH_MAX")
         )
         return cls(
             crawler,
             s.getint("DEPTH_LIMIT"),
             UrlFilter.from_settings(s),
-            s.getint("LARBIN_DUPEFILTER_URL_CACHE"),
+            s.getint("LARBIN_GATE_URL_CACHE"),
             traps,
             request_class(s),
         )

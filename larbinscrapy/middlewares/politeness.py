@@ -145,7 +145,9 @@ class PolitenessMiddleware(PolitenessProvider):
         hs = self.hosts.get(host)
         if hs.set_aside:
             self.politeness.count_drop(THROTTLED)
-            raise DroppedRequest(THROTTLED, f"{host} asked for a pause past LARBIN_MAX_RETRY_AFTER")
+            raise DroppedRequest(
+                THROTTLED, f"{host} asked for a pause past LARBIN_THROTTLE_RETRY_AFTER_MAX"
+            )
         meta[M.DOWNLOAD_SLOT] = host
         st = self.table.get(ip)
         # A request the scheduler leased this IP for (or the robots.txt of such a request) has

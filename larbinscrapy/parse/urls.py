@@ -84,10 +84,15 @@ _HOST_NAME = re.compile(r"[a-z0-9_][a-z0-9_.\-]*", re.A).fullmatch
 _SEED_SCHEMES = frozenset(("http", "https"))
 
 
-def check_url(url: str) -> str | None:
-    """Why ``url`` cannot be a seed or an added URL (scheme, host, port), or None when it can."""
+def check_url(url: str, max_length: int = 0) -> str | None:
+    """Why ``url`` cannot be a seed or an added URL (scheme, host, port), or None when it can.
+
+    ``max_length`` is the link gate's ``URLLENGTH_LIMIT`` (0: none): a longer seed would be
+    dropped there without a word, so it is reported with the other bad seeds."""
     if any(c.isspace() for c in url):
         return "contains whitespace"
+    if max_length and len(url) > max_length:
+        return f"longer than URLLENGTH_LIMIT ({len(url)} > {max_length} characters)"
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError on a bad port

@@ -140,7 +140,7 @@ class ContentDupPipeline:
         jobdir = job_dir(settings)
         pipeline = cls(
             directory=str(Path(jobdir, "contentdup")) if jobdir else None,
-            near_distance=settings.getint("LARBIN_NEAR_DUP_DISTANCE"),
+            near_distance=settings.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
             flush_interval=settings.getfloat("LARBIN_CONTENT_DUP_FLUSH_INTERVAL"),
             stats=crawler.stats,
         )

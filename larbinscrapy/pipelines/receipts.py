@@ -1,25 +1,16 @@
 """Item receipts: a page is acknowledged to the frontier only once its items are stored.
 
-The frontier forgets a page's record when the page is done (``request_done``); without this,
-"done" meant "its outlinks are queued", and a ``kill -9`` lost the items still in the feed
-exporter's buffer, in a pipeline's uncommitted batch or in the content-duplicate journal. With
-this extension a page's items are parts of the page, like its outlinks (``PendingPages``):
-
-* the link gate counts the items a page yields (``request_done(items=K)``);
-* an item dropped or failed by a pipeline is settled at once (nothing to store);
-* an item that came out of the last pipeline (``item_scraped``, after the feed exporters wrote
-  it) is settled once the local feed files and the registered flushers (``add_flusher``: the
-  content-duplicate journal) have handed their buffers to the OS: one flush for all the items
-  of a reactor turn (or of ``LARBIN_ITEM_FLUSH_DELAY`` seconds), so a page stays unacknowledged
-  no longer than before, and a kill fetches again no more pages than were in flight;
-* a storage pipeline that stores later (a batch, a remote store) holds the item in
-  ``process_item`` (``hold``) and settles it once it is stored (``stored``): docs/pipelines.md.
-
-So after a ``kill -9`` a page comes back to the frontier unless its items reached the OS: the
-resumed crawl fetches it again and stores its items once. Feeds of ``BlockingFeedStorage``
-(S3, FTP, GCS) are uploaded at close only, as in Scrapy: a kill loses them whatever we do.
+Without this, "done" meant "its outlinks are queued", and a ``kill -9`` lost the items still in
+a buffer (the feed exporter's, a pipeline's batch, the content-duplicate journal). Here a page's
+items are parts of the page, like its outlinks (``PendingPages``): the link gate counts them
+(``request_done(items=K)``); a dropped or failed item is settled at once; an item out of the last
+pipeline is settled once the feed files and the registered flushers (``add_flusher``) handed
+their buffers to the OS, one flush a reactor turn (or ``LARBIN_ITEM_FLUSH_DELAY``); a pipeline
+that stores later holds the item (``hold``) and settles it when stored (``stored``).
+So after a ``kill -9`` a page comes back unless its items reached the OS. Feeds of
+``BlockingFeedStorage`` (S3, FTP, GCS) are uploaded at close only, as in Scrapy.
 Settings: ``LARBIN_ITEM_RECEIPTS`` (False: pages acknowledged when their outlinks are queued),
-``LARBIN_ITEM_FLUSH_DELAY``. Stats: ``larbin/items/flush_failed``.
+``LARBIN_ITEM_FLUSH_DELAY``. Stats: ``larbin/items/flush_failed``. Details: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class WarcPipeline:
         stats: StatsCollector | None = None,
     ) -> None:
         if max_size < 1:
-            raise ValueError("LARBIN_WARC_MAX_SIZE must be positive")
+            raise ValueError("LARBIN_WARC_SIZE_MAX must be positive")
         from warcio.statusandheaders import StatusAndHeaders
         from warcio.warcwriter import WARCWriter
 
@@ -117,7 +117,7 @@ class WarcPipeline:
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
         return cls(
             directory=settings["LARBIN_WARC_DIR"],
-            max_size=settings.getint("LARBIN_WARC_MAX_SIZE"),
+            max_size=settings.getint("LARBIN_WARC_SIZE_MAX"),
             prefix=settings["LARBIN_WARC_PREFIX"],
             user_agent=settings.get("USER_AGENT") or "",
             robots="obey" if settings.getbool("ROBOTSTXT_OBEY") else "ignore",
@@ -140,12 +140,7 @@ class WarcPipeline:
             return item
         writer = self._writer or self._open_file()
         url = item["url"]
-        extra = {"WARC-Warcinfo-ID": self._warcinfo_id}
-        date = warc_date(item.get("fetched_at"))
-        if date:
-            extra["WARC-Date"] = date
-        if item.get("ip"):
-            extra["WARC-IP-Address"] = str(item["ip"])
+        extra = self._response_headers(item)
         status = int(item.get("status") or 200)
         http_headers = self._status_and_headers(
             response_status_line(status), response_headers(item, len(body)), protocol="HTTP/1.1"
@@ -172,6 +167,16 @@ class WarcPipeline:
         if self._file is not None and self._file.tell() >= self.max_size:
             self._close_file()
         return item
+
+    def _response_headers(self, item: Any) -> dict[str, str]:
+        """The WARC headers of a response record: its warcinfo, date and IP when known."""
+        extra = {"WARC-Warcinfo-ID": self._warcinfo_id}
+        date = warc_date(item.get("fetched_at"))
+        if date:
+            extra["WARC-Date"] = date
+        if item.get("ip"):
+            extra["WARC-IP-Address"] = str(item["ip"])
+        return extra
 
     @staticmethod
     def _revisit_record(

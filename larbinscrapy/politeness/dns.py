@@ -127,7 +127,7 @@ class DnsCache:
         return cls(
             reactor,
             ttl=settings.getfloat("LARBIN_DNS_TTL"),
-            timeout=settings.getfloat("LARBIN_DNS_TIMEOUT"),
+            timeout=settings.getfloat("DNS_TIMEOUT"),
             overrides=parse_resolve(settings.get("LARBIN_RESOLVE")),
         )
 

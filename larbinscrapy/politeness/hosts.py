@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-THROTTLED = "throttled"  # drop reason: the host asked for more than LARBIN_MAX_RETRY_AFTER
+THROTTLED = "throttled"  # drop reason: the host asked for more than LARBIN_THROTTLE_RETRY_AFTER_MAX
 JITTER = 0.1  # back-off pauses are lengthened by up to this fraction, so workers do not align
 # How a fetch from a host ended, for a listener that keeps the host's throttling run elsewhere
 # (the Redis frontier): "" says nothing about the run (a failure, nothing sent).
@@ -54,7 +54,8 @@ class HostState:
     adaptive_delay: float = 0.0  # AutoThrottle's current delay for this host
     paused_until: float = 0.0  # a throttling answer's pause
     backoff: float = 0.0  # the current back-off without Retry-After; 0 = not backing off
-    set_aside: bool = False  # asked for a pause past LARBIN_MAX_RETRY_AFTER, or throttles only
+    # asked for a pause past LARBIN_THROTTLE_RETRY_AFTER_MAX, or throttles only
+    set_aside: bool = False
     throttled: int = 0  # throttling answers received
     in_a_row: int = 0  # throttling answers since its last normal answer
 

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 # Drop reasons (``DroppedRequest.reason``, the ``larbin/dropped/<reason>`` stat).
 DNS = "dns"  # the hostname does not resolve (larbin noDNS)
 SSRF = "ssrf"  # the address is not public and not in LARBIN_ALLOWED_NETWORKS
-NOCONNECTION = "noconnection"  # the IP failed LARBIN_IP_MAX_FAILURES times in a row
+NOCONNECTION = "noconnection"  # the IP failed LARBIN_IP_FAILURES_MAX times in a row
 
 Listener = Callable[["IpState"], None]
 # (state, the host the connection was leased for or "", how its fetch ended: hosts.ANSWERED...)
@@ -108,23 +108,23 @@ class IpTable:
         hosts = HostTable(
             host_delay,
             max_connections=host_connections,
-            max_crawl_delay=settings.getfloat("LARBIN_MAX_CRAWL_DELAY"),
-            max_retry_after=settings.getfloat("LARBIN_MAX_RETRY_AFTER"),
+            max_crawl_delay=settings.getfloat("LARBIN_ROBOTS_CRAWL_DELAY_MAX"),
+            max_retry_after=settings.getfloat("LARBIN_THROTTLE_RETRY_AFTER_MAX"),
             throttle_backoff=settings.getfloat("LARBIN_THROTTLE_BACKOFF"),
-            max_backoff=settings.getfloat("LARBIN_THROTTLE_MAX_BACKOFF"),
-            max_in_a_row=settings.getint("LARBIN_THROTTLE_MAX_IN_A_ROW"),
+            max_backoff=settings.getfloat("LARBIN_THROTTLE_BACKOFF_MAX"),
+            max_in_a_row=settings.getint("LARBIN_THROTTLE_IN_A_ROW_MAX"),
         )
         return cls(
             min(settings.getfloat("LARBIN_IP_DELAY"), host_delay),
             settings.getint("LARBIN_IP_CONNECTIONS"),
             **cls._failure_settings(settings),
             hosts=hosts,
-            bandwidth=Bandwidth(settings.getfloat("LARBIN_MAX_BANDWIDTH")),
+            bandwidth=Bandwidth(settings.getfloat("LARBIN_BANDWIDTH_MAX")),
         )
 
     @staticmethod
     def _failure_settings(settings: Any) -> dict[str, Any]:
-        return {"max_failures": settings.getint("LARBIN_IP_MAX_FAILURES"),
+        return {"max_failures": settings.getint("LARBIN_IP_FAILURES_MAX"),
                 "backoff": settings.getfloat("LARBIN_IP_BACKOFF"),
                 "failure_window": settings.getint("LARBIN_IP_FAILURE_WINDOW"),
                 "failure_rate": settings.getfloat("LARBIN_IP_FAILURE_RATE")}
@@ -210,7 +210,7 @@ class IpTable:
 
         ``failed``: False, an answer (any status: a server is there, every count is cleared);
         None, not the IP's fault; a ``GONE`` kind (or True), counted toward
-        ``LARBIN_IP_MAX_FAILURES``; a ``URL`` kind, a strike (back-off) only: a reset or a
+        ``LARBIN_IP_FAILURES_MAX``; a ``URL`` kind, a strike (back-off) only: a reset or a
         malformed answer also proves a server is there, a timeout of an IP that never answered
         is as good as gone. A ``retry`` of a URL says nothing new about the site: it stays out
         of the recent failure rate (``failing``).
@@ -401,10 +401,11 @@ class Politeness:
             self.stats.inc_value("larbin/host/set_aside")
             if hs.in_a_row >= self.table.hosts.max_in_a_row > 0:
                 logger.warning("Setting %s aside: it answered %d (throttling) %d times in a row "
-                               "(LARBIN_THROTTLE_MAX_IN_A_ROW)", host, status, hs.in_a_row)
+                               "(LARBIN_THROTTLE_IN_A_ROW_MAX)", host, status, hs.in_a_row)
             else:
                 logger.warning("Setting %s aside: it answered %d with Retry-After %.0f s, more "
-                               "than LARBIN_MAX_RETRY_AFTER", host, status, retry_after or 0.0)
+                               "than LARBIN_THROTTLE_RETRY_AFTER_MAX", host, status,
+                               retry_after or 0.0)
             return None
         self.table.pause(self.table.get(ip), pause)
         if first:

@@ -12,7 +12,7 @@ Pure: an answer (status, or None when the server was unreachable) and a clock ti
   doubling per failure in a row up to ``LARBIN_ROBOTS_TTL``. Once it has failed for
   ``LARBIN_ROBOTS_UNAVAILABLE_DAYS`` without a break, it is taken as unavailable (allowed).
   At an address that never answered it is asked again before each page instead, so the
-  politeness core gives the address up after ``LARBIN_IP_MAX_FAILURES`` tries, as it does any
+  politeness core gives the address up after ``LARBIN_IP_FAILURES_MAX`` tries, as it does any
   dead address (its pages are then dropped as ``noconnection``).
 * Rules expire ``LARBIN_ROBOTS_TTL`` seconds after they were fetched (§2.4: at most 24 hours)
   and are fetched again before the site's next page.
@@ -67,7 +67,7 @@ class RobotsPolicy:
         """The rules after an answer ``status`` at ``now``; ``before``: the site's last rules.
 
         ``at_once``: ask again before the next page, no back-off (an address that never
-        answered: each try counts toward ``LARBIN_IP_MAX_FAILURES``, so it is given up as fast
+        answered: each try counts toward ``LARBIN_IP_FAILURES_MAX``, so it is given up as fast
         as any dead address).
         """
         kind = verdict(status)

@@ -54,6 +54,37 @@ def _shared_frontier(settings: BaseSettings) -> bool:
     return isinstance(scheduler, type) and issubclass(scheduler, RedisScheduler)
 
 
+def _local_schedule(s: BaseSettings, rule: RevisitRule, inflight: int, lease: float,
+                    inc: Callable[..., None]) -> LocalSchedule:
+    """The schedule in ``JOBDIR/revisit/``, opened now: one that cannot be read stops the crawl
+    before it starts."""
+    from larbinscrapy.revisit.backends import LocalSchedule
+    from larbinscrapy.revisit.store import RevisitStore
+
+    jobdir = job_dir(s)
+    bucket = s.getfloat("LARBIN_REVISIT_BUCKET")
+    local = RevisitStore(str(Path(jobdir, "revisit")) if jobdir else None,
+                         bucket_width(bucket, rule.minimum), legacy_width=bucket)
+    schedule = LocalSchedule(local, inflight, lease, inc)
+    try:
+        schedule.open()
+    except (OSError, ValueError) as exc:
+        logger.error("revisit: cannot open the schedule in %s: %s", local.dir, exc)
+        retrieve_task_exception()
+        raise
+    return schedule
+
+
+def _rule(s: BaseSettings) -> RevisitRule:
+    return RevisitRule(
+        initial=s.getfloat("LARBIN_REVISIT_INTERVAL"),
+        minimum=s.getfloat("LARBIN_REVISIT_INTERVAL_MIN"),
+        maximum=s.getfloat("LARBIN_REVISIT_INTERVAL_MAX"),
+        streak=s.getint("LARBIN_REVISIT_STREAK"),
+        factor=s.getfloat("LARBIN_REVISIT_FACTOR"),
+    )
+
+
 class RevisitExtension:
     """Schedules every fetched page and re-queues it when due (see the module docstring)."""
 
@@ -87,21 +118,15 @@ class RevisitExtension:
         s = crawler.settings
         if not s.getbool("LARBIN_REVISIT"):
             raise NotConfigured
-        rule = RevisitRule(
-            initial=s.getfloat("LARBIN_REVISIT_INTERVAL"),
-            minimum=s.getfloat("LARBIN_REVISIT_MIN"),
-            maximum=s.getfloat("LARBIN_REVISIT_MAX"),
-            streak=s.getint("LARBIN_REVISIT_STREAK"),
-            factor=s.getfloat("LARBIN_REVISIT_FACTOR"),
-        )
+        rule = _rule(s)
         inflight, lease = s.getint("LARBIN_REVISIT_INFLIGHT"), s.getfloat("LARBIN_REVISIT_LEASE")
         if inflight < 1:
             raise ValueError("LARBIN_REVISIT_INFLIGHT must be at least 1")
-        ext = cls(crawler, rule, near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
-                  checkpoint_interval=s.getfloat("LARBIN_CHECKPOINT_INTERVAL"),
+        ext = cls(crawler, rule, near_distance=s.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
+                  checkpoint_interval=s.getfloat("LARBIN_FRONTIER_CHECKPOINT_INTERVAL"),
                   gone_interval=s.getfloat("LARBIN_REVISIT_GONE_INTERVAL"))
         # here, not at the top: Scrapy imports this class for every crawl, revisits on or off
-        from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule
+        from larbinscrapy.revisit.backends import SharedSchedule
 
         if _shared_frontier(s):
             from larbinscrapy.distributed.connection import connector
@@ -115,19 +140,7 @@ class RevisitExtension:
                                       shards=HostShards(shards))  # the frontier's shards
             ext.schedule = SharedSchedule(store, lease, ext._inc)
         else:
-            from larbinscrapy.revisit.store import RevisitStore
-
-            jobdir = job_dir(s)
-            bucket = s.getfloat("LARBIN_REVISIT_BUCKET")
-            local = RevisitStore(str(Path(jobdir, "revisit")) if jobdir else None,
-                                 bucket_width(bucket, rule.minimum), legacy_width=bucket)
-            ext.schedule = LocalSchedule(local, inflight, lease, ext._inc)
-            try:  # now, so that a schedule that cannot be read stops the crawl before it starts
-                ext.schedule.open()
-            except (OSError, ValueError) as exc:
-                logger.error("revisit: cannot open the schedule in %s: %s", local.dir, exc)
-                retrieve_task_exception()
-                raise
+            ext.schedule = _local_schedule(s, rule, inflight, lease, ext._inc)
         return ext
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -64,11 +64,7 @@ def observe(
 
     ``gone``: seconds a 404/410 page waits (None: such answers follow the rule like any page).
     """
-    etag = headers.get(b"ETag") or b""
-    if len(etag) > MAX_ETAG:
-        etag = b""
-    modified = http_date(headers[b"Last-Modified"]) if headers.get(b"Last-Modified") else None
-    last_modified = int(modified) if modified and modified > 0 else 0
+    etag, last_modified = _validators(headers)
     fresh = freshness(headers.get(b"Cache-Control"), headers.get(b"Expires"),
                       headers.get(b"Date"), now)
     if gone is not None and status in GONE_STATUSES:
@@ -78,13 +74,21 @@ def observe(
     if entry is None:
         digest, flags = digest_of(body, near_distance)
         interval = rule.first(hint if hint is not None else fresh)
-        new = Entry(fp, url, now + rule.wait(interval, fresh), interval, 0, 1, digest, flags,
-                    last_modified, etag, depth, site_depth)
+        due = now + rule.wait(interval, fresh)
+        new = Entry(
+            fp, url, due, interval, 0, 1, digest, flags, last_modified, etag, depth, site_depth
+        )
         return new, True
+    return _refetched(entry, status, body, near_distance, etag, last_modified, rule, now, fresh)
+
+
+def _refetched(entry: Entry, status: int, body: bytes, near_distance: int, etag: bytes,
+               last_modified: int, rule: RevisitRule, now: float, fresh: float | None
+               ) -> tuple[Entry, bool]:
+    """The next entry of a page fetched before: a 304 keeps its digest, else the body decides."""
     if status == NOT_MODIFIED:
         changed, digest, flags = False, entry.digest, entry.flags
-        etag = etag or entry.etag
-        last_modified = last_modified or entry.last_modified
+        etag, last_modified = etag or entry.etag, last_modified or entry.last_modified
     else:
         digest, flags = digest_of(body, near_distance)
         changed = differs(entry, digest, flags, near_distance)
@@ -93,6 +97,15 @@ def observe(
                        fetch_count=entry.fetch_count + 1, digest=digest, flags=flags,
                        etag=etag, last_modified=last_modified)
     return new, changed
+
+
+def _validators(headers: Any) -> tuple[bytes, int]:
+    """The answer's ETag (empty when absurdly long) and Last-Modified (0: none or unreadable)."""
+    etag = headers.get(b"ETag") or b""
+    if len(etag) > MAX_ETAG:
+        etag = b""
+    modified = http_date(headers[b"Last-Modified"]) if headers.get(b"Last-Modified") else None
+    return etag, int(modified) if modified and modified > 0 else 0
 
 
 def _gone(entry: Entry | None, fp: bytes, url: str, now: float, rule: RevisitRule, gone: float,

@@ -19,8 +19,8 @@ class RevisitRule:
     def __post_init__(self) -> None:
         if not 0 < self.minimum <= self.maximum:
             raise ValueError(
-                f"LARBIN_REVISIT_MIN ({self.minimum}) must be > 0 and <= "
-                f"LARBIN_REVISIT_MAX ({self.maximum})"
+                f"LARBIN_REVISIT_INTERVAL_MIN ({self.minimum}) must be > 0 and <= "
+                f"LARBIN_REVISIT_INTERVAL_MAX ({self.maximum})"
             )
         if self.streak < 1 or self.factor <= 1:
             raise ValueError("LARBIN_REVISIT_STREAK must be >= 1 and LARBIN_REVISIT_FACTOR > 1")

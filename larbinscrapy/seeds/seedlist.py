@@ -24,7 +24,7 @@ class Seeds:
     errors: list[str] = field(default_factory=list)
 
 
-def parse_lines(lines: list[str], source: str) -> Seeds:
+def parse_lines(lines: list[str], source: str, max_length: int = 0) -> Seeds:
     """Parse seed lines; ``source`` names the input in messages (``seeds.txt:3: ...``)."""
     seeds = Seeds()
     seen: set[str] = set()
@@ -32,7 +32,7 @@ def parse_lines(lines: list[str], source: str) -> Seeds:
         line = raw.strip().lstrip("\ufeff").strip()
         if not line or line.startswith("#"):
             continue
-        reason = check_url(line)
+        reason = check_url(line, max_length)
         if reason:
             seeds.errors.append(f"{source}:{lineno}: {reason}: {line[:200]!r}")
         elif line not in seen:
@@ -41,7 +41,7 @@ def parse_lines(lines: list[str], source: str) -> Seeds:
     return seeds
 
 
-def read_seeds_file(path: str | os.PathLike[str]) -> Seeds:
+def read_seeds_file(path: str | os.PathLike[str], max_length: int = 0) -> Seeds:
     """Read a seeds file: one URL per line, ``#`` comments, blank lines, BOM and CRLF allowed."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace", newline=None) as f:
@@ -50,7 +50,7 @@ def read_seeds_file(path: str | os.PathLike[str]) -> Seeds:
         raise SeedsError(_missing_file_message(os.fspath(path))) from exc
     except (OSError, UnicodeError) as exc:
         raise SeedsError(f"cannot read seeds file {os.fspath(path)}: {exc}") from exc
-    return parse_lines(lines, os.path.basename(os.fspath(path)))
+    return parse_lines(lines, os.path.basename(os.fspath(path)), max_length)
 
 
 def _missing_file_message(path: str) -> str:
@@ -64,6 +64,6 @@ def _missing_file_message(path: str) -> str:
     )
 
 
-def parse_url_list(value: str) -> Seeds:
+def parse_url_list(value: str, max_length: int = 0) -> Seeds:
     """Parse ``-a urls=u1,u2``: positions are reported as ``urls:N``."""
-    return parse_lines(value.split(","), "urls")
+    return parse_lines(value.split(","), "urls", max_length)

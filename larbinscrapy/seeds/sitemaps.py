@@ -125,9 +125,9 @@ class SitemapReader:
         return cls(
             crawler,
             priority=tier == "priority",
-            max_files=s.getint("LARBIN_SITEMAP_MAX_FILES"),
-            max_urls=s.getint("LARBIN_SITEMAP_MAX_URLS"),
-            max_bytes=s.getint("LARBIN_SITEMAP_MAX_BYTES"),
+            max_files=s.getint("LARBIN_SITEMAP_FILES_MAX"),
+            max_urls=s.getint("LARBIN_SITEMAP_URLS_MAX"),
+            max_bytes=s.getint("LARBIN_SITEMAP_BYTES_MAX"),
         )
 
     def _spider_opened(self, spider: Any = None) -> None:

@@ -96,6 +96,20 @@ class CountingDupeFilter(BaseDupeFilter):
         self.count_filtered(1)
 
 
+def _bit_array(mode: str, bits: int, capacity: int, error_rate: float, growth: int,
+               tightening: float) -> KHashBitSet | BloomChain:
+    """The seen bits of ``LARBIN_DUPEFILTER_MODE`` (raises ``ValueError`` on a bad value)."""
+    if mode not in MODES:
+        raise ValueError(
+            f"LARBIN_DUPEFILTER_MODE must be 'scalable', 'bloom' or 'bitmap', got {mode!r}")
+    if not 0.0 < error_rate < 1.0:
+        raise ValueError(f"LARBIN_DUPEFILTER_ERROR_RATE must be in (0, 1), got {error_rate!r}")
+    if mode == "scalable":
+        return BloomChain(capacity, error_rate, growth, tightening)
+    m, k = (bits, 1) if mode == "bitmap" else bloom_size(capacity, error_rate)
+    return KHashBitSet.create(m, k)
+
+
 class BitmapDupeFilter(CountingDupeFilter):
     """Seen-URL bits (bitmap, Bloom or scalable Bloom) with a crash-safe snapshot + journal.
 
@@ -121,34 +135,19 @@ class BitmapDupeFilter(CountingDupeFilter):
         stats: StatsCollector | None = None,
         clock: Clock | None = None,
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(
-                "LARBIN_DUPEFILTER_MODE must be 'scalable', 'bloom' or 'bitmap',"
-                f" got {mode!r}"
-            )
-        if not 0.0 < error_rate < 1.0:
-            raise ValueError(f"LARBIN_DUPEFILTER_ERROR_RATE must be in (0, 1), got {error_rate!r}")
         if snapshot_interval <= 0:
             raise ValueError(
                 f"LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL must be > 0 s, got {snapshot_interval!r}"
             )
-        self.mode = mode
-        self.error_rate = error_rate
-        self.bitset: KHashBitSet | BloomChain
-        if mode == "scalable":
-            self.bitset = BloomChain(capacity, error_rate, growth, tightening)
-        else:
-            m, k = (bits, 1) if mode == "bitmap" else bloom_size(capacity, error_rate)
-            self.bitset = KHashBitSet.create(m, k)
+        self.mode, self.error_rate = mode, error_rate
+        self.bitset = _bit_array(mode, bits, capacity, error_rate, growth, tightening)
         # The hot path: the gate calls this per link, so skip one Python call level.
         self.seen_fingerprint = self.bitset.test_and_set
         self.knows_fingerprint = self.bitset.__contains__  # the test without the set
         self.fingerprinter: RequestFingerprinterProtocol = fingerprinter or RequestFingerprinter()
         self.dir = Path(path) if path is not None else None
         self.snapshot_interval = snapshot_interval
-        self.reset_corrupt = reset_corrupt
-        self.debug = debug
-        self.stats = stats
+        self.reset_corrupt, self.debug, self.stats = reset_corrupt, debug, stats
         self.filtered = 0
         self._clock = clock
         self._journal: BinaryIO | None = None

@@ -89,7 +89,7 @@ class LarbinSpider(Spider):
     obey_noindex: bool  # LARBIN_OBEY_NOINDEX
     robots_names: tuple[str, ...]  # <meta name=...> values that speak to us: robots, BOT_NAME
     content_types: tuple[str, ...]  # what checktype.py downloads for us besides HTML
-    max_links: int  # LARBIN_MAX_LINKS_PER_PAGE (0: no cap)
+    max_links: int  # LARBIN_LINKS_PER_PAGE_MAX (0: no cap)
     images: bool  # -a images / LARBIN_IMAGES
     url_filter: UrlFilter  # the link gate takes it at spider_opened
 
@@ -140,7 +140,7 @@ class LarbinSpider(Spider):
         spider.content_types = ("image/",) if spider.images else ()  # checktype.py downloads them
         spider.obey_nofollow = s.getbool("LARBIN_OBEY_NOFOLLOW")
         spider.obey_noindex = s.getbool("LARBIN_OBEY_NOINDEX")
-        spider.max_links = s.getint("LARBIN_MAX_LINKS_PER_PAGE")
+        spider.max_links = s.getint("LARBIN_LINKS_PER_PAGE_MAX")
         spider.robots_names = ("robots", str(s.get("BOT_NAME")).lower())
         spider.url_filter = UrlFilter.from_settings(
             s,
@@ -157,10 +157,11 @@ class LarbinSpider(Spider):
     def _load_seeds(self, path: str, urls: str) -> list[str]:
         """Seeds from the file and/or the list; bad lines logged and skipped; none is fatal."""
         found = Seeds()
+        limit = self.crawler.settings.getint("URLLENGTH_LIMIT")
         if path:
-            found = _read_seeds(path)  # SeedsError: missing or unreadable
+            found = _read_seeds(path, limit)  # SeedsError: missing or unreadable
         if urls:
-            more = parse_url_list(urls)
+            more = parse_url_list(urls, limit)
             found.urls += [u for u in more.urls if u not in found.urls]
             found.errors += more.errors
         for error in found.errors:
@@ -258,7 +259,7 @@ class LarbinSpider(Spider):
         if not self._capped_logged:
             self._capped_logged = True
             logger.info(
-                "Keeping the first %d of %d links of %s (LARBIN_MAX_LINKS_PER_PAGE; "
+                "Keeping the first %d of %d links of %s (LARBIN_LINKS_PER_PAGE_MAX; "
                 "larbin/filtered/%s counts the rest)", self.max_links, len(links), item["url"],
                 PAGE_LINKS,
             )
@@ -295,20 +296,20 @@ def _headers(headers: Any) -> dict[str, str]:
     }
 
 
-def _read_seeds(path: str) -> Seeds:
+def _read_seeds(path: str, max_length: int = 0) -> Seeds:
     """A seeds file on this host, or ``package:PACKAGE/FILE`` inside the deployed code.
 
     The second is for scrapyd, whose host cannot read the client's files: a seeds file placed
     in ``larbinscrapy/seedlists/`` ships in the egg (docs/scrapyd.md).
     """
     if not path.startswith(_PACKAGE_PREFIX):
-        return read_seeds_file(path)
+        return read_seeds_file(path, max_length)
     package, _, name = path.removeprefix(_PACKAGE_PREFIX).partition("/")
     try:
         text = resources.files(package).joinpath(name).read_text(encoding="utf-8-sig")
     except (ImportError, OSError, ValueError) as exc:
         raise SeedsError(f"no seeds file {name!r} in package {package!r} ({exc})") from exc
-    return parse_lines(text.splitlines(), path)
+    return parse_lines(text.splitlines(), path, max_length)
 
 
 def _charset(content_type: bytes | None) -> str:

@@ -53,12 +53,12 @@ def parse_port_range(value: Any) -> list[int] | None:
     try:
         ports = [int(str(p).strip()) for p in items]
     except (TypeError, ValueError):
-        raise ValueError(f"LARBIN_HTTP_PORT must be a port or a range, got {value!r}") from None
+        raise ValueError(f"LARBIN_STATUS_PORT must be a port or a range, got {value!r}") from None
     if ports == [0]:
         return None
     if (len(ports) not in (1, 2) or not all(0 < p <= MAX_PORT for p in ports)
             or ports[0] > ports[-1]):
-        raise ValueError(f"LARBIN_HTTP_PORT must be a port or a range, got {value!r}")
+        raise ValueError(f"LARBIN_STATUS_PORT must be a port or a range, got {value!r}")
     return ports
 
 
@@ -163,17 +163,17 @@ class StatusServer:
     def from_crawler(cls, crawler: Crawler) -> StatusServer:
         s = crawler.settings
         try:
-            ports = parse_port_range(s.get("LARBIN_HTTP_PORT"))
+            ports = parse_port_range(s.get("LARBIN_STATUS_PORT"))
         except ValueError as exc:
             logger.error("%s: the status page is off", exc)
             raise NotConfigured from None
         if ports is None:
             raise NotConfigured
-        host = s.get("LARBIN_HTTP_HOST")
+        host = s.get("LARBIN_STATUS_HOST")
         if not is_loopback(host):
-            if not s.getbool("LARBIN_HTTP_ALLOW_REMOTE"):
-                logger.error("LARBIN_HTTP_HOST=%s is not a loopback address: set "
-                             "LARBIN_HTTP_ALLOW_REMOTE=True to serve the status page there; "
+            if not s.getbool("LARBIN_STATUS_ALLOW_REMOTE"):
+                logger.error("LARBIN_STATUS_HOST=%s is not a loopback address: set "
+                             "LARBIN_STATUS_ALLOW_REMOTE=True to serve the status page there; "
                              "the status page is off", host)
                 raise NotConfigured
             logger.warning("The status page listens on %s: anyone who can reach it and has the "
@@ -182,13 +182,13 @@ class StatusServer:
             crawler,
             host=host,
             ports=ports,
-            token=make_token(s.get("LARBIN_HTTP_TOKEN")),
+            token=make_token(s.get("LARBIN_STATUS_TOKEN")),
             jobdir=s.get("JOBDIR") or None,
-            history_seconds=s.getfloat("LARBIN_HTTP_HISTORY"),
-            sample_interval=s.getfloat("LARBIN_HTTP_SAMPLE_INTERVAL"),
-            busiest=s.getint("LARBIN_HTTP_BUSIEST_HOSTS"),
-            max_body=s.getint("LARBIN_HTTP_MAX_BODY"),
-            max_urls=s.getint("LARBIN_HTTP_MAX_URLS"),
+            history_seconds=s.getfloat("LARBIN_STATUS_HISTORY"),
+            sample_interval=s.getfloat("LARBIN_STATUS_SAMPLE_INTERVAL"),
+            busiest=s.getint("LARBIN_STATUS_BUSIEST_HOSTS"),
+            max_body=s.getint("LARBIN_STATUS_BODY_MAX"),
+            max_urls=s.getint("LARBIN_STATUS_URLS_MAX"),
         )
 
     # -- lifecycle --------------------------------------------------------------------------

@@ -43,6 +43,24 @@ def json_safe(value: Any) -> Any:
     return str(value)
 
 
+def _dns(stats: dict[str, Any], cached: int | None) -> dict[str, Any]:
+    return {
+        "lookups": stats.get("larbin/dns/lookups", 0),
+        "failed": stats.get("larbin/dns/failures", 0),
+        "cached": cached,
+    }
+
+
+def _seen(frontier: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+    """The seen-set's part: the scheduler's figures, else the dupefilter's last stats."""
+    seen = dict(frontier.get("seen") or {})
+    for name in ("fill_ratio", "estimated_fp_rate"):
+        if seen.get(name) is None:
+            seen[name] = stats.get(f"larbin/dupefilter/{name}")
+    seen["filtered"] = stats.get("larbin/dupefilter/filtered", 0)
+    return seen
+
+
 def build_status(
     *,
     stats: dict[str, Any],
@@ -57,11 +75,6 @@ def build_status(
 ) -> dict[str, Any]:
     """The whole status as one JSON-ready dict (see the module docstring)."""
     frontier = frontier or {}
-    seen = dict(frontier.get("seen") or {})
-    for name in ("fill_ratio", "estimated_fp_rate"):
-        if seen.get(name) is None:
-            seen[name] = stats.get(f"larbin/dupefilter/{name}")
-    seen["filtered"] = stats.get("larbin/dupefilter/filtered", 0)
     doc: dict[str, Any] = {
         "worker": worker,
         "pages": stats.get(PAGES, 0),
@@ -75,12 +88,8 @@ def build_status(
         "frontier": {k: v for k, v in frontier.items() if k not in ("seen", "ips", "sites")},
         "sites": frontier.get("sites", {}),
         "ips": frontier.get("ips", {}),
-        "dns": {
-            "lookups": stats.get("larbin/dns/lookups", 0),
-            "failed": stats.get("larbin/dns/failures", 0),
-            "cached": dns_cached,
-        },
-        "seen": seen,
+        "dns": _dns(stats, dns_cached),
+        "seen": _seen(frontier, stats),
         "busiest_hosts": [[host, n] for host, n in busiest],
     }
     for key, prefixes in GROUPS:

@@ -34,11 +34,11 @@ class CountingStats:
 def host_table(delay: float, *, clock: Any, **options: Any) -> HostTable:
     """A ``HostTable`` (``DOWNLOAD_DELAY`` = ``delay``), defaults of ``settings/base.py``."""
     kwargs = {
-        "max_crawl_delay": base.LARBIN_MAX_CRAWL_DELAY,
-        "max_retry_after": base.LARBIN_MAX_RETRY_AFTER,
+        "max_crawl_delay": base.LARBIN_ROBOTS_CRAWL_DELAY_MAX,
+        "max_retry_after": base.LARBIN_THROTTLE_RETRY_AFTER_MAX,
         "throttle_backoff": base.LARBIN_THROTTLE_BACKOFF,
-        "max_backoff": base.LARBIN_THROTTLE_MAX_BACKOFF,
-        "max_in_a_row": base.LARBIN_THROTTLE_MAX_IN_A_ROW,
+        "max_backoff": base.LARBIN_THROTTLE_BACKOFF_MAX,
+        "max_in_a_row": base.LARBIN_THROTTLE_IN_A_ROW_MAX,
         **options,
     }
     return HostTable(delay, clock=clock, **kwargs)
@@ -54,7 +54,7 @@ def ip_table(delay: float, connections: int = 1, *, clock: Any, host_delay: floa
                  "max_in_a_row", "rng"}
     host_options = {k: options.pop(k) for k in list(options) if k in host_keys}
     kwargs = {
-        "max_failures": base.LARBIN_IP_MAX_FAILURES,
+        "max_failures": base.LARBIN_IP_FAILURES_MAX,
         "backoff": base.LARBIN_IP_BACKOFF,
         **options,
     }

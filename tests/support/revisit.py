@@ -12,9 +12,10 @@ from testweb.harness import SITE_FILES
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-RULE = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0, "LARBIN_REVISIT_MIN": 0.25,
-        "LARBIN_REVISIT_MAX": 8.0, "LARBIN_REVISIT_STREAK": 2, "LARBIN_REVISIT_BUCKET": 0.05,
-        "LARBIN_CHECKPOINT_INTERVAL": 0.2}
+RULE = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0,
+        "LARBIN_REVISIT_INTERVAL_MIN": 0.25, "LARBIN_REVISIT_INTERVAL_MAX": 8.0,
+        "LARBIN_REVISIT_STREAK": 2, "LARBIN_REVISIT_BUCKET": 0.05,
+        "LARBIN_FRONTIER_CHECKPOINT_INTERVAL": 0.2}
 EARLY = 0.05  # seconds a fetch may precede its due time (clock reads on two processes)
 
 

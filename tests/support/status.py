@@ -37,7 +37,7 @@ class LiveCrawl:
         self.web = web
         self.out = out
         self.jobdir = out / "job"
-        merged = {"JOBDIR": str(self.jobdir), "LARBIN_HTTP_PORT": port_range(),
+        merged = {"JOBDIR": str(self.jobdir), "LARBIN_STATUS_PORT": port_range(),
                   "LARBIN_URLS": ",".join(web.seeds), **(settings or {})}
         cmd = crawl_command(web, out, *args, settings=merged)
         self.log_file = open(out / "stderr.log", "a")  # noqa: SIM115 (closed in wait())
