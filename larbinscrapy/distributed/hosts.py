@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from larbinscrapy.distributed.admits import Admits
     from larbinscrapy.distributed.link import FrontierLink
     from larbinscrapy.distributed.readiness import ShardClock
-    from larbinscrapy.politeness.ipsites import Politeness
+    from larbinscrapy.politeness import HostRegistry
 
 
 class HostResolution:
     """Resolves hosts for ``RedisScheduler`` and stores the answers (module docstring)."""
 
-    def __init__(self, link: FrontierLink, *, politeness: Politeness, admits: Admits,
+    def __init__(self, link: FrontierLink, *, politeness: HostRegistry, admits: Admits,
                  clock: ShardClock, stats: StatsCollector, wake: Callable[[], None]) -> None:
         self.link = link
         self.politeness = politeness

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from larbinscrapy.distributed.link import FrontierLink
     from larbinscrapy.distributed.readiness import ShardClock
     from larbinscrapy.distributed.view import SharedView
-    from larbinscrapy.politeness.ipsites import Politeness
+    from larbinscrapy.politeness import HostRegistry
 
 POP_BATCH = 8  # leased requests fetched from Redis per pop
 POP_SHARDS = 4  # shards one pop asks at once (a cluster)
@@ -42,7 +42,7 @@ class Pops:
     """Pops, leases and the ready requests (module docstring)."""
 
     def __init__(self, link: FrontierLink, *, view: SharedView, clock: ShardClock,
-                 held: HeldLeases, hosts: HostResolution, politeness: Politeness,
+                 held: HeldLeases, hosts: HostResolution, politeness: HostRegistry,
                  stats: StatsCollector, hand_out: Callable[[bytes, str, str], Request],
                  wake: Callable[[], None], wake_in: Callable[[float], None]) -> None:
         self.link = link

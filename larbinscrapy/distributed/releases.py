@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from larbinscrapy.distributed.held import HeldLeases
     from larbinscrapy.distributed.link import FrontierLink
     from larbinscrapy.distributed.readiness import ShardClock
-    from larbinscrapy.politeness.ipsites import IpState, Politeness
+    from larbinscrapy.politeness import HostRegistry
+    from larbinscrapy.politeness.ipsites import IpState
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class Releases:
     """Sends each lease's release and applies its answer (module docstring)."""
 
     def __init__(self, link: FrontierLink, *, held: HeldLeases, clock: ShardClock,
-                 politeness: Politeness, stats: StatsCollector) -> None:
+                 politeness: HostRegistry, stats: StatsCollector) -> None:
         self.link = link
         self.held = held
         self.clock = clock

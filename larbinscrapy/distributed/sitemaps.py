@@ -23,7 +23,7 @@ from larbinscrapy.parse.urls import host_of
 if TYPE_CHECKING:
     from larbinscrapy.distributed.held import HeldLeases
     from larbinscrapy.distributed.link import FrontierLink
-    from larbinscrapy.politeness.ipsites import Politeness
+    from larbinscrapy.politeness import HostRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 class SharedSitemaps:
     """Who reads a site's sitemaps, and the IP lease of each fetch (module docstring)."""
 
-    def __init__(self, link: FrontierLink, *, held: HeldLeases, politeness: Politeness) -> None:
+    def __init__(self, link: FrontierLink, *, held: HeldLeases, politeness: HostRegistry) -> None:
         self.link = link
         self.held = held
         self.politeness = politeness
