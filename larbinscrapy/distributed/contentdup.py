@@ -1,22 +1,6 @@
 """``RedisContentDupPipeline``: larbin's ``hashDup`` (NO_DUP) shared by every worker.
 
-The same content hash as ``ContentDupPipeline`` (``contentdup.content_hash``: whitespace
-collapsed, xxh3_128), kept in one Redis hash ``LARBIN_REDIS_CONTENTDUP_KEY`` (content hash ->
-first URL): one atomic script per page decides which worker's page is the first. A page fetched
-again after a crash (its lease was reaped) finds its own URL there and is kept.
-Near duplicates (``LARBIN_CONTENT_DUP_NEAR_DISTANCE``): the local pipeline's simhash, in an
-index every worker shares (``neardup.NearIndex``, ``<key>:near``): on one Redis the content hash,
-the near-twin check and the insert are one script; on a cluster the near check is one script per
-slot its buckets live in, after the content hash (``neardup``'s docstring: the rule and the race
-it leaves, counted in ``larbin/contentdup/near_raced``).
-Memory: ~16 bytes of hash + the URL + ~60 bytes of Redis overhead a page, plus the near index's
-(docs/distributed.md). While Redis cannot be reached, pages are kept unchecked
-(``larbin/contentdup/unchecked``).
-
-``process_item`` is a coroutine: the check is sent from the pipeline's own Redis thread
-(``distributed.jobs.RedisJobs``: started in ``open_spider``, stopped in ``close_spider``), never
-from the reactor thread; the checks of the pages that finish while one round trip is on its way
-share the next one (one pipeline).
+More in docs/modules.md ("Distributed mode").
 """
 
 from __future__ import annotations

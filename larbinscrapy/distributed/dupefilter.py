@@ -7,22 +7,7 @@ fingerprint), the size and k too (``LARBIN_DUPEFILTER_MODE``, ``_BITS``, ``_CAPA
 ``_ERROR_RATE``), so a URL has the same positions in both; only the byte layout differs (Redis
 numbers bits from the high bit of byte 0).
 
-The hot path stays local: ``seen_fingerprint`` (what the link gate calls per link) answers from
-a per-worker copy of the bits this worker has already tested, which is a subset of the shared
-ones, so True is always right and False means "ask Redis". ``RedisScheduler`` asks Redis in
-batches: the test-and-set of every link of a page runs inside the same script that queues the
-new ones and acknowledges the page (``RedisFrontier.admit``), so a ``kill -9`` can never leave
-bits set for URLs that were not queued, and it runs in the scheduler's Redis thread, as does
-the ``BITCOUNT`` of ``close`` (``bits_set`` there, ``report_bits`` back in the reactor).
-Used with another scheduler, ``request_seen`` makes one round trip per request, and
-``test_and_set_many`` one per batch; these stay synchronous (Scrapy's ``request_seen`` contract
-is synchronous), so they block the reactor thread for that round trip: ``RedisScheduler`` never
-calls them.
-
-Keys: ``LARBIN_REDIS_DUPEFILTER_KEY`` (default ``%(spider)s:seen``); a filter of more than
-2^32 bits (Redis strings stop at 512 MiB) is split into ``<key>:<n>`` strings of 2^32 bits.
-Stats: ``larbin/dupefilter/filtered``, ``bits_set``, ``fill_ratio``, ``estimated_fp_rate``
-(BITCOUNT, at close).
+More in docs/modules.md ("Distributed mode").
 """
 
 from __future__ import annotations

@@ -3,37 +3,7 @@
 The Redis side of ``RedisScheduler``, with no Scrapy in it (tests drive it directly). It keeps
 the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for many workers:
 
-* two tiers, each with a wait list: ``P:tier:0..3`` (priority, priority-wait, normal,
-  normal-wait), entries ``site \\t host \\t record`` (``record`` is ``frontier.codec``'s), or
-  the record alone when site and host follow from its URL (the common case: ``entry``);
-* the sequencer (``refill``, inside ``pop``) moves entries to per-site lists ``P:site:<site>``
-  capped at ``LARBIN_FRONTIER_URLS_PER_SITE_MAX`` (overflow goes to the tier's wait list), at most
-  ``LARBIN_FRONTIER_LOADED_SITES_MAX * cap`` records in site lists at once;
-* a site's URLs are served only once its host is resolved: ``P:dns`` maps host -> IP (or
-  ``!reason``); until then its site waits in ``P:hostsites:<host>`` and the host in
-  ``P:unresolved`` for a worker to resolve it and call ``resolved``;
-* dead ends leave the frontier: a worker that drops an IP (``release`` with ``dead``) adds it
-  to ``P:deadips`` and drops the sites queued on it; entries of its hosts that reach the
-  sequencer later are dropped there (and the host marked ``!noconnection``), so a frontier
-  left with only dead hosts' URLs empties and the workers close;
-* per-IP round robin: ``P:ipsites:<ip>`` lists an IP's sites with work; ``P:ready`` is a sorted
-  set of the IPs with work whose connections are not all taken, scored by the time (ms, Redis
-  ``TIME``: one clock for all workers) before which they must not be used (``P:readyat``), or
-  until the first of their hosts is ready when all of them cool;
-* per-host politeness: ``P:host:<host>`` holds when the host may be asked again and its
-  throttling run (``hostlua.py``); a pop skips the sites of hosts still cooling;
-* leases: ``pop`` hands an IP out (``P:busy`` counts its connections, ``P:held:<worker>`` who
-  holds them) and the record (``P:lease:<worker>``, lease id -> ``ip \\t site \\t record``).
-  ``release`` ends the IP lease when the fetch ends: the IP is ready again at *Redis now +
-  its delay*, the host at *Redis now + its own*, and the host's throttling run goes on or
-  ends. ``admit`` acknowledges records after the outlinks they produced are queued, in the
-  same script, so a crash never separates "seen" bits from queued records. A worker whose
-  heartbeat (``P:workers``) is older than the lease timeout is reaped: its records go back to
-  the front of their site lists and its IPs are freed.
-
-Counters in ``P:count``: ``queued`` (records in tiers and site lists), ``insites``, ``leased``.
-All keys start with the prefix, so in a Redis Cluster a shard's prefix carries its hash tag and
-the whole shard is one slot (``shards.py``); the scripts are in ``lua.py``.
+More in docs/modules.md ("Distributed mode").
 """
 
 from __future__ import annotations

@@ -6,16 +6,7 @@ would be handed out by each of them independently, so in a cluster every lease a
 out must also take the IP's own lease key (``Shards.ip_key``: a sorted set in the shard the IP
 hashes to), one script on one slot:
 
-* ``acquire``: drop expired tokens; if fewer than ``conn`` remain (one when there is a delay,
-  as in the frontier), add the worker's token, scored by when it expires (now + the lease
-  timeout: a killed worker's token disappears on its own, like its shard leases); else answer
-  how long to wait (the time a cooling token ends, at most a poll interval for a held one);
-* ``release``: remove the token and, when there is a delay, add a cooling token that expires
-  ``delay`` ms later (Redis time), so no shard's host reaches the IP before it has passed.
-
-The key expires with its last token, so nothing is left behind. A worker that cannot take the
-lease gives the record back to its shard (``RedisFrontier.giveback``), the IP ready there again
-when the wait ends. A single Redis needs none of this (one frontier holds every host).
+More in docs/modules.md ("Distributed mode").
 """
 
 from __future__ import annotations

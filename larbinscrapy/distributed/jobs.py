@@ -6,17 +6,7 @@ admit before the pop after it, a release before the next pop...); their results 
 the reactor thread through Deferred callbacks. A failed job is logged and never fails the
 caller's Deferred, so no error wedges the worker.
 
-Batching: a job is either a function (run alone) or a ``Call`` (one Redis command, an
-``EVALSHA`` mostly, with the function that reads its reply). The thread takes every job queued
-while it was busy; consecutive calls go to Redis in one pipeline (one round trip, one
-``sendall``), and all the results of a batch come back to the reactor in one hand-off. Under
-load a worker makes a few round trips per tick instead of three a page.
-
-Redis going away is an outage, not one error per job: its first failed job is logged, the rest
-are counted (``larbin/redis/failed``) until a job succeeds again ("Redis answers again" is
-logged). An outage that lasts ``outage_timeout`` seconds (``LARBIN_REDIS_OUTAGE_TIMEOUT``),
-or jobs that get no answer at all for that long, is handed to ``on_outage`` once: the worker
-stops (everything it had leased stays in Redis and comes back to the next run's workers).
+More in docs/modules.md ("Distributed mode").
 """
 
 from __future__ import annotations

@@ -11,19 +11,7 @@ Storage: buckets are fields of a Redis hash, ``<contentdup key>:near`` (field = 
 ``url_key`` (8, so a page fetched again is not its own copy), state (``K`` kept, ``T`` not yet
 settled, on a cluster only).
 
-One Redis: one script checks the content hash, the buckets, and inserts both (``check_call``):
-of two near-twins checked at once by two workers, the later script sees the earlier's entries.
-
-A Redis Cluster: a bucket lives in the shard of ``xxh64(field)`` (``{tag}<key>:near``), so a
-check spans up to ``distance + 1`` slots, one script each (``slot_calls``, sent in one
-pipeline). Each script reports the twins in its buckets and inserts the page (``T``) at once.
-Rule: a page loses to a twin reported in their *home* bucket, the first block both share.
-Both scripts of a near-twin pair run in that bucket, one after the other, so exactly one of
-the two sees the other there: never both kept, never both dropped by each other. The verdict
-is then settled (``settle_calls``: ``K``, or the loser's entries removed). The race left: a
-page that loses to a twin still ``T`` whose own verdict is "drop" (a third page beat it) is
-dropped though the one-process crawl may keep it; such drops against a ``T`` entry are
-counted (``larbin/contentdup/near_raced``), an upper bound of those differences.
+More in docs/modules.md ("Distributed mode").
 """
 
 from __future__ import annotations

@@ -5,36 +5,7 @@
 The frontier (tiers, wait lists, per-site caps, per-IP readiness, leases) is ``RedisFrontier``,
 one per shard (``sharded.py``); this class is its Scrapy side:
 
-* ``enqueue_request`` encodes the request (``frontier.codec``), computes its shard, site, host
-  and bit positions, and buffers it; the buffer goes to Redis as one ``admit`` per shard
-  (test-and-set of the bits, queueing of the new ones, then the acknowledgement of the page
-  that produced them) when the page is done (``PendingPages``), on a redirect/retry, or at the
-  next ``next_request``;
-* ``next_request`` hands out ``ready`` (popped, resolved requests); when it is empty it starts
-  pops on a few shards whose IPs may be ready (one with a single Redis). An IP is handed to one
-  worker at a time (``CONCURRENT_REQUESTS_PER_DOMAIN`` at a time without a delay) and is ready
-  again its delay after that worker reports the end of the fetch, each host its own, and the
-  host's throttling run is counted for all (``release``, ``releases.py``); robots.txt
-  borrows the page's lease (``RobotsMiddleware``). In a cluster every lease also takes the IP's
-  own lease key (``iplease.py``), so an IP shared by hosts of several shards keeps its delay;
-* DNS: new hosts come back from ``pop`` as "unresolved"; the worker resolves them through its
-  host gate (its own ``DnsCache`` and SSRF guard) and stores the answer (``resolved``); a worker
-  handed a host it never resolved resolves it before sending;
-* heartbeat, reaping of silent workers (``kill -9``: nothing is lost), seeds from
-  ``REDIS_START_URLS_KEY``: ``membership.py``; the ending rule: ``ending.py``. A graceful stop
-  (SIGINT) hands unacknowledged records back.
-
-Each piece of state has one owner, composed here at ``open`` and handed its collaborators:
-``FrontierLink`` (Redis thread, shards, frontiers, IP leases), ``Admits`` (the buffer),
-``Pops`` (leases and ready requests), ``HostResolution``, ``Releases``, ``HeldLeases``,
-``ShardClock``, ``SharedView``, ``Membership`` and ``Ending``.
-
-Redis is never called in the reactor thread: every round trip is a job of the worker's ordered
-Redis thread (``jobs.py``, which batches them; a cluster client even connects there). ``flush``,
-``release`` and ``resolved`` are fire-and-forget, their results applied when they arrive; a
-failed job never wedges the worker (a failed pop is retried ``POLL`` later). ``open`` and
-``close`` return Deferreds: ``close`` queues the last admit and then the retirement behind
-whatever is in flight.
+More in docs/modules.md ("Distributed mode").
 """
 
 from __future__ import annotations

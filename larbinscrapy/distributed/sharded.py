@@ -5,17 +5,7 @@ one script as before (an admit carries its page's acknowledgement and the seed l
 Redis Cluster (``LARBIN_REDIS_CLUSTER``) a host's URLs, site lists, DNS answer and seen bits live
 in its shard (``Shards``); a step that spans shards runs in the worker's Redis thread as:
 
-* admit: one admit script per shard the page's links go to (one pipeline), and only once all
-  of them succeeded the acknowledgements (grouped by the shard that leased each record) and the
-  end of the pending seeds. No shard's admit can leave bits set for URLs it did not queue; a
-  crash between the two steps leaves the page leased, so it is fetched again and its links
-  meet their own bits (nothing lost, nothing queued twice);
-* heartbeat/reap: one script per shard (each shard reaps its own leases), plus the seed
-  list's own reaping in its slot (``seeds_reap_call``);
-* status: the shards' counters summed.
-
-Lease ids handed to the scheduler are ``<shard>/<id>`` in a cluster, the bare id with one
-shard. Per-IP politeness across shards: ``iplease.py``.
+More in docs/modules.md ("Distributed mode").
 """
 
 from __future__ import annotations
