@@ -152,8 +152,7 @@ class AresResolver:
     """
 
     def __init__(self, reactor: Any, *, servers: Sequence[str] = (), timeout: float | None = None,
-                 tries: int | None = None, max_cnames: int = 8,
-                 resolvconf_path: str | None = None) -> None:
+                 tries: int | None = None, max_cnames: int = 8) -> None:
         self._reactor = reactor
         self.max_cnames = max_cnames
         self._sockets: dict[int, _AresSocket] = {}
@@ -162,7 +161,6 @@ class AresResolver:
         self.channel = pycares.Channel(
             flags=pycares.ARES_FLAG_NOSEARCH, timeout=timeout, tries=tries,
             servers=list(servers) or None, sock_state_cb=self._sock_state,
-            resolvconf_path=resolvconf_path,
         )
 
     def lookup(self, host: str) -> Deferred[Answer]:

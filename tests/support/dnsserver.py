@@ -5,12 +5,14 @@ The zone is a dict the test may change while the server runs: ``name -> Name`` (
 CNAME, TTL, an rcode, silence, truncation over UDP, a delay). Names not in the zone get
 NXDOMAIN. ``stopped`` makes the whole server silent (a resolver that stops answering).
 Queries are counted per (name, type). ``serve_forever`` runs it as its own process
-(``python -m tests.support.dnsserver ADDRESS PORT ZONEFILE``) for crawls in a namespace.
+(``python -m tests.support.dnsserver ADDRESS PORT ZONEFILE [LATENCY]``) for crawls in a namespace.
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import json
 import socket
 import socketserver
@@ -37,17 +39,23 @@ class Name:
     silent: bool = False
     truncate: bool = False  # over UDP: TC set and no records (the client asks again over TCP)
     delay: float = 0.0
+    alone: bool = False  # a CNAME answered alone (its target in another zone), not the chain
 
 
 class DnsServer:
     """The server; ``with DnsServer(zone) as dns: dns.address`` is ``(ip, port)``."""
 
-    def __init__(self, zone: dict[str, Name], ip: str = "127.24.0.1", port: int = 0) -> None:
+    def __init__(self, zone: dict[str, Name], ip: str = "127.24.0.1", port: int = 0,
+                 latency: float = 0.0) -> None:
         self.zone = zone
+        self.latency = latency  # seconds before every answer over UDP (a name's delay wins)
         self.stopped = False
         self.queries: Counter[tuple[str, str]] = Counter()
         self.order: list[str] = []  # names in the order they were answered
         self._lock = threading.Lock()
+        self._due: list[tuple[float, int, Any]] = []  # (when, tie-break, send): delayed answers
+        self._due_changed = threading.Condition()
+        self._seq = itertools.count()
         self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.udp.bind((ip, port))
         self.address = self.udp.getsockname()
@@ -68,6 +76,7 @@ class DnsServer:
         self.tcp = socketserver.ThreadingTCPServer(self.address, Handler)
         self.tcp.daemon_threads = True
         self._threads = [threading.Thread(target=self._serve_udp, daemon=True),
+                         threading.Thread(target=self._send_due, daemon=True),
                          threading.Thread(target=self.tcp.serve_forever, daemon=True)]
 
     def __enter__(self) -> DnsServer:
@@ -100,9 +109,22 @@ class DnsServer:
                     self.udp.sendto(reply, peer)
 
         spec = self._spec(data)
-        if spec is not None and spec.delay:
-            threading.Timer(spec.delay, send).start()
+        delay = spec.delay if spec is not None and spec.delay else self.latency
+        if delay:
+            with self._due_changed:
+                heapq.heappush(self._due, (time.monotonic() + delay, next(self._seq), send))
+                self._due_changed.notify()
         else:
+            send()
+
+    def _send_due(self) -> None:
+        """Send delayed answers when due (one thread, whatever the number of them)."""
+        while True:
+            with self._due_changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    wait = self._due[0][0] - time.monotonic() if self._due else None
+                    self._due_changed.wait(wait)
+                _, _, send = heapq.heappop(self._due)
             send()
 
     def _spec(self, data: bytes) -> Name | None:
@@ -128,27 +150,43 @@ class DnsServer:
             reply.header.rcode = getattr(RCODE, spec.rcode)
         elif spec.truncate and not tcp:
             reply.header.tc = 1
-        elif spec.cname:
-            rdata = CNAME(spec.cname)
-            reply.add_answer(RR(request.q.qname, QTYPE.CNAME, ttl=spec.ttl, rdata=rdata))
         else:
-            for ip in spec.a if qtype == "A" else spec.aaaa if qtype == "AAAA" else []:
-                rdata = A(ip) if qtype == "A" else AAAA(ip)
-                reply.add_answer(RR(request.q.qname, request.q.qtype, ttl=spec.ttl, rdata=rdata))
+            self._add_chain(reply, qname, qtype)
         with self._lock:
             self.order.append(qname)
         return reply.pack()
 
 
-def serve_forever(ip: str, port: int, zone_file: str) -> None:
+    def _add_chain(self, reply: DNSRecord, name: str, qtype: str) -> None:
+        """The records of ``name``: its CNAME chain within the zone (as an authoritative
+        server gives it, a loop cut where it repeats), then the addresses at its end."""
+        seen: set[str] = set()
+        spec = self.zone.get(name)
+        while spec is not None and name not in seen:
+            seen.add(name)
+            if spec.cname:
+                reply.add_answer(RR(name, QTYPE.CNAME, ttl=spec.ttl, rdata=CNAME(spec.cname)))
+                if spec.alone:
+                    return
+                name = spec.cname.rstrip(".").lower()
+                spec = self.zone.get(name)
+                continue
+            for ip in spec.a if qtype == "A" else spec.aaaa if qtype == "AAAA" else []:
+                rdata = A(ip) if qtype == "A" else AAAA(ip)
+                reply.add_answer(RR(name, getattr(QTYPE, qtype), ttl=spec.ttl, rdata=rdata))
+            return
+
+
+def serve_forever(ip: str, port: int, zone_file: str, latency: float = 0.0) -> None:
     """Run a server whose zone is a JSON file ``{name: {"a": [...], ...}}``; print its port."""
     with open(zone_file, encoding="utf-8") as fh:
         zone = {name: Name(**spec) for name, spec in json.load(fh).items()}
-    with DnsServer(zone, ip, port) as dns:
+    with DnsServer(zone, ip, port, latency) as dns:
         print(dns.address[1], flush=True)
         while True:
             time.sleep(3600)
 
 
 if __name__ == "__main__":
-    serve_forever(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    serve_forever(sys.argv[1], int(sys.argv[2]), sys.argv[3],
+                  float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
