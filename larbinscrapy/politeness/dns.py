@@ -212,6 +212,15 @@ class DnsCache:
             return False
         return entry[1]
 
+    def pinned(self, host: str) -> str | None:
+        """The last address ``resolve`` gave for ``host``, expired or not (None: none known).
+
+        The download connects there: the address the politeness and SSRF checks saw, even
+        when its TTL ran out between the check and the connection.
+        """
+        entry = self._entries.get(host.lower())
+        return None if entry is None else entry[1]
+
     def in_flight(self, host: str) -> bool:
         """True while ``host`` is being looked up (sent, waiting its turn or backing off)."""
         return host.lower() in self._inflight
@@ -353,6 +362,9 @@ class PinnedResolver:
         self.reactor.installResolver(self)
 
     def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:
+        ip = self.cache.pinned(name)
+        if ip is not None:  # what the checks saw (a lookup only for a name none of them saw)
+            return defer.maybeDeferred(self._check, ip, name)
         return self.cache.resolve(name).addCallback(self._check, name)
 
     def _check(self, ip: str, name: str) -> str:
