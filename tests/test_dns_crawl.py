@@ -3,7 +3,7 @@
 A network namespace whose ``/etc/resolv.conf`` names a real DNS server on port 53 of a loopback
 address inside it (tests/support/dnsserver.py); thousands of hosts over a few dozen addresses
 (shared hosting, tests/support/anyhost.py), 5% of names failing (NXDOMAIN, SERVFAIL), 1% never
-answered, some behind CNAMEs. No ``LARBIN_RESOLVE``: every name goes through DNS. Every live
+answered, some behind CNAMEs, a few with only an IPv6 address. No ``LARBIN_RESOLVE``: every name goes through DNS. Every live
 host must be crawled (the generator's truth), and only the failing names dropped for DNS.
 getaddrinfo in the thread pool lost live hosts here (a third of them): 20 threads at 100 ms a
 name is 200 names a second, silent names held threads for resolv.conf's 2 x 5 s, and the names
@@ -60,6 +60,9 @@ def generate(seed: int) -> tuple[dict[str, dict[str, Any]], set[str], set[str]]:
         else:
             zone[name] = {"a": [rng.choice(IPS)], "ttl": rng.choice([5, 60, 300, 86400])}
             live.add(name)
+    for i in range(3):  # IPv6 only
+        zone[f"six{i}.example.test"] = {"aaaa": ["::1"]}
+        live.add(f"six{i}.example.test")
     return zone, live, failing
 
 
@@ -74,6 +77,7 @@ class Namespace:
     def __enter__(self) -> Namespace:
         subprocess.run(["ip", "netns", "add", self.name], check=True)
         self.etc.mkdir(parents=True, exist_ok=True)
+        # no options: glibc's and c-ares' defaults, 5 s a try, 2 tries
         (self.etc / "resolv.conf").write_text(f"nameserver {DNS_IP}\n")
         self.run(["ip", "link", "set", "lo", "up"])
         return self
@@ -115,12 +119,12 @@ def test_every_live_host_crawled_through_the_system_resolver(tmp_path, namespace
     namespace.start([sys.executable, "-m", "tests.support.dnsserver", DNS_IP, "53",
                      str(tmp_path / "zone.json"), str(LATENCY)], ready="53")
     log = tmp_path / "web.log"
-    namespace.start([sys.executable, "-m", "tests.support.anyhost", str(log), *IPS],
+    namespace.start([sys.executable, "-m", "tests.support.anyhost", str(log), *IPS, "::1"],
                     ready="ready")
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("".join(f"http://{name}/\n" for name in sorted(live | failing)))
     settings = {
-        "LARBIN_ALLOWED_NETWORKS": "127.0.0.0/8", "DOWNLOAD_DELAY": 0,
+        "LARBIN_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128", "DOWNLOAD_DELAY": 0,
         "LARBIN_STATS_FILE": tmp_path / "stats.json", "LOG_LEVEL": "INFO",
         # a silent name costs resolv.conf's 2 x 5 s a try: one try again, soon
         "LARBIN_DNS_RETRIES": 1, "LARBIN_DNS_RETRY_DELAY": 1,
