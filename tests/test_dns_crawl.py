@@ -5,10 +5,10 @@ address inside it (tests/support/dnsserver.py); thousands of hosts over a few do
 (shared hosting, tests/support/anyhost.py), 5% of names failing (NXDOMAIN, SERVFAIL), 1% never
 answered, some behind CNAMEs, a few with only an IPv6 address. No ``LARBIN_RESOLVE``: every
 name goes through DNS. Every live host must be crawled (the generator's truth), and only the
-failing names dropped for DNS. getaddrinfo in the thread pool lost live hosts here (more than
-half of them): 20 threads at 100 ms a
-name is 200 names a second, silent names held threads for resolv.conf's 2 x 5 s, and the names
-queued behind them timed out (LARBIN_DNS_TIMEOUT counted their time in the queue).
+failing names dropped for DNS. getaddrinfo in the thread pool lost more than half of the live
+hosts here: 20 threads at 100 ms a name is 200 names a second, silent names held threads for
+resolv.conf's 2 x 5 s, and the names queued behind them timed out (LARBIN_DNS_TIMEOUT counted
+their time in the queue).
 """
 
 from __future__ import annotations
