@@ -6,7 +6,7 @@ bandwidth, whether it is silent) is drawn from a ``random.Random`` seeded with a
 ``(seed, i)``, so the DNS server, the web server, the seeds file and the analyzer's truth all
 compute the same host without sharing any state, at any scale.
 
-Addresses: ``base + k``. ``k < BIG`` are a few shared-hosting addresses carrying half of the
+Addresses: ``base + 1 + k``. ``k < BIG`` are a few shared-hosting addresses carrying half of the
 hosts not on their own address; then ``medium`` addresses carrying the other half; then a long
 tail of ``tail`` addresses with exactly one host each (a bijection ``i -> (i*step + offset) mod
 hosts`` picks them); then a block of ``big_records`` addresses that only hosts with an oversized
@@ -22,8 +22,9 @@ import ipaddress
 import math
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
+from typing import Any, NamedTuple
 
 BIG = 5  # shared-hosting addresses that carry thousands of names at 10^5 hosts
 FANOUT = 30  # page k links to pages FANOUT*k+1 .. FANOUT*k+FANOUT: depth <= 3 up to MAX_PAGES
@@ -129,7 +130,7 @@ def page_index(path: str) -> int | None:
 class Internet:
     """The generator: hosts, addresses and DNS answers for ``(seed, hosts)``; pure and cached."""
 
-    def __init__(self, hosts: int, seed: int = 1, *, domain: str = "sim",
+    def __init__(self, hosts: int, seed: int = 1, *, domain: str = "sim.test",
                  base: str = "127.100.0.0", addresses: int | None = None,
                  mix: Mix | None = None, latency: Latency | None = None,
                  http_port: int = 80, https_port: int = 443, big_records: int = 100,
@@ -141,6 +142,7 @@ class Internet:
         self.domain = domain.strip(".").lower()
         self.base = int(ipaddress.IPv4Address(base))
         n_addr = addresses if addresses is not None else min(max(hosts // 10, 8), 4000)
+        self.addresses = n_addr
         self.medium = max(1, int(n_addr * 0.3))
         self.tail = max(0, min(hosts, n_addr - BIG - self.medium))
         self.big_records = big_records
@@ -161,7 +163,7 @@ class Internet:
 
     # --- addresses ------------------------------------------------------------------------
     def address(self, k: int) -> str:
-        return str(ipaddress.IPv4Address(self.base + k))
+        return str(ipaddress.IPv4Address(self.base + 1 + k))  # base itself (x.y.0.0) unused
 
     def _tail_slot(self, i: int) -> int:
         return (i * self._step + self._offset) % self.hosts
@@ -268,3 +270,72 @@ class Internet:
         rng = random.Random(_hash(self.seed, "seeds"))
         return [self.seed_url(self.host(i)) for i in range(self.hosts)
                 if share >= 1 or rng.random() < share]
+
+    # --- what a server answers (pure: the web server and the truth both call these) ---------
+    def route(self, scheme: str, hostname: str, path: str) -> Route:
+        """The answer to ``GET scheme://hostname{path}``: a redirect, robots.txt, a page, a 404.
+
+        http of an https host goes to https first (same name), then a bare name of a ``www``
+        host to ``www.`` (same scheme): two hops, as many real sites do it.
+        """
+        host = self.host_of(hostname)
+        if host is None or host.dns != "ok":
+            return Route(404, None, None, -1)
+        if host.https and scheme == "http":
+            return Route(301, self.origin("https", hostname) + path, host, -1)
+        if host.www and hostname == host.name:
+            return Route(301, self.origin(scheme, host.canonical) + path, host, -1)
+        if path == "/robots.txt":
+            return Route(ROBOTS_STATUS[host.robots], None, host, ROBOTS)
+        k = page_index(path)
+        if k is None or k >= host.pages:
+            return Route(404, None, host, -1)
+        return Route(200, None, host, k)
+
+    def page_links(self, host: Host, k: int) -> list[str]:
+        """The absolute URLs page ``k`` of ``host`` links to (in page order, duplicates kept)."""
+        rng = random.Random(host.links_seed * 7919 + k)
+        own = self.url(host)[: -1]  # the canonical origin, without the trailing /
+        children = range(FANOUT * k + 1, min(host.pages, FANOUT * k + FANOUT + 1))
+        links = [own + page_path(c) for c in children]
+        if k:
+            links.append(own + "/")
+        if host.pages > 1:
+            links += [own + page_path(rng.randrange(host.pages)) for _ in range(2)]
+        if rng.random() < 0.05:
+            links.append(own + f"/missing{k}.html")  # a broken link: 404
+        for _ in range(rng.randint(1, 4)):
+            other = self.host(rng.randrange(self.hosts))
+            target = rng.randrange(other.pages) if rng.random() < 0.2 else 0
+            if rng.random() < 0.15:  # written as users type it: plain http, bare name
+                links.append(self.origin("http", other.name) + page_path(target))
+            else:
+                links.append(self.url(other, target))
+        return links
+
+    def params(self) -> dict[str, object]:
+        """What rebuilds this generator in another process (``from_params``)."""
+        return {"hosts": self.hosts, "seed": self.seed, "domain": self.domain,
+                "base": str(ipaddress.IPv4Address(self.base)), "addresses": self.addresses,
+                "mix": asdict(self.mix), "latency": asdict(self.latency),
+                "http_port": self.http_port, "https_port": self.https_port,
+                "big_records": self.big_records}
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> Internet:
+        p = dict(params)
+        mix, latency = dict(p.pop("mix")), p.pop("latency")
+        mix["robots"] = tuple(tuple(x) for x in mix["robots"])
+        return cls(**p, mix=Mix(**mix), latency=Latency(**latency))
+
+
+ROBOTS = -2  # Route.page for /robots.txt
+
+
+class Route(NamedTuple):
+    """A server's answer: status, Location (redirects), the host, page number or ROBOTS or -1."""
+
+    status: int
+    location: str | None
+    host: Host | None
+    page: int
