@@ -246,7 +246,8 @@ def _wait_log(running: InternetThread, count: int) -> list[WebEntry]:
     raise AssertionError(f"{count} log lines expected")
 
 
-def test_robots_variants_redirects_and_broken_hosts(served: tuple[Internet, InternetThread]) -> None:
+def test_robots_variants_redirects_and_broken_hosts(
+        served: tuple[Internet, InternetThread]) -> None:
     net, running = served
     ca = str(running.ca.ca_path)
     hosts = [net.host(i) for i in range(net.hosts)]
