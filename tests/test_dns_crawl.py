@@ -1,148 +1,118 @@
 """A crawl through the system resolver, as a broad crawl meets DNS (issue 35, point 2).
 
-A network namespace whose ``/etc/resolv.conf`` names a real DNS server on port 53 of a loopback
-address inside it (tests/support/dnsserver.py); thousands of hosts over a few dozen addresses
-(shared hosting, tests/support/anyhost.py), 5% of names failing (NXDOMAIN, SERVFAIL), 1% never
-answered, some behind CNAMEs, a few with only an IPv6 address. No ``LARBIN_RESOLVE``: every
-name goes through DNS. Every live host must be crawled (the generator's truth), and only the
-failing names dropped for DNS. getaddrinfo in the thread pool lost more than half of the live
-hosts here: 20 threads at 100 ms a name is 200 names a second, silent names held threads for
-resolv.conf's 2 x 5 s, and the names queued behind them timed out (LARBIN_DNS_TIMEOUT counted
-their time in the queue).
+The simulated internet (``testweb/internet/``) in a network namespace whose ``/etc/resolv.conf``
+names its DNS server on port 53 of a loopback address inside it: 3,000 hosts over a few hundred
+addresses (shared hosting), 5% of names failing (NXDOMAIN, SERVFAIL), 1% never answered, CNAME
+chains, IPv6-only names, answers truncated over UDP, ~100 ms a DNS answer. No
+``LARBIN_RESOLVE``: every name goes through DNS. Each seed's host must be crawled exactly when
+the generator says its name resolves, and only the failing names dropped for DNS.
+getaddrinfo in the thread pool lost more than half of the live hosts here: 20 threads at 100 ms
+a name is 200 names a second, silent names held threads for resolv.conf's 2 x 5 s, and the
+names queued behind them timed out (LARBIN_DNS_TIMEOUT counted their time in the queue).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
-import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.marks import require_crawl_marker
+from testweb.internet.logs import read_web
+from testweb.internet.model import Internet, Latency, Mix
+from testweb.internet.netns import Namespace
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
-HOSTS = 3000
-FAILING, SILENT = 0.05, 0.01
-IPS = [f"127.24.1.{i}" for i in range(1, 41)]
-DNS_IP = "127.24.0.53"
-LATENCY = 0.1  # seconds before each DNS answer (an uncached name: 50-500 ms on the web)
+HOSTS, SEED = 3000, 35
+BASE = "127.24.0.0"  # the internet's addresses: base + 1 ...
+DNS_IP = "127.24.255.53"
+# DNS is under test: every other failure of the simulated internet off, seeds only
+MIX = Mix(nxdomain=0.025, servfail=0.025, silent_dns=0.01, cname=0.1, aaaa_only=0.01,
+          big_answer=0.005, dead=0, tarpit=0, https=0, www=0, robots=(("allow", 1.0),))
+LATENCY = Latency(dns_ms=100)  # an uncached name: 50-500 ms on the web
+
+SERVE = """
+import signal, sys
+from testweb.internet.harness import InternetThread
+from testweb.internet.model import Internet, Latency, Mix
+from pathlib import Path
+
+hosts, seed, base, dns, logdir = sys.argv[1:6]
+internet = Internet(int(hosts), int(seed), base=base, mix=Mix(**MIX), latency=Latency(**LATENCY))
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+with InternetThread(internet, Path(logdir), dns=(dns, 53)):
+    print("ready", flush=True)
+    signal.sigwait({signal.SIGTERM})
+"""
 
 
-def generate(seed: int) -> tuple[dict[str, dict[str, Any]], set[str], set[str]]:
-    """The zone, the live names and the failing ones (the generator's truth)."""
-    rng = random.Random(seed)
-    zone: dict[str, dict[str, Any]] = {}
-    live, failing = set(), set()
-    for i in range(HOSTS):
-        name = f"h{i:05d}.example.test"
-        draw = rng.random()
-        if draw < FAILING / 2:
-            failing.add(name)  # not in the zone: NXDOMAIN
-        elif draw < FAILING:
-            zone[name] = {"rcode": "SERVFAIL"}
-            failing.add(name)
-        elif draw < FAILING + SILENT:
-            zone[name] = {"silent": True}
-            failing.add(name)
-        elif draw < FAILING + SILENT + 0.1:
-            edge = f"edge{i % 7}.cdn.test"
-            zone[name] = {"cname": edge, "ttl": rng.choice([30, 300, 3600])}
-            zone[edge] = {"a": [IPS[i % 7]]}
-            live.add(name)
-        else:
-            zone[name] = {"a": [rng.choice(IPS)], "ttl": rng.choice([5, 60, 300, 86400])}
-            live.add(name)
-    for i in range(3):  # IPv6 only
-        zone[f"six{i}.example.test"] = {"aaaa": ["::1"]}
-        live.add(f"six{i}.example.test")
-    return zone, live, failing
-
-
-class Namespace:
-    """``ip netns`` named ``dns-<pid>`` with its own resolv.conf; removed at exit."""
-
-    def __init__(self) -> None:
-        self.name = f"dns-{os.getpid()}"
-        self.etc = Path("/etc/netns") / self.name
-        self.procs: list[subprocess.Popen[str]] = []
-
-    def __enter__(self) -> Namespace:
-        subprocess.run(["ip", "netns", "add", self.name], check=True)
-        self.etc.mkdir(parents=True, exist_ok=True)
-        # no options: glibc's and c-ares' defaults, 5 s a try, 2 tries
-        (self.etc / "resolv.conf").write_text(f"nameserver {DNS_IP}\n")
-        self.run(["ip", "link", "set", "lo", "up"])
-        return self
-
-    def command(self, args: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.name, *args]
-
-    def run(self, args: list[str]) -> None:
-        subprocess.run(self.command(args), check=True)
-
-    def start(self, args: list[str], ready: str) -> None:
-        """Start a server in the namespace; wait for the line ``ready`` on its output."""
-        proc = subprocess.Popen(self.command(args), cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
-        self.procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        assert line == ready, f"{args}: {line!r}"
-
-    def __exit__(self, *exc: object) -> None:
-        for proc in self.procs:
-            proc.kill()
-            proc.wait()
-        subprocess.run(["ip", "netns", "del", self.name], check=False)
-        shutil.rmtree(self.etc, ignore_errors=True)
+def internet() -> Internet:
+    return Internet(HOSTS, SEED, base=BASE, mix=MIX, latency=LATENCY)
 
 
 @pytest.fixture
 def namespace() -> Iterator[Namespace]:
+    """``dns-<pid>``; resolv.conf without options: 5 s a try, 2 tries (glibc's and c-ares')."""
     require_crawl_marker("a network namespace")
-    with Namespace() as ns:
+    with Namespace(DNS_IP, options="", name=f"dns-{os.getpid()}") as ns:
         yield ns
+
+
+def serve(namespace: Namespace, logdir: Path) -> subprocess.Popen[str]:
+    """The simulated internet (DNS and web) in the namespace, started and listening."""
+    params = {"MIX": repr(MIX.__dict__), "LATENCY": repr(LATENCY.__dict__)}
+    code = SERVE.replace("Mix(**MIX)", f"Mix(**{params['MIX']})").replace(
+        "Latency(**LATENCY)", f"Latency(**{params['LATENCY']})")
+    proc = namespace.popen([sys.executable, "-c", code, str(HOSTS), str(SEED), BASE, DNS_IP,
+                            str(logdir)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert line == "ready", f"the simulated internet did not start: {line!r}"
+    return proc
 
 
 @pytest.mark.crawl
 def test_every_live_host_crawled_through_the_system_resolver(tmp_path, namespace):
-    zone, live, failing = generate(seed=35)
-    (tmp_path / "zone.json").write_text(json.dumps(zone))
-    namespace.start([sys.executable, "-m", "tests.support.dnsserver", DNS_IP, "53",
-                     str(tmp_path / "zone.json"), str(LATENCY)], ready="53")
-    log = tmp_path / "web.log"
-    namespace.start([sys.executable, "-m", "tests.support.anyhost", str(log), *IPS, "::1"],
-                    ready="ready")
-    seeds = tmp_path / "seeds.txt"
-    seeds.write_text("".join(f"http://{name}/\n" for name in sorted(live | failing)))
-    settings = {
-        "LARBIN_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128", "DOWNLOAD_DELAY": 0,
-        "LARBIN_STATS_FILE": tmp_path / "stats.json", "LOG_LEVEL": "INFO",
-        # a silent name costs resolv.conf's 2 x 5 s a try: one try again, soon
-        "LARBIN_DNS_RETRIES": 1, "LARBIN_DNS_RETRY_DELAY": 1,
-        "LARBIN_SITEMAPS": False,
-    }
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}"]
-    for key, value in settings.items():
-        cmd += ["-s", f"{key}={value}"]
-    with open(tmp_path / "crawl.log", "w") as err:
-        proc = subprocess.run(namespace.command(cmd), cwd=ROOT, stdout=err,
-                              stderr=subprocess.STDOUT, timeout=180, check=False,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    web = internet()
+    hosts = [web.host(i) for i in range(HOSTS)]
+    live = {h.name for h in hosts if h.dns == "ok"}
+    failing = {h.name for h in hosts if h.dns != "ok"}
+    assert failing and any(h.dns == "silent" for h in hosts)
+    assert any(h.cname for h in hosts if h.dns == "ok") and any(h.family == "6" for h in hosts)
+    server = serve(namespace, tmp_path / "internet")
+    try:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(web.seeds()) + "\n")
+        settings = {
+            "LARBIN_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128", "DOWNLOAD_DELAY": 0,
+            "LARBIN_STATS_FILE": tmp_path / "stats.json", "LOG_LEVEL": "INFO",
+            "LARBIN_DEPTH": 0, "LARBIN_EXTERNAL": False, "LARBIN_SITEMAPS": False,
+            # a silent name costs resolv.conf's 2 x 5 s a try: one try again, soon
+            "LARBIN_DNS_RETRIES": 1, "LARBIN_DNS_RETRY_DELAY": 1,
+        }
+        cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}"]
+        for key, value in settings.items():
+            cmd += ["-s", f"{key}={value}"]
+        with open(tmp_path / "crawl.log", "w") as err:
+            proc = subprocess.run(namespace.command(cmd), cwd=ROOT, stdout=err,
+                                  stderr=subprocess.STDOUT, timeout=180, check=False,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        server.terminate()
+        server.wait(30)
     crawl_log = (tmp_path / "crawl.log").read_text()
     assert proc.returncode == 0, crawl_log[-3000:]
     stats = json.loads((tmp_path / "stats.json").read_text())
-    crawled = {line.split("\t")[0] for line in log.read_text().splitlines()
-               if line.endswith("\t/")}
+    crawled = {e.host for e in read_web(str(tmp_path / "internet" / "web.log")) if e.path == "/"}
     missing = live - crawled
     assert not missing, (f"{len(missing)} of {len(live)} live hosts never crawled, e.g. "
                          f"{sorted(missing)[:5]}; dns stats: "

@@ -77,9 +77,13 @@ def dns(zone: dict[str, Name]) -> Iterator[DnsServer]:
 
 
 def cache(dns: DnsServer, **kwargs: Any) -> DnsCache:
+    return cache_at(dns.server, **kwargs)
+
+
+def cache_at(server: str, **kwargs: Any) -> DnsCache:
     kwargs = {"ttl_min": 0.0, "ttl_max": 3600.0, "negative_ttl": 60.0, "timeout": 5.0,
               "retries": 0, **kwargs}
-    return DnsCache(installed_reactor(), servers=[dns.server], **kwargs)
+    return DnsCache(installed_reactor(), servers=[server], **kwargs)
 
 
 def gate(c: DnsCache, allowed: str = "") -> Politeness:
@@ -244,3 +248,29 @@ def test_prefetch_resolves_ahead_and_counts_once(dns):
     wait_for(lambda: c.cached("ok.test") == PUBLIC, 10, "the answer", pause=run_loop)
     assert p.cached_ip("ok.test") == PUBLIC and dns.queries[("ok.test", "A")] == 1
     assert p.stats.values["larbin/dns/lookups"] == 1
+
+
+def test_every_kind_of_name_of_the_simulated_internet():
+    """The simulated internet's DNS (testweb/internet/dns.py): each name's outcome is the one
+    its generator gave it (CNAME chains, AAAA only, answers truncated over UDP, failures)."""
+    from testweb.internet.dns import DnsThread
+    from testweb.internet.model import Internet, Mix
+
+    mix = Mix(nxdomain=0.1, servfail=0.1, silent_dns=0.05, cname=0.3, aaaa_only=0.1,
+              big_answer=0.1, dead=0, tarpit=0, https=0, www=0)
+    web = Internet(200, 7, base="127.24.8.0", mix=mix)
+    hosts = [web.host(i) for i in range(200)]
+    with DnsThread(web, "127.24.0.2", 0, latency=False) as dns:
+        c = cache_at(f"{dns.address}:{dns.port}", timeout=3.0)
+        got = resolve_all(c, *(h.name for h in hosts))
+    expected = {"nxdomain": R.NXDOMAIN, "servfail": R.SERVFAIL, "silent": R.TIMEOUT}
+    kinds = set()
+    for host, answer in zip(hosts, got, strict=True):
+        if host.dns == "ok":
+            assert answer in host.addresses, host
+            kinds.add(("cname" if host.cname else "") + host.family
+                      + ("big" if len(host.addresses) > 1 else ""))
+        else:
+            assert isinstance(answer, R.DnsError) and answer.outcome == expected[host.dns], host
+            kinds.add(host.dns)
+    assert {"4", "6", "cname4", "4big", "nxdomain", "servfail", "silent"} <= kinds

@@ -1,11 +1,15 @@
-"""A small authoritative DNS server for the resolver's tests (dnslib's wire format).
+"""A small DNS server whose zone a test writes, for the resolver's unit tests (dnslib).
+
+The simulated internet's server (``testweb/internet/dns.py``) answers from its generator, and
+the tests use it for what the generator makes; this one is for what a generated web has no
+place for: CNAME loops, REFUSED, NODATA, a name whose address changes mid-test, a server that
+stops answering, names of a given length.
 
 UDP and TCP on one loopback address, both on the same port (port 0: the system picks one).
 The zone is a dict the test may change while the server runs: ``name -> Name`` (A, AAAA,
 CNAME, TTL, an rcode, silence, truncation over UDP, a delay). Names not in the zone get
 NXDOMAIN. ``stopped`` makes the whole server silent (a resolver that stops answering).
-Queries are counted per (name, type). ``serve_forever`` runs it as its own process
-(``python -m tests.support.dnsserver ADDRESS PORT ZONEFILE [LATENCY]``) for crawls in a namespace.
+Queries are counted per (name, type).
 """
 
 from __future__ import annotations
@@ -13,11 +17,9 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
-import json
 import socket
 import socketserver
 import struct
-import sys
 import threading
 import time
 from collections import Counter
@@ -45,10 +47,8 @@ class Name:
 class DnsServer:
     """The server; ``with DnsServer(zone) as dns: dns.address`` is ``(ip, port)``."""
 
-    def __init__(self, zone: dict[str, Name], ip: str = "127.24.0.1", port: int = 0,
-                 latency: float = 0.0) -> None:
+    def __init__(self, zone: dict[str, Name], ip: str = "127.24.0.1", port: int = 0) -> None:
         self.zone = zone
-        self.latency = latency  # seconds before every answer over UDP (a name's delay wins)
         self.stopped = False
         self.queries: Counter[tuple[str, str]] = Counter()
         self.order: list[str] = []  # names in the order they were answered
@@ -77,7 +77,7 @@ class DnsServer:
         self.tcp.daemon_threads = True
         self._threads = [threading.Thread(target=self._serve_udp, daemon=True),
                          threading.Thread(target=self._send_due, daemon=True),
-                         threading.Thread(target=self.tcp.serve_forever, daemon=True)]
+                         threading.Thread(target=self.tcp.serve_forever, args=(0.05,), daemon=True)]
 
     def __enter__(self) -> DnsServer:
         for thread in self._threads:
@@ -109,7 +109,7 @@ class DnsServer:
                     self.udp.sendto(reply, peer)
 
         spec = self._spec(data)
-        delay = spec.delay if spec is not None and spec.delay else self.latency
+        delay = spec.delay if spec is not None else 0.0
         if delay:
             with self._due_changed:
                 heapq.heappush(self._due, (time.monotonic() + delay, next(self._seq), send))
@@ -175,18 +175,3 @@ class DnsServer:
                 rdata = A(ip) if qtype == "A" else AAAA(ip)
                 reply.add_answer(RR(name, getattr(QTYPE, qtype), ttl=spec.ttl, rdata=rdata))
             return
-
-
-def serve_forever(ip: str, port: int, zone_file: str, latency: float = 0.0) -> None:
-    """Run a server whose zone is a JSON file ``{name: {"a": [...], ...}}``; print its port."""
-    with open(zone_file, encoding="utf-8") as fh:
-        zone = {name: Name(**spec) for name, spec in json.load(fh).items()}
-    with DnsServer(zone, ip, port, latency) as dns:
-        print(dns.address[1], flush=True)
-        while True:
-            time.sleep(3600)
-
-
-if __name__ == "__main__":
-    serve_forever(sys.argv[1], int(sys.argv[2]), sys.argv[3],
-                  float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
