@@ -205,10 +205,10 @@ class DnsCache:
 
     def cached(self, host: str) -> str | bool | None:
         """The cached answer without waiting: an IP, None (known failure), False (unknown)."""
-        if is_ip(host):
-            return host.strip("[]")
         entry = self._entries.get(host.lower())
-        if entry is None or entry[0] < self._clock():
+        if entry is None:  # an IP literal is never an entry: tested only here (it is costly)
+            return host.strip("[]") if is_ip(host) else False
+        if entry[0] < self._clock():
             return False
         return entry[1]
 
