@@ -308,3 +308,34 @@ def test_hosts_file(tmp_path):
     assert hosts_file(str(path)) == {"localhost": "127.0.0.1", "vm": "127.0.0.1",
                                      "ip6-localhost": "::1"}
     assert hosts_file(str(tmp_path / "none")) == {}
+
+
+def test_the_frontier_asks_for_a_host_when_its_first_url_is_admitted(tmp_path, answers):
+    """larbin: DNS once per site, ahead of its turn; not when the site's first URL is due."""
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
+    from larbinscrapy.politeness.ipsites import IpTable, Politeness
+    from settings import base
+    from tests.support.crawl import settings_of
+
+    class Frontier(Spider):
+        name = "frontier"
+
+    crawler = get_crawler(Frontier, settings_of(base, LARBIN_LOADED_SITES=1,
+                                                LARBIN_MAX_URLS_PER_SITE=1, DOWNLOAD_DELAY=0))
+    sched = LarbinScheduler.from_crawler(crawler)
+    sched.open(Frontier())
+    clock = task.Clock()
+    dns = DnsCache(clock, clock=clock.seconds, lookup=answers)
+    sched.politeness = Politeness(IpTable(0.0, 1, max_failures=3, backoff=1.0), crawler.stats,
+                                  dns, SsrfGuard(enabled=False))
+    try:
+        for host in ("a.test", "b.test", "c.test", "a.test"):
+            sched.enqueue_request(Request(f"http://{host}/x"))
+        # one site in memory at most: b and c wait on disk, their names asked already
+        assert [h for h, _ in answers.queries] == ["a.test", "b.test", "c.test"]
+        assert crawler.stats.get_value("larbin/dns/lookups") == 3
+    finally:
+        sched.close("finished")
