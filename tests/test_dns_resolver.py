@@ -174,7 +174,8 @@ def test_cap_on_queries_in_flight(dns, zone):
 def test_failures_cached_negatively_then_asked_again(dns):
     c = cache(dns, negative_ttl=0.5)
     assert resolve_all(c, "nowhere.test")[0].outcome == R.NXDOMAIN
-    assert isinstance(resolve_all(c, "nowhere.test")[0], DNSLookupError)
+    cached = resolve_all(c, "nowhere.test")[0]
+    assert isinstance(cached, DNSLookupError) and cached.outcome == "nxdomain (cached)"
     assert dns.queries[("nowhere.test", "A")] == 1
     wait_for(lambda: c.cached("nowhere.test") is False, 5, "the expiry", pause=run_loop)
     resolve_all(c, "nowhere.test")

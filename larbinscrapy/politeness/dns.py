@@ -158,7 +158,8 @@ class DnsCache:
         self._overrides = dict(overrides or {})
         self._hosts = dict(hosts or {})  # the hosts file: answered like overrides
         self._clock = clock
-        self._entries: dict[str, tuple[float, str | None]] = {}  # host -> (expiry, ip or None)
+        # host -> (expiry, ip, "") or, for a failure, (expiry, None, outcome)
+        self._entries: dict[str, tuple[float, str | None, str]] = {}
         self._purge_at = _PURGE_MIN
         self._inflight: dict[str, list[Deferred[str]]] = {}  # asked for, answer not yet given
         self._waiting: deque[tuple[str, int]] = deque()  # (host, attempt) over the cap
@@ -228,14 +229,14 @@ class DnsCache:
     def resolve(self, host: str) -> Deferred[str]:
         """The IP of ``host``; fails with ``DNSLookupError`` (``DnsError`` says why)."""
         host = host.lower()
-        answer = self.cached(host)
-        if isinstance(answer, str):
-            if not is_ip(host):
-                self._event("cached")
-            return defer.succeed(answer)
-        if answer is None:
+        entry = self._entries.get(host)
+        if entry is not None and entry[0] >= self._clock():
             self._event("cached")
-            return defer.fail(DnsError(host, "failed (cached)"))
+            if entry[1] is not None:
+                return defer.succeed(entry[1])
+            return defer.fail(DnsError(host, f"{entry[2]} (cached)"))
+        if entry is None and is_ip(host):
+            return defer.succeed(host.strip("[]"))
         d: Deferred[str] = defer.Deferred()
         waiters = self._inflight.get(host)
         if waiters is not None:
@@ -308,7 +309,7 @@ class DnsCache:
 
     def _done(self, host: str, ip: str | None, ttl: float, outcome: str = "") -> None:
         now = self._clock()
-        self._entries[host] = (now + ttl, ip)
+        self._entries[host] = (now + ttl, ip, outcome)
         if len(self._entries) >= self._purge_at:
             self._purge(now)
         if ip is None:
