@@ -45,6 +45,28 @@ def answers() -> Answers:
     return Answers()
 
 
+class Heard:
+    """A listener of the cache's events."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def event(self, event: str) -> None:
+        self.events.append(event)
+
+
+def test_listeners_end_with_their_crawl(clock, answers):
+    cache = make_cache(clock, answers, overrides={"a.test": "93.184.216.34"})
+    kept, gone = Heard(), Heard()
+    cache.add_listener(kept.event)
+    cache.add_listener(gone.event)
+    del gone
+    cache.resolve("a.test")
+    clock.advance(0)
+    cache.resolve("a.test")
+    assert kept.events == ["cached"] and len(cache._listeners) == 1
+
+
 def make_cache(clock, answers, **kwargs) -> DnsCache:
     return DnsCache(clock, clock=clock.seconds, lookup=answers, **kwargs)
 
@@ -253,8 +275,9 @@ def test_temporary_failure_retried_with_doubling_backoff(clock, answers):
     from larbinscrapy.politeness.resolver import SERVFAIL, DnsError
 
     cache = make_cache(clock, answers, retries=2, retry_delay=5)
-    events: list[str] = []
-    cache.add_listener(events.append)
+    heard = Heard()
+    cache.add_listener(heard.event)
+    events = heard.events
     got = outcome(cache.resolve("flaky.test"))
     answers.queries[0][1].errback(DnsError("flaky.test", SERVFAIL))
     clock.advance(4.9)

@@ -8,6 +8,7 @@ import json
 import logging
 import time
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -164,7 +165,8 @@ class DnsCache:
         self._inflight: dict[str, list[Deferred[str]]] = {}  # asked for, answer not yet given
         self._waiting: deque[tuple[str, int]] = deque()  # (host, attempt) over the cap
         self._sent = 0  # queries sent and not yet answered
-        self._listeners: list[Callable[[str], None]] = []
+        # weak: the cache lives as long as the process, a crawl's Politeness as long as its crawl
+        self._listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
         self.lookups = 0  # names looked up (overrides included), for stats and tests
         self.failures = 0
         self.resolver: AresResolver | None = None
@@ -197,12 +199,20 @@ class DnsCache:
         )
 
     def add_listener(self, listener: Callable[[str], None]) -> None:
-        """Call ``listener(event)`` for each outcome, cache hit and retry (the stats)."""
-        self._listeners.append(listener)
+        """Call the bound method ``listener(event)`` for each outcome, cache hit and retry (the
+        stats), as long as its object lives."""
+        self._listeners.append(weakref.WeakMethod(listener))
 
     def _event(self, event: str) -> None:
-        for listener in self._listeners:
-            listener(event)
+        gone = False
+        for ref in self._listeners:
+            listener = ref()
+            if listener is None:  # its crawl is over
+                gone = True
+            else:
+                listener(event)
+        if gone:
+            self._listeners = [ref for ref in self._listeners if ref() is not None]
 
     def cached(self, host: str) -> str | bool | None:
         """The cached answer without waiting: an IP, None (known failure), False (unknown)."""
