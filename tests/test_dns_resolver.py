@@ -275,3 +275,49 @@ def test_every_kind_of_name_of_the_simulated_internet():
             assert isinstance(answer, R.DnsError) and answer.outcome == expected[host.dns], host
             kinds.add(host.dns)
     assert {"4", "6", "cname4", "4big", "nxdomain", "servfail", "silent"} <= kinds
+
+
+def test_a_resolver_that_stops_answering_loses_nothing_queued(dns, zone):
+    """The frontier's hosts wait through an outage shorter than the retries, then are served."""
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
+    from settings import base
+    from tests.support.crawl import settings_of
+
+    class Frontier(Spider):
+        name = "frontier"
+
+    names = [f"w{i}.test" for i in range(20)]
+    for name in names:
+        zone[name] = Name(a=[PUBLIC])
+    crawler = get_crawler(Frontier, settings_of(base, DOWNLOAD_DELAY=0))
+    sched = LarbinScheduler.from_crawler(crawler)
+    sched.open(Frontier())
+    c = cache(dns, timeout=0.3, retries=4, retry_delay=0.2)
+    p = sched.politeness  # the frontier's own (no engine here): given DNS and the guard
+    p.dns, p.guard = c, SsrfGuard(enabled=False)
+    c.add_listener(p._count_dns_event)
+    stats = crawler.stats
+    try:
+        dns.stopped = True
+        for name in names:
+            sched.enqueue_request(Request(f"http://{name}/"))
+        wait_for(lambda: (stats.get_value("larbin/dns/retried") or 0) >= 20, 20,
+                 "every name asked again", pause=run_loop)
+        dns.stopped = False
+        got: list[str] = []
+
+        def drained() -> bool:
+            while (request := sched.next_request()) is not None:
+                got.append(request.url)
+                sched.table.release(sched.table.get(PUBLIC))
+            return len(got) == len(names)
+
+        wait_for(drained, 20, "every queued URL", pause=run_loop)
+        assert sorted(got) == sorted(f"http://{name}/" for name in names)
+        assert stats.get_value("larbin/dropped/dns") is None
+        assert stats.get_value("larbin/dns/answered") == len(names)
+    finally:
+        sched.close("finished")
