@@ -360,5 +360,9 @@ def test_the_frontier_asks_for_a_host_when_its_first_url_is_admitted(tmp_path, a
         # one site in memory at most: b and c wait on disk, their names asked already
         assert [h for h, _ in answers.queries] == ["a.test", "b.test", "c.test"]
         assert crawler.stats.get_value("larbin/dns/lookups") == 3
+        dns._max_in_flight = 1  # 4 names in flight at most ahead of their turn: d, not e
+        for host in ("d.test", "e.test"):
+            sched.enqueue_request(Request(f"http://{host}/x"))
+        assert dns.in_flight("d.test") and not dns.in_flight("e.test")
     finally:
         sched.close("finished")

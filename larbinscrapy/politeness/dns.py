@@ -232,6 +232,12 @@ class DnsCache:
         entry = self._entries.get(host.lower())
         return None if entry is None else entry[1]
 
+    def has_room(self) -> bool:
+        """True while fewer names are being looked up than four times the cap in flight: a
+        lookup ahead of its turn (``Politeness.prefetch``) waits for room, so a seeds list of
+        millions of hosts holds no million pending lookups."""
+        return len(self._inflight) < 4 * self._max_in_flight
+
     def in_flight(self, host: str) -> bool:
         """True while ``host`` is being looked up (sent, waiting its turn or backing off)."""
         return host.lower() in self._inflight

@@ -330,7 +330,8 @@ class Politeness:
         if self.dns is None or self.proxied or host == self._prefetched:
             return
         self._prefetched = host
-        if self.dns.cached(host) is False and not self.dns.in_flight(host):
+        if (self.dns.cached(host) is False and not self.dns.in_flight(host)
+                and self.dns.has_room()):  # else at its turn, as any host
             self.resolve(host).addErrback(lambda _: None)  # counted when its turn comes
 
     def _count_dns_event(self, event: str) -> None:
