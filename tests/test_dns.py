@@ -45,6 +45,28 @@ def answers() -> Answers:
     return Answers()
 
 
+class Heard:
+    """A listener of the cache's events."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def event(self, event: str) -> None:
+        self.events.append(event)
+
+
+def test_listeners_end_with_their_crawl(clock, answers):
+    cache = make_cache(clock, answers, overrides={"a.test": "93.184.216.34"})
+    kept, gone = Heard(), Heard()
+    cache.add_listener(kept.event)
+    cache.add_listener(gone.event)
+    del gone
+    cache.resolve("a.test")
+    clock.advance(0)
+    cache.resolve("a.test")
+    assert kept.events == ["cached"] and len(cache._listeners) == 1
+
+
 def make_cache(clock, answers, **kwargs) -> DnsCache:
     return DnsCache(clock, clock=clock.seconds, lookup=answers, **kwargs)
 
@@ -184,3 +206,163 @@ def test_expired_answers_are_forgotten_so_memory_follows_the_ttl(clock, answers,
     assert len(cache) <= 240
     assert isinstance(cache.cached("h300.test"), str)
     assert cache.cached("h1.test") is False  # expired and forgotten: looked up again if met
+
+
+def test_pinned_resolver_connects_where_the_checks_saw_even_past_the_ttl(clock, answers):
+    cache = make_cache(clock, answers, ttl=60)
+    resolver = PinnedResolver(clock, cache, SsrfGuard(enabled=False))
+    seen = outcome(cache.resolve("moving.test"))  # the politeness check's lookup
+    answers.queries[0][1].callback("93.184.216.1")
+    assert seen == ["93.184.216.1"]
+    clock.advance(61)  # the TTL runs out before the connection is made
+    assert outcome(resolver.getHostByName("moving.test")) == ["93.184.216.1"]
+    assert len(answers.queries) == 1  # no lookup behind the checks' back
+    refreshed = outcome(cache.resolve("moving.test"))  # the next check asks again...
+    answers.queries[1][1].callback("93.184.216.2")
+    assert refreshed == ["93.184.216.2"]
+    assert outcome(resolver.getHostByName("moving.test")) == ["93.184.216.2"]  # ...and is followed
+
+
+NAME_253 = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
+
+
+@pytest.mark.parametrize(
+    ("host", "name"),
+    [
+        ("Example.COM.", "example.com"),
+        ("bücher.example", "xn--bcher-kva.example"),
+        (NAME_253, NAME_253),
+        (NAME_253 + "x", None),  # 254 characters
+        ("a" * 64 + ".example", None),
+        ("a..example", None),
+        ("", None),
+        ("\udcff.example", None),
+    ],
+)
+def test_query_name(host, name):
+    from larbinscrapy.politeness.resolver import BAD_NAME, DnsError, query_name
+
+    if name is not None:
+        assert query_name(host) == name
+        return
+    with pytest.raises(DnsError) as raised:
+        query_name(host)
+    assert raised.value.outcome == BAD_NAME
+
+
+def test_answer_ttl_bounded_failures_kept_their_own_time(clock, answers):
+    from larbinscrapy.politeness.resolver import NXDOMAIN, Answer, DnsError
+
+    cache = make_cache(clock, answers, ttl_min=30, ttl_max=600, negative_ttl=120)
+    for name in ("short.test", "long.test", "gone.test"):
+        cache.resolve(name)
+    answers.queries[0][1].callback(Answer("93.184.216.1", 1))
+    answers.queries[1][1].callback(Answer("93.184.216.2", 10**6))
+    answers.queries[2][1].errback(DnsError("gone.test", NXDOMAIN))
+    clock.advance(29)
+    assert cache.cached("short.test") == "93.184.216.1"  # 1 s raised to 30
+    clock.advance(2)
+    assert cache.cached("short.test") is False
+    assert cache.cached("gone.test") is None
+    clock.advance(90)
+    assert cache.cached("gone.test") is False  # asked again after 120 s
+    assert cache.cached("long.test") == "93.184.216.2"
+    clock.advance(600)
+    assert cache.cached("long.test") is False  # 10**6 s cut to 600
+
+
+def test_temporary_failure_retried_with_doubling_backoff(clock, answers):
+    from larbinscrapy.politeness.resolver import SERVFAIL, DnsError
+
+    cache = make_cache(clock, answers, retries=2, retry_delay=5)
+    heard = Heard()
+    cache.add_listener(heard.event)
+    events = heard.events
+    got = outcome(cache.resolve("flaky.test"))
+    answers.queries[0][1].errback(DnsError("flaky.test", SERVFAIL))
+    clock.advance(4.9)
+    assert len(answers.queries) == 1
+    clock.advance(0.1)
+    assert len(answers.queries) == 2
+    answers.queries[1][1].errback(DnsError("flaky.test", SERVFAIL))
+    clock.advance(9.9)
+    assert len(answers.queries) == 2 and got == []
+    clock.advance(0.1)
+    answers.queries[2][1].errback(DnsError("flaky.test", SERVFAIL))
+    assert isinstance(got[0], DnsError) and got[0].outcome == SERVFAIL
+    assert events == ["retried", "retried", SERVFAIL] and cache.failures == 1
+
+
+def test_cap_on_queries_in_flight_and_the_timeout_starts_when_sent(clock, answers):
+    cache = make_cache(clock, answers, max_in_flight=2, timeout=5)
+    got = [outcome(cache.resolve(f"h{i}.test")) for i in range(4)]
+    assert [h for h, _ in answers.queries] == ["h0.test", "h1.test"]
+    clock.advance(4)
+    answers.queries[0][1].callback("93.184.216.1")
+    assert [h for h, _ in answers.queries] == ["h0.test", "h1.test", "h2.test"]
+    clock.advance(1.5)  # h1 timed out (5 s); h2, sent 1.5 s ago, did not
+    assert isinstance(got[1][0], DNSLookupError) and got[2] == []
+    assert [h for h, _ in answers.queries][-1] == "h3.test"
+
+
+def test_settings_deprecated_fixed_ttl_and_servers():
+    from scrapy.settings import Settings
+
+    from larbinscrapy.politeness.dns import parse_servers
+    from tests.support.crawl import LARBIN_DEFAULTS
+
+    cache = DnsCache.from_settings(Settings(LARBIN_DEFAULTS), task.Clock())
+    assert (cache._ttl_min, cache._ttl_max) == (300, 86400)
+    with pytest.warns(DeprecationWarning, match="LARBIN_DNS_TTL"):
+        cache = DnsCache.from_settings(Settings({**LARBIN_DEFAULTS, "LARBIN_DNS_TTL": 60}),
+                                       task.Clock())
+    assert (cache._ttl_min, cache._ttl_max) == (60, 60)
+    assert parse_servers("127.24.0.1, 127.24.0.2:5353,[::1]:53") == (
+        "127.24.0.1", "127.24.0.2:5353", "[::1]:53")
+    with pytest.raises(ValueError, match="nameserver"):
+        parse_servers("nameserver.test")
+
+
+def test_hosts_file(tmp_path):
+    from larbinscrapy.politeness.resolver import hosts_file
+
+    path = tmp_path / "hosts"
+    path.write_text("127.0.0.1 localhost vm # comment\n::1 localhost ip6-localhost\nbad line\n")
+    assert hosts_file(str(path)) == {"localhost": "127.0.0.1", "vm": "127.0.0.1",
+                                     "ip6-localhost": "::1"}
+    assert hosts_file(str(tmp_path / "none")) == {}
+
+
+def test_the_frontier_asks_for_a_host_when_its_first_url_is_admitted(tmp_path, answers):
+    """larbin: DNS once per site, ahead of its turn; not when the site's first URL is due."""
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
+    from larbinscrapy.politeness.ipsites import IpTable, Politeness
+    from settings import base
+    from tests.support.crawl import settings_of
+
+    class Frontier(Spider):
+        name = "frontier"
+
+    crawler = get_crawler(Frontier, settings_of(base, LARBIN_FRONTIER_LOADED_SITES_MAX=1,
+                                                LARBIN_FRONTIER_URLS_PER_SITE_MAX=1, DOWNLOAD_DELAY=0))
+    sched = LarbinScheduler.from_crawler(crawler)
+    sched.open(Frontier())
+    clock = task.Clock()
+    dns = DnsCache(clock, clock=clock.seconds, lookup=answers)
+    sched.politeness = Politeness(IpTable(0.0, 1, max_failures=3, backoff=1.0), crawler.stats,
+                                  dns, SsrfGuard(enabled=False))
+    try:
+        for host in ("a.test", "b.test", "c.test", "a.test"):
+            sched.enqueue_request(Request(f"http://{host}/x"))
+        # one site in memory at most: b and c wait on disk, their names asked already
+        assert [h for h, _ in answers.queries] == ["a.test", "b.test", "c.test"]
+        assert crawler.stats.get_value("larbin/dns/lookups") == 3
+        dns._max_in_flight = 1  # 4 names in flight at most ahead of their turn: d, not e
+        for host in ("d.test", "e.test"):
+            sched.enqueue_request(Request(f"http://{host}/x"))
+        assert dns.in_flight("d.test") and not dns.in_flight("e.test")
+    finally:
+        sched.close("finished")

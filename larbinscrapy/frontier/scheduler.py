@@ -194,6 +194,8 @@ class LarbinScheduler(FrontierScheduler):
             tier = self._tier(request)
             self.fifos[tier].push(record)
             self.stats.inc_value("larbin/frontier/enqueued")
+            # DNS once per site, when its first URL is admitted, not when its turn comes
+            self.politeness.prefetch(host_of(request.url))
             if tier == PRIORITY and self.in_memory < self.mem_limit:
                 self._place_priority()
         self._ack(previous)

@@ -1,21 +1,33 @@
-"""larbin's ``fetchDns``: each hostname resolved once, asynchronously, and pinned."""
+"""larbin's ``fetchDns``: each hostname resolved once, asynchronously (c-ares on the reactor,
+``resolver.py``), kept for its TTL, and pinned for the download (``PinnedResolver``)."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
 import logging
-import socket
 import time
+import warnings
+import weakref
+from collections import deque
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
 from twisted.internet.interfaces import IResolverSimple
-from twisted.internet.threads import deferToThreadPool
 from zope.interface import implementer
 
+from larbinscrapy.politeness.resolver import (
+    ANSWERED,
+    ERROR,
+    TEMPORARY,
+    TIMEOUT,
+    Answer,
+    AresResolver,
+    DnsError,
+    hosts_file,
+)
 from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
@@ -23,6 +35,7 @@ if TYPE_CHECKING:
 
     from scrapy.settings import BaseSettings
     from twisted.internet.defer import Deferred
+    from twisted.python.failure import Failure
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +76,18 @@ def parse_networks(
     return tuple(ipaddress.ip_network(v.strip(), strict=False) for v in items if v.strip())
 
 
+def parse_servers(value: str | list[str]) -> tuple[str, ...]:
+    """``LARBIN_DNS_SERVERS``: comma-separated nameservers, ``ip``, ``ip:port``, ``[v6]:port``."""
+    items = value.split(",") if isinstance(value, str) else value
+    servers = tuple(v.strip() for v in items if v.strip())
+    for server in servers:
+        host = server.rsplit(":", 1)[0] if server.count(":") == 1 else server
+        if host.startswith("["):
+            host = host[1:].split("]", 1)[0]
+        ipaddress.ip_address(host)  # ValueError names the bad address
+    return servers
+
+
 class SsrfGuard:
     """Which resolved IPs a crawl may connect to: public unicast ones, plus ``allowed``."""
 
@@ -89,65 +114,145 @@ class SsrfGuard:
         return not addr.is_global or addr.is_multicast or addr.is_reserved
 
 
-def _getaddrinfo_ipv4(host: str) -> str:
-    infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
-    if not infos:
-        raise DNSLookupError(host)
-    return str(infos[0][4][0])
+Lookup = Callable[[str], "Deferred[Answer | str]"]
 
 
 class DnsCache:
-    """``host -> IP`` with TTL, negative entries and shared in-flight lookups."""
+    """``host -> IP`` for the crawl (larbin's ``fetchDns``), the one place names are looked up.
+
+    An answer is kept for its own TTL, bounded by ``ttl_min``/``ttl_max`` (``ttl`` for answers
+    that carry none: overrides, the hosts file, a bare IP from ``lookup``); a failure is kept
+    ``negative_ttl`` seconds (RFC 2308). A temporary failure (``resolver.TEMPORARY``, or no
+    answer within ``timeout``) is asked again ``retries`` times, ``retry_delay`` doubling,
+    before the name counts as failed. One query per name in flight; at most ``max_in_flight``
+    at once, the others wait their turn (the timeout starts when a query is sent). Listeners
+    (``add_listener``) hear each outcome: ``larbin/dns/<event>`` in ``Politeness``.
+    """
 
     def __init__(
         self,
         reactor: Any,
         *,
         ttl: float = 3600,
+        ttl_min: float = 0.0,
+        ttl_max: float = float("inf"),
+        negative_ttl: float | None = None,
         timeout: float = 10,
+        retries: int = 0,
+        retry_delay: float = 2.0,
+        max_in_flight: int = 256,
         overrides: Mapping[str, str] | None = None,
+        hosts: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        lookup: Callable[[str], Deferred[str]] | None = None,
+        lookup: Lookup | None = None,
+        servers: Sequence[str] = (),
+        max_cnames: int = 8,
     ) -> None:
         self._reactor = reactor
-        # how a name is asked for: getaddrinfo in the reactor's thread pool unless given
-        self._lookup = lookup or self._getaddrinfo
+        self._lookup = lookup  # None: an AresResolver, made at the first lookup
         self._ttl = ttl
+        self._ttl_min, self._ttl_max = ttl_min, ttl_max
+        self._negative_ttl = ttl if negative_ttl is None else negative_ttl
         self._timeout = timeout
+        self._retries, self._retry_delay = retries, retry_delay
+        self._max_in_flight = max(1, max_in_flight)
         self._overrides = dict(overrides or {})
+        self._hosts = dict(hosts or {})  # the hosts file: answered like overrides
         self._clock = clock
-        self._entries: dict[str, tuple[float, str | None]] = {}  # host -> (expiry, ip or None)
+        # host -> (expiry, ip, "") or, for a failure, (expiry, None, outcome)
+        self._entries: dict[str, tuple[float, str | None, str]] = {}
         self._purge_at = _PURGE_MIN
-        self._inflight: dict[str, list[Deferred[str]]] = {}
-        self.lookups = 0  # queries actually made (overrides included), for stats and tests
+        self._inflight: dict[str, list[Deferred[str]]] = {}  # asked for, answer not yet given
+        self._waiting: deque[tuple[str, int]] = deque()  # (host, attempt) over the cap
+        self._sent = 0  # queries sent and not yet answered
+        # weak: the cache lives as long as the process, a crawl's Politeness as long as its crawl
+        self._listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
+        self.lookups = 0  # names looked up (overrides included), for stats and tests
         self.failures = 0
+        self.resolver: AresResolver | None = None
+        self._servers, self._max_cnames = tuple(servers), max_cnames
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, reactor: Any) -> DnsCache:
+        ttl_min = settings.getfloat("LARBIN_DNS_TTL_MIN")
+        ttl_max = settings.getfloat("LARBIN_DNS_TTL_MAX")
+        fixed = settings.getfloat("LARBIN_DNS_TTL")
+        if fixed:  # the deprecated fixed TTL: every answer kept exactly that long
+            warnings.warn("LARBIN_DNS_TTL is deprecated: answers keep their own TTL within "
+                          "LARBIN_DNS_TTL_MIN and LARBIN_DNS_TTL_MAX", DeprecationWarning,
+                          stacklevel=2)
+            ttl_min = ttl_max = fixed
         return cls(
             reactor,
-            ttl=settings.getfloat("LARBIN_DNS_TTL"),
+            ttl=max(ttl_min, min(ttl_max, _UNKNOWN_TTL)),
+            ttl_min=ttl_min,
+            ttl_max=ttl_max,
+            negative_ttl=settings.getfloat("LARBIN_DNS_NEGATIVE_TTL"),
             timeout=settings.getfloat("DNS_TIMEOUT"),
+            retries=settings.getint("LARBIN_DNS_RETRIES"),
+            retry_delay=settings.getfloat("LARBIN_DNS_RETRY_DELAY"),
+            max_in_flight=settings.getint("LARBIN_DNS_IN_FLIGHT_MAX"),
             overrides=parse_resolve(settings.get("LARBIN_RESOLVE")),
+                hosts=hosts_file(),
+            servers=parse_servers(settings.get("LARBIN_DNS_SERVERS") or ""),
+            max_cnames=settings.getint("LARBIN_DNS_CNAME_MAX"),
         )
+
+    def add_listener(self, listener: Callable[[str], None]) -> None:
+        """Call the bound method ``listener(event)`` for each outcome, cache hit and retry (the
+        stats), as long as its object lives."""
+        self._listeners.append(weakref.WeakMethod(listener))
+
+    def _event(self, event: str) -> None:
+        gone = False
+        for ref in self._listeners:
+            listener = ref()
+            if listener is None:  # its crawl is over
+                gone = True
+            else:
+                listener(event)
+        if gone:
+            self._listeners = [ref for ref in self._listeners if ref() is not None]
 
     def cached(self, host: str) -> str | bool | None:
         """The cached answer without waiting: an IP, None (known failure), False (unknown)."""
-        if is_ip(host):
-            return host.strip("[]")
         entry = self._entries.get(host.lower())
-        if entry is None or entry[0] < self._clock():
+        if entry is None:  # an IP literal is never an entry: tested only here (it is costly)
+            return host.strip("[]") if is_ip(host) else False
+        if entry[0] < self._clock():
             return False
         return entry[1]
 
+    def pinned(self, host: str) -> str | None:
+        """The last address ``resolve`` gave for ``host``, expired or not (None: none known).
+
+        The download connects there: the address the politeness and SSRF checks saw, even
+        when its TTL ran out between the check and the connection.
+        """
+        entry = self._entries.get(host.lower())
+        return None if entry is None else entry[1]
+
+    def has_room(self) -> bool:
+        """True while fewer names are being looked up than four times the cap in flight: a
+        lookup ahead of its turn (``Politeness.prefetch``) waits for room, so a seeds list of
+        millions of hosts holds no million pending lookups."""
+        return len(self._inflight) < 4 * self._max_in_flight
+
+    def in_flight(self, host: str) -> bool:
+        """True while ``host`` is being looked up (sent, waiting its turn or backing off)."""
+        return host.lower() in self._inflight
+
     def resolve(self, host: str) -> Deferred[str]:
-        """The IP of ``host``; fails with ``DNSLookupError`` (also when a failure is cached)."""
+        """The IP of ``host``; fails with ``DNSLookupError`` (``DnsError`` says why)."""
         host = host.lower()
-        answer = self.cached(host)
-        if isinstance(answer, str):
-            return defer.succeed(answer)
-        if answer is None:
-            return defer.fail(DNSLookupError(f"{host}: lookup failed (cached)"))
+        entry = self._entries.get(host)
+        if entry is not None and entry[0] >= self._clock():
+            self._event("cached")
+            if entry[1] is not None:
+                return defer.succeed(entry[1])
+            return defer.fail(DnsError(host, f"{entry[2]} (cached)"))
+        if entry is None and is_ip(host):
+            return defer.succeed(host.strip("[]"))
         d: Deferred[str] = defer.Deferred()
         waiters = self._inflight.get(host)
         if waiters is not None:
@@ -155,37 +260,81 @@ class DnsCache:
             return d
         self._inflight[host] = [d]
         self.lookups += 1
-        if host in self._overrides:
-            self._reactor.callLater(0, self._done, host, self._overrides[host])
+        pinned = self._overrides.get(host) or self._hosts.get(host)
+        if pinned is not None:
+            self._reactor.callLater(0, self._done, host, pinned, self._ttl)
             return d
-        query = self._lookup(host)
-        query.addTimeout(self._timeout, self._reactor)
-        query.addCallbacks(lambda ip: self._done(host, ip), lambda f: self._done(host, None, f))
+        self._send(host, 0)
         return d
 
-    def _getaddrinfo(self, host: str) -> Deferred[str]:
-        return deferToThreadPool(
-            self._reactor, self._reactor.getThreadPool(), _getaddrinfo_ipv4, host
-        )
+    def _send(self, host: str, attempt: int) -> None:
+        """Ask for ``host`` now, or queue it behind the cap on queries in flight."""
+        if self._sent >= self._max_in_flight:
+            self._waiting.append((host, attempt))
+            return
+        self._sent += 1
+        try:
+            query = self._lookup_function()(host)
+        except Exception as exc:  # a resolver that cannot start (no nameserver configured...)
+            query = defer.fail(DnsError(host, f"{ERROR} ({exc})"))
+        query.addTimeout(self._timeout, self._reactor)
+        query.addCallbacks(self._answered, self._failed, callbackArgs=(host,),
+                           errbackArgs=(host, attempt))
 
-    def _done(self, host: str, ip: str | None, failure: Any = None) -> None:
+    def _lookup_function(self) -> Lookup:
+        if self._lookup is None:
+            self.resolver = AresResolver(self._reactor, servers=self._servers,
+                                         max_cnames=self._max_cnames)
+            self._lookup = cast("Lookup", self.resolver.lookup)
+        return self._lookup
+
+    def _next_query(self) -> None:
+        self._sent -= 1
+        if self._waiting and self._sent < self._max_in_flight:
+            self._send(*self._waiting.popleft())
+
+    def _answered(self, answer: Answer | str, host: str) -> None:
+        self._next_query()
+        if isinstance(answer, str):
+            answer = Answer(answer, self._ttl)
+        self._event(ANSWERED)
+        if answer.cnames:
+            self._event("cname")
+        if ":" in answer.ip:
+            self._event("ipv6")
+        self._done(host, answer.ip, max(self._ttl_min, min(self._ttl_max, answer.ttl)))
+
+    def _failed(self, failure: Failure, host: str, attempt: int) -> None:
+        self._next_query()
+        exc = failure.value
+        if isinstance(exc, DnsError):
+            outcome = exc.outcome
+        elif isinstance(exc, defer.TimeoutError | DNSLookupError):
+            outcome = TIMEOUT if isinstance(exc, defer.TimeoutError) else "failed"
+        else:  # a bug in a lookup function: one line, counted, the name fails
+            logger.error("DNS lookup of %s failed unexpectedly: %r", host, exc)
+            outcome = ERROR
+        if outcome in TEMPORARY and attempt < self._retries:
+            self._event("retried")
+            delay = self._retry_delay * 2**attempt
+            self._reactor.callLater(delay, self._send, host, attempt + 1)
+            return
+        self._event(outcome)
+        logger.debug("DNS lookup of %s failed: %s", host, outcome)
+        self._done(host, None, self._negative_ttl, outcome)
+
+    def _done(self, host: str, ip: str | None, ttl: float, outcome: str = "") -> None:
         now = self._clock()
-        self._entries[host] = (now + self._ttl, ip)
+        self._entries[host] = (now + ttl, ip, outcome)
         if len(self._entries) >= self._purge_at:
             self._purge(now)
         if ip is None:
             self.failures += 1
-            logger.debug(
-                "DNS lookup of %s failed: %s",
-                host,
-                failure.getErrorMessage() if failure else "no address",
-            )
         for waiter in self._inflight.pop(host, ()):
             if ip is None:
-                waiter.errback(DNSLookupError(f"{host}: lookup failed"))
+                waiter.errback(DnsError(host, outcome))
             else:
                 waiter.callback(ip)
-
 
     def _purge(self, now: float) -> None:
         """Forget expired answers: a broad crawl meets millions of hosts, most of them once.
@@ -201,6 +350,7 @@ class DnsCache:
 
 
 _PURGE_MIN = 10_000  # entries before the first purge of expired answers
+_UNKNOWN_TTL = 3600.0  # an answer without a TTL (an override, the hosts file), within bounds
 
 
 @implementer(IResolverSimple)
@@ -229,6 +379,9 @@ class PinnedResolver:
         self.reactor.installResolver(self)
 
     def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:
+        ip = self.cache.pinned(name)
+        if ip is not None:  # what the checks saw (a lookup only for a name none of them saw)
+            return defer.maybeDeferred(self._check, ip, name)
         return self.cache.resolve(name).addCallback(self._check, name)
 
     def _check(self, ip: str, name: str) -> str:

@@ -298,6 +298,9 @@ class Politeness:
         # not resolved, the "IP" of a host is its name, and only IP literals meet the guard.
         self.proxied = False
         self._logged_reasons: set[str] = set()
+        if dns is not None:  # each lookup's outcome, hit and retry: larbin/dns/<event>
+            dns.add_listener(self._count_dns_event)
+        self._prefetched = ""  # the last host prefetch() saw (links mostly repeat their host)
 
     @classmethod
     def local(cls, table: IpTable, stats: Stats) -> Politeness:
@@ -321,6 +324,19 @@ class Politeness:
             d.addErrback(self._count_dns_failure)
         d.addCallbacks(self.check_ip, self._dns_failed)
         return d
+
+    def prefetch(self, host: str) -> None:
+        """Start resolving ``host`` now, ahead of its turn (larbin: DNS once per site when its
+        first URL enters the frontier); the answer, or the failure, waits in the cache."""
+        if self.dns is None or self.proxied or host == self._prefetched:
+            return
+        self._prefetched = host
+        if (self.dns.cached(host) is False and not self.dns.in_flight(host)
+                and self.dns.has_room()):  # else at its turn, as any host
+            self.resolve(host).addErrback(lambda _: None)  # counted when its turn comes
+
+    def _count_dns_event(self, event: str) -> None:
+        self.stats.inc_value(f"larbin/dns/{event}")
 
     def cached_ip(self, host: str) -> str | None:
         """The IP of ``host`` if this process already resolved it (no waiting, no lookup)."""

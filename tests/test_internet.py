@@ -1,0 +1,284 @@
+"""The simulated internet (``testweb/internet``): its DNS server, web, truth and analyzer.
+
+DNS is queried with real clients (dnslib's, and ``dig``), the web with real HTTP(S) requests,
+over loopback addresses of 127.100.0.0/14 only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import socket
+import ssl
+import subprocess
+import time
+from typing import TYPE_CHECKING
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+from dnslib import QTYPE, RCODE, DNSRecord  # type: ignore[import-untyped]
+
+from testweb.internet.analyze import analyze
+from testweb.internet.dns import DnsThread
+from testweb.internet.harness import InternetThread
+from testweb.internet.logs import WebEntry, read_dns, read_web
+from testweb.internet.model import IPV6_LOOPBACK, Host, Internet, Latency, Mix
+from testweb.internet.truth import walk
+from testweb.internet.web import render_page
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+BASE = "127.100.0.0"
+DNS_IP = "127.100.200.53"
+# failures common enough that 400 hosts hold each kind
+MIX = Mix(nxdomain=0.05, servfail=0.05, silent_dns=0.05, cname=0.2, aaaa_only=0.05,
+          big_answer=0.03)
+
+
+def _find(net: Internet, want: Callable[[Host], bool]) -> Host:
+    return next(h for h in map(net.host, range(net.hosts)) if want(h))
+
+
+@pytest.fixture(scope="module")
+def net() -> Internet:
+    return Internet(400, seed=7, base=BASE, mix=MIX)
+
+
+@pytest.fixture(scope="module")
+def dns(net: Internet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DnsThread]:
+    log = tmp_path_factory.mktemp("dns") / "dns.log"
+    with DnsThread(net, DNS_IP, 0, log=str(log)) as server:
+        yield server
+
+
+def _ask(dns: DnsThread, name: str, qtype: str = "A", *, tcp: bool = False,
+         timeout: float = 5) -> DNSRecord:
+    query = DNSRecord.question(name, qtype)
+    return DNSRecord.parse(query.send(dns.address, dns.port, tcp=tcp, timeout=timeout))
+
+
+def test_dns_answers_an_address_with_the_names_ttl(net: Internet, dns: DnsThread) -> None:
+    host = _find(net, lambda h: h.dns == "ok" and h.family == "4" and not h.cname
+                 and len(h.addresses) == 1)
+    reply = _ask(dns, host.name)
+    assert reply.header.rcode == RCODE.NOERROR and reply.header.aa
+    assert [(rr.rtype, str(rr.rdata), rr.ttl) for rr in reply.rr] == [
+        (QTYPE.A, host.addresses[0], host.ttl)]
+    assert _ask(dns, host.name, "AAAA").rr == []  # NODATA: no AAAA for an IPv4 host
+    assert len({h.ttl for h in map(net.host, range(100))}) > 2  # TTLs differ per name
+
+
+def test_dns_follows_a_cname_chain(net: Internet, dns: DnsThread) -> None:
+    host = _find(net, lambda h: h.dns == "ok" and h.family == "4" and h.cname >= 2
+                 and len(h.addresses) == 1)
+    reply = _ask(dns, host.name)
+    chain = [(QTYPE[rr.rtype], str(rr.rname).rstrip("."), str(rr.rdata).rstrip("."))
+             for rr in reply.rr]
+    names = [host.name] + [f"c{s}-h{host.index}.cdn.sim.test" for s in range(1, host.cname + 1)]
+    assert chain == [("CNAME", a, b) for a, b in itertools.pairwise(names)] + [
+        ("A", names[-1], host.addresses[0])]
+    middle = _ask(dns, names[1])  # a name inside the chain answers the rest of it
+    assert str(middle.rr[-1].rdata) == host.addresses[0] and len(middle.rr) == host.cname
+
+
+def test_dns_nxdomain_servfail_and_unknown_names(net: Internet, dns: DnsThread) -> None:
+    nx = _find(net, lambda h: h.dns == "nxdomain")
+    reply = _ask(dns, nx.name)
+    assert reply.header.rcode == RCODE.NXDOMAIN and not reply.rr
+    assert [QTYPE[rr.rtype] for rr in reply.auth] == ["SOA"]  # negative caching (RFC 2308)
+    assert _ask(dns, _find(net, lambda h: h.dns == "servfail").name).header.rcode == RCODE.SERVFAIL
+    for unknown in ("h400.sim.test", "nope.example", f"www.{_find(net, lambda h: not h.www).name}"):
+        assert _ask(dns, unknown).header.rcode == RCODE.NXDOMAIN, unknown
+
+
+def test_dns_silent_name_never_answers(net: Internet, dns: DnsThread) -> None:
+    silent = _find(net, lambda h: h.dns == "silent")
+    with pytest.raises((TimeoutError, socket.timeout)):
+        _ask(dns, silent.name, timeout=1)
+    live = _find(net, lambda h: h.dns == "ok" and h.family == "4")
+    assert _ask(dns, live.name).rr  # and the server still answers others
+
+
+def test_dns_aaaa_only_names_answer_ipv6_loopback(net: Internet, dns: DnsThread) -> None:
+    host = _find(net, lambda h: h.dns == "ok" and h.family == "6")
+    reply = _ask(dns, host.name, "AAAA")
+    assert [str(rr.rdata) for rr in reply.rr if rr.rtype == QTYPE.AAAA] == [IPV6_LOOPBACK]
+    a_reply = _ask(dns, host.name, "A")
+    assert a_reply.header.rcode == RCODE.NOERROR
+    assert not [rr for rr in a_reply.rr if rr.rtype == QTYPE.A]
+
+
+def test_dns_truncates_big_answers_over_udp_and_tcp_gets_all(
+        net: Internet, dns: DnsThread) -> None:
+    host = _find(net, lambda h: h.dns == "ok" and h.family == "4" and len(h.addresses) > 1)
+    udp = _ask(dns, host.name)
+    assert udp.header.tc and not udp.rr and str(udp.q.qname).rstrip(".") == host.name
+    tcp = _ask(dns, host.name, tcp=True)
+    assert not tcp.header.tc and sorted(str(rr.rdata) for rr in tcp.rr) == sorted(host.addresses)
+    # dig, as a resolver does, retries over TCP on its own when the TC bit is set
+    out = subprocess.run(["dig", f"@{dns.address}", "-p", str(dns.port), "+noedns", "+tries=1",
+                          "+time=5", "+short", host.name, "A"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert sorted(out.split()) == sorted(host.addresses)
+
+
+def test_dns_log_has_one_line_a_query(net: Internet, tmp_path: Path) -> None:
+    host = _find(net, lambda h: h.dns == "ok" and h.family == "4" and len(h.addresses) == 1)
+    log = tmp_path / "dns.log"
+    with DnsThread(net, DNS_IP, 0, log=str(log)) as dns:
+        _ask(dns, host.name)
+        _ask(dns, _find(net, lambda h: h.dns == "nxdomain").name, "AAAA")
+        _ask(dns, _find(net, lambda h: len(h.addresses) > 1 and h.dns == "ok").name)
+    entries = read_dns(str(log))
+    assert [(e.proto, e.qtype, e.answer) for e in entries] == [
+        ("udp", "A", host.addresses[0]), ("udp", "AAAA", "NXDOMAIN"), ("udp", "A", "TC")]
+    assert entries[0].name == host.name
+
+
+def test_dns_latency_is_applied_in_the_server() -> None:
+    net = Internet(50, seed=3, base=BASE, mix=Mix.none(), latency=Latency(dns_ms=300))
+    host = net.host(0)
+    assert host.dns_delay > 0.05
+    with DnsThread(net, DNS_IP, 0) as dns:
+        started = time.monotonic()
+        replies = [_ask(dns, net.host(i).name) for i in range(3)]
+        first = time.monotonic() - started
+        assert all(r.rr for r in replies)
+        assert first >= sum(net.host(i).dns_delay for i in range(3)) * 0.9
+    with DnsThread(net, DNS_IP, 0, latency=False) as dns:
+        assert _ask(dns, host.name).rr  # latency can be switched off per server
+
+
+def test_the_generator_is_deterministic() -> None:
+    a, b = Internet(2000, seed=11), Internet(2000, seed=11)
+    assert [a.host(i) for i in range(0, 2000, 7)] == [b.host(i) for i in range(0, 2000, 7)]
+    assert a.listening == b.listening
+    c = Internet(2000, seed=12)
+    assert [a.host(i) for i in range(50)] != [c.host(i) for i in range(50)]
+    # the host is a function of (seed, index) only: the cache changes nothing
+    small = Internet(2000, seed=11, cache=1)
+    assert [small.host(i) for i in range(0, 2000, 7)] == [a.host(i) for i in range(0, 2000, 7)]
+
+
+def test_the_generator_has_the_webs_shape() -> None:
+    net = Internet(20_000, seed=5, addresses=2000)
+    hosts = [net.host(i) for i in range(net.hosts)]
+    per_address: dict[str, int] = {}
+    for h in hosts:
+        if len(h.addresses) == 1:
+            per_address[h.addresses[0]] = per_address.get(h.addresses[0], 0) + 1
+    counts = sorted(per_address.values())
+    assert counts[-1] >= 1000 and counts.count(1) >= 1000  # shared hosting and a long tail
+    mean_pages = sum(h.pages for h in hosts) / len(hosts)
+    assert 3.5 < mean_pages < 7 and max(h.pages for h in hosts) >= 500  # a power law, mean ~5
+    assert 0.4 < sum(h.https for h in hosts) / len(hosts) < 0.6
+    assert {h.robots for h in hosts} == {"allow", "404", "disallow", "5xx", "delay"}
+    assert any(h.dead for h in hosts) and any(h.tarpit for h in hosts)
+
+
+# --- the web ----------------------------------------------------------------------------------
+def _get(net: Internet, url: str, ca: str, timeout: float = 10) -> tuple[int, str | None, bytes]:
+    """GET ``url`` from the host's address (no DNS: the generator says where it is)."""
+    parts = urlsplit(url)
+    host = net.host_of(parts.hostname or "")
+    assert host is not None
+    sock = socket.create_connection((host.addresses[0], parts.port or 80), timeout=timeout)
+    if parts.scheme == "https":
+        sock = ssl.create_default_context(cafile=ca).wrap_socket(
+            sock, server_hostname=parts.hostname)
+    with sock:
+        sock.sendall(f"GET {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers.get("Location"), body
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Internet, InternetThread]]:
+    net = Internet(300, seed=4, base=BASE, http_port=0, https_port=0)
+    with InternetThread(net, tmp_path_factory.mktemp("web")) as running:
+        yield net, running
+
+
+def test_the_web_serves_what_the_truth_says_and_coverage_is_full(
+        served: tuple[Internet, InternetThread]) -> None:
+    net, running = served
+    log = running.logdir / "web.log"
+    start = len(read_web(str(log))) if log.exists() else 0
+    truth = walk(net, net.seeds())
+    assert len(truth.hosts) > 200 and truth.disallowed and truth.dns_failed
+    for url in sorted(truth.requested):
+        status, location, body = _get(net, url, str(running.ca.ca_path))
+        parts = urlsplit(url)
+        route = net.route(parts.scheme, parts.hostname or "", parts.path)
+        assert (status, location) == (route.status, route.location), url
+        if route.status == 200 and route.host is not None:
+            assert body == render_page(net, route.host, route.page)
+            hrefs = re.findall(r'href="([^"]+)"', body.decode())
+            assert [urljoin(url, h) for h in hrefs] == net.page_links(route.host, route.page)
+    web = _wait_log(running, start + len(truth.requested))[start:]
+    report = analyze(net, net.seeds(), web, [])
+    assert report["coverage"] == 1.0 and report["host_coverage"] == 1.0, report
+    assert report["fetched_twice"] == 0 and report["disallowed_fetched"] == 0
+    assert report["fetched_outside_truth"] == 0
+    # a partial fetch: the even hosts only
+    even = [e for e in web if getattr(net.host_of(e.host), "index", 1) % 2 == 0]
+    half = analyze(net, net.seeds(), even, [])
+    assert 0.2 < half["coverage"] < 0.8 and 0.2 < half["host_coverage"] < 0.8, half
+
+
+def _wait_log(running: InternetThread, count: int) -> list[WebEntry]:
+    path = str(running.logdir / "web.log")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        entries = read_web(path) if os.path.exists(path) else []
+        if len(entries) >= count:
+            return entries
+        time.sleep(0.05)
+    raise AssertionError(f"{count} log lines expected")
+
+
+def test_robots_variants_redirects_and_broken_hosts(
+        served: tuple[Internet, InternetThread]) -> None:
+    net, running = served
+    ca = str(running.ca.ca_path)
+    hosts = [net.host(i) for i in range(net.hosts)]
+    ok = [h for h in hosts if h.dns == "ok" and not h.dead and not h.tarpit and h.family == "4"]
+    for variant, status in (("allow", 200), ("disallow", 200), ("delay", 200), ("404", 404),
+                            ("5xx", 503)):
+        host = next(h for h in ok if h.robots == variant)
+        got, _, body = _get(net, net.url(host)[:-1] + "/robots.txt", ca)
+        assert got == status, variant
+        if variant == "delay":
+            assert b"Crawl-delay: 1" in body
+    https_www = next(h for h in ok if h.https and h.www)
+    seed = net.seed_url(https_www)
+    status, location, _ = _get(net, seed, ca)  # http://bare -> https://bare -> https://www.
+    assert status == 301 and location == net.origin("https", https_www.name) + "/"
+    status, location, _ = _get(net, location, ca)
+    assert status == 301 and location == net.url(https_www)
+    assert _get(net, net.url(ok[0]) + "nope.html", ca)[0] == 404
+    dead = next(h for h in hosts if h.dns == "ok" and h.dead)
+    with pytest.raises(ConnectionRefusedError):
+        _get(net, net.url(dead), ca)
+    tarpit = next(h for h in hosts if h.dns == "ok" and h.tarpit and h.family == "4")
+    with pytest.raises((TimeoutError, socket.timeout)):
+        _get(net, net.url(tarpit), ca, timeout=1)
+
+
+def test_time_to_first_byte_is_applied(tmp_path: Path) -> None:
+    net = Internet(30, seed=2, base=BASE, http_port=0, https_port=0, mix=Mix.none(),
+                   latency=Latency(ttfb_ms=300))
+    with InternetThread(net, tmp_path) as running:
+        host = net.host(0)
+        started = time.monotonic()
+        assert _get(net, net.url(host), str(running.ca.ca_path))[0] == 200
+        assert time.monotonic() - started >= host.ttfb * 0.9 > 0.05

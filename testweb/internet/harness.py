@@ -1,0 +1,145 @@
+"""Start the simulated internet for a test or a benchmark: in a subprocess, or in a thread.
+
+``InternetProcess(logdir, ["--hosts", "500"], netns=ns)`` runs ``python -m testweb.internet``
+(inside the namespace when given), waits for its ``internet.json`` line and stops it with
+SIGTERM (it flushes its logs). ``InternetThread(internet, logdir)`` serves DNS and the web on an
+asyncio loop in a background thread of the test process, for tests that need no namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from testweb.internet.dns import DnsServer
+from testweb.internet.model import Internet
+from testweb.internet.tls import TestCA
+from testweb.internet.web import WebServer
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from testweb.internet.netns import Namespace
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 60.0
+
+
+class InternetProcess:
+    """``python -m testweb.internet`` in a subprocess (in ``netns`` when given)."""
+
+    def __init__(self, logdir: Path, args: list[str], netns: Namespace | None = None) -> None:
+        self.logdir = logdir
+        logdir.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "testweb.internet", *args, "--logdir", str(logdir)]
+        self.stderr = open(logdir / "server.stderr", "w")  # noqa: SIM115 - closed in stop()
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = (netns.popen(argv, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+                                 env=env, cwd=ROOT) if netns is not None
+                     else subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.stderr,
+                                           text=True, env=env, cwd=ROOT))
+        line = self._first_line()
+        self.info: dict[str, Any] = json.loads(line)
+        self.internet = Internet.from_params(self.info["params"])
+
+    def _first_line(self) -> str:
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()
+                                                            if self.proc.stdout else ""))
+        reader.start()
+        reader.join(START_TIMEOUT)
+        if not box or not box[0]:
+            self.stop()
+            raise RuntimeError("testweb.internet did not start: "
+                               + (self.logdir / "server.stderr").read_text()[-2000:])
+        return box[0]
+
+    @property
+    def ca(self) -> str:
+        return str(self.info["ca"])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.stderr.close()
+
+    def __enter__(self) -> InternetProcess:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+class InternetThread:
+    """DNS (at ``dns``, when given) and the web (http and https) for ``internet``, in a thread.
+
+    Ports 0 in ``internet`` are replaced by the ones bound before ``start()`` returns.
+    """
+
+    def __init__(self, internet: Internet, logdir: Path, *, dns: tuple[str, int] | None = None,
+                 latency: bool = True, ipv6: bool = True) -> None:
+        self.internet = internet
+        self.logdir = logdir
+        logdir.mkdir(parents=True, exist_ok=True)
+        self.ca = TestCA(logdir / "tls", internet.domain)
+        self.web = WebServer(internet, tls=self.ca.default, log=str(logdir / "web.log"),
+                             latency=latency, ipv6=ipv6)
+        self.dns = (DnsServer(internet, dns[0], dns[1], log=str(logdir / "dns.log"),
+                              latency=latency) if dns else None)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="internet", daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    async def _start(self) -> None:
+        if self.dns is not None:
+            await self.dns.start()
+        await self.web.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self._start())
+        except BaseException as exc:  # handed to the starting thread
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        self.loop.run_forever()
+        self.web.close()
+        if self.dns is not None:
+            self.dns.close()
+        self.loop.close()
+
+    def start(self) -> InternetThread:
+        self._thread.start()
+        self._ready.wait(START_TIMEOUT)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(30)
+
+    def __enter__(self) -> InternetThread:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
