@@ -346,8 +346,9 @@ def test_the_frontier_asks_for_a_host_when_its_first_url_is_admitted(tmp_path, a
     class Frontier(Spider):
         name = "frontier"
 
-    crawler = get_crawler(Frontier, settings_of(base, LARBIN_FRONTIER_LOADED_SITES_MAX=1,
-                                                LARBIN_FRONTIER_URLS_PER_SITE_MAX=1, DOWNLOAD_DELAY=0))
+    crawler = get_crawler(Frontier, settings_of(
+        base, LARBIN_FRONTIER_LOADED_SITES_MAX=1, LARBIN_FRONTIER_URLS_PER_SITE_MAX=1,
+        DOWNLOAD_DELAY=0))
     sched = LarbinScheduler.from_crawler(crawler)
     sched.open(Frontier())
     clock = task.Clock()

@@ -38,6 +38,9 @@ class HostRegistry(Protocol):
     def cached_ip(self, host: str) -> str | None:
         """The IP of ``host`` if this process already resolved it."""
 
+    def prefetch(self, host: str) -> None:
+        """Start resolving ``host`` ahead of its turn (its first URL entered the frontier)."""
+
     def check_ip(self, ip: str) -> str:
         """``ip`` if a request may go there; ``DroppedRequest`` if not."""
 
