@@ -135,8 +135,10 @@ class SitemapReader:
 
     # -- which sites ------------------------------------------------------------------------
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
-        protego = getattr(robotparser, "rp", None)
-        listed = list(getattr(protego, "sitemaps", ()) or ())
+        found = getattr(robotparser, "sitemaps", None)  # ours; protego's parser is .rp
+        if found is None:
+            found = getattr(getattr(robotparser, "rp", None), "sitemaps", ())
+        listed = list(found or ())
         self._start(site_of(request.url), listed)
 
     def _response_received(self, response: Response, request: Request, spider: Any = None) -> None:
