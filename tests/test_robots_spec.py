@@ -7,12 +7,18 @@ The group that applies is chosen by the crawler's product token, not by any word
 
 from __future__ import annotations
 
-import pytest
+import gc
 
+import pytest
+from scrapy.settings import Settings
+
+from larbinscrapy.conf.defaults import USER_AGENT
+from larbinscrapy.politeness.robotsrules import DAY, DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
+from larbinscrapy.politeness.robotstxt import RobotsTxtParser, compile_rules, token_of
 from tests.support.crawl import run_crawl
 from testweb.rawweb import RawWeb
 
-RULES = "User-agent: *\nDisallow: /secret\n"
+DEFAULT_AGENT = USER_AGENT
 
 
 def _fetched(crawl, host: str) -> list[str]:
@@ -47,3 +53,32 @@ def test_a_robots_txt_throttled_for_ever_does_not_hold_the_crawl(tmp_path):
     assert sorted(_fetched(crawl, "gh.test")) == sorted(_fetched(crawl, "ok.test"))
     assert sorted(_fetched(crawl, "split.test")) == ["/p0.html", "/p2.html", "/robots.txt"]
     assert crawl.stats["larbin/robots/gave_up"] == 1
+
+
+def test_the_default_user_agent_is_matched_by_its_product_token_only():
+    settings = Settings({"USER_AGENT": DEFAULT_AGENT})
+    assert token_of(settings) == "larbinscrapy"
+    body = b"User-agent: github\nDisallow: /\n\nUser-agent: https\nDisallow: /\n"
+    assert RobotsTxtParser(body, token_of(settings)).allowed("http://h.test/p.html")
+    settings = Settings({"USER_AGENT": DEFAULT_AGENT, "ROBOTSTXT_USER_AGENT": "GitHub"})
+    assert not RobotsTxtParser(body, token_of(settings)).allowed("http://h.test/p.html")
+
+
+def test_a_sites_rules_are_not_an_object_graph():
+    rules, delay, sitemaps = compile_rules(
+        b"User-agent: *\nDisallow: /a\nAllow: /a/b\nCrawl-delay: 2\nSitemap: http://h.test/s\n",
+        "larbinscrapy")
+    entry = (*SiteRules(PARSE, 5.0), rules)
+    gc.collect()
+    assert not gc.is_tracked(entry) and not gc.is_tracked(rules)
+    assert (rules, delay, sitemaps) == (("A/a/b", "D/a"), 2.0, ("http://h.test/s",))
+
+
+@pytest.mark.parametrize(("started", "now", "wait", "gives_up"), [
+    (0.0, 10.0, 0.0, False), (0.0, 10.0, 60.0, False), (0.0, 10.0, 300.0, True),
+    (0.0, 301.0, 0.0, True), (100.0, 390.0, 5.0, False)])
+def test_a_throttled_robots_txt_is_given_up_past_the_bound(started, now, wait, gives_up):
+    policy = RobotsPolicy(ttl=DAY, retry=60.0, unavailable_after=30 * DAY, retry_max=300.0)
+    assert policy.give_up(started, now, wait) is gives_up
+    rules = policy.gave_up(now)
+    assert (rules.verdict, rules.expires) == (DISALLOW_ALL, now + DAY)

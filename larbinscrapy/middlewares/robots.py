@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
@@ -69,13 +69,18 @@ class RobotsGaveUp(IgnoreRequest):
 # What decides a site's pages: None (all allowed), ``_DISALLOW_ALL`` (none), a tuple of str
 # (``robotstxt.compile_rules``: our parser's compact rules) or a user's ``ROBOTSTXT_PARSER``.
 Decider = RobotParser | tuple[str, ...] | None
+# A site's state: the fields of its SiteRules, then its Decider. A plain tuple (a NamedTuple is
+# never untracked by the cyclic collector, a tuple of atoms and strings is).
+Entry = tuple[str, float, int, float | None, Decider]
+_EXPIRES: Final = 1
+_DECIDER: Final = 4
 
 
 class RobotsMiddleware(RobotsTxtMiddleware):
     """``RobotsTxtMiddleware`` with per-waiter Deferreds, lease borrowing, Crawl-delay,
     RFC 9309's reading of answers and expiry, and groups chosen by the product token.
 
-    A site's state is one tuple ``(SiteRules, Decider)`` of atoms and strings, so an idle
+    A site's state is one tuple (``Entry``) of atoms and strings, so an idle
     site costs bytes the cyclic collector does not walk; ``forget(key)`` drops it.
     """
 
@@ -88,7 +93,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self.agent: str = token_of(settings)  # the product token (RFC 9309 section 2.2.1)
         self.parser_class: type[RobotParser] = load_object(settings["ROBOTSTXT_PARSER"])
         self._compact = issubclass(self.parser_class, RobotsTxtParser)
-        self._sites: dict[str, tuple[SiteRules, Decider]] = {}
+        self._sites: dict[str, Entry] = {}
         self.policy = policy or RobotsPolicy.from_settings(crawler.settings)
         self.clock = clock
         self._waiters: dict[str, list[Deferred[Decider]]] = {}  # sites being read
@@ -125,9 +130,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             return None
         key = site_key(url)
         entry = self._sites.get(key)
-        if entry is None or key in self._waiters or self.policy.expired(entry[0], self.clock()):
+        if entry is None or key in self._waiters or self.clock() >= entry[_EXPIRES]:
             return super().process_request(request)
-        self.process_request_2(entry[1], request)
+        self.process_request_2(entry[_DECIDER], request)
         return None
 
     def process_request_2(self, rp: Decider, request: Request) -> None:
@@ -171,13 +176,13 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             return await maybe_deferred_to_future(waiter)
         entry = self._sites.get(key)
         if entry is not None:
-            if not self.policy.expired(entry[0], self.clock()):
-                return entry[1]
+            if self.clock() < entry[_EXPIRES]:  # RobotsPolicy.expired
+                return entry[_DECIDER]
             if self._address_dropped(request):  # the politeness gate drops the page: no fetch
                 return None
             self.stats.inc_value("larbin/robots/refetched")
         self._waiters[key] = []  # marks "in progress" for known()
-        before = entry[0] if entry is not None else None
+        before = SiteRules(entry[0], entry[1], entry[2], entry[3]) if entry is not None else None
         if self._shared is not None:  # another worker may have read it (or be reading it)
             found = await self._shared.claim(key, self.clock, time.time)
             if found is not None:
@@ -231,7 +236,8 @@ class RobotsMiddleware(RobotsTxtMiddleware):
 
     def _settle(self, key: str, rules: SiteRules, parser: Decider) -> Decider:
         """Keep the site's rules and decider, and hand the decider to the requests waiting."""
-        self._sites[key] = (rules, parser)
+        self._sites[key] = (rules.verdict, rules.expires, rules.errors, rules.failing_since,
+                            parser)
         for waiter in self._waiters.pop(key):
             waiter.callback(parser)
         return parser
