@@ -7,7 +7,9 @@ read by ``links.extract`` and by html5lib (an HTML5 parser), and the links must 
 Values found by html5lib are resolved with ``links``' own resolver, so only the reading of the
 markup is compared. Not compared (documented choices): ``<noscript>`` (a crawler runs no
 scripts, so its content is markup, as html5lib reads it without scripting), ``<noframes>`` and
-``<iframe>`` content (read for links; the spec makes them raw text), SVG and MathML.
+``<iframe>`` content (read for links; the spec makes them raw text). In SVG and MathML, only
+``<a href>`` is a link (an SVG ``<link>`` or ``<iframe>`` is not HTML's); ``xlink:href`` is
+not read.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from larbinscrapy.parse import links
 from larbinscrapy.parse.links import extract
 
 PAGE = "http://a.com/b/page.html"
+
+
+FOREIGN_A = ("{http://www.w3.org/2000/svg}a", "{http://www.w3.org/1998/Math/MathML}a")
 
 
 def ours(html: str, base: str = PAGE) -> list[str]:
@@ -39,8 +44,11 @@ def html5(html: str, base: str = PAGE) -> list[str]:
             break
     found = []
     for el in doc.iter():
+        tag = el.tag if isinstance(el.tag, str) else ""
+        if tag in FOREIGN_A:  # an <a href> of SVG (a hyperlink) or MathML: read as a link
+            tag = "a"
         attr = {"a": "href", "area": "href", "link": "href", "frame": "src",
-                "iframe": "src"}.get(el.tag if isinstance(el.tag, str) else "")
+                "iframe": "src"}.get(tag)
         if attr is None or attr not in el.attrib:
             continue
         url = links._link(el.get(attr), page, "utf-8", False)
