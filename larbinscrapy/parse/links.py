@@ -334,10 +334,13 @@ def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, enco
     )
 
 
+_OPEN_QUOTE = re.compile(r"""=?\s*+["']""").match  # where the scan stops at an open quote
+
+
 def _cut_off(text: str, end: int, value: str) -> bool:
     """The link tag whose attributes end at ``end`` never closes: the end of the page, or an
     empty value read before a quote that does not close (the tokenizer drops such a tag)."""
-    return end == len(text) or (not value and text[end:end + 1] in ("'", '"'))
+    return end == len(text) or (not value and _OPEN_QUOTE(text, end) is not None)
 
 
 def _rel(attrs: str) -> tuple[str, ...]:

@@ -29,15 +29,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 
-# The attributes of a tag, as the tokenizer reads them: names (the first character may be "=" or
-# a quote, as in "<a =x=1>"), each with an optional value, quoted only when a quote is the
-# first character after "=" (so "href=/a'b" keeps its quote), and a ">" inside a quoted value
-# does not end the tag. An unquoted part stops at a "<" and a quoted value at its ninth "<",
-# so an unclosed tag or quote costs at most the text up to the next few tags; a quoted value
-# that never closes ends the attributes before its name.
+# The attributes of a tag, as the tokenizer reads them: a quote starts a quoted value only right
+# after "=" (and spaces), so "href=/a'b" keeps its quote and '<a "x=1>' has a name '"x', and
+# a ">" inside a quoted value does not end the tag. An unquoted part stops at a "<" and a
+# quoted value at its ninth "<", so an unclosed tag or quote costs at most the text up to the
+# next few tags; a quoted value that never closes ends the attributes at its "=".
 _QUOTED = r"""(?:"[^"<]*+(?:<[^"<]*+){0,8}+"|'[^'<]*+(?:<[^'<]*+){0,8}+')"""
-_ATTRS = (rf"""(?:[\s/]++|[^\s/<>][^\s/<>=]*+(?:\s*+=\s*+(?:{_QUOTED}|[^\s<>"'][^\s<>]*+"""
-          r"""|(?=[<>]|\Z)))?+(?!\s*+=))*+""")
+_ATTRS = rf"""(?:[^<>"'=]++|=\s*+{_QUOTED}|=(?!\s*+["'])|["'])*+"""
 _END = r"(?=[\s/>])"
 
 
@@ -84,6 +82,7 @@ def _scanner(link_tags: str, *, foreign: bool = False, cdata: bool = False
         rf"|title{_END}{_ATTRS}>?([^<]*+(?:<(?!/title{_T})[^<]*+)*+)"
         rf"|meta{_END}({_ATTRS})"
         + (rf"|((?:svg|math){_END}{_ATTRS})|/({_POINTS}|a){_END}[^<>]*+>?" if foreign else "")
+        + (rf"|/([a-z][^\s/>]*+){_END}[^<>]*+>?" if cdata else "")
         + r")",
         re.I | re.S | re.A,
     )
@@ -114,6 +113,8 @@ def _foreign_scanner(link_tags: str) -> re.Pattern[str]:
         rf"|title{_END}{_ATTRS}>?(?=([^<]*+(?:<(?!/title{_T})[^<]*+)*+))"
         rf"|/(?:svg|math|a){_END}[^>]*+>?()"
         rf"|((?:{_POINTS}){_END}{_ATTRS}>?)"
+        rf"|([a-z][^\s/>]*+{_END}{_ATTRS}>?)"
+        rf"|/([a-z][^\s/>]*+){_END}[^<>]*+>?"
         r")",
         re.I | re.S | re.A,
     )
@@ -122,6 +123,8 @@ def _foreign_scanner(link_tags: str) -> re.Pattern[str]:
 _LINK, _TITLE, _META_TAG = 2, 6, 7  # the scanner's group (its lastindex) of each alternative
 _FOREIGN_START, _POINT_END = 8, 9  # the mixed scanner's (foreign=True)
 _F_BREAKOUT, _F_START, _F_END, _F_POINT = 4, 5, 7, 8  # the foreign scanner's (_LINK, _TITLE)
+_F_OTHER, _F_OTHER_END = 9, 10  # any other foreign start or end tag (the foreign scanner's)
+_END_TAG = 10  # any other end tag, inside an integration point (``cdata``)
 # HTML integration points: their content is HTML (svg title, desc, foreignObject; MathML's
 # text integration points)
 _POINTS_OF = {"svg": ("title", "desc", "foreignobject"),
@@ -157,6 +160,17 @@ class _Open:
 
     def in_html(self) -> bool:
         return not self.stack or self.stack[-1][1] in _POINT_KINDS
+
+    def close_below(self, name: str) -> bool:
+        """An end tag in an integration point: close the nearest foreign element ``name``
+        below it (the tree builder reads it as foreign content's end tag)."""
+        stack, depth = self.stack, len(self.stack) - 1
+        while depth and stack[depth - 1][1] not in _POINT_KINDS and stack[depth - 1][0] != name:
+            depth -= 1
+        if not depth or stack[depth - 1][1] in _POINT_KINDS:
+            return False
+        del stack[depth - 1:]
+        return True
 
     def close_to(self, name: str) -> bool:
         """Close the nearest foreign element ``name`` (not past an integration point)."""
@@ -211,6 +225,10 @@ def _html_step(m: re.Match[str], kind: int | None, state: _Open) -> tuple[bool, 
             return False, None
         state.stack.append((_name(tag), _name(tag)))
         return False, m.end()
+    if kind == _END_TAG:  # in the integration point itself: it may close foreign elements
+        if state.close_below(m.group(_END_TAG).lower()):
+            return False, m.end()
+        return False, None
     if kind == _POINT_END:
         name = m.group(_POINT_END).lower()
         if name == "a":
@@ -251,6 +269,14 @@ def _foreign_step(m: re.Match[str], kind: int | None, state: _Open
             stack.clear()  # the HTML <a> around the foreign content is closed, and it
             state.a = False
             return False, m.end()
+        return False, None
+    if kind == _F_OTHER:
+        if not _closed(m.group(_F_OTHER)):
+            stack.append((_name(m.group(_F_OTHER)), ns))
+        return False, None
+    if kind == _F_OTHER_END:
+        if state.close_to(m.group(_F_OTHER_END).lower()):
+            return False, (m.end() if state.in_html() else None)
         return False, None
     if kind == _F_BREAKOUT:  # every foreign element up to an integration point is closed
         while stack and stack[-1][1] not in _POINT_KINDS:
