@@ -205,7 +205,7 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
     if "&" in value:
         value = _CHAR_REF.sub(_char_ref, value)
     value = value.strip(_C0_SPACE)
-    if "\t" in value or "\n" in value or "\r" in value:  # the URL parser drops them anywhere,
+    if not value.isprintable():  # the URL parser drops tabs and newlines anywhere,
         value = value.translate(_TAB_NEWLINE)  # so "java&#9;script:" is javascript:
     hash_at = value.find("#")
     if hash_at >= 0:
@@ -218,7 +218,7 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
         return None
     safe = _SAFE_URL(url)
     if safe is not None:  # a port past 65535 is no URL (safe_url_string refuses it too)
-        return url if safe.group(1) is None or _port_ok(safe.group(1)) else None
+        return url if safe.lastindex is None or _port_ok(safe.group(1)) else None
     try:  # percent-encode like LinkExtractor, only when a character needs it
         url = safe_url_string(url, encoding)
     except (ValueError, LookupError):  # bad port, unencodable query: LinkExtractor skips too
