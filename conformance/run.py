@@ -1,5 +1,6 @@
 """``make conformance``: fetch the sdist of the installed Scrapy, run its tests of the parts
-``larbinscrapy/lean/`` replaces against our classes (``suites.py``), print pytest's totals."""
+``larbinscrapy/lean/`` replaces against our classes (``suites.py``), and our robots.txt cases
+written from Google's parser's tests (``OWN``), print pytest's totals."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from conformance.suites import SUITES
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "conformance" / ".cache"
 KEEP = ("tests/", "conftest.py", "pyproject.toml")  # Scrapy's own package comes from the venv
+OWN = (ROOT / "conformance" / "test_robotstxt_cases.py",)  # other references than Scrapy's
 
 
 def sources(version: str) -> Path:
@@ -47,7 +49,7 @@ def main(argv: list[str]) -> int:
     cmd = [sys.executable, "-m", "pytest", "-p", "conformance.plugin",
            "-c", str(tree / "pyproject.toml"), "--rootdir", str(tree),
            "-m", "not requires_internet", "-q", "-p", "no:cacheprovider", "--timeout", "120",
-           *(suite.module for suite in SUITES), *argv]
+           *(suite.module for suite in SUITES), *map(str, OWN), *argv]
     print(f"conformance: Scrapy {scrapy.__version__}'s tests against larbinscrapy/lean/",
           flush=True)
     return subprocess.run(cmd, cwd=tree, env=env, check=False).returncode

@@ -18,6 +18,8 @@ from tests.support.http1 import RawWeb, make_handler, plain_reactor, run, settle
 
 OK = b"HTTP/1.1 200 OK\r\n"
 MALFORMED = ("DownloadFailedError", "ResponseFailed", "malformed")
+DATALOSS = ("ResponseDataLossError", "ResponseFailed", "reset")
+CHUNKED = b"Transfer-Encoding: chunked\r\n\r\n"
 
 
 def _ok(headers: list[tuple[str, list[bytes]]], body: bytes = b"ok", status: int = 200,
@@ -66,6 +68,29 @@ CASES: dict[str, tuple[list[Any], dict[str, Any], tuple[Any, ...]]] = {
     "/version-zeros": ([b"HTTP/01.01 200 OK\r\nContent-Length: 2\r\n\r\nok"], {},
                        _ok([("Content-Length", [b"2"])])),
     "/no-version-dot": ([b"HTTP/1 200 OK\r\nContent-Length: 2\r\n\r\nok"], {}, MALFORMED),
+    # issue #34: a 101 to a request that asked no upgrade is one more interim answer
+    "/interim-101": ([b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n"
+                      + OK + b"Content-Length: 2\r\n\r\nok"], {},
+                     _ok([("Content-Length", [b"2"])])),
+    "/interim-101-100": ([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching\r\n\r\n"
+                          + OK + b"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"],
+                         {}, _ok([])),
+    # chunk extensions: a bare ";" (no name) is ignored as Twisted ignores it; a space before
+    # the ";" is not a chunk size (both: data loss)
+    "/chunk-ext-bare": ([OK + CHUNKED + b"66;\r\n" + b"x" * 0x66 + b"\r\n0\r\n\r\n"], {},
+                        _ok([], b"x" * 0x66)),
+    "/chunk-ext-named": ([OK + CHUNKED + b"2;a=b;c\r\nok\r\n0;z\r\n\r\n"], {}, _ok([])),
+    "/chunk-ext-space": ([OK + CHUNKED + b"2 ;\r\nok\r\n0\r\n\r\n"], {}, DATALOSS),
+    "/chunk-ext-control": ([OK + CHUNKED + b"2;\x01\r\nok\r\n0\r\n\r\n"], {}, DATALOSS),
+    # trailers are read and dropped, well-formed or not (neither handler keeps them)
+    "/trailer-ok": ([OK + CHUNKED + b"2\r\nok\r\n0\r\nX-T: 1\r\n\r\n"], {}, _ok([])),
+    "/trailer-no-colon": ([OK + CHUNKED + b"2\r\nok\r\n0\r\nbad trailer line\r\n\r\n"], {},
+                          _ok([])),
+    "/trailer-folded": ([OK + CHUNKED + b"2\r\nok\r\n0\r\nX-T: 1\r\n  more\r\n\r\n"], {},
+                        _ok([])),
+    "/trailer-no-colon-close": ([OK + CHUNKED + b"2\r\nok\r\n0\r\nbad\r\n\r\n", "close"], {},
+                                _ok([])),
+    "/chunk-no-crlf": ([OK + CHUNKED + b"2\r\nokX\r\n0\r\n\r\n"], {}, DATALOSS),
 }
 
 

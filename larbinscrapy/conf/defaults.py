@@ -17,8 +17,8 @@ from larbinscrapy.conf.check import Setting, publish
 
 # --- Scrapy settings we set on purpose -----------------------------------------------------
 USER_AGENT = Setting("larbinscrapy/0.1 (+https://github.com/larbinscrapy/larbinscrapy)", doc="a placeholder: set your own, with a contact URL (and LARBIN_FROM), before crawling the real web")
-ROBOTSTXT_OBEY = Setting(True, doc="robots.txt through our fixed subclass of Scrapy's middleware (protego)")
-ROBOTSTXT_PARSER = Setting("scrapy.robotstxt.ProtegoRobotParser", doc="protego: RFC 9309, and it reads Crawl-delay")
+ROBOTSTXT_OBEY = Setting(True, doc="robots.txt through our fixed subclass of Scrapy's middleware")
+ROBOTSTXT_PARSER = Setting("larbinscrapy.politeness.robotstxt.RobotsTxtParser", doc="RFC 9309 as Google's parser reads it, for the product token; compact rules per site")
 DOWNLOAD_DELAY = Setting(1.0, float, min=0, doc="larbin waitDuration, per hostname: seconds from the end of one fetch to the next start")
 DOWNLOAD_DELAY_JITTER = Setting(0, doc="politeness is exact per IP; jitter only lowers throughput")
 CONCURRENT_REQUESTS = Setting(128, int, min=1, doc="connections in flight over all IPs (larbin nb_conn)")
@@ -179,6 +179,7 @@ LARBIN_IP_FAILURE_WINDOW = Setting(20, int, min=1, doc="outcomes per IP remember
 LARBIN_IP_FAILURE_RATE = Setting(0.5, float, min=0, max=1, doc="a URL's failure backs its IP off only above this share of the window")
 LARBIN_ROBOTS_TTL = Setting(86400.0, float, above=0, doc="robots.txt rules expire after this, seconds (RFC 9309: at most 24 h)")
 LARBIN_ROBOTS_RETRY = Setting(60.0, float, above=0, doc="first wait before an unreachable (5xx) robots.txt is fetched again, doubling")
+LARBIN_ROBOTS_RETRY_MAX = Setting(300.0, float, above=0, doc="a robots.txt throttled (429, 503 + Retry-After) this long, seconds: the site is disallowed")
 LARBIN_ROBOTS_UNAVAILABLE_DAYS = Setting(30.0, float, min=0, doc="a robots.txt unreachable this long is taken as absent (allow)")
 # host and IP levels, throttling answers, bandwidth (larbinscrapy/politeness/hosts.py; docs/politeness.md)
 LARBIN_IP_DELAY = Setting(0.25, float, min=0, doc="seconds from the end of one fetch to the next start on one IP (all its hostnames); at most DOWNLOAD_DELAY")

@@ -47,6 +47,7 @@ MAX_LINE = 16384  # Twisted's LineReceiver.MAX_LENGTH: a longer head line closes
 MAX_FRAMED = 2**63  # llhttp refuses a longer Content-Length: such a body is framed by the close
 NO_BODY_CODES = frozenset({204, 304})
 INFORMATIONAL = range(100, 200)  # 1xx answers: ignored, the real answer follows (as Twisted)
+SWITCHING = 101
 DEFAULT_PORT = 80
 DEFAULT_TLS_PORT = 443  # https: Host omits it, as Twisted's Agent writes it
 _EXPECTS_BODY = frozenset({b"PUT", b"POST"})  # an empty body still gets Content-Length: 0
@@ -111,11 +112,16 @@ class Connection(Protocol):
         self.exchange: Exchange | None = None
         self.parser: Any = None
         self.head: list[bytes] = []  # the raw bytes of the head so far, for lenient_head
+        self.head_bytes: list[bytes] = []  # those of the answer whose head was just read
         self.head_size = 0
         self.scan: _HeadScan | None = None  # only for a head over MAX_LINE or refused by llhttp
         self.long_line = False  # llhttp parsed a head line over MAX_LINE (Twisted would close)
         self.lenient = False  # the head being parsed is lenient_head's clean copy
         self.override: LenientHead | None = None  # that head as read the Twisted way
+        self.interim = 0  # 1xx answers read before the final one
+        self.switching = False  # the last of them was a 101 (llhttp then pauses)
+        self.after_head: bytes | None = None  # a lenient head's body bytes, as received
+        self.pending: bytes | None = None  # body bytes for the chunked reader, once it takes over
         self.used = False  # it carried an exchange before: a close before any byte is retried
         self.lost = False
         self.key: Any = None  # the pool's key, (host, port)
@@ -135,6 +141,10 @@ class Connection(Protocol):
         self.long_line = False
         self.lenient = False
         self.override = None
+        self.interim = 0
+        self.switching = False
+        self.after_head = None
+        self.pending = None
         transport: Any = self.transport
         transport.write(data)
 
@@ -168,20 +178,29 @@ class Connection(Protocol):
             if not isinstance(inner, _Stop):
                 self._fail(Failure(inner if isinstance(inner, ParseError)
                                    else ParseError(str(inner), b"")))
+            elif self.pending is not None:  # the chunked reader takes the body from here
+                rest, self.pending = self.pending, None
+                self.parser.feed_data(rest)
             return
-        except httptools.HttpParserUpgrade:
-            self._fail(Failure(ParseError("upgrade not asked for", b"")))
-            return
+        except httptools.HttpParserUpgrade:  # a 101 we did not ask for: an interim answer
+            refused = None  # (httptools raises this only with an Upgrade flag llhttp keeps)
         except httptools.HttpParserError as e:
             if ex is None or ex.finished:
                 return
-            if ex.headers_done or self.lenient:
+            if self.switching:  # llhttp pauses after a 101 (httptools without the offset)
+                refused = None
+            elif ex.headers_done or self.lenient:
                 self._fail(Failure(ParseError(str(e), b"")))
                 return
-            refused = True
+            else:
+                refused = True
         else:
             refused = False
-        if refused:  # outside the except block: the clean parse's own errors have no context
+        # outside the except block: the next parse's own errors have no context
+        if refused is None:
+            self._after_switching()
+            return
+        if refused:
             self._lenient_retry()
             return
         if ex is not None and not ex.headers_done and self._too_long():
@@ -220,6 +239,7 @@ class Connection(Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.lenient = True
         self.override = head
+        self.after_head = raw[end:]
         self._feed(head.framing + raw[end:])
 
     # -- llhttp callbacks --------------------------------------------------------------------
@@ -247,6 +267,8 @@ class Connection(Protocol):
             status, version, ex.raw_headers = head.status, head.version, list(head.fields)
         if status in INFORMATIONAL:
             ex.raw_headers = []
+            self.interim += 1
+            self.switching = status == SWITCHING and head is None
             return
         no_body = ex.head_only or status in NO_BODY_CODES
         if not no_body:
@@ -266,13 +288,31 @@ class Connection(Protocol):
         if self.long_line:
             raise ParseError("head line too long", b"")
         ex.headers_done = True
-        self.head = []
+        self.head_bytes, self.head = self.head, []
         if not ex.headers():
             self.close()
             raise _Stop
         if no_body or ex.length == 0:
             self._complete(partial=False)
             raise _Stop
+        if ex.chunked:  # framed as Twisted frames it (llhttp refuses "66;" and bad trailers)
+            self.pending = self._body_so_far()
+            self.parser = _Chunked(self)
+            raise _Stop
+
+    def _after_switching(self) -> None:
+        """A 101 to a request that asked for no upgrade is one more interim answer (RFC 9110
+        15.2: a client parses any 1xx before the final answer; Twisted skips them all): the
+        bytes after its head are parsed as the answer."""
+        self.switching = False
+        self.parser = httptools.HttpResponseParser(self)
+        self._feed(_after_heads(b"".join(self.head), self.interim))
+
+    def _body_so_far(self) -> bytes:
+        """The bytes received after the final answer's head."""
+        if self.after_head is not None:
+            return self.after_head
+        return _after_heads(b"".join(self.head_bytes), self.interim + 1)
 
     def on_body(self, data: bytes) -> None:
         ex = self.exchange
@@ -324,6 +364,99 @@ class Connection(Protocol):
             return
         ex.finished = True
         ex.failed(reason, dataloss=ex.headers_done)
+
+
+def _after_heads(raw: bytes, heads: int) -> bytes:
+    """``raw`` after its first ``heads`` heads (llhttp accepted them: CRLF line ends)."""
+    end = 0
+    for _ in range(heads):
+        end = raw.index(b"\r\n\r\n", end) + 4
+    return raw[end:]
+
+
+_CHUNK_SIZE = re.compile(rb"[0-9a-fA-F]+")
+_CHUNK_EXT = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")  # Twisted's _chunkExtChars
+MAX_CHUNK_LINE = 1024  # Twisted's maxChunkSizeLineLength
+MAX_TRAILERS = 2**16  # Twisted's limit on the trailer lines
+
+
+class _Chunked:
+    """A chunked body read as Twisted's ``_ChunkedTransferDecoder`` reads it, standing in for
+    llhttp once the head is read: a chunk size, then anything of the extensions' characters
+    after a ";" (``66;``: RFC 9112 asks for a name, Twisted and Scrapy's handler take it, and
+    ignoring an extension loses nothing), CRLF after each chunk, and trailer lines up to an
+    empty one, dropped unread (a malformed one too: the body is complete, and neither handler
+    keeps trailers). What Twisted refuses is data loss, as before."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.buf = bytearray()
+        self.state = self._size
+        self.left = 0
+        self.trailers = 0
+
+    def feed_data(self, data: bytes) -> None:
+        self.buf += data
+        try:
+            while self.conn.exchange is not None and self.state():
+                pass
+        except ParseError as e:
+            self.conn._fail(Failure(e))
+
+    def _line(self, limit: int) -> int | None:
+        eol = self.buf.find(b"\r\n")
+        if eol >= limit or (eol == -1 and len(self.buf) > limit):
+            raise ParseError("chunk line too long", b"")
+        return None if eol == -1 else eol
+
+    def _size(self) -> bool:
+        eol = self._line(MAX_CHUNK_LINE)
+        if eol is None:
+            return False
+        size, _, ext = bytes(self.buf[:eol]).partition(b";")
+        if _CHUNK_SIZE.fullmatch(size) is None or _CHUNK_EXT.fullmatch(ext) is None:
+            raise ParseError("bad chunk size line", bytes(self.buf[:eol]))
+        self.left = int(size, 16)
+        del self.buf[:eol + 2]
+        self.state = self._data if self.left else self._trailer
+        return True
+
+    def _data(self) -> bool:
+        if not self.buf:
+            return False
+        part = bytes(self.buf[:self.left])
+        del self.buf[:len(part)]
+        self.left -= len(part)
+        if self.left == 0:
+            self.state = self._crlf
+        ex = self.conn.exchange
+        if ex is not None and not ex.body(part):
+            self.conn.close()
+            return False
+        return True
+
+    def _crlf(self) -> bool:
+        if len(self.buf) < 2:  # noqa: PLR2004 - CR LF
+            return False
+        if self.buf[:2] != b"\r\n":
+            raise ParseError("chunk not ended by CRLF", b"")
+        del self.buf[:2]
+        self.state = self._size
+        return True
+
+    def _trailer(self) -> bool:
+        eol = self._line(MAX_TRAILERS - self.trailers)
+        if eol is None:
+            return False
+        del self.buf[:eol + 2]
+        self.trailers += eol + 2
+        if eol == 0:  # the empty line: the answer is complete
+            ex = self.conn.exchange
+            if ex is not None:
+                ex.conn_close = ex.conn_close or bool(self.buf)  # bytes after it: not reusable
+                self.conn._complete(partial=False)
+            return False
+        return True
 
 
 class _WaitForHead:

@@ -1,18 +1,22 @@
 """larbin's NamedSite robots.txt step, read as RFC 9309 says: fetched once per site (again after
-``LARBIN_ROBOTS_TTL``) before any page of the site, and every waiting request checked."""
+``LARBIN_ROBOTS_TTL``) before any page of the site, and every waiting request checked.
+
+Stats: ``larbin/robots/{unreachable,unavailable,refetched,shared,crawl_delay,gave_up}`` and
+Scrapy's ``robotstxt/*``.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request
 from scrapy.http.request import NO_CALLBACK
-from scrapy.robotstxt import ProtegoRobotParser, RobotParser
+from scrapy.robotstxt import RobotParser
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler, load_object
@@ -21,8 +25,10 @@ from twisted.internet.defer import Deferred
 from larbinscrapy import meta as M
 from larbinscrapy.frontier import frontier_of
 from larbinscrapy.parse.urls import site_of, site_origin
+from larbinscrapy.politeness import robotstxt
 from larbinscrapy.politeness.ipsites import IpState, politeness_of
 from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
+from larbinscrapy.politeness.robotstxt import RobotsTxtParser, token_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -56,9 +62,27 @@ class _DisallowAll(RobotParser):
 _DISALLOW_ALL = _DisallowAll()
 
 
+class RobotsGaveUp(IgnoreRequest):
+    """A robots.txt throttled past ``LARBIN_ROBOTS_RETRY_MAX``: the site is disallowed."""
+
+
+# What decides a site's pages: None (all allowed), ``_DISALLOW_ALL`` (none), a tuple of str
+# (``robotstxt.compile_rules``: our parser's compact rules) or a user's ``ROBOTSTXT_PARSER``.
+Decider = RobotParser | tuple[str, ...] | None
+# A site's state: the fields of its SiteRules, then its Decider. A plain tuple (a NamedTuple is
+# never untracked by the cyclic collector, a tuple of atoms and strings is).
+Entry = tuple[str, float, int, float | None, Decider]
+_EXPIRES: Final = 1
+_DECIDER: Final = 4
+
+
 class RobotsMiddleware(RobotsTxtMiddleware):
-    """``RobotsTxtMiddleware`` with per-waiter Deferreds, lease borrowing, Crawl-delay and
-    RFC 9309's reading of answers and expiry."""
+    """``RobotsTxtMiddleware`` with per-waiter Deferreds, lease borrowing, Crawl-delay,
+    RFC 9309's reading of answers and expiry, and groups chosen by the product token.
+
+    A site's state is one tuple (``Entry``) of atoms and strings, so an idle
+    site costs bytes the cyclic collector does not walk; ``forget(key)`` drops it.
+    """
 
     def __init__(self, crawler: Crawler, policy: RobotsPolicy | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -66,13 +90,15 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         # our own state, never the parent's private attributes (they are Scrapy's to change)
         settings = crawler.settings
         self.stats = crawler.stats
-        self.agent: str = settings["ROBOTSTXT_USER_AGENT"] or settings["USER_AGENT"]
+        self.agent: str = token_of(settings)  # the product token (RFC 9309 section 2.2.1)
         self.parser_class: type[RobotParser] = load_object(settings["ROBOTSTXT_PARSER"])
-        self._site_parsers: dict[str, RobotParser | Deferred[RobotParser | None] | None] = {}
+        self._compact = issubclass(self.parser_class, RobotsTxtParser)
+        self._sites: dict[str, Entry] = {}
         self.policy = policy or RobotsPolicy.from_settings(crawler.settings)
         self.clock = clock
-        self._rules: dict[str, SiteRules] = {}
-        self._waiters: dict[str, list[Deferred[RobotParser | None]]] = {}
+        self._waiters: dict[str, list[Deferred[Decider]]] = {}  # sites being read
+        self._fetching: dict[str, float] = {}  # site -> when its robots.txt fetch began
+        self._gave_up_logged = False
         self._politeness: HostRegistry | None = None
         self._shared: RobotsCache | None = None  # Redis workers: the rules all workers share
         crawler.signals.connect(self._find_politeness, signal=signals.spider_opened)
@@ -84,100 +110,141 @@ class RobotsMiddleware(RobotsTxtMiddleware):
 
     def known(self, key: str) -> bool:
         """True once the robots.txt of the site ``key`` (``site_key``) is read."""
-        parser = self._site_parsers.get(key, 0)
-        return parser != 0 and not isinstance(parser, Deferred)
+        return key in self._sites and key not in self._waiters
+
+    def forget(self, key: str) -> bool:
+        """Drop the rules of the idle site ``key`` (read again before its next page); False
+        while its robots.txt is being read (nothing dropped)."""
+        if key in self._waiters:
+            return False
+        return self._sites.pop(key, None) is not None
 
     def process_request(  # type: ignore[override]  # None at once: no coroutine to await
         self, request: Request, spider: Spider | None = None
     ) -> Coroutine[Any, Any, None] | None:
         """A site's rules in hand are applied at once; a coroutine only while they are read."""
         if request.meta.get("dont_obey_robotstxt"):
+            self._check_throttled(request)
             return None
         url = request.url
         if url.startswith(("data:", "file:")):
             return None
         key = site_key(url)
-        if key not in self._site_parsers:
+        entry = self._sites.get(key)
+        if entry is None or key in self._waiters or self.clock() >= entry[_EXPIRES]:
             return super().process_request(request)
-        known = self._site_parsers[key]
-        if isinstance(known, Deferred) or self.policy.expired(self._rules[key], self.clock()):
-            return super().process_request(request)
-        self.process_request_2(known, request)
+        self.process_request_2(entry[_DECIDER], request)
         return None
 
-    def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
+    def process_request_2(self, rp: Decider, request: Request) -> None:
+        if rp is None:
+            return
         if rp is _DISALLOW_ALL:
             self.stats.inc_value("larbin/robots/unreachable")
             logger.debug("robots.txt unreachable, page not fetched: %s", request)
             raise IgnoreRequest("robots.txt unreachable (RFC 9309: complete disallow)")
-        super().process_request_2(rp, request)
+        if isinstance(rp, tuple):
+            ok = robotstxt.allowed(rp, robotstxt.path_of(request.url))
+        else:
+            ok = rp.allowed(request.url, self.agent)
+        if not ok:
+            logger.debug("Forbidden by robots.txt: %s", request)
+            self.stats.inc_value("robotstxt/forbidden")
+            raise IgnoreRequest("Forbidden by robots.txt")
 
-    async def robot_parser(self, request: Request) -> RobotParser | None:
+    def _check_throttled(self, request: Request) -> None:
+        """A robots.txt given back by a throttling pause (429...) goes again only while the
+        wait stays within ``LARBIN_ROBOTS_RETRY_MAX`` of its first try."""
+        if not request.meta.get(M.REQUEUED):
+            return
         key = site_key(request.url)
-        if key in self._site_parsers:
-            known = self._site_parsers[key]
-            if isinstance(known, Deferred):
-                waiter: Deferred[RobotParser | None] = Deferred()
-                self._waiters[key].append(waiter)
-                return await maybe_deferred_to_future(waiter)
-            if not self.policy.expired(self._rules[key], self.clock()):
-                return known
+        started = self._fetching.get(key)
+        if started is None:
+            return
+        wait = 0.0
+        if self._politeness is not None:
+            table = self._politeness.table
+            host = urlparse_cached(request).hostname or ""
+            wait = max(0.0, table.hosts.next_start(host) - table.clock())
+        if self.policy.give_up(started, self.clock(), wait):
+            raise RobotsGaveUp(f"robots.txt of {key} throttled past LARBIN_ROBOTS_RETRY_MAX")
+
+    async def robot_parser(self, request: Request) -> Decider:  # type: ignore[override]
+        key = site_key(request.url)
+        if key in self._waiters:  # being read
+            waiter: Deferred[Decider] = Deferred()
+            self._waiters[key].append(waiter)
+            return await maybe_deferred_to_future(waiter)
+        entry = self._sites.get(key)
+        if entry is not None:
+            if self.clock() < entry[_EXPIRES]:  # RobotsPolicy.expired
+                return entry[_DECIDER]
             if self._address_dropped(request):  # the politeness gate drops the page: no fetch
                 return None
             self.stats.inc_value("larbin/robots/refetched")
-
-        self._site_parsers[key] = Deferred()  # marks "in progress" for known()
-        self._waiters[key] = []
+        self._waiters[key] = []  # marks "in progress" for known()
+        before = SiteRules(entry[0], entry[1], entry[2], entry[3]) if entry is not None else None
         if self._shared is not None:  # another worker may have read it (or be reading it)
             found = await self._shared.claim(key, self.clock, time.time)
             if found is not None:
                 self.stats.inc_value("larbin/robots/shared")
                 return self._settle(key, found[0], await self._parse_body(found[1], request,
                                                                          key, found[0]))
-        before = self._rules.get(key)
+        self._fetching[key] = self.clock()
+        try:
+            rules, parser, body = await self._fetch(request, key, before)
+        finally:
+            self._fetching.pop(key, None)
+        self.stats.inc_value("robotstxt/request_count")
+        if self._shared is not None:
+            self._shared.store(key, rules, body, self.clock(), time.time())
+        return self._settle(key, rules, parser)
+
+    async def _fetch(self, request: Request, key: str, before: SiteRules | None
+                     ) -> tuple[SiteRules, Decider, bytes | None]:
+        """Fetch and read the site's robots.txt: its rules, decider and the body to share."""
         meta: dict[str, Any] = {"dont_obey_robotstxt": True}
         if before is not None and before.errors and self._never_answered(request):
             meta[M.DONT_RETRY] = True  # asked again before the next page anyway
         if M.LEASE in request.meta:
             meta[M.BORROW] = request.meta[M.LEASE]
             meta[M.IP] = request.meta.get(M.IP)
-        robotsreq = Request(
-            site_origin(key) + "/robots.txt",
-            priority=self.DOWNLOAD_PRIORITY,
-            meta=meta,
-            callback=NO_CALLBACK,
-        )
-        parser: RobotParser | None = None
-        body, share = b"", True
+        robotsreq = Request(site_origin(key) + "/robots.txt", priority=self.DOWNLOAD_PRIORITY,
+                            meta=meta, callback=NO_CALLBACK)
         try:
             response = await self.crawler.engine.download_async(robotsreq)
             rules = self.policy.answered(response.status, self.clock(), before)
-            body = response.body
-            parser = await self._parse(response, request, key, rules)
+            return rules, await self._parse(response, request, key, rules), response.body
+        except RobotsGaveUp as exc:
+            rules = self.policy.gave_up(self.clock(), before)
+            self._log_gave_up(key, str(exc))
+            return rules, _DISALLOW_ALL, b""
         except IgnoreRequest:  # dropped before the server was asked (or too many redirects)
-            rules = self.policy.unavailable(self.clock())
-            share = False  # this worker's drop says nothing of the site
+            return self.policy.unavailable(self.clock()), None, None  # says nothing of the site
         except Exception as exc:
             self.stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
             rules = self.policy.answered(None, self.clock(), before,
                                          at_once=self._never_answered(robotsreq))
-            parser = self._unreachable(key, rules, str(exc))
-        self.stats.inc_value("robotstxt/request_count")
-        if self._shared is not None:
-            self._shared.store(key, rules, body if share else None, self.clock(), time.time())
-        return self._settle(key, rules, parser)
+            return rules, self._unreachable(key, rules, str(exc)), b""
 
-    def _settle(self, key: str, rules: SiteRules, parser: RobotParser | None
-                ) -> RobotParser | None:
-        """Keep the site's rules and parser, and hand the parser to the requests waiting."""
-        self._rules[key] = rules
-        self._site_parsers[key] = parser
+    def _log_gave_up(self, key: str, why: str) -> None:
+        """Log the first site given up at INFO, the others at DEBUG; count them all."""
+        self.stats.inc_value("larbin/robots/gave_up")
+        level = logging.DEBUG if self._gave_up_logged else logging.INFO
+        self._gave_up_logged = True
+        logger.log(level, "%s: its pages are not fetched for %.0f s (further ones counted in "
+                   "larbin/robots/gave_up)", why, self.policy.ttl)
+
+    def _settle(self, key: str, rules: SiteRules, parser: Decider) -> Decider:
+        """Keep the site's rules and decider, and hand the decider to the requests waiting."""
+        self._sites[key] = (rules.verdict, rules.expires, rules.errors, rules.failing_since,
+                            parser)
         for waiter in self._waiters.pop(key):
             waiter.callback(parser)
         return parser
 
     async def _parse(self, response: Response, request: Request, key: str, rules: SiteRules
-                     ) -> RobotParser | None:
+                     ) -> Decider:
         self.stats.inc_value("robotstxt/response_count")
         self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
         if rules.verdict != PARSE:
@@ -185,8 +252,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         return await self._parse_body(response.body, request, key, rules)
 
     async def _parse_body(self, body: bytes, request: Request, key: str, rules: SiteRules
-                          ) -> RobotParser | None:
-        """The parser of a robots.txt ``body`` read (or shared) under ``rules``."""
+                          ) -> Decider:
+        """What decides the pages of a robots.txt ``body`` read (or shared) under ``rules``:
+        our parser's compact rules, or the user's parser itself."""
         if rules.verdict != PARSE:
             return self._unreachable(key, rules, "as another worker found it")
         parser = build_from_crawler(self.parser_class, self.crawler, body)
@@ -194,6 +262,8 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             signal=signals.robots_parsed, robotparser=parser, request=request
         )
         self._apply_crawl_delay(parser, urlparse_cached(request).hostname)
+        if self._compact:
+            return cast("RobotsTxtParser", parser).rules
         return parser
 
     def _never_answered(self, request: Request) -> bool:
@@ -212,7 +282,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             return None
         return self._politeness.table.ips.get(ip)
 
-    def _unreachable(self, key: str, rules: SiteRules, why: str) -> RobotParser | None:
+    def _unreachable(self, key: str, rules: SiteRules, why: str) -> Decider:
         """``_DISALLOW_ALL`` for an unreachable robots.txt, None (allow all) otherwise."""
         if rules.verdict != DISALLOW_ALL:
             if rules.errors:
@@ -223,11 +293,10 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         return _DISALLOW_ALL
 
     def _apply_crawl_delay(self, parser: RobotParser, host: str | None) -> None:
-        if not isinstance(parser, ProtegoRobotParser) or host is None or self._politeness is None:
+        read = getattr(parser, "crawl_delay", None)  # ours and ProtegoRobotParser have it
+        if read is None or host is None or self._politeness is None:
             return
-        protego = parser.rp  # Protego reads Crawl-delay; Scrapy's other parsers do not
-        agent = self.agent
-        delay = protego.crawl_delay(agent)
+        delay = read(self.agent)
         if delay:
             hosts = self._politeness.table.hosts
             hosts.set_crawl_delay(hosts.get(host), float(delay))

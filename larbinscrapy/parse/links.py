@@ -11,6 +11,7 @@ from urllib.parse import urljoin, urlsplit
 
 from w3lib.url import safe_url_string
 
+from larbinscrapy.parse import scanner as _scanner
 from larbinscrapy.parse.scanner import (
     _ANY_ATTR,
     _ATTR_OF_TAG,
@@ -18,14 +19,16 @@ from larbinscrapy.parse.scanner import (
     _LINK,
     _META_TAG,
     _REL,
-    _SCAN,
-    _SCAN_IMAGES,
     _TITLE,
     _value,
+    scan,
 )
 from larbinscrapy.parse.urls import MAX_PORT
 
 logger = logging.getLogger(__name__)
+
+# the scan of a page without foreign content, alone (benchmarks/bench_links.py, tests)
+_SCAN, _SCAN_IMAGES = _scanner._SCAN, _scanner._SCAN_IMAGES
 
 __all__ = ["Page", "extract", "is_safe_url", "robots_directives"]
 
@@ -44,6 +47,7 @@ class Page(NamedTuple):
 
 _HTML_WS = " \t\n\r\f"
 _C0_SPACE = "".join(map(chr, range(0x21)))  # the URL parser strips these around a URL
+_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")  # ...and these anywhere in it
 _PORT_DIGITS = len(str(MAX_PORT))
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):").match
 # An http(s) URL safe_url_string() would return unchanged: lower-case host, a path before any
@@ -201,6 +205,8 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
     if "&" in value:
         value = _CHAR_REF.sub(_char_ref, value)
     value = value.strip(_C0_SPACE)
+    if not value.isprintable():  # the URL parser drops tabs and newlines anywhere,
+        value = value.translate(_TAB_NEWLINE)  # so "java&#9;script:" is javascript:
     hash_at = value.find("#")
     if hash_at >= 0:
         value = value[:hash_at]
@@ -208,8 +214,11 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
         url = _resolve(value, base)
     except ValueError:  # urljoin on a malformed authority ("http://[x/")
         return None
-    if url is None or _SAFE_URL(url) is not None:
-        return url
+    if url is None:
+        return None
+    safe = _SAFE_URL(url)
+    if safe is not None:  # a port past 65535 is no URL (safe_url_string refuses it too)
+        return url if safe.lastindex is None or _port_ok(safe.group(1)) else None
     try:  # percent-encode like LinkExtractor, only when a character needs it
         url = safe_url_string(url, encoding)
     except (ValueError, LookupError):  # bad port, unencodable query: LinkExtractor skips too
@@ -272,7 +281,7 @@ def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, enco
     # The page ends inside a tag: the tokenizer drops a tag cut by the end (checked per link
     # only then, and for an empty value: a quote that never closes ends the scan's attributes)
     cut = text.rfind("<") > text.rfind(">")
-    for m in (_SCAN_IMAGES if images else _SCAN).finditer(text):
+    for m in scan(text, images):
         kind = m.lastindex
         if kind == _LINK:
             tag, attrs, value = m.group(1, 2, 3)
@@ -325,10 +334,13 @@ def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, enco
     )
 
 
+_OPEN_QUOTE = re.compile(r"""=?\s*+["']""").match  # where the scan stops at an open quote
+
+
 def _cut_off(text: str, end: int, value: str) -> bool:
     """The link tag whose attributes end at ``end`` never closes: the end of the page, or an
     empty value read before a quote that does not close (the tokenizer drops such a tag)."""
-    return end == len(text) or (not value and text[end:end + 1] in ("'", '"'))
+    return end == len(text) or (not value and _OPEN_QUOTE(text, end) is not None)
 
 
 def _rel(attrs: str) -> tuple[str, ...]:

@@ -14,14 +14,17 @@ Pure: an answer (status, or None when the server was unreachable) and a clock ti
   At an address that never answered it is asked again before each page instead, so the
   politeness core gives the address up after ``LARBIN_IP_FAILURES_MAX`` tries, as it does any
   dead address (its pages are then dropped as ``noconnection``).
+* A robots.txt that keeps answering 429 (or 503 with ``Retry-After``) pauses its host as any
+  page does; after ``LARBIN_ROBOTS_RETRY_MAX`` seconds of that (or a pause that would end
+  later) the site is taken as unreachable, every page disallowed, until ``LARBIN_ROBOTS_TTL``
+  (``gave_up``; ``larbin/robots/gave_up``), so it cannot hold a one-pass crawl for hours.
 * Rules expire ``LARBIN_ROBOTS_TTL`` seconds after they were fetched (§2.4: at most 24 hours)
   and are fetched again before the site's next page.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 PARSE = "parse"  # obey the parsed rules
 ALLOW_ALL = "allow_all"  # robots.txt unavailable: everything allowed
@@ -39,9 +42,11 @@ def verdict(status: int | None) -> str:
     return ALLOW_ALL  # 4xx, a redirect not followed, anything else: unavailable
 
 
-@dataclass(frozen=True, slots=True)
-class SiteRules:
-    """A site's robots.txt state: its verdict, when it must be fetched again, its failures."""
+class SiteRules(NamedTuple):
+    """A site's robots.txt state: its verdict, when it must be fetched again, its failures.
+
+    A tuple of atoms, so the cyclic collector stops tracking it (one per site, kept all crawl).
+    """
 
     verdict: str
     expires: float  # clock time after which robots.txt is fetched again
@@ -52,15 +57,18 @@ class SiteRules:
 class RobotsPolicy:
     """Turns answers into ``SiteRules`` (module docstring); settings read by the caller."""
 
-    def __init__(self, ttl: float, retry: float, unavailable_after: float) -> None:
+    def __init__(self, ttl: float, retry: float, unavailable_after: float,
+                 retry_max: float = 300.0) -> None:
         self.ttl = ttl
         self.retry = retry
         self.unavailable_after = unavailable_after
+        self.retry_max = retry_max
 
     @classmethod
     def from_settings(cls, settings: Any) -> RobotsPolicy:
         return cls(settings.getfloat("LARBIN_ROBOTS_TTL"), settings.getfloat("LARBIN_ROBOTS_RETRY"),
-                   settings.getfloat("LARBIN_ROBOTS_UNAVAILABLE_DAYS") * DAY)
+                   settings.getfloat("LARBIN_ROBOTS_UNAVAILABLE_DAYS") * DAY,
+                   settings.getfloat("LARBIN_ROBOTS_RETRY_MAX"))
 
     def answered(self, status: int | None, now: float, before: SiteRules | None = None, *,
                  at_once: bool = False) -> SiteRules:
@@ -80,6 +88,17 @@ class RobotsPolicy:
             return SiteRules(ALLOW_ALL, now + self.ttl, errors, since)
         backoff = 0.0 if at_once else min(self.retry * 2 ** min(errors - 1, 32), self.ttl)
         return SiteRules(DISALLOW_ALL, now + backoff, errors, since)
+
+    def gave_up(self, now: float, before: SiteRules | None = None) -> SiteRules:
+        """Throttled past ``retry_max``: unreachable, nothing allowed until the TTL."""
+        errors = before.errors + 1 if before is not None else 1
+        since = before.failing_since if before is not None else None
+        return SiteRules(DISALLOW_ALL, now + self.ttl, errors, now if since is None else since)
+
+    def give_up(self, started: float, now: float, wait: float) -> bool:
+        """True when a robots.txt fetch begun at ``started``, to be sent again after ``wait``
+        seconds, would go past ``retry_max``."""
+        return now + wait - started > self.retry_max
 
     def unavailable(self, now: float) -> SiteRules:
         """No answer to judge the site by (the fetch was dropped before it was sent)."""

@@ -23,6 +23,7 @@ from larbinscrapy import meta as M
 from larbinscrapy.frontier import Frontier, frontier_of, seen_set_of
 from larbinscrapy.gate.admission import Admission, admission_of, source_of
 from larbinscrapy.parse.urls import fingerprint_url, site_of, site_origin
+from larbinscrapy.politeness.robotstxt import RobotsTxtParser
 from larbinscrapy.seeds.hints import sitemap_hint
 
 if TYPE_CHECKING:
@@ -139,8 +140,10 @@ class SitemapReader:
 
     # -- which sites ------------------------------------------------------------------------
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
-        listed: list[str] = []  # Protego keeps the Sitemap: lines; Scrapy's other parsers not
-        if isinstance(robotparser, ProtegoRobotParser):
+        listed: list[str] = []  # ours and Protego keep the Sitemap: lines; Scrapy's others not
+        if isinstance(robotparser, RobotsTxtParser):
+            listed = list(robotparser.sitemaps)
+        elif isinstance(robotparser, ProtegoRobotParser):
             listed = list(robotparser.rp.sitemaps)
         self._start(site_of(request.url), listed)
 
