@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
@@ -60,6 +60,13 @@ class _DisallowAll(RobotParser):
 
 
 _DISALLOW_ALL = _DisallowAll()
+
+
+@runtime_checkable
+class ReadsCrawlDelay(Protocol):
+    """A ``ROBOTSTXT_PARSER`` that reads Crawl-delay (ours and Scrapy's protego parser do)."""
+
+    def crawl_delay(self, user_agent: Any) -> float | None: ...
 
 
 class RobotsGaveUp(IgnoreRequest):
@@ -293,10 +300,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         return _DISALLOW_ALL
 
     def _apply_crawl_delay(self, parser: RobotParser, host: str | None) -> None:
-        read = getattr(parser, "crawl_delay", None)  # ours and ProtegoRobotParser have it
-        if read is None or host is None or self._politeness is None:
+        if not isinstance(parser, ReadsCrawlDelay) or host is None or self._politeness is None:
             return
-        delay = read(self.agent)
+        delay = parser.crawl_delay(self.agent)
         if delay:
             hosts = self._politeness.table.hosts
             hosts.set_crawl_delay(hosts.get(host), float(delay))

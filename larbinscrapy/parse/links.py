@@ -11,7 +11,6 @@ from urllib.parse import urljoin, urlsplit
 
 from w3lib.url import safe_url_string
 
-from larbinscrapy.parse import scanner as _scanner
 from larbinscrapy.parse.scanner import (
     _ANY_ATTR,
     _ATTR_OF_TAG,
@@ -20,6 +19,8 @@ from larbinscrapy.parse.scanner import (
     _META_TAG,
     _REL,
     _TITLE,
+    SCAN_HTML,
+    SCAN_HTML_IMAGES,
     _value,
     scan,
 )
@@ -28,7 +29,7 @@ from larbinscrapy.parse.urls import MAX_PORT
 logger = logging.getLogger(__name__)
 
 # the scan of a page without foreign content, alone (benchmarks/bench_links.py, tests)
-_SCAN, _SCAN_IMAGES = _scanner._SCAN, _scanner._SCAN_IMAGES
+_SCAN, _SCAN_IMAGES = SCAN_HTML, SCAN_HTML_IMAGES
 
 __all__ = ["Page", "extract", "is_safe_url", "robots_directives"]
 
@@ -315,18 +316,25 @@ def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, enco
                 append(url)
         elif kind == _TITLE:
             if title is None:
-                value = m.group(_TITLE)
-                if raw and not value.isascii():
-                    value = _to_text(value, encoding)
-                title = _text(value) or None
+                title = _title(m.group(_TITLE), raw, encoding)
         elif kind == _META_TAG:
             refresh = meta.fold(m.group(_META_TAG), encoding, raw)
-            if refresh is not None:
-                url = _link(refresh, base, encoding, False)
-                if url is not None:
-                    append(url)
+            if refresh is not None and (url := _link(refresh, base, encoding, False)):
+                append(url)
+    return _page(links, nofollow, title, meta, canonical)
+
+
+def _title(value: str, raw: bool, encoding: str) -> str | None:
+    if raw and not value.isascii():
+        value = _to_text(value, encoding)
+    return _text(value) or None
+
+
+def _page(links: list[str], nofollow: list[str], title: str | None, meta: _Meta,
+          canonical: str | None) -> Page:
+    """The page's links once each; a link also given without rel="nofollow" stays followed."""
     unique = list(dict.fromkeys(links))
-    if nofollow:  # a link also given without rel="nofollow" stays in ``links``
+    if nofollow:
         followed = set(unique)
         nofollow = [u for u in dict.fromkeys(nofollow) if u not in followed]
     return Page(

@@ -327,8 +327,8 @@ _REL = _attr_matcher("rel")
 
 
 _TAGS = "a|area|link|frame|iframe|base"
-_SCAN = _scanner(_TAGS)
-_SCAN_IMAGES = _scanner(_TAGS + "|img")
+SCAN_HTML = _SCAN = _scanner(_TAGS)  # a page without foreign content (links.py, benchmarks)
+SCAN_HTML_IMAGES = _SCAN_IMAGES = _scanner(_TAGS + "|img")
 _SCAN_MIXED = _scanner(_TAGS, foreign=True)
 _SCAN_MIXED_IMAGES = _scanner(_TAGS + "|img", foreign=True)
 _SCAN_POINT = _scanner(_TAGS, foreign=True, cdata=True)
