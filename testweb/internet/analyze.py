@@ -20,7 +20,7 @@ from statistics import mean
 from typing import Any
 from urllib.parse import urlsplit
 
-from testweb.harness import gaps_by_host, gaps_by_ip
+from testweb.harness import SITE_FILES, gaps_by_host, gaps_by_ip
 from testweb.internet.logs import DnsEntry, WebEntry, read_dns, read_web
 from testweb.internet.model import Internet
 from testweb.internet.truth import allowed, walk
@@ -37,7 +37,7 @@ def analyze(internet: Internet, seeds: list[str], web: list[WebEntry], dns: list
             delay: float = 0.0) -> dict[str, Any]:
     """The report (a JSON-able dict)."""
     truth = walk(internet, seeds)
-    fetches = Counter(url_of(internet, e) for e in web if e.path != ROBOTS)
+    fetches = Counter(url_of(internet, e) for e in web if e.path not in SITE_FILES)
     fetched = set(fetches)
     hosts_hit = {h.index for h in map(internet.host_of, (e.host for e in web)) if h is not None}
     disallowed = 0
