@@ -30,6 +30,12 @@ REPO = Path(__file__).resolve().parent.parent
 BASE = "127.100.0.0"
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (the simulated internet's server)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench(hosts: int, seed: int, latency: bool, work: Path, timeout: float, stall: float,
           extra: list[str]) -> dict[str, Any]:
     """One crawl of a fresh simulated internet; the figures and the analyzer's report."""
@@ -44,6 +50,7 @@ def bench(hosts: int, seed: int, latency: bool, work: Path, timeout: float, stal
         env.pop("SCRAPY_SETTINGS_MODULE", None)
         cmd = ns.command(crawl_command(logdir / "seeds.txt", work, extra))
         result = run_watched(cmd, env, work, logdir / "web.log", timeout, stall)
+        result["server_cpu_s"] = _cpu_s(net.proc.pid)
     internet, seeds, web, dns = load(logdir)
     report = analyze(internet, seeds, web, dns)
     pages = sum(1 for e in web if e.status == 200 and e.path not in ("/robots.txt",
@@ -53,6 +60,7 @@ def bench(hosts: int, seed: int, latency: bool, work: Path, timeout: float, stal
         "cpu_ms_per_page": round(result["cpu_s"] * 1000 / max(1, pages), 3),
         "pages_per_s": round(pages / result["wall_s"], 1),
         "dns_queries_per_host": round(len(dns) / hosts, 3),
+        "server_cpu_ms_per_request": round(result["server_cpu_s"] * 1000 / max(1, len(web)), 3),
         "report": report,
     })
     stats = work / "stats.json"

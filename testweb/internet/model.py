@@ -134,7 +134,7 @@ class Internet:
                  base: str = "127.100.0.0", addresses: int | None = None,
                  mix: Mix | None = None, latency: Latency | None = None,
                  http_port: int = 80, https_port: int = 443, big_records: int = 100,
-                 cache: int = 65536) -> None:
+                 cache: int = 1 << 18) -> None:
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
         self.hosts = hosts
@@ -294,20 +294,20 @@ class Internet:
 
     def page_links(self, host: Host, k: int) -> list[str]:
         """The absolute URLs page ``k`` of ``host`` links to (in page order, duplicates kept)."""
-        rng = random.Random(host.links_seed * 7919 + k)
+        r = random.Random(host.links_seed * 7919 + k).random
         own = self.url(host)[: -1]  # the canonical origin, without the trailing /
         children = range(FANOUT * k + 1, min(host.pages, FANOUT * k + FANOUT + 1))
         links = [own + page_path(c) for c in children]
         if k:
             links.append(own + "/")
         if host.pages > 1:
-            links += [own + page_path(rng.randrange(host.pages)) for _ in range(2)]
-        if rng.random() < 0.05:
+            links += [own + page_path(int(r() * host.pages)) for _ in range(2)]
+        if r() < 0.05:
             links.append(own + f"/missing{k}.html")  # a broken link: 404
-        for _ in range(rng.randint(1, 4)):
-            other = self.host(rng.randrange(self.hosts))
-            target = rng.randrange(other.pages) if rng.random() < 0.2 else 0
-            if rng.random() < 0.15:  # written as users type it: plain http, bare name
+        for _ in range(1 + int(r() * 4)):
+            other = self.host(int(r() * self.hosts))
+            target = int(r() * other.pages) if r() < 0.2 else 0
+            if r() < 0.15:  # written as users type it: plain http, bare name
                 links.append(self.origin("http", other.name) + page_path(target))
             else:
                 links.append(self.url(other, target))
