@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections import Counter
 from pathlib import Path
@@ -22,8 +23,10 @@ from urllib.parse import urlsplit
 
 from testweb.harness import SITE_FILES, gaps_by_host, gaps_by_ip
 from testweb.internet.logs import DnsEntry, WebEntry, read_dns, read_web
-from testweb.internet.model import Internet
+from testweb.internet.model import SOURCE_VERSION, Internet
 from testweb.internet.truth import allowed, walk
+
+logger = logging.getLogger(__name__)
 
 ROBOTS = "/robots.txt"
 
@@ -104,6 +107,9 @@ def load(logdir: Path, truth: Path | None = None,
          seeds: Path | None = None) -> tuple[Internet, list[str], list[WebEntry], list[DnsEntry]]:
     """The generator, the seeds and both logs of a run."""
     info = json.loads((truth or logdir / "internet.json").read_text())
+    if info.get("source", SOURCE_VERSION) != SOURCE_VERSION:
+        logger.warning("the server ran another version of testweb/internet/model.py: the truth "
+                       "computed here may not be the web it served")
     internet = Internet.from_params(info["params"])
     seeds_path = seeds or logdir / "seeds.txt"
     seed_urls = ([s.strip() for s in seeds_path.read_text().splitlines() if s.strip()]

@@ -24,6 +24,7 @@ import random
 import re
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any, NamedTuple
 
 BIG = 5  # shared-hosting addresses that carry thousands of names at 10^5 hosts
@@ -32,6 +33,9 @@ MAX_PAGES = 2000
 CNAME_MAX = 3
 PAGES_ALPHA = 1.15  # Pareto: mean ~5 pages a host (capped at MAX_PAGES), median 1
 IPV6_LOOPBACK = "::1"  # the only IPv6 loopback address: every AAAA-only host is served there
+
+# the generator's own source: the analyzer checks that the server it reads ran the same one
+SOURCE_VERSION = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:12]
 
 ROBOTS_TEXT = {
     "allow": "User-agent: *\nAllow: /\n",
