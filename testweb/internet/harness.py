@@ -154,11 +154,12 @@ class InternetProcess:
 class InternetThread:
     """DNS (at ``dns``, when given) and the web (http and https) for ``internet``, in a thread.
 
-    Ports 0 in ``internet`` are replaced by the ones bound before ``start()`` returns.
+    Ports 0 in ``internet`` are replaced by the ones bound before ``start()`` returns. ``::1``
+    (AAAA-only hosts) is left alone unless ``ipv6``: outside a namespace it is every process's.
     """
 
     def __init__(self, internet: Internet, logdir: Path, *, dns: tuple[str, int] | None = None,
-                 latency: bool = True, ipv6: bool = True) -> None:
+                 latency: bool = True, ipv6: bool = False) -> None:
         self.internet = internet
         self.logdir = logdir
         logdir.mkdir(parents=True, exist_ok=True)
