@@ -61,6 +61,33 @@ def _proc_status(pid: int) -> tuple[int, int]:
     return 0, 0
 
 
+def _watch(proc: subprocess.Popen[bytes], web_log: Path, start: float, timeout: float,
+           stall: float, grace: float) -> tuple[int, Any, str, int, int]:
+    """Wait for ``proc``, stopping it on timeout or stall; its status, rusage, why it was
+    stopped, its peak RSS (KiB) and most open fds."""
+    hwm = fds = 0
+    stopped, stop_at, size, moved = "", 0.0, -1, start
+    while True:
+        h, f = _proc_status(proc.pid)
+        hwm, fds = max(hwm, h), max(fds, f)
+        pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        now = time.perf_counter()
+        grown = web_log.stat().st_size if web_log.exists() else 0
+        if grown != size:
+            size, moved = grown, now
+        if not stopped and (now - start > timeout or now - moved > stall):
+            stopped, stop_at = ("timeout" if now - start > timeout else "stalled"), now
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+        elif stopped and now - stop_at > grace:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.25)
+    return status, rusage, stopped, hwm, fds
+
+
 def run_watched(cmd: list[str], env: dict[str, str], out: Path, web_log: Path,
                 timeout: float, stall: float, grace: float = 15) -> dict[str, Any]:
     """Run ``cmd`` to its end; wall, CPU (rusage), peak RSS, most open fds, how it stopped.
@@ -72,28 +99,17 @@ def run_watched(cmd: list[str], env: dict[str, str], out: Path, web_log: Path,
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-        hwm = fds = 0
-        stopped, stop_at, size, moved = "", 0.0, -1, start
-        while True:
-            h, f = _proc_status(proc.pid)
-            hwm, fds = max(hwm, h), max(fds, f)
-            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            now = time.perf_counter()
-            grown = web_log.stat().st_size if web_log.exists() else 0
-            if grown != size:
-                size, moved = grown, now
-            if not stopped and (now - start > timeout or now - moved > stall):
-                stopped, stop_at = ("timeout" if now - start > timeout else "stalled"), now
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGINT)
-            elif stopped and now - stop_at > grace:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-            time.sleep(0.25)
+        try:
+            status, rusage, stopped, hwm, fds = _watch(proc, web_log, start, timeout, stall,
+                                                       grace)
+        except BaseException:  # interrupted: the crawl (its own session) must not outlive us
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         wall = time.perf_counter() - start
-    return {"exit_code": os.waitstatus_to_exitcode(status), "stopped": stopped, "wall_s": wall,
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4: Popen must know
+    return {"exit_code": proc.returncode, "stopped": stopped, "wall_s": wall,
             "cpu_s": rusage.ru_utime + rusage.ru_stime, "peak_rss_mb": hwm / 1024,
             "open_fds_max": fds}
 
