@@ -169,6 +169,10 @@ def test_the_generator_is_deterministic() -> None:
     assert a.listening == b.listening
     c = Internet(2000, seed=12)
     assert [a.host(i) for i in range(50)] != [c.host(i) for i in range(50)]
+    # latency changes the delays and nothing else of the web
+    slow = Internet(2000, seed=11, latency=Latency(dns_ms=30, ttfb_ms=100, bandwidth=1e6))
+    assert [(h.pages, h.links_seed, h.addresses) for h in map(slow.host, range(300))] == [
+        (h.pages, h.links_seed, h.addresses) for h in map(a.host, range(300))]
     # the host is a function of (seed, index) only: the cache changes nothing
     small = Internet(2000, seed=11, cache=1)
     assert [small.host(i) for i in range(0, 2000, 7)] == [a.host(i) for i in range(0, 2000, 7)]

@@ -226,9 +226,11 @@ class Internet:
         names, weights = zip(*mix.robots, strict=True)
         robots = rng.choices(names, weights)[0]
         pages = min(MAX_PAGES, int(rng.paretovariate(PAGES_ALPHA)))
-        ttfb = lat.ttfb_ms / 1000 * rng.lognormvariate(0, lat.sigma) if lat.ttfb_ms else 0.0
-        bandwidth = lat.bandwidth * rng.lognormvariate(0, lat.sigma) if lat.bandwidth else 0.0
-        dns_delay = lat.dns_ms / 1000 * rng.lognormvariate(0, lat.sigma) if lat.dns_ms else 0.0
+        # drawn whatever the medians, so that latency does not change the rest of the web
+        factors = [rng.lognormvariate(0, lat.sigma) for _ in range(3)]
+        ttfb = lat.ttfb_ms / 1000 * factors[0]
+        bandwidth = lat.bandwidth * factors[1]
+        dns_delay = lat.dns_ms / 1000 * factors[2]
         name = f"h{i}.{self.domain}"
         return Host(i, name, ("www." + name) if www else name, dns, ttl, cname, family, addrs,
                     dead, tarpit, https, www, robots, pages, ttfb, bandwidth, dns_delay,
