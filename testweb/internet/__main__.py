@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from testweb.internet.dns import DnsServer, dns_address
-from testweb.internet.model import Internet, Latency, Mix
+from testweb.internet.model import SOURCE_VERSION, Internet, Latency, Mix
 from testweb.internet.tls import TestCA
 from testweb.internet.web import WebServer
 
@@ -93,6 +93,7 @@ async def serve(args: argparse.Namespace, internet: Internet, logdir: Path) -> N
         await web.start()
         info["listening"] = len(internet.listening)
     info["params"] = internet.params()
+    info["source"] = SOURCE_VERSION
     text = json.dumps(info)
     tmp = logdir / "internet.json.tmp"
     tmp.write_text(text)

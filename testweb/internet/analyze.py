@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections import Counter
 from pathlib import Path
@@ -20,10 +21,12 @@ from statistics import mean
 from typing import Any
 from urllib.parse import urlsplit
 
-from testweb.harness import gaps_by_host, gaps_by_ip
+from testweb.harness import SITE_FILES, gaps_by_host, gaps_by_ip
 from testweb.internet.logs import DnsEntry, WebEntry, read_dns, read_web
-from testweb.internet.model import Internet
+from testweb.internet.model import SOURCE_VERSION, Internet
 from testweb.internet.truth import allowed, walk
+
+logger = logging.getLogger(__name__)
 
 ROBOTS = "/robots.txt"
 
@@ -37,7 +40,7 @@ def analyze(internet: Internet, seeds: list[str], web: list[WebEntry], dns: list
             delay: float = 0.0) -> dict[str, Any]:
     """The report (a JSON-able dict)."""
     truth = walk(internet, seeds)
-    fetches = Counter(url_of(internet, e) for e in web if e.path != ROBOTS)
+    fetches = Counter(url_of(internet, e) for e in web if e.path not in SITE_FILES)
     fetched = set(fetches)
     hosts_hit = {h.index for h in map(internet.host_of, (e.host for e in web)) if h is not None}
     disallowed = 0
@@ -104,6 +107,9 @@ def load(logdir: Path, truth: Path | None = None,
          seeds: Path | None = None) -> tuple[Internet, list[str], list[WebEntry], list[DnsEntry]]:
     """The generator, the seeds and both logs of a run."""
     info = json.loads((truth or logdir / "internet.json").read_text())
+    if info.get("source", SOURCE_VERSION) != SOURCE_VERSION:
+        logger.warning("the server ran another version of testweb/internet/model.py: the truth "
+                       "computed here may not be the web it served")
     internet = Internet.from_params(info["params"])
     seeds_path = seeds or logdir / "seeds.txt"
     seed_urls = ([s.strip() for s in seeds_path.read_text().splitlines() if s.strip()]

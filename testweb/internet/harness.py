@@ -9,11 +9,14 @@ asyncio loop in a background thread of the test process, for tests that need no 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +32,86 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 60.0
+
+
+def crawl_command(seeds: Path, out: Path, extra: list[str]) -> list[str]:
+    """``scrapy crawl larbin`` of ``seeds`` with the system resolver: the simulated internet's
+    addresses allowed (``::1`` too), no depth limit, certificates checked (trust the CA with
+    ``SSL_CERT_FILE``); ``extra`` are more ``KEY=VALUE`` settings."""
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}",
+           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8,::1/128", "-s", "DOWNLOAD_DELAY=0",
+           "-s", "DOWNLOAD_VERIFY_CERTIFICATES=True", "-s", "LARBIN_DEPTH=1000",
+           "-s", f"LARBIN_STATS_FILE={out / 'stats.json'}", "-s", "LOG_LEVEL=INFO",
+           "-O", str(out / "items.jsonl")]
+    for kv in extra:
+        cmd += ["-s", kv]
+    return cmd
+
+
+def _proc_status(pid: int) -> tuple[int, int]:
+    """(VmHWM KiB, open fds) of ``pid`` now (0, 0 when it is gone)."""
+    try:
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]), fds
+    except (OSError, ValueError):
+        pass
+    return 0, 0
+
+
+def _watch(proc: subprocess.Popen[bytes], web_log: Path, start: float, timeout: float,
+           stall: float, grace: float) -> tuple[int, Any, str, int, int]:
+    """Wait for ``proc``, stopping it on timeout or stall; its status, rusage, why it was
+    stopped, its peak RSS (KiB) and most open fds."""
+    hwm = fds = 0
+    stopped, stop_at, size, moved = "", 0.0, -1, start
+    while True:
+        h, f = _proc_status(proc.pid)
+        hwm, fds = max(hwm, h), max(fds, f)
+        pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        now = time.perf_counter()
+        grown = web_log.stat().st_size if web_log.exists() else 0
+        if grown != size:
+            size, moved = grown, now
+        if not stopped and (now - start > timeout or now - moved > stall):
+            stopped, stop_at = ("timeout" if now - start > timeout else "stalled"), now
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+        elif stopped and now - stop_at > grace:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.25)
+    return status, rusage, stopped, hwm, fds
+
+
+def run_watched(cmd: list[str], env: dict[str, str], out: Path, web_log: Path,
+                timeout: float, stall: float, grace: float = 15) -> dict[str, Any]:
+    """Run ``cmd`` to its end; wall, CPU (rusage), peak RSS, most open fds, how it stopped.
+
+    Stopped with SIGINT (then SIGKILL after ``grace`` s) after ``timeout`` s, or when the web
+    log has not grown for ``stall`` s (``stopped: stalled``): a crawl that stops asking is stuck.
+    """
+    with open(out / "crawl.log", "wb") as log:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            status, rusage, stopped, hwm, fds = _watch(proc, web_log, start, timeout, stall,
+                                                       grace)
+        except BaseException:  # interrupted: the crawl (its own session) must not outlive us
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4: Popen must know
+    return {"exit_code": proc.returncode, "stopped": stopped, "wall_s": wall,
+            "cpu_s": rusage.ru_utime + rusage.ru_stime, "peak_rss_mb": hwm / 1024,
+            "open_fds_max": fds}
 
 
 class InternetProcess:
@@ -87,11 +170,12 @@ class InternetProcess:
 class InternetThread:
     """DNS (at ``dns``, when given) and the web (http and https) for ``internet``, in a thread.
 
-    Ports 0 in ``internet`` are replaced by the ones bound before ``start()`` returns.
+    Ports 0 in ``internet`` are replaced by the ones bound before ``start()`` returns. ``::1``
+    (AAAA-only hosts) is left alone unless ``ipv6``: outside a namespace it is every process's.
     """
 
     def __init__(self, internet: Internet, logdir: Path, *, dns: tuple[str, int] | None = None,
-                 latency: bool = True, ipv6: bool = True) -> None:
+                 latency: bool = True, ipv6: bool = False) -> None:
         self.internet = internet
         self.logdir = logdir
         logdir.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ import random
 import re
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any, NamedTuple
 
 BIG = 5  # shared-hosting addresses that carry thousands of names at 10^5 hosts
@@ -32,6 +33,9 @@ MAX_PAGES = 2000
 CNAME_MAX = 3
 PAGES_ALPHA = 1.15  # Pareto: mean ~5 pages a host (capped at MAX_PAGES), median 1
 IPV6_LOOPBACK = "::1"  # the only IPv6 loopback address: every AAAA-only host is served there
+
+# the generator's own source: the analyzer checks that the server it reads ran the same one
+SOURCE_VERSION = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:12]
 
 ROBOTS_TEXT = {
     "allow": "User-agent: *\nAllow: /\n",
@@ -134,7 +138,7 @@ class Internet:
                  base: str = "127.100.0.0", addresses: int | None = None,
                  mix: Mix | None = None, latency: Latency | None = None,
                  http_port: int = 80, https_port: int = 443, big_records: int = 100,
-                 cache: int = 65536) -> None:
+                 cache: int = 1 << 18) -> None:
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
         self.hosts = hosts
@@ -222,9 +226,11 @@ class Internet:
         names, weights = zip(*mix.robots, strict=True)
         robots = rng.choices(names, weights)[0]
         pages = min(MAX_PAGES, int(rng.paretovariate(PAGES_ALPHA)))
-        ttfb = lat.ttfb_ms / 1000 * rng.lognormvariate(0, lat.sigma) if lat.ttfb_ms else 0.0
-        bandwidth = lat.bandwidth * rng.lognormvariate(0, lat.sigma) if lat.bandwidth else 0.0
-        dns_delay = lat.dns_ms / 1000 * rng.lognormvariate(0, lat.sigma) if lat.dns_ms else 0.0
+        # drawn whatever the medians, so that latency does not change the rest of the web
+        factors = [rng.lognormvariate(0, lat.sigma) for _ in range(3)]
+        ttfb = lat.ttfb_ms / 1000 * factors[0]
+        bandwidth = lat.bandwidth * factors[1]
+        dns_delay = lat.dns_ms / 1000 * factors[2]
         name = f"h{i}.{self.domain}"
         return Host(i, name, ("www." + name) if www else name, dns, ttl, cname, family, addrs,
                     dead, tarpit, https, www, robots, pages, ttfb, bandwidth, dns_delay,
@@ -294,20 +300,20 @@ class Internet:
 
     def page_links(self, host: Host, k: int) -> list[str]:
         """The absolute URLs page ``k`` of ``host`` links to (in page order, duplicates kept)."""
-        rng = random.Random(host.links_seed * 7919 + k)
+        r = random.Random(host.links_seed * 7919 + k).random
         own = self.url(host)[: -1]  # the canonical origin, without the trailing /
         children = range(FANOUT * k + 1, min(host.pages, FANOUT * k + FANOUT + 1))
         links = [own + page_path(c) for c in children]
         if k:
             links.append(own + "/")
         if host.pages > 1:
-            links += [own + page_path(rng.randrange(host.pages)) for _ in range(2)]
-        if rng.random() < 0.05:
+            links += [own + page_path(int(r() * host.pages)) for _ in range(2)]
+        if r() < 0.05:
             links.append(own + f"/missing{k}.html")  # a broken link: 404
-        for _ in range(rng.randint(1, 4)):
-            other = self.host(rng.randrange(self.hosts))
-            target = rng.randrange(other.pages) if rng.random() < 0.2 else 0
-            if rng.random() < 0.15:  # written as users type it: plain http, bare name
+        for _ in range(1 + int(r() * 4)):
+            other = self.host(int(r() * self.hosts))
+            target = int(r() * other.pages) if r() < 0.2 else 0
+            if r() < 0.15:  # written as users type it: plain http, bare name
                 links.append(self.origin("http", other.name) + page_path(target))
             else:
                 links.append(self.url(other, target))
