@@ -312,11 +312,11 @@ def test_settings_deprecated_fixed_ttl_and_servers():
     from tests.support.crawl import LARBIN_DEFAULTS
 
     cache = DnsCache.from_settings(Settings(LARBIN_DEFAULTS), task.Clock())
-    assert (cache._ttl_min, cache._ttl_max) == (300, 86400)
+    assert (cache.rules.ttl_min, cache.rules.ttl_max) == (300, 86400)
     with pytest.warns(DeprecationWarning, match="LARBIN_DNS_TTL"):
         cache = DnsCache.from_settings(Settings({**LARBIN_DEFAULTS, "LARBIN_DNS_TTL": 60}),
                                        task.Clock())
-    assert (cache._ttl_min, cache._ttl_max) == (60, 60)
+    assert (cache.rules.ttl_min, cache.rules.ttl_max) == (60, 60)
     assert parse_servers("127.24.0.1, 127.24.0.2:5353,[::1]:53") == (
         "127.24.0.1", "127.24.0.2:5353", "[::1]:53")
     with pytest.raises(ValueError, match="nameserver"):
@@ -361,7 +361,8 @@ def test_the_frontier_asks_for_a_host_when_its_first_url_is_admitted(tmp_path, a
         # one site in memory at most: b and c wait on disk, their names asked already
         assert [h for h, _ in answers.queries] == ["a.test", "b.test", "c.test"]
         assert crawler.stats.get_value("larbin/dns/lookups") == 3
-        dns._max_in_flight = 1  # 4 names in flight at most ahead of their turn: d, not e
+        # 4 names in flight at most ahead of their turn: d, not e
+        dns.rules = dns.rules._replace(max_in_flight=1)
         for host in ("d.test", "e.test"):
             sched.enqueue_request(Request(f"http://{host}/x"))
         assert dns.in_flight("d.test") and not dns.in_flight("e.test")

@@ -60,7 +60,7 @@ class ContentTypeMiddleware:
         wanted = parse_content_types(s.get("LARBIN_FETCH_CONTENT_TYPES") or "")
         mw = cls(crawler.stats, (*wanted, *parse_content_types(types)), extensions, crawler)
         crawler.signals.connect(mw.headers_received, signal=signals.headers_received)
-        crawler.signals.connect(mw._engine_started, signal=signals.engine_started)
+        crawler.signals.connect(mw.engine_started, signal=signals.engine_started)
         return mw
 
     def _set_wanted(self, wanted: Iterable[str]) -> None:
@@ -69,7 +69,7 @@ class ContentTypeMiddleware:
         self._exact = frozenset(t for t in self.wanted if not t.endswith("/"))
         self._prefixes = tuple(t for t in self.wanted if t.endswith("/"))
 
-    def _engine_started(self) -> None:
+    def engine_started(self) -> None:
         """Add the types the item pipelines and the spider ask for (``content_types``)."""
         if self._crawler is None:
             return

@@ -11,7 +11,7 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
@@ -117,6 +117,21 @@ class SsrfGuard:
 Lookup = Callable[[str], "Deferred[Answer | str]"]
 
 
+class DnsRules(NamedTuple):
+    """How long answers and failures are kept, how often and how many names are asked."""
+
+    ttl: float  # answers that carry none: overrides, the hosts file, a bare IP
+    ttl_min: float
+    ttl_max: float
+    negative_ttl: float
+    timeout: float
+    retries: int
+    retry_delay: float
+    max_in_flight: int
+    servers: tuple[str, ...]
+    max_cnames: int
+
+
 class DnsCache:
     """``host -> IP`` for the crawl (larbin's ``fetchDns``), the one place names are looked up.
 
@@ -150,12 +165,9 @@ class DnsCache:
     ) -> None:
         self._reactor = reactor
         self._lookup = lookup  # None: an AresResolver, made at the first lookup
-        self._ttl = ttl
-        self._ttl_min, self._ttl_max = ttl_min, ttl_max
-        self._negative_ttl = ttl if negative_ttl is None else negative_ttl
-        self._timeout = timeout
-        self._retries, self._retry_delay = retries, retry_delay
-        self._max_in_flight = max(1, max_in_flight)
+        self.rules = DnsRules(
+            ttl, ttl_min, ttl_max, ttl if negative_ttl is None else negative_ttl, timeout,
+            retries, retry_delay, max(1, max_in_flight), tuple(servers), max_cnames)
         self._overrides = dict(overrides or {})
         self._hosts = dict(hosts or {})  # the hosts file: answered like overrides
         self._clock = clock
@@ -170,7 +182,6 @@ class DnsCache:
         self.lookups = 0  # names looked up (overrides included), for stats and tests
         self.failures = 0
         self.resolver: AresResolver | None = None
-        self._servers, self._max_cnames = tuple(servers), max_cnames
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, reactor: Any) -> DnsCache:
@@ -193,7 +204,7 @@ class DnsCache:
             retry_delay=settings.getfloat("LARBIN_DNS_RETRY_DELAY"),
             max_in_flight=settings.getint("LARBIN_DNS_IN_FLIGHT_MAX"),
             overrides=parse_resolve(settings.get("LARBIN_RESOLVE")),
-                hosts=hosts_file(),
+            hosts=hosts_file(),
             servers=parse_servers(settings.get("LARBIN_DNS_SERVERS") or ""),
             max_cnames=settings.getint("LARBIN_DNS_CNAME_MAX"),
         )
@@ -236,7 +247,7 @@ class DnsCache:
         """True while fewer names are being looked up than four times the cap in flight: a
         lookup ahead of its turn (``Politeness.prefetch``) waits for room, so a seeds list of
         millions of hosts holds no million pending lookups."""
-        return len(self._inflight) < 4 * self._max_in_flight
+        return len(self._inflight) < 4 * self.rules.max_in_flight
 
     def in_flight(self, host: str) -> bool:
         """True while ``host`` is being looked up (sent, waiting its turn or backing off)."""
@@ -262,14 +273,14 @@ class DnsCache:
         self.lookups += 1
         pinned = self._overrides.get(host) or self._hosts.get(host)
         if pinned is not None:
-            self._reactor.callLater(0, self._done, host, pinned, self._ttl)
+            self._reactor.callLater(0, self._done, host, pinned, self.rules.ttl)
             return d
         self._send(host, 0)
         return d
 
     def _send(self, host: str, attempt: int) -> None:
         """Ask for ``host`` now, or queue it behind the cap on queries in flight."""
-        if self._sent >= self._max_in_flight:
+        if self._sent >= self.rules.max_in_flight:
             self._waiting.append((host, attempt))
             return
         self._sent += 1
@@ -277,32 +288,32 @@ class DnsCache:
             query = self._lookup_function()(host)
         except Exception as exc:  # a resolver that cannot start (no nameserver configured...)
             query = defer.fail(DnsError(host, f"{ERROR} ({exc})"))
-        query.addTimeout(self._timeout, self._reactor)
+        query.addTimeout(self.rules.timeout, self._reactor)
         query.addCallbacks(self._answered, self._failed, callbackArgs=(host,),
                            errbackArgs=(host, attempt))
 
     def _lookup_function(self) -> Lookup:
         if self._lookup is None:
-            self.resolver = AresResolver(self._reactor, servers=self._servers,
-                                         max_cnames=self._max_cnames)
+            self.resolver = AresResolver(self._reactor, servers=self.rules.servers,
+                                         max_cnames=self.rules.max_cnames)
             self._lookup = cast("Lookup", self.resolver.lookup)
         return self._lookup
 
     def _next_query(self) -> None:
         self._sent -= 1
-        if self._waiting and self._sent < self._max_in_flight:
+        if self._waiting and self._sent < self.rules.max_in_flight:
             self._send(*self._waiting.popleft())
 
     def _answered(self, answer: Answer | str, host: str) -> None:
         self._next_query()
         if isinstance(answer, str):
-            answer = Answer(answer, self._ttl)
+            answer = Answer(answer, self.rules.ttl)
         self._event(ANSWERED)
         if answer.cnames:
             self._event("cname")
         if ":" in answer.ip:
             self._event("ipv6")
-        self._done(host, answer.ip, max(self._ttl_min, min(self._ttl_max, answer.ttl)))
+        self._done(host, answer.ip, max(self.rules.ttl_min, min(self.rules.ttl_max, answer.ttl)))
 
     def _failed(self, failure: Failure, host: str, attempt: int) -> None:
         self._next_query()
@@ -314,14 +325,14 @@ class DnsCache:
         else:  # a bug in a lookup function: one line, counted, the name fails
             logger.error("DNS lookup of %s failed unexpectedly: %r", host, exc)
             outcome = ERROR
-        if outcome in TEMPORARY and attempt < self._retries:
+        if outcome in TEMPORARY and attempt < self.rules.retries:
             self._event("retried")
-            delay = self._retry_delay * 2**attempt
+            delay = self.rules.retry_delay * 2**attempt
             self._reactor.callLater(delay, self._send, host, attempt + 1)
             return
         self._event(outcome)
         logger.debug("DNS lookup of %s failed: %s", host, outcome)
-        self._done(host, None, self._negative_ttl, outcome)
+        self._done(host, None, self.rules.negative_ttl, outcome)
 
     def _done(self, host: str, ip: str | None, ttl: float, outcome: str = "") -> None:
         now = self._clock()

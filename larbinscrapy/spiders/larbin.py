@@ -148,13 +148,13 @@ class LarbinSpider(Spider):
             external=spider.external_arg,
             domains=None if spider.domains_arg is None else parse_domains(spider.domains_arg),
         )
-        spider.seed_urls = spider._load_seeds(
+        spider.seed_urls = spider.load_seeds(
             spider.seeds_arg or s.get("LARBIN_SEEDS") or "",
             spider.urls_arg or s.get("LARBIN_URLS") or "",
         )
         return spider
 
-    def _load_seeds(self, path: str, urls: str) -> list[str]:
+    def load_seeds(self, path: str, urls: str) -> list[str]:
         """Seeds from the file and/or the list; bad lines logged and skipped; none is fatal."""
         found = Seeds()
         limit = self.crawler.settings.getint("URLLENGTH_LIMIT")
