@@ -7,20 +7,7 @@ parser) for the lean handler. Private names: ``twisted.web._abnf._istoken``,
 ``RequestGenerationFailed`` (checked as part of ``http1.py``'s ``REQUIRES``).
 Retire when: as ``http1.py``.
 
-No settings, no signals, no stats. An ``Exchange`` is one request and
-its answer; a ``Connection`` carries one exchange at a time (no pipelining) and tells its
-``Exchange`` what happened through four calls: ``headers`` (status line and headers parsed),
-``body`` (a chunk of the body), ``done`` (the answer is complete) and ``failed`` (why it is not,
-as the Twisted reason Scrapy's handler would have seen, so that the handler can raise the same
-exception classes: see ``http1.py``).
-
-llhttp is strict where Twisted's client (and Scrapy's lenient parser on top of it) is lenient:
-Twisted accepts a bare ``\\n`` as line end, a status line without reason phrase, header lines
-without a colon (skipped), obs-fold continuation lines (appended as they are) and trailing
-spaces (stripped). So when llhttp rejects a response head, the head is read again the Twisted
-way (``lenient_head``) and, if that succeeds, fed to a fresh parser as a clean head; only what
-Twisted would also refuse is malformed. A head line longer than Twisted's ``LineReceiver``
-limit (16,384 bytes) closes the connection, as Twisted does.
+More in docs/modules.md (`larbinscrapy/lean/http1conn.py`).
 """
 
 from __future__ import annotations

@@ -10,14 +10,7 @@ the end of a comment or a raw text element), so the scan stays linear on hostile
 ``<noscript>``, ``<noframes>`` and ``<iframe>`` content is read for links on purpose (a crawler
 runs no scripts and shows no frames).
 
-A page with ``<svg`` or ``<math`` takes a slower path (``scan``) that also reads foreign content
-as the tree builder makes the tokenizer read it: no raw text there (an SVG ``<title>`` holds
-tags), CDATA sections are text, HTML integration points (SVG ``title``/``desc``/
-``foreignObject``, MathML ``mi``...) hold HTML, an HTML start tag of the spec's list ends it,
-and so does an ``</a>`` closing an HTML ``<a>`` around it. Only ``<a href>`` is a link there.
-Not followed: other HTML end tags closing elements around the foreign content (``<p><svg></p>``:
-we keep no HTML elements open), ``<font color>`` as a breakout, and the later spec's ``</p>``
-and ``</br>`` breakouts (html5lib, the tests' reference, predates them).
+More in docs/modules.md (`larbinscrapy/parse/scanner.py`).
 """
 
 from __future__ import annotations

@@ -3,23 +3,7 @@
 Pure: an answer (status, or None when the server was unreachable) and a clock time in,
 ``SiteRules`` out; ``middlewares/robots.py`` fetches and parses, this module decides.
 
-* 2xx: the body is parsed (RFC 9309 §2.3.1.1); Scrapy's parser reads the whole body, and
-  ``DOWNLOAD_MAXSIZE`` is far above the 500 KiB the RFC asks for (§2.5).
-* 4xx, a 3xx not followed (more than ``REDIRECT_MAX_TIMES``, 5, redirects, §2.3.1.2) or a
-  fetch dropped before it reached the server: "unavailable", every page allowed (§2.3.1.3).
-* 5xx or unreachable (connection refused, timeout, reset): "unreachable", every page
-  disallowed (§2.3.1.4). robots.txt is fetched again after a back-off, ``LARBIN_ROBOTS_RETRY``
-  doubling per failure in a row up to ``LARBIN_ROBOTS_TTL``. Once it has failed for
-  ``LARBIN_ROBOTS_UNAVAILABLE_DAYS`` without a break, it is taken as unavailable (allowed).
-  At an address that never answered it is asked again before each page instead, so the
-  politeness core gives the address up after ``LARBIN_IP_FAILURES_MAX`` tries, as it does any
-  dead address (its pages are then dropped as ``noconnection``).
-* A robots.txt that keeps answering 429 (or 503 with ``Retry-After``) pauses its host as any
-  page does; after ``LARBIN_ROBOTS_RETRY_MAX`` seconds of that (or a pause that would end
-  later) the site is taken as unreachable, every page disallowed, until ``LARBIN_ROBOTS_TTL``
-  (``gave_up``; ``larbin/robots/gave_up``), so it cannot hold a one-pass crawl for hours.
-* Rules expire ``LARBIN_ROBOTS_TTL`` seconds after they were fetched (§2.4: at most 24 hours)
-  and are fetched again before the site's next page.
+More in docs/modules.md (`larbinscrapy/politeness/robotsrules.py`).
 """
 
 from __future__ import annotations
