@@ -24,7 +24,6 @@ from larbinscrapy.parse.scanner import (
     _value,
     scan,
 )
-from larbinscrapy.parse.urls import MAX_PORT
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +48,14 @@ class Page(NamedTuple):
 _HTML_WS = " \t\n\r\f"
 _C0_SPACE = "".join(map(chr, range(0x21)))  # the URL parser strips these around a URL
 _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")  # ...and these anywhere in it
-_PORT_DIGITS = len(str(MAX_PORT))
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):").match
 # An http(s) URL safe_url_string() would return unchanged: lower-case host, a path before any
 # query, no empty query, no character it percent-encodes (a quote is fine in the path only).
+# A port in it is one safe_url_string accepts (1-65535): a larger one takes the slow path,
+# which drops it; no int() a link.
 _SAFE_URL = re.compile(
-    r"https?://[a-z0-9.\-]+(?::([1-9][0-9]*))?"
+    r"https?://[a-z0-9.\-]+(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}"
+    r"|655[0-2][0-9]|6553[0-5]))?"
     r"(?:/[!$%'()*+,\-./0-9:;=@A-Z_a-z~]*(?:\?[!$%&()*+,\-./0-9:;=?@A-Z_a-z~]+)?)?"
 ).fullmatch
 # Character references in attribute values (HTML5: numeric ones may omit ";"; a legacy named
@@ -215,11 +216,8 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
         url = _resolve(value, base)
     except ValueError:  # urljoin on a malformed authority ("http://[x/")
         return None
-    if url is None:
-        return None
-    safe = _SAFE_URL(url)
-    if safe is not None:  # a port past 65535 is no URL (safe_url_string refuses it too)
-        return url if safe.lastindex is None or _port_ok(safe.group(1)) else None
+    if url is None or _SAFE_URL(url) is not None:
+        return url
     try:  # percent-encode like LinkExtractor, only when a character needs it
         url = safe_url_string(url, encoding)
     except (ValueError, LookupError):  # bad port, unencodable query: LinkExtractor skips too
@@ -227,18 +225,9 @@ def _link(value: str, base: _Base, encoding: str, raw: bool) -> str | None:
     return url if url.startswith(("http://", "https://")) else None
 
 
-def _port_ok(port: str | None) -> bool:
-    """A ``_SAFE_URL`` port that ``safe_url_string`` accepts (<= MAX_PORT).
-
-    The length test first: ``int()`` refuses a string of over 4,300 digits.
-    """
-    return port is None or (len(port) <= _PORT_DIGITS and int(port) <= MAX_PORT)
-
-
 def is_safe_url(url: str) -> bool:
     """True when ``safe_url_string`` would return ``url`` unchanged (so it need not run)."""
-    m = _SAFE_URL(url) if type(url) is str else None
-    return m is not None and _port_ok(m.group(1))
+    return type(url) is str and _SAFE_URL(url) is not None
 
 
 def extract(
