@@ -8,7 +8,8 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # chromium: the status page's real-browser test (Playwright drives /usr/bin/chromium)
 # dnsutils: dig, a real DNS client for the simulated internet's tests (tests/test_internet.py)
 # openssl: the password of the Redis Cluster docs/distributed.md starts (tests/test_cluster_docs.py)
-APT_PACKAGES := redis-server nginx chromium tinyproxy dnsutils openssl
+# iproute2: `ip netns`, the network namespaces the simulated internet's crawls run in
+APT_PACKAGES := redis-server nginx chromium tinyproxy dnsutils openssl iproute2
 
 .PHONY: install install-runtime install-test install-bench install-system crawl demo test test-fast conformance lint bench bench-quick bench-system bench-crawlee-venv deploy clean
 
