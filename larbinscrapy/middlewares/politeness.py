@@ -34,6 +34,7 @@ from larbinscrapy.politeness.pauses import PauseFile
 from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.status.gate import PauseGate
 from larbinscrapy.status.probe import scheduler_of
+from larbinscrapy.stopping import POLL, drop_held, stopping
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -160,6 +161,8 @@ class PolitenessMiddleware(PolitenessProvider):
     async def _hold_then_start(self, request: Request, st: IpState, hs: HostState, *,
                                own: bool) -> None:
         await self._hold(st, hs, own=own)
+        if stopping(self.crawler):  # a stop came while it waited: nothing new is sent
+            drop_held(self.crawler, request)
         self._start(request, st, hs, own=own)
 
     def _start(self, request: Request, st: IpState, hs: HostState, *, own: bool) -> None:
@@ -206,10 +209,10 @@ class PolitenessMiddleware(PolitenessProvider):
 
     async def _hold(self, st: IpState, hs: HostState, *, own: bool) -> None:
         """Wait until the IP, the host and the bandwidth budget let the request go."""
-        while (wait := self._ready_in(st, hs, own=own)) != 0.0:
+        while (wait := self._ready_in(st, hs, own=own)) != 0.0 and not stopping(self.crawler):
             d: Deferred[None] = defer.Deferred()
             st.waiters.append(d)
-            timer = self._reactor.callLater(0.05 if wait is None else max(wait, 0.005),
+            timer = self._reactor.callLater(0.05 if wait is None else min(max(wait, 0.005), POLL),
                                             self._wake, st)
             await maybe_deferred_to_future(d)
             if timer.active():

@@ -22,6 +22,7 @@ from larbinscrapy import meta as M
 from larbinscrapy.middlewares.gate import LinkGateMiddleware
 from larbinscrapy.parse.urls import fingerprint_url, site_of, site_origin
 from larbinscrapy.revisit.rule import sitemap_hint
+from larbinscrapy.stopping import CrawlStopping, stopping
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -144,8 +145,8 @@ class SitemapReader:
             self._start(site_of(response.url), [])
 
     def _start(self, site: str, listed: list[str]) -> None:
-        if not site or site in self._reading or self._was_read(site):
-            return
+        if not site or site in self._reading or self._was_read(site) or stopping(self.crawler):
+            return  # (a stopping crawl sends nothing new: the resumed one reads it)
         self._reading.add(site)
         self.stats.inc_value("larbin/sitemaps/sites")
         urls = [u for u in listed if site_of(urljoin(site + "/", u)) == site]
@@ -168,13 +169,19 @@ class SitemapReader:
     # -- reading ------------------------------------------------------------------------------
     async def _read_site(self, site: str, queue: list[str]) -> None:
         shared = getattr(self.crawler.engine.scheduler, "sitemaps", None)  # Redis workers
-        if shared is None or await shared.claim(site):  # there, one worker reads a site's
-            await self._read_files(site, queue)
+        try:
+            if shared is None or await shared.claim(site):  # there, one worker reads a site's
+                await self._read_files(site, queue)
+        except CrawlStopping:  # unread: the resumed crawl reads it
+            self._reading.discard(site)
+            return
         self._read(site)  # not reached if the process dies first: a resumed crawl reads it
 
     async def _read_files(self, site: str, queue: list[str]) -> None:
         files = 0
         while queue:
+            if stopping(self.crawler):
+                raise CrawlStopping("the crawl is stopping")
             if files >= self.max_files:
                 self.stats.inc_value("larbin/sitemaps/capped")
                 return
@@ -209,6 +216,8 @@ class SitemapReader:
             if shared is not None:  # Redis workers: under the IP's shared lease, as a page
                 request.meta[M.LEASE] = request.meta[M.IP] = await shared.take_ip(url)
             response = await self.crawler.engine.download_async(request)
+        except CrawlStopping:
+            raise
         except IgnoreRequest:
             return None
         except Exception as exc:  # a dead host, a reset: counted like any failed fetch
