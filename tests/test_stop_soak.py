@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -39,14 +40,18 @@ def test_sigint_during_a_retry_after_pause_stops_at_once_and_sends_nothing(tmp_p
     with polite.start(tmp_path / "web", hosts) as web:
         cmd = crawl_command(web, out, *seeds_args(web.seeds),
                             settings={"JOBDIR": str(tmp_path / "job"), "DOWNLOAD_DELAY": 0.2,
-                                      "LARBIN_IP_CONNECTIONS": 2, "RETRY_TIMES": 0})
+                                      "LARBIN_IP_CONNECTIONS": 2, "RETRY_TIMES": 0,
+                                      "LOGSTATS_INTERVAL": 0.5})
         with open(out / "stderr.log", "w") as err:
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
         try:
             wait_for(lambda: any(e["status"] == 429 for e in web.read_log()), 60,
                      "a 429 answer")
-            time.sleep(1.0)
+            # the log line counts the paused IP as throttled (it said "cooling")
+            wait_for(lambda: re.search(r"IPs .*throttled 1",
+                                       (out / "stderr.log").read_text()), 30,
+                     "the IP counted as throttled in the log line")
             stopped_at = time.time()
             proc.send_signal(signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):

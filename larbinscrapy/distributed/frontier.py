@@ -3,8 +3,8 @@
 The Redis side of ``RedisScheduler``, with no Scrapy in it (tests drive it directly). It keeps
 the local scheduler's semantics (``larbinscrapy/frontier/scheduler.py``) for many workers:
 
-* two tiers, each with a wait list: ``P:tier:0..3`` (priority, priority-wait, normal,
-  normal-wait), entries ``site \\t host \\t record`` (``record`` is ``frontier.codec``'s), or
+* two tiers, each with an overflow list: ``P:tier:0..3`` (priority, priority-overflow, normal,
+  normal-overflow), entries ``site \\t host \\t record`` (``record`` is ``frontier.codec``'s), or
   the record alone when site and host follow from its URL (the common case: ``entry``);
 * the sequencer (``refill``, inside ``pop``) moves entries to per-site lists ``P:site:<site>``
   capped at ``LARBIN_MAX_URLS_PER_SITE`` (overflow goes to the tier's wait list), at most
@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 _DERIVABLE = re.compile(rb'\["(https?)://([a-z0-9.\-]+)(?::([1-9][0-9]*))?[/?#"]').match
 _DEFAULT_PORT = {b"http": b"80", b"https": b"443"}
 
-TIERS = ("priority", "priority-wait", "normal", "normal-wait")
+TIERS = ("priority", "priority-overflow", "normal", "normal-overflow")
 PRIORITY, NORMAL = 0, 2
 
 def take_seeds_call(prefix: str, worker: str, start_key: str, n: int) -> Call:
