@@ -17,7 +17,10 @@ settings (a crawler built without a process) and warns there about unknown ``LAR
 once logging is set up. A bad value found in the first stage ends the process at once (exit
 status 1): nothing has started yet, and Scrapy would turn an exception there into a traceback.
 Scrapy reads ``COMMANDS_MODULE`` before add-ons run: a project that wants ``scrapy addurls``
-and exit status 1 on a fatal error sets ``COMMANDS_MODULE = "larbinscrapy.commands"`` itself.
+and exit status 1 on a fatal error sets ``COMMANDS_MODULE = "larbinscrapy.commands"`` itself
+(``scrapy parse --spider larbin URL`` works without it; with it, it also lists the requests the
+link gate lets through). ``FEED_EXPORT_FIELDS`` is the larbin spider's (its items' body and
+headers stay out of feeds), set by that spider only when the project chose none.
 """
 
 from __future__ import annotations
@@ -40,11 +43,16 @@ logger = logging.getLogger(__name__)
 
 PRIORITY = "addon"
 SPIDERS = "larbinscrapy.spiders"
+# Set by the larbin spider for its own crawls (``LarbinSpider.update_settings``), not for the
+# project's: its other spiders' feeds keep every field of their items.
+SPIDER_SETTINGS = frozenset({"FEED_EXPORT_FIELDS"})
 
 
 def install(settings: BaseSettings) -> None:
     """Set every larbinscrapy default at the ``addon`` priority, component dicts merged."""
     for name, spec in SETTINGS.items():
+        if name in SPIDER_SETTINGS:
+            continue
         value = copy.deepcopy(spec.default)  # a list or dict of its own, for each settings
         current = settings[name]
         if isinstance(value, dict) and isinstance(current, BaseSettings) and (
