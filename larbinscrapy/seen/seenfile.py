@@ -19,6 +19,7 @@ SNAPSHOT_VERSION = 1
 SNAPSHOT_HEADER = struct.Struct(">8sHBBQIQI")
 SNAPSHOT_NAME = "snapshot"
 JOURNAL_NAME = "journal"
+_CHUNK = 1 << 20  # bytes read at a time
 
 
 class SnapshotError(Exception):
@@ -54,16 +55,6 @@ class BitArray(Protocol):
     def crc32(self) -> int: ...
 
 
-class Block(NamedTuple):
-    """One bit array read back from a snapshot (its crc already checked)."""
-
-    mode: int
-    m: int
-    k: int
-    bits_set: int
-    bits: memoryview
-
-
 def write_snapshot(directory: Path, mode: int, arrays: Iterable[BitArray]) -> None:
     """Atomically replace ``directory/snapshot`` with one block per bit array."""
     final = directory / SNAPSHOT_NAME
@@ -89,33 +80,72 @@ def write_snapshot(directory: Path, mode: int, arrays: Iterable[BitArray]) -> No
     fsync_dir(directory)
 
 
-def read_snapshot(path: Path, modes: Iterable[int]) -> list[Block]:
-    """Every block of the snapshot at ``path``, or ``CorruptSnapshotError`` saying what is wrong."""
-    data = memoryview(path.read_bytes())
+class BlockHeader(NamedTuple):
+    """One bit array's header in a snapshot, and where its bits start (not read yet)."""
+
+    mode: int
+    m: int
+    k: int
+    bits_set: int
+    crc: int
+    offset: int
+
+    @property
+    def nbytes(self) -> int:
+        return -(-self.m // 8)
+
+
+def read_headers(path: Path, modes: Iterable[int]) -> list[BlockHeader]:
+    """The headers of every block of the snapshot at ``path``, reading only them (the bits are
+    read by ``read_bits`` into the arrays that hold them); ``CorruptSnapshotError`` if the
+    file's structure is wrong."""
     known = set(modes)
-    blocks: list[Block] = []
-    offset = 0
-    while offset < len(data) or not blocks:
-        rest = len(data) - offset
-        if rest < SNAPSHOT_HEADER.size:
-            raise CorruptSnapshotError(path, f"the file is {rest} bytes, shorter than its header")
-        magic, version, mode, _, m, k, count, crc = SNAPSHOT_HEADER.unpack_from(data, offset)
-        if magic != SNAPSHOT_MAGIC:
-            raise CorruptSnapshotError(path, f"bad magic {magic!r} (expected {SNAPSHOT_MAGIC!r})")
-        if version != SNAPSHOT_VERSION or mode not in known:
-            raise CorruptSnapshotError(path, f"unknown version {version} or mode {mode}")
-        offset += SNAPSHOT_HEADER.size
-        nbytes = -(-m // 8)
-        bits = data[offset : offset + nbytes]
-        if len(bits) != nbytes:
-            raise CorruptSnapshotError(
-                path, f"{len(bits)} bytes of bits after the header, expected {nbytes}"
-            )
-        if zlib.crc32(bits) != crc:
-            raise CorruptSnapshotError(path, "the crc32 of the bit array does not match its header")
-        blocks.append(Block(mode, m, k, count, bits))
-        offset += nbytes
+    blocks: list[BlockHeader] = []
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        offset = 0
+        while offset < size or not blocks:
+            rest = size - offset
+            if rest < SNAPSHOT_HEADER.size:
+                raise CorruptSnapshotError(path, f"the file is {rest} bytes, shorter than its "
+                                           "header")
+            f.seek(offset)
+            magic, version, mode, _, m, k, count, crc = SNAPSHOT_HEADER.unpack(
+                f.read(SNAPSHOT_HEADER.size))
+            if magic != SNAPSHOT_MAGIC:
+                raise CorruptSnapshotError(path, f"bad magic {magic!r} (expected "
+                                           f"{SNAPSHOT_MAGIC!r})")
+            if version != SNAPSHOT_VERSION or mode not in known:
+                raise CorruptSnapshotError(path, f"unknown version {version} or mode {mode}")
+            offset += SNAPSHOT_HEADER.size
+            block = BlockHeader(mode, m, k, count, crc, offset)
+            if size - offset < block.nbytes:
+                raise CorruptSnapshotError(
+                    path, f"{size - offset} bytes of bits after the header, expected "
+                    f"{block.nbytes}")
+            blocks.append(block)
+            offset += block.nbytes
     return blocks
+
+
+def read_bits(path: Path, block: BlockHeader, into: memoryview) -> None:
+    """Read ``block``'s bits straight into ``into`` (its array's own buffer: no copy of the
+    file in memory) and check their crc32."""
+    if len(into) != block.nbytes:
+        raise CorruptSnapshotError(path, f"expected {len(into)} bytes of bits, the header "
+                                   f"gives {block.nbytes}")
+    crc, done = 0, 0
+    with path.open("rb", buffering=0) as f:
+        f.seek(block.offset)
+        while done < len(into):
+            n = f.readinto(into[done : done + _CHUNK])
+            if not n:
+                raise CorruptSnapshotError(path, f"{done} bytes of bits after the header, "
+                                           f"expected {block.nbytes}")
+            crc = zlib.crc32(into[done : done + n], crc)
+            done += n
+    if crc != block.crc:
+        raise CorruptSnapshotError(path, "the crc32 of the bit array does not match its header")
 
 
 def replay_journal(path: Path, test_and_set: Callable[[bytes], object]) -> tuple[int, int]:
