@@ -223,6 +223,8 @@ FEED_EXPORT_FIELDS = Setting([
     "title", "keywords", "description", "links", "ip", "noindex", "canonical",
     "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ], doc="items carry the raw body for the storage pipelines; feeds (-O items.jsonl) leave it out")
+
+# --- Storage: the pipelines' files and items' acknowledgement (docs/storage.md, docs/pipelines.md) ---
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = Setting(1.0, float, above=0, doc="seconds between flushes of JOBDIR/contentdup/journal")
 LARBIN_ITEM_RECEIPTS = Setting(True, bool, doc="a page is acknowledged to the frontier once its items reached the OS (False: once its outlinks are queued)")
 LARBIN_ITEM_FLUSH_DELAY = Setting(0.0, float, min=0, doc="seconds scraped items wait for the flush that acknowledges their pages (0: the next reactor turn)")
