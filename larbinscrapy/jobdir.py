@@ -5,8 +5,8 @@ leaves ``JOBDIR/complete`` (its end time), and running it again says "this crawl
 one line (only URLs it has not seen are fetched: new seeds, revisits). ``-O`` (overwrite the
 items file) on a ``JOBDIR`` that holds a crawl is refused: the items of the pages fetched
 before would be lost, and the crawl would not fetch them again. One crawl uses a ``JOBDIR`` at
-a time (``JOBDIR/crawl.lock``, ``flock``): a second is refused in one line before it opens
-anything.
+a time (``JOBDIR/crawl.lock``, a POSIX lock): a second is refused in one line before it
+opens anything.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 PROBE = ".larbin-write-test"
 COMPLETE = "complete"  # written when a crawl closed with nothing left to do
-LOCK = "crawl.lock"  # flock'ed by the crawl using the JOBDIR: one crawl per JOBDIR
+LOCK = "crawl.lock"  # locked by the crawl using the JOBDIR: one crawl per JOBDIR
 # Files a JOBDIR holds while its crawl runs, not a crawl's state (the status page's address).
 _NOT_STATE = frozenset({PROBE, LOCK, "http-address", "http-token"})
 
@@ -59,7 +59,7 @@ class JobDirCheck:
     def __init__(self, crawler: Crawler, jobdir: Path, lock: int | None = None) -> None:
         self.crawler = crawler
         self.jobdir = jobdir
-        self._lock = lock  # a descriptor of JOBDIR/LOCK, flock'ed while the crawl runs
+        self._lock = lock  # a descriptor of JOBDIR/LOCK, locked while the crawl runs
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> JobDirCheck:
@@ -126,15 +126,16 @@ class JobDirCheck:
 def take_lock(jobdir: Path) -> int | None:
     """A descriptor holding ``jobdir``'s crawl lock, or None when another process holds it.
 
-    ``flock``: the kernel drops it when the process ends, ``kill -9`` included, so a stale lock
-    never needs cleaning up.
+    A POSIX record lock (``lockf``): the kernel drops it when the process ends, ``kill -9``
+    included, so a stale lock never needs cleaning up; and it is the process's, so crawlers
+    built again in one process (a test, a ``CrawlerProcess`` running crawls in turn) share it.
     """
     fd = os.open(jobdir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
         os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             return None
         raise
     return fd

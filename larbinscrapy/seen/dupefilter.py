@@ -437,7 +437,7 @@ def _load_block(path: Path, block: BlockHeader, array: KHashBitSet) -> None:
     if spare and buffer[-1] >> spare:
         raise CorruptSnapshotError(path, "bits are set past the end of the bit array")
     real = array.bits.count()
-    if real != block.bits_set:
+    if real != block.bits_set and not block.dirty:
         raise CorruptSnapshotError(path, f"header says {block.bits_set} bits are set, the "
                                    f"array has {real}")
     array.count = real

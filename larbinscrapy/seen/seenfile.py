@@ -56,28 +56,79 @@ class BitArray(Protocol):
 
 
 def write_snapshot(directory: Path, mode: int, arrays: Iterable[BitArray]) -> None:
-    """Atomically replace ``directory/snapshot`` with one block per bit array."""
+    """Write ``directory/snapshot``, one block per bit array: in place over the previous one
+    when its blocks are where the new ones go (the usual case: no second copy on disk), else a
+    new file atomically replaced.
+
+    In place is safe because bits are only ever set and the caller empties the journal only
+    after this returns: the first header is marked ``DIRTY`` (fsynced) before any bit is
+    written, so a crash part-way leaves a file whose every byte is the old snapshot's or the
+    new one's (a superset of the old bits either way), read without its crc32, and the journal
+    still holds every key since the old snapshot. The headers, crc32 included, are written
+    last, then the mark is cleared.
+    """
     final = directory / SNAPSHOT_NAME
+    arrays = list(arrays)
+    layout = [(bits.m, bits.k) for bits in arrays]
+    if final.exists():
+        before = _layout_prefix(final)
+        if before and before == layout[: len(before)]:
+            _write_in_place(final, mode, arrays)
+            return
     tmp = directory / (SNAPSHOT_NAME + ".tmp")
     with tmp.open("wb") as f:
         for bits in arrays:
-            f.write(
-                SNAPSHOT_HEADER.pack(
-                    SNAPSHOT_MAGIC,
-                    SNAPSHOT_VERSION,
-                    mode,
-                    0,
-                    bits.m,
-                    bits.k,
-                    bits.count,
-                    bits.crc32(),
-                )
-            )
+            f.write(_header(mode, bits))
             f.write(bits.buffer())
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, final)
     fsync_dir(directory)
+
+
+DIRTY = 1  # the reserved byte of a snapshot's first header: written in place, not finished
+
+
+def _header(mode: int, bits: BitArray, flags: int = 0, crc: int | None = None) -> bytes:
+    return SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, mode, flags, bits.m, bits.k,
+                                bits.count, bits.crc32() if crc is None else crc)
+
+
+def _layout_prefix(path: Path) -> list[tuple[int, int]]:
+    """The (m, k) of each block of the snapshot at ``path``; [] if it cannot be read."""
+    try:
+        return [(h.m, h.k) for h in read_headers(path, range(256))]
+    except (SnapshotError, OSError):
+        return [(-1, -1)]  # matches no layout: written anew
+
+
+def _write_in_place(path: Path, mode: int, arrays: list[BitArray]) -> None:
+    with path.open("r+b") as f:
+        f.seek(0)
+        first = arrays[0]
+        f.write(_header(mode, first, DIRTY, crc=0))  # the mark, before any bit moves
+        f.flush()
+        os.fsync(f.fileno())
+        offset = 0
+        for bits in arrays:
+            f.seek(offset + SNAPSHOT_HEADER.size)
+            f.write(bits.buffer())
+            offset += SNAPSHOT_HEADER.size + len(bits.buffer())
+        f.truncate(offset)
+        f.flush()
+        os.fsync(f.fileno())
+        offset = 0
+        for index, bits in enumerate(arrays):  # the first header last: it clears the mark
+            if index:
+                f.seek(offset)
+                f.write(_header(mode, bits))
+            offset += SNAPSHOT_HEADER.size + len(bits.buffer())
+        f.flush()
+        os.fsync(f.fileno())
+        f.seek(0)
+        f.write(_header(mode, first))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 class BlockHeader(NamedTuple):
@@ -89,6 +140,7 @@ class BlockHeader(NamedTuple):
     bits_set: int
     crc: int
     offset: int
+    dirty: bool = False  # written in place and not finished: no crc32, count recomputed
 
     @property
     def nbytes(self) -> int:
@@ -110,7 +162,7 @@ def read_headers(path: Path, modes: Iterable[int]) -> list[BlockHeader]:
                 raise CorruptSnapshotError(path, f"the file is {rest} bytes, shorter than its "
                                            "header")
             f.seek(offset)
-            magic, version, mode, _, m, k, count, crc = SNAPSHOT_HEADER.unpack(
+            magic, version, mode, flags, m, k, count, crc = SNAPSHOT_HEADER.unpack(
                 f.read(SNAPSHOT_HEADER.size))
             if magic != SNAPSHOT_MAGIC:
                 raise CorruptSnapshotError(path, f"bad magic {magic!r} (expected "
@@ -118,7 +170,8 @@ def read_headers(path: Path, modes: Iterable[int]) -> list[BlockHeader]:
             if version != SNAPSHOT_VERSION or mode not in known:
                 raise CorruptSnapshotError(path, f"unknown version {version} or mode {mode}")
             offset += SNAPSHOT_HEADER.size
-            block = BlockHeader(mode, m, k, count, crc, offset)
+            dirty = blocks[0].dirty if blocks else flags == DIRTY
+            block = BlockHeader(mode, m, k, count, crc, offset, dirty)
             if size - offset < block.nbytes:
                 raise CorruptSnapshotError(
                     path, f"{size - offset} bytes of bits after the header, expected "
@@ -144,7 +197,7 @@ def read_bits(path: Path, block: BlockHeader, into: memoryview) -> None:
                                            f"expected {block.nbytes}")
             crc = zlib.crc32(into[done : done + n], crc)
             done += n
-    if crc != block.crc:
+    if crc != block.crc and not block.dirty:
         raise CorruptSnapshotError(path, "the crc32 of the bit array does not match its header")
 
 
