@@ -3,6 +3,7 @@ enforcing per-IP and per-host politeness at send time."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Coroutine
@@ -212,13 +213,20 @@ class PolitenessMiddleware(PolitenessProvider):
         while (wait := self._ready_in(st, hs, own=own)) != 0.0 and not stopping(self.crawler):
             d: Deferred[None] = defer.Deferred()
             st.waiters.append(d)
+            # Its own timer (at most POLL, to see a stop): one that woke the IP's first waiter
+            # could leave a waiter with none, woken only by the IP's next event, and a stopping
+            # crawl has none.
             timer = self._reactor.callLater(0.05 if wait is None else min(max(wait, 0.005), POLL),
-                                            self._wake, st)
+                                            _fire, d)
             await maybe_deferred_to_future(d)
             if timer.active():
                 timer.cancel()
+            else:  # its own timer woke it: it is still queued
+                with contextlib.suppress(ValueError):
+                    st.waiters.remove(d)
 
     def _wake(self, st: IpState) -> None:
+        """The IP's first waiter re-checks (an IP changed: a connection given back...)."""
         while st.waiters:
             d = st.waiters.popleft()
             if not d.called:
@@ -338,3 +346,8 @@ class PolitenessMiddleware(PolitenessProvider):
         if self._gauge_loop is not None and self._gauge_loop.running:
             self._gauge_loop.stop()
         self.sample_gauges()
+
+
+def _fire(d: Deferred[None]) -> None:
+    if not d.called:
+        d.callback(None)
