@@ -11,7 +11,8 @@ one and warned about once.
 Applied twice on purpose: ``update_pre_crawler_settings`` on the process's settings, before any
 crawler exists (the spider and the DNS resolver are built from them), where a bad value ends the
 process at once (exit status 1); ``update_settings`` on each crawler's own settings, which logs
-the warnings once logging is set up. docs/addon.md (and ``COMMANDS_MODULE``).
+the warnings once logging is set up. docs/addon.md (and ``COMMANDS_MODULE``;
+``FEED_EXPORT_FIELDS`` is the larbin spider's own, set only when the project chose none).
 """
 
 from __future__ import annotations
@@ -34,11 +35,16 @@ logger = logging.getLogger(__name__)
 
 PRIORITY = "addon"
 SPIDERS = "larbinscrapy.spiders"
+# Set by the larbin spider for its own crawls (``LarbinSpider.update_settings``), not for the
+# project's: its other spiders' feeds keep every field of their items.
+SPIDER_SETTINGS = frozenset({"FEED_EXPORT_FIELDS"})
 
 
 def install(settings: BaseSettings) -> None:
     """Set every larbinscrapy default at the ``addon`` priority, component dicts merged."""
     for name, spec in SETTINGS.items():
+        if name in SPIDER_SETTINGS:
+            continue
         value = copy.deepcopy(spec.default)  # a list or dict of its own, for each settings
         current = settings[name]
         if isinstance(value, dict) and isinstance(current, BaseSettings) and (

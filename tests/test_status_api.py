@@ -61,8 +61,8 @@ def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> N
         for key in ("pages", "items", "queued", "rates", "paused", "stats", "frontier", "ips"):
             assert key in first, key
         assert set(first["rates"]) >= {"pages_per_s", "bytes_per_s", "items_per_s"}
-        assert set(first["frontier"]["fifos"]) == {"priority", "priority-wait", "normal",
-                                                   "normal-wait"}
+        assert set(first["frontier"]["fifos"]) == {"priority", "priority-overflow", "normal",
+                                                   "normal-overflow"}
         crawl.wait_until(lambda: crawl.status()["pages"] >= first["pages"] + 5, 30,
                          "pages did not grow")
         later = crawl.status()

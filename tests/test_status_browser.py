@@ -80,3 +80,43 @@ def test_status_page_in_chromium(web: RunningWeb, tmp_path: Path) -> None:
     finally:
         crawl.kill()
     assert (tmp_path / "status.png").stat().st_size > 10_000
+
+
+def test_what_a_person_sees_adds_up(web: RunningWeb, tmp_path: Path) -> None:
+    """Issue 34, point 7: no "offline" badge for a page opened without its token, every figure
+    named (the worker too), revisits due and done shown. The screenshot is kept."""
+    crawl = LiveCrawl(web, tmp_path / "run", settings={
+        "DOWNLOAD_DELAY": 0.2, "LARBIN_REVISIT": "true", "LARBIN_REVISIT_INTERVAL": 2,
+        "LARBIN_REVISIT_INTERVAL_MIN": 2, "LARBIN_REVISIT_BUCKET": 0.25})
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch_persistent_context(
+                str(tmp_path / "profile"), executable_path=CHROMIUM, args=ARGS, headless=True,
+                viewport={"width": 1280, "height": 1000})
+            try:
+                page = browser.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(f"{crawl.address}/")  # the address alone, as typed from memory
+                expect(page.locator("#state")).to_have_text("no token", timeout=15000)
+                expect(page.locator("#error")).to_contain_text("#token=", timeout=5000)
+                page.screenshot(path=str(tmp_path / "status-no-token.png"))
+
+                page.goto(f"{crawl.address}/#token={crawl.token}")
+                page.reload()
+                expect(page.locator("#state")).to_have_text("running", timeout=15000)
+                expect(page.locator("#worker")).to_have_text(re.compile(r"^worker \S+:\d+$"))
+                # revisits: a table with what is due and what was done, done growing
+                expect(page.locator("#t-revisits")).to_contain_text("due", timeout=15000)
+                done = page.locator("#t-revisits tr", has_text="done").locator("td").nth(1)
+                expect(done).to_have_text(TWO_OR_MORE, timeout=60000)
+                labels = page.locator("table td:first-child").all_text_contents()
+                assert not [label for label in labels if "_" in label], labels
+                page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
+                assert errors == [], errors
+            finally:
+                browser.close()
+        assert crawl.call("POST", "/api/stop")[0] == 200
+        assert crawl.wait(60) == 0
+    finally:
+        crawl.kill()

@@ -128,7 +128,8 @@ STATS = {
     "start_time": "2026-01-01T00:00:00",
 }
 FRONTIER = {
-    "queued": 42, "fifos": {"priority": 1, "priority-wait": 0, "normal": 40, "normal-wait": 1},
+    "queued": 42, "fifos": {"priority": 1, "priority-overflow": 0, "normal": 40,
+                             "normal-overflow": 1},
     "in_memory": 10, "sites": {"in_memory": 3, "resolving": 1, "dead": 0},
     "ips": {"ready": 2, "fetching": 1, "cooling": 3, "throttled": 1, "dead": 0},
     "seen": {"fill_ratio": 0.25, "estimated_fp_rate": 0.0039},
@@ -170,7 +171,7 @@ def test_metrics_parse_with_help_and_types():
     assert families["larbin_pages"].samples[0].value == 120
     assert families["larbin_paused"].samples[0].value == 1
     fifo = {s.labels["fifo"]: s.value for s in families["larbin_frontier_fifo"].samples}
-    assert fifo == {"priority": 1, "priority-wait": 0, "normal": 40, "normal-wait": 1}
+    assert fifo == {"priority": 1, "priority-overflow": 0, "normal": 40, "normal-overflow": 1}
     filtered = {s.labels["reason"]: s.value for s in families["larbin_filtered"].samples}
     assert filtered == {"extension": 7, "depth": 3}
     assert families["larbin_frontier_to_wait"].type == "counter"
@@ -181,9 +182,10 @@ def test_metrics_parse_with_help_and_types():
 
 def test_log_line():
     line, prev = format_line(STATS, FRONTIER, (60, 40, 4), interval=60.0)
-    assert line == ("Crawled 120 pages (60/min), 100 items (60/min); queued 42 (priority 1+0, "
-                    "normal 40+1), 3 sites in memory; IPs ready 2, cooling 3, throttled 1, dead "
-                    "0; filtered 6 since the last line")
+    assert line == ("Crawled 120 pages (60/min), 100 items (60/min); queued 42 (priority 1, "
+                    "priority-overflow 0, normal 40, normal-overflow 1, in memory 10), 3 sites "
+                    "in memory; IPs ready 2, fetching 1, cooling 3, throttled 1, dead 0; "
+                    "filtered 6 since the last line")
     assert prev == (120, 100, 10)
     shared = {"queued": 9, "shared": {"queued": 500, "leased": 7}, "ips": {}}
     line, _ = format_line(STATS, shared, prev, interval=30.0)

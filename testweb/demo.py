@@ -9,7 +9,13 @@ politeness (``DOWNLOAD_DELAY`` 1 s per host, so the first pass takes about a min
 revisiting pages (``LARBIN_REVISIT`` with short intervals), and prints the status page's address
 with its token; Ctrl-C stops the crawl cleanly. ``--once`` is the quick check the tests run.
 Items go to ``output/demo/items.jsonl``, the crawl's stats to ``output/demo/stats.json``, its
-state to ``output/demo/job/`` (fresh on every run).
+state to ``output/demo/job/`` and the test web's request log to ``output/demo/web/`` (both fresh
+on every run: the self-check reads this run's requests only).
+
+``-s NAME=VALUE`` (repeatable) passes a setting to the crawl, after the demo's own: the status
+page's address and port are ``LARBIN_STATUS_HOST``/``LARBIN_STATUS_PORT`` like any crawl's
+(``make demo DEMO_ARGS="-s LARBIN_STATUS_PORT=9000"``); ``--port`` chooses the test web's port.
+The crawl may reach the test web's own IPs only (``LARBIN_ALLOWED_NETWORKS``, from the web).
 """
 
 from __future__ import annotations
@@ -42,10 +48,11 @@ ONCE_SETTINGS = {"DOWNLOAD_DELAY": "0.05", "LOGSTATS_INTERVAL": "1"}
 
 
 def crawl_command(web: RunningWeb, out: Path, settings: dict[str, str]) -> list[str]:
+    networks = ",".join(f"{ip}/32" for ip in sorted(set(web.resolve.values())))
     cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin",
            "-a", "urls=" + ",".join(web.seeds),
            "-s", "LARBIN_RESOLVE=" + json.dumps(web.resolve),
-           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",  # the SSRF guard refuses loopback
+           "-s", f"LARBIN_ALLOWED_NETWORKS={networks}",  # the SSRF guard refuses loopback
            "-s", f"JOBDIR={out / 'job'}",
            "-s", f"LARBIN_STATS_FILE={out / 'stats.json'}",
            "-O", str(out / "items.jsonl")]
@@ -77,8 +84,8 @@ def wait_through_ctrl_c(proc: subprocess.Popen[bytes]) -> int:
                   flush=True)
 
 
-def watch(web: RunningWeb, out: Path) -> int:
-    proc = subprocess.Popen(crawl_command(web, out, WATCH_SETTINGS), cwd=ROOT)
+def watch(web: RunningWeb, out: Path, settings: dict[str, str]) -> int:
+    proc = subprocess.Popen(crawl_command(web, out, {**WATCH_SETTINGS, **settings}), cwd=ROOT)
     try:
         page = wait_for_status_page(proc, out / "job")
     except KeyboardInterrupt:  # stopped before the page came up
@@ -93,13 +100,20 @@ def watch(web: RunningWeb, out: Path) -> int:
     return wait_through_ctrl_c(proc)
 
 
-def once(web: RunningWeb, out: Path) -> int:
+def once(web: RunningWeb, out: Path, settings: dict[str, str]) -> int:
     print("The last seconds are politeness: h03.test asks for Crawl-delay: 1, slow.test answers "
           "slowly (the log line every second shows what is still queued).", flush=True)
     started = time.monotonic()
-    code = subprocess.call(crawl_command(web, out, ONCE_SETTINGS), cwd=ROOT)
+    code = subprocess.call(crawl_command(web, out, {**ONCE_SETTINGS, **settings}), cwd=ROOT)
     print(f"\ncrawl exit code {code} in {time.monotonic() - started:.1f} s")
     return code
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,14 +122,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--once", action="store_true",
                         help="crawl the test web once and exit (compared with its ground truth)")
     parser.add_argument("--out", type=Path, default=OUT, help="where items, stats and state go")
+    parser.add_argument("--port", type=int, default=0, help="the test web's port (0: any free one)")
+    parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
+                        type=_setting, help="a setting for the crawl (repeatable)")
     args = parser.parse_args(argv)
     out: Path = args.out
-    shutil.rmtree(out / "job", ignore_errors=True)  # a fresh crawl, not a resume
+    settings = dict(args.settings)
+    for fresh in ("job", "web"):  # a fresh crawl, not a resume; a request log of this run only
+        shutil.rmtree(out / fresh, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    with start_web(out / "web", slow_delay=0.5, own_session=True) as web:
+    with start_web(out / "web", slow_delay=0.5, port=args.port, own_session=True) as web:
         print(f"test web: {len(web.hosts)} hostnames on {len(set(web.hosts.values()))} loopback "
               f"IPs, port {web.port}, seeds {' '.join(web.seeds)}", flush=True)
-        code = once(web, out) if args.once else watch(web, out)
+        code = once(web, out, settings) if args.once else watch(web, out, settings)
         fetched = pages(web.read_log(), web.port)  # robots.txt and /sitemap.xml set apart
         truth = web.web.ground_truth(web.seeds, depth=5)
     feed = out / "items.jsonl"

@@ -189,7 +189,14 @@ def renames(settings: BaseSettings, table: dict[str, Setting[Any]]) -> list[str]
 
 
 def _unknown(name: str, known: Iterable[str]) -> str:
-    """``unknown setting X (did you mean Y?)``, the closest known name when one is close."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    """``unknown setting X (did you mean Y?)``, the closest known name when one is close: a
+    Scrapy setting with a ``LARBIN_`` prefix (``LARBIN_REDIS_URL``) is the Scrapy one."""
+    from scrapy.settings import default_settings
+
+    bare = name.removeprefix("LARBIN_")
+    if bare.isupper() and (hasattr(default_settings, bare) or bare in known):
+        close = [bare]
+    else:
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     hint = f"did you mean {close[0]}?" if close else "docs/settings.md lists the known ones"
     return f"unknown setting {name} ignored ({hint})"

@@ -239,6 +239,8 @@ FEED_EXPORT_FIELDS = Setting([
     "title", "keywords", "description", "links", "ip", "noindex", "canonical",
     "changed", "fetch_count",  # only with LARBIN_REVISIT (absent fields are not exported)
 ], doc="items carry the raw body for the storage pipelines; feeds (-O items.jsonl) leave it out")
+
+# --- Storage: the pipelines' files and items' acknowledgement (docs/storage.md, docs/pipelines.md) ---
 LARBIN_CONTENT_DUP_FLUSH_INTERVAL = Setting(1.0, float, above=0, doc="seconds between flushes of JOBDIR/contentdup/journal")
 LARBIN_ITEM_RECEIPTS = Setting(True, bool, doc="a page is acknowledged to the frontier once its items reached the OS (False: once its outlinks are queued)")
 LARBIN_ITEM_FLUSH_DELAY = Setting(0.0, float, min=0, doc="seconds scraped items wait for the flush that acknowledges their pages (0: the next reactor turn)")
@@ -263,6 +265,7 @@ LARBIN_REVISIT_STREAK = Setting(5, int, min=1, doc="larbin's rule: this many unc
 LARBIN_REVISIT_FACTOR = Setting(2.0, float, above=1, doc="what the interval is multiplied or divided by after a streak")
 LARBIN_REVISIT_BUCKET = Setting(300.0, float, above=0, doc="seconds of due time per schedule file, at most (LARBIN_REVISIT_INTERVAL_MIN / 8 if smaller): a due page waits at most two buckets")
 LARBIN_REVISIT_GONE_INTERVAL = Setting(7 * 86400.0, float, min=0, doc="seconds before a 404/410 page is fetched again, multiplied by LARBIN_REVISIT_FACTOR at each further 404/410; 0 = never again")
+LARBIN_REVISIT_ERRORS_MAX = Setting(5, int, min=0, doc="5xx answers in a row after which a page is no longer revisited (each one multiplies its wait by LARBIN_REVISIT_FACTOR); 0 = revisited for ever")
 LARBIN_REVISIT_INFLIGHT = Setting(10_000, int, min=1, doc="due pages handed to the frontier and not yet fetched, at most (on a Redis Cluster each shard of the schedule holds its share, at least 1)")
 LARBIN_REVISIT_LEASE = Setting(3600.0, float, above=0, doc="seconds a due page may stay unfetched in the frontier before it is rescheduled")
 LARBIN_REDIS_REVISIT_KEY = Setting("%(spider)s:revisit", parse="larbinscrapy.conf.check.key_template", takes="a key template with %(spider)s", doc="distributed: prefix of the schedule's keys (:due, :flight, :state)")

@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 _DERIVABLE = re.compile(rb'\["(https?)://([a-z0-9.\-]+)(?::([1-9][0-9]*))?[/?#"]').match
 _DEFAULT_PORT = {b"http": b"80", b"https": b"443"}
 
-TIERS = ("priority", "priority-wait", "normal", "normal-wait")
+TIERS = ("priority", "priority-overflow", "normal", "normal-overflow")
 PRIORITY, NORMAL = 0, 2
 
 def take_seeds_call(prefix: str, worker: str, start_key: str, n: int) -> Call:

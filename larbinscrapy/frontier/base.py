@@ -232,8 +232,8 @@ class FrontierScheduler(ABC):
         for st in table.ips.values():
             if st.dead:
                 counts["dead"] += 1
-            elif table.delay(st) > table.default_delay:  # backed off or a robots Crawl-delay
-                counts["throttled"] += 1
+            elif table.delay(st) > table.default_delay or st.ready_at - now > table.delay(st):
+                counts["throttled"] += 1  # backed off, a robots Crawl-delay, or paused (429)
             elif st.busy:
                 counts["fetching"] += 1
             elif st.ready_at > now:

@@ -21,8 +21,9 @@ logger = logging.getLogger(__name__)
 # FIFO indexes: a tier's main FIFO and its wait FIFO.
 PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT = range(4)
 FIFO_NAMES = ("priority", "priority-overflow", "normal", "normal-overflow")
-# What the status page calls them: larbin's URLsPriority, URLsPriorityWait, URLsDisk, URLsDiskWait.
-FIFO_LABELS = ("priority", "priority-wait", "normal", "normal-wait")
+# What the status page and the log line call them: their directories' names (larbin's
+# URLsPriority, URLsPriorityWait, URLsDisk, URLsDiskWait), one name everywhere.
+FIFO_LABELS = FIFO_NAMES
 LEGACY_WAIT = {"priority-wait": PRIORITY, "normal-wait": NORMAL}  # before source ids
 WAIT_OF = {PRIORITY: PRIORITY_WAIT, NORMAL: NORMAL_WAIT}
 SOURCE_OF = {PRIORITY_WAIT: PRIORITY, NORMAL_WAIT: NORMAL}

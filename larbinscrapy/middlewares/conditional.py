@@ -13,6 +13,7 @@ from larbinscrapy import meta as M
 from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.revisit.extension import RevisitExtension
 from larbinscrapy.revisit.observe import NOT_MODIFIED, conditional_headers
+from larbinscrapy.stopping import CrawlStopping
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -74,5 +75,7 @@ class ConditionalGetMiddleware:
         if token is None or self.revisits is None:
             return
         if isinstance(exception, DroppedRequest) and exception.reason == STALE:
+            return
+        if isinstance(exception, CrawlStopping):  # never sent: the resumed crawl fetches it
             return
         await maybe_deferred_to_future(self.revisits.failed(token))

@@ -3,6 +3,7 @@ enforcing per-IP and per-host politeness at send time."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Coroutine
@@ -34,6 +35,7 @@ from larbinscrapy.politeness.hosts import (
 from larbinscrapy.politeness.ipsites import IpState, IpTable, Politeness, PolitenessProvider
 from larbinscrapy.politeness.pauses import PauseFile
 from larbinscrapy.reactor import installed_reactor
+from larbinscrapy.stopping import POLL, drop_held, stopping
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -163,6 +165,8 @@ class PolitenessMiddleware(PolitenessProvider):
     async def _hold_then_start(self, request: Request, st: IpState, hs: HostState, *,
                                own: bool) -> None:
         await self._hold(st, hs, own=own)
+        if stopping(self.crawler):  # a stop came while it waited: nothing new is sent
+            drop_held(self.crawler, request)
         self._start(request, st, hs, own=own)
 
     def _start(self, request: Request, st: IpState, hs: HostState, *, own: bool) -> None:
@@ -209,16 +213,23 @@ class PolitenessMiddleware(PolitenessProvider):
 
     async def _hold(self, st: IpState, hs: HostState, *, own: bool) -> None:
         """Wait until the IP, the host and the bandwidth budget let the request go."""
-        while (wait := self._ready_in(st, hs, own=own)) != 0.0:
+        while (wait := self._ready_in(st, hs, own=own)) != 0.0 and not stopping(self.crawler):
             d: Deferred[None] = defer.Deferred()
             st.waiters.append(d)
-            timer = self._reactor.callLater(0.05 if wait is None else max(wait, 0.005),
-                                            self._wake, st)
+            # Its own timer (at most POLL, to see a stop): one that woke the IP's first waiter
+            # could leave a waiter with none, woken only by the IP's next event, and a stopping
+            # crawl has none.
+            timer = self._reactor.callLater(0.05 if wait is None else min(max(wait, 0.005), POLL),
+                                            _fire, d)
             await maybe_deferred_to_future(d)
             if timer.active():
                 timer.cancel()
+            else:  # its own timer woke it: it is still queued
+                with contextlib.suppress(ValueError):
+                    st.waiters.remove(d)
 
     def _wake(self, st: IpState) -> None:
+        """The IP's first waiter re-checks (an IP changed: a connection given back...)."""
         while st.waiters:
             d = st.waiters.popleft()
             if not d.called:
@@ -338,3 +349,8 @@ class PolitenessMiddleware(PolitenessProvider):
         if self._gauge_loop is not None and self._gauge_loop.running:
             self._gauge_loop.stop()
         self.sample_gauges()
+
+
+def _fire(d: Deferred[None]) -> None:
+    if not d.called:
+        d.callback(None)

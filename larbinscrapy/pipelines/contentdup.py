@@ -20,7 +20,7 @@ from larbinscrapy import fatal
 from larbinscrapy.pipelines.receipts import receipts_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -100,6 +100,18 @@ class SimhashIndex:
         for (shift, mask), table in zip(self._blocks, self._tables, strict=True):
             table.setdefault(h >> shift & mask, []).append(h)
 
+    def remove(self, h: int) -> None:
+        """Forget ``h`` (its page has another content now)."""
+        if self._offsets.pop(h, None) is None:
+            return
+        for (shift, mask), table in zip(self._blocks, self._tables, strict=True):
+            key = h >> shift & mask
+            bucket = table.get(key)
+            if bucket is not None:
+                bucket.remove(h)
+                if not bucket:
+                    del table[key]
+
     def find(self, h: int) -> tuple[int, int] | None:
         """Return (offset of the kept page, distance) for a near match, or ``None``."""
         for (shift, mask), table in zip(self._blocks, self._tables, strict=True):
@@ -111,7 +123,15 @@ class SimhashIndex:
 
 
 class ContentDupPipeline:
-    """Drops a page whose (whitespace-normalised) body was already kept under another URL."""
+    """Drops a page whose (whitespace-normalised) body was already kept under another URL.
+
+    What it remembers is each kept page's current content: with revisits (``LARBIN_REVISIT``)
+    a page whose content changed no longer holds its old one, which is forgotten, in memory
+    and, at the next compaction, in the journal. The journal is rewritten (a new file, then
+    ``os.replace``: a crash leaves the old one whole) on the flush tick once its superseded
+    records outnumber the live ones and ``compact_min``, and at close, so it stays the size of
+    the live records (``larbin/contentdup/compacted``).
+    """
 
     def __init__(
         self,
@@ -119,13 +139,19 @@ class ContentDupPipeline:
         near_distance: int = 0,
         flush_interval: float = 1.0,
         stats: StatsCollector | None = None,
+        compact_min: int = 4096,
+        revisits: bool = True,
     ) -> None:
         self.directory = directory
+        self.revisits = revisits  # pages change content: remember whose content is whose
         self.flush_interval = flush_interval
         self.stats = stats
+        self.compact_min = compact_min
         self.near = SimhashIndex(near_distance) if near_distance else None
         self._seen: dict[bytes, int] = {}  # content hash -> offset of the first URL in the journal
         self._dups: set[int] = set()  # URL keys of pages dropped as copies (for 304 revisits)
+        self._owner: dict[int, tuple[bytes, int]] = {}  # URL key -> its kept (hash, simhash)
+        self._dead = 0  # journal records superseded since the last compaction
         self._journal: IO[bytes] | None = None
         self._end = 0  # journal length, flushed or not
         self._timer: CallLaterResult | None = None
@@ -143,6 +169,7 @@ class ContentDupPipeline:
             near_distance=settings.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
             flush_interval=settings.getfloat("LARBIN_CONTENT_DUP_FLUSH_INTERVAL"),
             stats=crawler.stats,
+            revisits=settings.getbool("LARBIN_REVISIT"),
         )
         pipeline.on_disk_error = fatal.disk_stopper(crawler, pipeline.directory or "(temporary)")
         receipts = receipts_of(crawler)
@@ -166,6 +193,8 @@ class ContentDupPipeline:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._journal is not None and self._dead and self.directory:
+            self._compact()
         if self._journal is not None:
             try:
                 self._journal.close()  # flushes the buffer
@@ -194,9 +223,15 @@ class ContentDupPipeline:
             self.on_disk_error(exc)
 
     def _tick(self) -> None:
-        self.flush()
+        self.checkpoint()
         if self._journal is not None:
             self._timer = call_later(self.flush_interval, self._tick)
+
+    def checkpoint(self) -> None:
+        """Flush; compact the journal once superseded records outnumber the live ones."""
+        self.flush()
+        if self._dead >= max(self.compact_min, len(self._seen) + len(self._dups)):
+            self._compact()
 
     # --- items -------------------------------------------------------------------------
 
@@ -231,12 +266,26 @@ class ContentDupPipeline:
                     self._mark_duplicate(url)
                     self._drop("near_dropped", reason, item)
         offset = self._append(digest, sim, url)
-        self._seen[digest] = offset
-        self._dups.discard(url_key(url))  # new content: no longer anybody's copy
-        if sim and self.near is not None:
-            self.near.add(sim, offset)
+        self._keep(url_key(url), digest, sim, offset)
         self._inc("unique")
         return item
+
+    def _keep(self, key: int, digest: bytes, sim: int, offset: int) -> None:
+        """``key``'s page holds ``digest`` now: its former content and copy mark are superseded."""
+        former = self._owner.get(key) if self.revisits else None
+        if former is not None:
+            self._seen.pop(former[0], None)
+            if former[1] and self.near is not None:
+                self.near.remove(former[1])
+            self._dead += 1
+        if key in self._dups:  # new content: no longer anybody's copy
+            self._dups.discard(key)
+            self._dead += 1
+        if self.revisits:  # (a one-pass crawl's page never changes: no memory spent on it)
+            self._owner[key] = (digest, sim)
+        self._seen[digest] = offset
+        if sim and self.near is not None:
+            self.near.add(sim, offset)
 
     def _mark_duplicate(self, url: str) -> None:
         """Remember (journaled) that ``url`` is a copy, for its revisits that answer 304."""
@@ -295,32 +344,81 @@ class ContentDupPipeline:
     def _replay(self) -> None:
         """Load the journal in 1 MiB reads; cut a torn last record left by a crash."""
         journal = self._file()
-        journal.seek(0)
-        data, base, count = b"", 0, 0  # base: file offset of data[0]
-        while chunk := journal.read(1 << 20):
-            data += chunk
-            pos = 0
-            while pos + _HEADER.size <= len(data):
-                digest, sim, length = _HEADER.unpack_from(data, pos)
-                end = pos + _HEADER.size + length
-                if end > len(data):
-                    break
-                url_offset = base + pos + _HEADER.size
-                if digest == _DUP_MARK:
-                    self._dups.add(xxhash.xxh3_64_intdigest(data[url_offset - base : end]))
-                    pos, count = end, count + 1
-                    continue
-                if self._dups:
-                    self._dups.discard(xxhash.xxh3_64_intdigest(data[url_offset - base : end]))
-                self._seen.setdefault(digest, url_offset)
-                if sim and self.near is not None:
-                    self.near.add(sim, url_offset)
-                pos, count = end, count + 1
-            data, base = data[pos:], base + pos
-        if data:
-            logger.warning("contentdup journal: cut %d bytes of a torn last record", len(data))
-            journal.truncate(base)
-        self._end = base
+        count = 0
+        for digest, sim, url_offset, raw in _records(journal):
+            key = xxhash.xxh3_64_intdigest(raw)
+            if digest == _DUP_MARK:
+                self._dups.add(key)
+            else:
+                self._keep(key, digest, sim, url_offset)
+            count += 1
+        end = journal.tell()
+        size = os.fstat(journal.fileno()).st_size
+        if size > end:
+            logger.warning("contentdup journal: cut %d bytes of a torn last record", size - end)
+            journal.truncate(end)
+        self._end = end
         self._inc("replayed", count)
         if count:
             logger.info("contentdup: %d content hashes replayed from %s", count, self.directory)
+
+    def _compact(self) -> None:
+        """Rewrite the journal with its live records only (module doc); offsets renumbered."""
+        if self._journal is None or not self.directory:
+            return
+        old, path = self._journal, Path(self.directory, "journal")
+        tmp = path.with_name("journal.tmp")
+        live = {offset: digest for digest, offset in self._seen.items()}
+        marks = set(self._dups)
+        moved: dict[bytes, int] = {}
+        near = SimhashIndex(self.near.distance) if self.near is not None else None
+        try:
+            old.flush()
+            with open(tmp, "wb") as out:
+                end = 0
+                for digest, sim, url_offset, raw in _records(old):
+                    if digest == _DUP_MARK:
+                        key = xxhash.xxh3_64_intdigest(raw)
+                        if key not in marks:
+                            continue
+                        marks.discard(key)  # one mark a copy
+                    elif live.get(url_offset) != digest:
+                        continue
+                    out.write(_HEADER.pack(digest, sim, len(raw)) + raw)
+                    end += _HEADER.size + len(raw)
+                    if digest != _DUP_MARK:
+                        moved[digest] = end - len(raw)
+                        if sim and near is not None:
+                            near.add(sim, end - len(raw))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+            journal = open(path, "a+b")  # noqa: SIM115
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            self._disk_failed(exc)
+            return
+        old.close()
+        self._journal, self._end, self._seen, self._dead = journal, end, moved, 0
+        if near is not None:
+            self.near = near
+        self._inc("compacted")
+
+
+def _records(journal: IO[bytes]) -> Iterator[tuple[bytes, int, int, bytes]]:
+    """``(hash, simhash, URL offset, URL bytes)`` of each whole record, read in 1 MiB chunks;
+    the file is left positioned after the last whole one (a torn tail follows it)."""
+    journal.seek(0)
+    data, base = b"", 0  # base: file offset of data[0]
+    while chunk := journal.read(1 << 20):
+        data += chunk
+        pos = 0
+        while pos + _HEADER.size <= len(data):
+            digest, sim, length = _HEADER.unpack_from(data, pos)
+            end = pos + _HEADER.size + length
+            if end > len(data):
+                break
+            yield digest, sim, base + pos + _HEADER.size, data[pos + _HEADER.size : end]
+            pos = end
+        data, base = data[pos:], base + pos
+    journal.seek(base)

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 SIMHASH = 1  # flags: the digest is a simhash (compare by Hamming distance)
 GONE = 2  # flags: the last fetch answered 404 or 410 (the page's own back-off applies)
+ERROR = 4  # flags: the last fetches answered 5xx; ``streak`` counts them (observe.py)
 MAX_ETAG = 48
 MAX_URL = 0xFFFF
 _HEAD = struct.Struct("<16sdfbBBBI8sIBH")

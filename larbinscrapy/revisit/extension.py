@@ -17,7 +17,7 @@ from twisted.internet import defer, task
 from larbinscrapy import meta as M
 from larbinscrapy.fatal import retrieve_task_exception
 from larbinscrapy.parse.urls import fingerprint_url
-from larbinscrapy.revisit.entry import Entry
+from larbinscrapy.revisit.entry import ERROR, Entry
 from larbinscrapy.revisit.observe import GONE_STATUSES, observe
 from larbinscrapy.revisit.rule import RevisitRule, bucket_width
 
@@ -96,10 +96,12 @@ class RevisitExtension:
         near_distance: int,
         checkpoint_interval: float,
         gone_interval: float,
+        errors_max: int = 0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.crawler = crawler
         self.gone_interval = gone_interval  # 404/410 pages: seconds to their next fetch; 0 never
+        self.errors_max = errors_max  # 5xx answers in a row before a page leaves; 0 never
         self.stats = crawler.stats
         self.rule = rule
         self.near_distance = near_distance
@@ -124,7 +126,8 @@ class RevisitExtension:
             raise ValueError("LARBIN_REVISIT_INFLIGHT must be at least 1")
         ext = cls(crawler, rule, near_distance=s.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
                   checkpoint_interval=s.getfloat("LARBIN_FRONTIER_CHECKPOINT_INTERVAL"),
-                  gone_interval=s.getfloat("LARBIN_REVISIT_GONE_INTERVAL"))
+                  gone_interval=s.getfloat("LARBIN_REVISIT_GONE_INTERVAL"),
+                  errors_max=s.getint("LARBIN_REVISIT_ERRORS_MAX"))
         # here, not at the top: Scrapy imports this class for every crawl, revisits on or off
         from larbinscrapy.revisit.backends import SharedSchedule
 
@@ -239,9 +242,16 @@ class RevisitExtension:
         )
         meta[M.CHANGED] = changed
         meta[M.FETCH_COUNT] = new.fetch_count
+        if new.flags & ERROR and self.errors_max and new.streak >= self.errors_max:
+            self._inc("server_error")  # the last one in a row allowed: no more revisits
+            if entry is None:
+                self._inc("server_error_dropped")
+                return defer.succeed(False)
+            return self.schedule.forget(entry).addCallback(self._counted,
+                                                           "server_error_dropped", "stale")
         if entry is None:
             return self.schedule.add(new).addCallback(self._counted, "scheduled", "duplicates")
-        event = "changed" if changed else "unchanged"
+        event = "server_error" if new.flags & ERROR else "changed" if changed else "unchanged"
         if response.status == HTTPStatus.NOT_MODIFIED:
             self._inc("not_modified")
         return self.schedule.done(entry, new).addCallback(self._counted, event, "stale")

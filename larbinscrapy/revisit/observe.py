@@ -6,7 +6,7 @@ from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
 from larbinscrapy.pipelines.contentdup import content_hash, simhash
-from larbinscrapy.revisit.entry import GONE, MAX_ETAG, SIMHASH, Entry
+from larbinscrapy.revisit.entry import ERROR, GONE, MAX_ETAG, SIMHASH, Entry
 from larbinscrapy.revisit.rule import freshness, http_date
 
 if TYPE_CHECKING:
@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 NOT_MODIFIED = 304
 GONE_STATUSES = frozenset((404, 410))  # a page that is not there: its own, slower back-off
+SERVER_ERROR = 500  # and above: the server failed; each one in a row multiplies the wait
+_STREAK_MAX = 127  # what the packed entry keeps of a count
 _NO_DIGEST = b"\0" * 8
 
 
@@ -69,8 +71,13 @@ def observe(
                       headers.get(b"Date"), now)
     if gone is not None and status in GONE_STATUSES:
         return _gone(entry, fp, url, now, rule, gone, depth, site_depth)
+    if status >= SERVER_ERROR:
+        return _server_error(entry, fp, url, now, rule, depth, site_depth), entry is None
     if entry is not None and entry.flags & GONE:  # back after a 404: the rule starts over
         entry = entry.evolve(interval=rule.first(), streak=0)
+    if entry is not None and entry.flags & ERROR:  # back after 5xx: the rule starts over, the
+        entry = entry.evolve(interval=rule.first(), streak=0,  # content compared with the last
+                             flags=entry.flags & ~ERROR)  # good one
     if entry is None:
         digest, flags = digest_of(body, near_distance)
         interval = rule.first(hint if hint is not None else fresh)
@@ -120,3 +127,18 @@ def _gone(entry: Entry | None, fp: bytes, url: str, now: float, rule: RevisitRul
                        fetch_count=entry.fetch_count + 1, digest=_NO_DIGEST, flags=GONE,
                        etag=b"", last_modified=0)
     return new, not was_gone
+
+
+def _server_error(entry: Entry | None, fp: bytes, url: str, now: float, rule: RevisitRule,
+                  depth: int, site_depth: int) -> Entry:
+    """The next entry of a page that answered 5xx: a longer wait each time, ``streak`` counting
+    the answers in a row (the caller drops the page after its bound); the last good content
+    and validators kept, so a page back to normal is compared with what it was."""
+    if entry is None:
+        interval = rule.first()
+        return Entry(fp, url, now + interval, interval, 1, 1, _NO_DIGEST, ERROR, 0, b"", depth,
+                     site_depth)
+    errors = min(_STREAK_MAX, (entry.streak if entry.flags & ERROR else 0) + 1)
+    interval = rule.clamp(entry.interval * rule.factor)
+    return entry.evolve(due=now + interval, interval=interval, streak=errors,
+                        fetch_count=entry.fetch_count + 1, flags=entry.flags | ERROR)

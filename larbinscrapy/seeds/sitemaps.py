@@ -25,6 +25,7 @@ from larbinscrapy.gate.admission import Admission, admission_of, source_of
 from larbinscrapy.parse.urls import fingerprint_url, site_of, site_origin
 from larbinscrapy.politeness.robotstxt import RobotsTxtParser
 from larbinscrapy.seeds.hints import sitemap_hint
+from larbinscrapy.stopping import CrawlStopping, stopping
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -152,8 +153,8 @@ class SitemapReader:
             self._start(site_of(response.url), [])
 
     def _start(self, site: str, listed: list[str]) -> None:
-        if not site or site in self._reading or self._was_read(site):
-            return
+        if not site or site in self._reading or self._was_read(site) or stopping(self.crawler):
+            return  # (a stopping crawl sends nothing new: the resumed one reads it)
         self._reading.add(site)
         self.stats.inc_value("larbin/sitemaps/sites")
         urls = [u for u in listed if site_of(urljoin(site + "/", u)) == site]
@@ -176,13 +177,19 @@ class SitemapReader:
     # -- reading ------------------------------------------------------------------------------
     async def _read_site(self, site: str, queue: list[str]) -> None:
         shared = None if self._frontier is None else self._frontier.sitemaps  # Redis workers
-        if shared is None or await shared.claim(site):  # there, one worker reads a site's
-            await self._read_files(site, queue)
+        try:
+            if shared is None or await shared.claim(site):  # there, one worker reads a site's
+                await self._read_files(site, queue)
+        except CrawlStopping:  # unread: the resumed crawl reads it
+            self._reading.discard(site)
+            return
         self._read(site)  # not reached if the process dies first: a resumed crawl reads it
 
     async def _read_files(self, site: str, queue: list[str]) -> None:
         files = 0
         while queue:
+            if stopping(self.crawler):
+                raise CrawlStopping("the crawl is stopping")
             if files >= self.max_files:
                 self.stats.inc_value("larbin/sitemaps/capped")
                 return
@@ -217,6 +224,8 @@ class SitemapReader:
             if shared is not None:  # Redis workers: under the IP's shared lease, as a page
                 request.meta[M.LEASE] = request.meta[M.IP] = await shared.take_ip(url)
             response = await self.crawler.engine.download_async(request)
+        except CrawlStopping:
+            raise
         except IgnoreRequest:
             return None
         except Exception as exc:  # a dead host, a reset: counted like any failed fetch

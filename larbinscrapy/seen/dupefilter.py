@@ -24,10 +24,12 @@ from larbinscrapy.seen.seenfile import (
     JOURNAL_NAME,
     SNAPSHOT_HEADER,
     SNAPSHOT_NAME,
+    BlockHeader,
     CorruptSnapshotError,
     SnapshotError,
     SnapshotMismatchError,
-    read_snapshot,
+    read_bits,
+    read_headers,
     replay_journal,
     write_snapshot,
 )
@@ -389,7 +391,9 @@ class BitmapDupeFilter(CountingDupeFilter):
         return bitset.filters if isinstance(bitset, BloomChain) else [bitset]
 
     def _read_snapshot(self, path: Path) -> None:
-        blocks = read_snapshot(path, MODES.values())
+        """Check the snapshot's headers against the settings, then read each block's bits
+        straight into its array (streamed: no copy of the file in memory)."""
+        blocks = read_headers(path, MODES.values())
         bitset = self.bitset
         if isinstance(bitset, BloomChain):
             expected = [bitset.plan(i)[:2] for i in range(len(blocks))]
@@ -407,11 +411,8 @@ class BitmapDupeFilter(CountingDupeFilter):
             )
         if isinstance(bitset, BloomChain):
             bitset.grow_to(len(blocks))
-        try:
-            for array, block in zip(self._arrays(), blocks, strict=True):
-                array.load(block.bits, block.bits_set)
-        except ValueError as exc:
-            raise CorruptSnapshotError(path, str(exc)) from exc
+        for array, block in zip(self._arrays(), blocks, strict=True):
+            _load_block(path, block, array)
         if isinstance(bitset, BloomChain):
             bitset.settle()
 
@@ -425,6 +426,21 @@ class BitmapDupeFilter(CountingDupeFilter):
                 torn,
             )
         return replayed
+
+
+def _load_block(path: Path, block: BlockHeader, array: KHashBitSet) -> None:
+    """The bits of ``block`` into ``array``'s own buffer, checked as ``KHashBitSet.load`` does
+    (no bit past ``m``, the header's count); ``CorruptSnapshotError`` (the caller clears)."""
+    buffer = array.buffer()
+    read_bits(path, block, buffer)
+    spare = array.m % 8
+    if spare and buffer[-1] >> spare:
+        raise CorruptSnapshotError(path, "bits are set past the end of the bit array")
+    real = array.bits.count()
+    if real != block.bits_set and not block.dirty:
+        raise CorruptSnapshotError(path, f"header says {block.bits_set} bits are set, the "
+                                   f"array has {real}")
+    array.count = real
 
 
 def _log_loop_failure(failure: object) -> None:

@@ -19,6 +19,7 @@ SNAPSHOT_VERSION = 1
 SNAPSHOT_HEADER = struct.Struct(">8sHBBQIQI")
 SNAPSHOT_NAME = "snapshot"
 JOURNAL_NAME = "journal"
+_CHUNK = 1 << 20  # bytes read at a time
 
 
 class SnapshotError(Exception):
@@ -54,34 +55,30 @@ class BitArray(Protocol):
     def crc32(self) -> int: ...
 
 
-class Block(NamedTuple):
-    """One bit array read back from a snapshot (its crc already checked)."""
-
-    mode: int
-    m: int
-    k: int
-    bits_set: int
-    bits: memoryview
-
-
 def write_snapshot(directory: Path, mode: int, arrays: Iterable[BitArray]) -> None:
-    """Atomically replace ``directory/snapshot`` with one block per bit array."""
+    """Write ``directory/snapshot``, one block per bit array: in place over the previous one
+    when its blocks are where the new ones go (the usual case: no second copy on disk), else a
+    new file atomically replaced.
+
+    In place is safe because bits are only ever set and the caller empties the journal only
+    after this returns: the first header is marked ``DIRTY`` (fsynced) before any bit is
+    written, so a crash part-way leaves a file whose every byte is the old snapshot's or the
+    new one's (a superset of the old bits either way), read without its crc32, and the journal
+    still holds every key since the old snapshot. The headers, crc32 included, are written
+    last, then the mark is cleared.
+    """
     final = directory / SNAPSHOT_NAME
+    arrays = list(arrays)
+    layout = [(bits.m, bits.k) for bits in arrays]
+    if final.exists():
+        before = _layout_prefix(final)
+        if before and before == layout[: len(before)]:
+            _write_in_place(final, mode, arrays)
+            return
     tmp = directory / (SNAPSHOT_NAME + ".tmp")
     with tmp.open("wb") as f:
         for bits in arrays:
-            f.write(
-                SNAPSHOT_HEADER.pack(
-                    SNAPSHOT_MAGIC,
-                    SNAPSHOT_VERSION,
-                    mode,
-                    0,
-                    bits.m,
-                    bits.k,
-                    bits.count,
-                    bits.crc32(),
-                )
-            )
+            f.write(_header(mode, bits))
             f.write(bits.buffer())
         f.flush()
         os.fsync(f.fileno())
@@ -89,33 +86,119 @@ def write_snapshot(directory: Path, mode: int, arrays: Iterable[BitArray]) -> No
     fsync_dir(directory)
 
 
-def read_snapshot(path: Path, modes: Iterable[int]) -> list[Block]:
-    """Every block of the snapshot at ``path``, or ``CorruptSnapshotError`` saying what is wrong."""
-    data = memoryview(path.read_bytes())
+DIRTY = 1  # the reserved byte of a snapshot's first header: written in place, not finished
+
+
+def _header(mode: int, bits: BitArray, flags: int = 0, crc: int | None = None) -> bytes:
+    return SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, mode, flags, bits.m, bits.k,
+                                bits.count, bits.crc32() if crc is None else crc)
+
+
+def _layout_prefix(path: Path) -> list[tuple[int, int]]:
+    """The (m, k) of each block of the snapshot at ``path``; [] if it cannot be read."""
+    try:
+        return [(h.m, h.k) for h in read_headers(path, range(256))]
+    except (SnapshotError, OSError):
+        return [(-1, -1)]  # matches no layout: written anew
+
+
+def _write_in_place(path: Path, mode: int, arrays: list[BitArray]) -> None:
+    with path.open("r+b") as f:
+        f.seek(0)
+        first = arrays[0]
+        f.write(_header(mode, first, DIRTY, crc=0))  # the mark, before any bit moves
+        f.flush()
+        os.fsync(f.fileno())
+        offset = 0
+        for bits in arrays:
+            f.seek(offset + SNAPSHOT_HEADER.size)
+            f.write(bits.buffer())
+            offset += SNAPSHOT_HEADER.size + len(bits.buffer())
+        f.truncate(offset)
+        f.flush()
+        os.fsync(f.fileno())
+        offset = 0
+        for index, bits in enumerate(arrays):  # the first header last: it clears the mark
+            if index:
+                f.seek(offset)
+                f.write(_header(mode, bits))
+            offset += SNAPSHOT_HEADER.size + len(bits.buffer())
+        f.flush()
+        os.fsync(f.fileno())
+        f.seek(0)
+        f.write(_header(mode, first))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class BlockHeader(NamedTuple):
+    """One bit array's header in a snapshot, and where its bits start (not read yet)."""
+
+    mode: int
+    m: int
+    k: int
+    bits_set: int
+    crc: int
+    offset: int
+    dirty: bool = False  # written in place and not finished: no crc32, count recomputed
+
+    @property
+    def nbytes(self) -> int:
+        return -(-self.m // 8)
+
+
+def read_headers(path: Path, modes: Iterable[int]) -> list[BlockHeader]:
+    """The headers of every block of the snapshot at ``path``, reading only them (the bits are
+    read by ``read_bits`` into the arrays that hold them); ``CorruptSnapshotError`` if the
+    file's structure is wrong."""
     known = set(modes)
-    blocks: list[Block] = []
-    offset = 0
-    while offset < len(data) or not blocks:
-        rest = len(data) - offset
-        if rest < SNAPSHOT_HEADER.size:
-            raise CorruptSnapshotError(path, f"the file is {rest} bytes, shorter than its header")
-        magic, version, mode, _, m, k, count, crc = SNAPSHOT_HEADER.unpack_from(data, offset)
-        if magic != SNAPSHOT_MAGIC:
-            raise CorruptSnapshotError(path, f"bad magic {magic!r} (expected {SNAPSHOT_MAGIC!r})")
-        if version != SNAPSHOT_VERSION or mode not in known:
-            raise CorruptSnapshotError(path, f"unknown version {version} or mode {mode}")
-        offset += SNAPSHOT_HEADER.size
-        nbytes = -(-m // 8)
-        bits = data[offset : offset + nbytes]
-        if len(bits) != nbytes:
-            raise CorruptSnapshotError(
-                path, f"{len(bits)} bytes of bits after the header, expected {nbytes}"
-            )
-        if zlib.crc32(bits) != crc:
-            raise CorruptSnapshotError(path, "the crc32 of the bit array does not match its header")
-        blocks.append(Block(mode, m, k, count, bits))
-        offset += nbytes
+    blocks: list[BlockHeader] = []
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        offset = 0
+        while offset < size or not blocks:
+            rest = size - offset
+            if rest < SNAPSHOT_HEADER.size:
+                raise CorruptSnapshotError(path, f"the file is {rest} bytes, shorter than its "
+                                           "header")
+            f.seek(offset)
+            magic, version, mode, flags, m, k, count, crc = SNAPSHOT_HEADER.unpack(
+                f.read(SNAPSHOT_HEADER.size))
+            if magic != SNAPSHOT_MAGIC:
+                raise CorruptSnapshotError(path, f"bad magic {magic!r} (expected "
+                                           f"{SNAPSHOT_MAGIC!r})")
+            if version != SNAPSHOT_VERSION or mode not in known:
+                raise CorruptSnapshotError(path, f"unknown version {version} or mode {mode}")
+            offset += SNAPSHOT_HEADER.size
+            dirty = blocks[0].dirty if blocks else flags == DIRTY
+            block = BlockHeader(mode, m, k, count, crc, offset, dirty)
+            if size - offset < block.nbytes:
+                raise CorruptSnapshotError(
+                    path, f"{size - offset} bytes of bits after the header, expected "
+                    f"{block.nbytes}")
+            blocks.append(block)
+            offset += block.nbytes
     return blocks
+
+
+def read_bits(path: Path, block: BlockHeader, into: memoryview) -> None:
+    """Read ``block``'s bits straight into ``into`` (its array's own buffer: no copy of the
+    file in memory) and check their crc32."""
+    if len(into) != block.nbytes:
+        raise CorruptSnapshotError(path, f"expected {len(into)} bytes of bits, the header "
+                                   f"gives {block.nbytes}")
+    crc, done = 0, 0
+    with path.open("rb", buffering=0) as f:
+        f.seek(block.offset)
+        while done < len(into):
+            n = f.readinto(into[done : done + _CHUNK])
+            if not n:
+                raise CorruptSnapshotError(path, f"{done} bytes of bits after the header, "
+                                           f"expected {block.nbytes}")
+            crc = zlib.crc32(into[done : done + n], crc)
+            done += n
+    if crc != block.crc and not block.dirty:
+        raise CorruptSnapshotError(path, "the crc32 of the bit array does not match its header")
 
 
 def replay_journal(path: Path, test_and_set: Callable[[bytes], object]) -> tuple[int, int]:

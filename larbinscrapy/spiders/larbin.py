@@ -14,6 +14,7 @@ from scrapy.exceptions import IgnoreRequest
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
 from larbinscrapy.conf import check as config
+from larbinscrapy.conf.defaults import SETTINGS
 from larbinscrapy.fatal import retrieve_task_exception
 from larbinscrapy.gate.urlfilter import PAGE_LINKS, UrlFilter, parse_domains
 from larbinscrapy.items import PageItem
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.settings import BaseSettings
     from twisted.python.failure import Failure
 
 logger = logging.getLogger(__name__)
@@ -117,6 +119,15 @@ class LarbinSpider(Spider):
         self._capped_logged = False
 
     @classmethod
+    def update_settings(cls, settings: BaseSettings) -> None:
+        """larbin's feed fields (no body, no headers) for this spider's crawls only, unless the
+        project chose its own: the add-on leaves a project's other spiders every field."""
+        super().update_settings(settings)
+        if settings.get("FEED_EXPORT_FIELDS") is None:  # (addon: Scrapy copies the process's
+            settings.set("FEED_EXPORT_FIELDS",  # default-priority settings over this one)
+                         list(SETTINGS["FEED_EXPORT_FIELDS"].default), priority="addon")
+
+    @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
         try:
             return cls._from_crawler(crawler, *args, **kwargs)
@@ -167,7 +178,8 @@ class LarbinSpider(Spider):
         for error in found.errors:
             logger.warning("Skipping bad seed: %s", error)
         self.seed_errors = len(found.errors)
-        if not found.urls and not self.crawler.settings.getbool("LARBIN_ALLOW_NO_SEEDS"):
+        if not found.urls and not self.crawler.settings.getbool("LARBIN_ALLOW_NO_SEEDS") and (
+                type(self).start is _OWN_START):  # else a command starts it (scrapy parse)
             if not (path or urls):
                 raise SeedsError("no seeds: pass -a seeds=FILE or -a urls=URL,URL")
             where = " or ".join(w for w in (path, urls and "-a urls") if w)
@@ -282,6 +294,10 @@ class LarbinSpider(Spider):
             self.crawler.signals.send_catch_log(
                 larbin_signals.request_done, request=request, children=0
             )
+
+
+# ``scrapy parse`` replaces the class's ``start`` with its own (the URL given): no seeds needed.
+_OWN_START = LarbinSpider.start
 
 
 def _headers(headers: Any) -> dict[str, str]:

@@ -284,6 +284,6 @@ class StatusServer:
         logger.info("Stop requested from the status page: closing the crawl (resumable "
                     "with the same JOBDIR)")
         gate = self._gate()
-        if gate is not None:  # requests held there must end, or closing would wait for ever
-            gate.resume()
+        if gate is not None:  # requests held there end unsent, or closing would wait for ever
+            gate.stop()
         deferred_from_coro(self.crawler.stop_async())

@@ -35,17 +35,23 @@ def format_line(
         parts.append(_queues(frontier))
         ips = frontier.get("ips") or {}
         parts.append("IPs " + ", ".join(f"{state} {ips.get(state, 0)}" for state in
-                                        ("ready", "cooling", "throttled", "dead")))
+                                        ("ready", "fetching", "cooling", "throttled",
+                                         "dead")))
     parts.append(f"filtered {filtered - prev[2]} since the last line")
     return "; ".join(parts), (pages, items, filtered)
 
 
 def _queues(frontier: dict[str, Any]) -> str:
+    """``queued N (…)``: its parts, each named, add up to N (the FIFOs on disk and the URLs
+    held in memory, in site queues or unstorable)."""
     fifos = frontier.get("fifos")
     text = f"queued {frontier.get('queued', 0)}"
     if fifos:
-        text += (f" (priority {fifos.get('priority', 0)}+{fifos.get('priority-wait', 0)}, "
-                 f"normal {fifos.get('normal', 0)}+{fifos.get('normal-wait', 0)})")
+        parts = [f"{name} {count}" for name, count in fifos.items()]
+        in_memory = frontier.get("in_memory")
+        if in_memory is not None:
+            parts.append(f"in memory {in_memory}")
+        text += " (" + ", ".join(parts) + ")"
     shared = frontier.get("shared")
     if shared:
         text += f" (shared: {shared.get('queued', 0)} queued, {shared.get('leased', 0)} leased)"

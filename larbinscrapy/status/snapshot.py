@@ -16,6 +16,13 @@ GROUPS = (
     ("status_codes", ("downloader/response_status_count/",)),
 )
 
+# Revisits (LARBIN_REVISIT): (label, stats key); "done" is the revisits fetched or failed.
+_REVISIT = "larbin/revisit/"
+REVISITS = (("scheduled", "pending"), ("due", "due"), ("changed", "changed"),
+            ("unchanged", "unchanged"), ("not modified", "not_modified"),
+            ("server errors", "server_error"), ("failed", "failed"))
+_DONE = ("changed", "unchanged", "server_error", "failed")  # not_modified is an unchanged
+
 # Exception types that are deliberate drops, not errors (robots.txt, filters, the SSRF guard).
 _NOT_ERRORS = ("IgnoreRequest", "DroppedRequest")
 
@@ -96,5 +103,15 @@ def build_status(
         doc[key] = group(stats, prefixes)
     for name in _NOT_ERRORS:  # drops on purpose (robots.txt, the SSRF guard): counted elsewhere
         doc["errors"].pop(name, None)
+    doc["revisits"] = revisits(stats)
     doc["stats"] = {k: json_safe(v) for k, v in sorted(stats.items())}
     return doc
+
+
+def revisits(stats: dict[str, Any]) -> dict[str, int]:
+    """Pages scheduled, due (handed to the frontier) and done; empty without revisits."""
+    if not any(key.startswith(_REVISIT) for key in stats):
+        return {}
+    out = {label: int(stats.get(_REVISIT + key, 0)) for label, key in REVISITS}
+    return {"scheduled": out.pop("scheduled"), "due": out.pop("due"),
+           "done": sum(int(stats.get(_REVISIT + key, 0)) for key in _DONE), **out}

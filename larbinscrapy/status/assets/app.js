@@ -19,7 +19,12 @@
       init.body = JSON.stringify(body);
     }
     return fetch(path, init).then((r) => {
-      if (r.status === 401) throw new Error("wrong or missing token: open the URL from the crawl log");
+      if (r.status === 401) {
+        const e = new Error(token ? "this token is not the crawl's: open the URL from the crawl log"
+          : "no token: open the URL the crawl logged (\"Status page: …/#token=…\")");
+        e.badge = token ? "wrong token" : "no token";
+        throw e;
+      }
       if (!r.ok) return r.json().then((j) => { throw new Error(j.error || r.statusText); });
       return r.json();
     });
@@ -52,7 +57,7 @@
     }
     for (const [k, v] of rows) {
       const tr = el.insertRow();
-      tr.insertCell().textContent = k;
+      tr.insertCell().textContent = String(k).replace(/_/g, " ");  // every figure named in words
       tr.insertCell().textContent = typeof v === "number" ? human(v) : v;
     }
   }
@@ -119,7 +124,7 @@
   }
 
   function render(s) {
-    $("worker").textContent = s.worker;
+    $("worker").textContent = "worker " + s.worker;
     const state = s.stopping ? "stopping" : s.paused ? "paused" : "running";
     $("state").textContent = state; $("state").className = "badge " + state;
     $("pause").disabled = s.paused || s.stopping;
@@ -158,6 +163,9 @@
     table("t-errors", entries(s.errors));
     table("t-codes", entries(s.status_codes));
     table("t-hosts", s.busiest_hosts);
+    const revisits = entries(s.revisits);  // empty for a one-pass crawl: the box stays hidden
+    $("revisits-box").hidden = !revisits.length;
+    if (revisits.length) table("t-revisits", revisits);
   }
 
   function poll() {
@@ -173,7 +181,8 @@
       render(s); charts();
     }).catch((e) => {
       $("error").textContent = e.message; $("error").hidden = false;
-      $("state").textContent = "offline"; $("state").className = "badge offline";
+      const badge = e.badge || "offline";  // offline: the crawl did not answer at all
+      $("state").textContent = badge; $("state").className = "badge " + (e.badge ? "notoken" : "offline");
     });
   }
 
