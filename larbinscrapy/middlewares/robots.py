@@ -29,6 +29,7 @@ from larbinscrapy.politeness import robotstxt
 from larbinscrapy.politeness.ipsites import IpState, politeness_of
 from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
 from larbinscrapy.politeness.robotstxt import RobotsTxtParser, token_of
+from larbinscrapy.stopping import CrawlStopping, drop_held
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -181,7 +182,10 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         if key in self._waiters:  # being read
             waiter: Deferred[Decider] = Deferred()
             self._waiters[key].append(waiter)
-            return await maybe_deferred_to_future(waiter)
+            try:
+                return await maybe_deferred_to_future(waiter)
+            except CrawlStopping:  # its read was cut by a stop: this page too, record kept
+                drop_held(self.crawler, request)
         entry = self._sites.get(key)
         if entry is not None:
             if self.clock() < entry[_EXPIRES]:  # RobotsPolicy.expired
@@ -200,6 +204,10 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self._fetching[key] = self.clock()
         try:
             rules, parser, body = await self._fetch(request, key, before)
+        except CrawlStopping:  # not read: the site keeps what it had, the resume reads it
+            for waiter in self._waiters.pop(key):
+                waiter.errback(CrawlStopping("the crawl is stopping: robots.txt not read"))
+            drop_held(self.crawler, request)
         finally:
             self._fetching.pop(key, None)
         self.stats.inc_value("robotstxt/request_count")
@@ -222,6 +230,8 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             response = await self.crawler.engine.download_async(robotsreq)
             rules = self.policy.answered(response.status, self.clock(), before)
             return rules, await self._parse(response, request, key, rules), response.body
+        except CrawlStopping:
+            raise
         except RobotsGaveUp as exc:
             rules = self.policy.gave_up(self.clock(), before)
             self._log_gave_up(key, str(exc))
