@@ -158,6 +158,7 @@ LARBIN_MAX_CRAWL_DELAY = Setting(30, float, min=0, doc="cap on robots.txt Crawl-
 LARBIN_TIMEOUT_BYTES_PER_SECOND = Setting(2000, float, above=0, doc="larbin: page timeout grows 1 s per this many bytes")
 LARBIN_HTTP_HANDLER = Setting("", parse="larbinscrapy.conf.check.import_path", takes="the import path of a download handler class", doc="what PageDeadlineHandler wraps; empty: LARBIN_LEAN_ENGINE chooses (the lean handler of larbinscrapy/lean/http1.py, else Scrapy's HTTP11DownloadHandler)")
 LARBIN_HTTP1_IDLE_TIMEOUT = Setting(240.0, float, above=0, doc="seconds an idle keep-alive connection is kept (Twisted's pool: 240)")
+LARBIN_HTTP1_CONNECTIONS_MAX = Setting(0, int, min=0, doc="open connections of the lean handler at most (idle ones closed least recently used first at the cap); 0: RLIMIT_NOFILE less half of it, at most 256, kept for files")
 LARBIN_IP_MAX_FAILURES = Setting(3, int, min=1, doc="consecutive timeouts/refusals before an IP is dropped (noConnection)")
 LARBIN_IP_BACKOFF = Setting(10.0, float, min=0, doc="extra delay after each consecutive failure, seconds")
 LARBIN_IP_FAILURE_WINDOW = Setting(20, int, min=1, doc="outcomes per IP remembered to judge its recent failure rate")
