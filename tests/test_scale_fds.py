@@ -84,6 +84,28 @@ def test_2000_hosts_under_256_descriptors_finish_with_every_page(tmp_path: Path)
     assert code == 0, log[-4000:]
     assert "Unhandled error in Deferred" not in log
     assert stats.get("finish_reason") == "finished", stats
-    fetched = manyhosts.summary(records, port)["pages"]
+    summary = manyhosts.summary(records, port)
+    fetched = summary["pages"]
     missing = manyhosts.ground_truth(hosts, pages, port) - fetched
     assert not missing, f"{len(missing)} pages never fetched, e.g. {sorted(missing)[:5]}"
+
+
+@pytest.mark.crawl
+def test_out_of_descriptors_never_leaves_a_live_process_doing_nothing(tmp_path: Path) -> None:
+    """No cap on connections (set far above the limit): the OS refuses descriptors to the
+    frontier too. The crawl slows and goes on, or closes with ``jobdir_error`` in one line;
+    it never hangs (it did: the failure path itself needed a descriptor)."""
+    hosts, pages = 2000, 3
+    code, log, stats, records, port = run_limited(
+        tmp_path, hosts=hosts, pages=pages, fd_limit=256, timeout=400,
+        settings={"LARBIN_HTTP1_CONNECTIONS_MAX": 100_000})
+    assert "Unhandled error" not in log and "Traceback" not in log, log[-4000:]
+    if stats.get("finish_reason") == "finished":
+        assert code == 0
+        fetched = manyhosts.summary(records, port)["pages"]
+        assert fetched == manyhosts.ground_truth(hosts, pages, port)
+    else:
+        assert stats.get("finish_reason") == "jobdir_error", stats
+        assert code != 0
+        lines = [line for line in log.splitlines() if "ERROR: larbin: job directory" in line]
+        assert len(lines) == 1, lines

@@ -202,7 +202,7 @@ def summary(records: list[tuple[float, int, str, str]], port: int) -> dict[str, 
     conns: dict[str, set[int]] = defaultdict(set)
     for _, conn, host, path in records:
         conns[host].add(conn)
-        if path != "/robots.txt":
+        if path not in ("/robots.txt", "/sitemap.xml"):  # per-site requests, not pages
             pages[f"http://{host}:{port}{path}"] += 1
     per_host = sum(len(c) for c in conns.values()) / max(1, len(conns))
     return {"pages": set(pages), "twice": sum(1 for c in pages.values() if c > 1),
