@@ -111,6 +111,51 @@ def run_size(hosts: int, pages: int, hosts_per_ip: int, extra: list[str], workdi
     }
 
 
+def state_only(hosts: int, hosts_per_ip: int, crawl_delay_share: float) -> dict[str, Any]:
+    """The politeness tables alone, in this process: ``hosts`` hosts fetched once each (a
+    ``crawl_delay_share`` of them with a robots.txt Crawl-delay, kept packed), memory and
+    tracked objects they leave (``--state``)."""
+    import gc
+    import resource
+
+    from larbinscrapy.politeness.ipsites import IpTable
+
+    class Settings(dict):
+        def getfloat(self, key: str) -> float:
+            return float(self[key])
+
+        def getint(self, key: str) -> int:
+            return int(self[key])
+
+    from larbinscrapy.conf.defaults import SETTINGS
+
+    table = IpTable.from_settings(Settings({k: v.default for k, v in SETTINGS.items()}))
+    gc.collect()
+    before_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before_objects = len(gc.get_objects())
+    started = time.process_time()
+    every = round(1 / crawl_delay_share) if crawl_delay_share else 0
+    for n in range(hosts):
+        host = manyhosts.host_name(n)
+        st = table.get(manyhosts.ip_of(n, FIRST_IP, hosts_per_ip))
+        hs = table.hosts.get(host)
+        if every and n % every == 0:
+            table.hosts.set_crawl_delay(hs, 2.0)
+        table.acquire(st)
+        table.hosts.start(hs)
+        table.hosts.finish(hs, release=True)
+        table.finish(st, release=True, failed=False)
+    cpu = time.process_time() - started
+    del st, hs
+    gc.collect()
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_rss
+    return {"hosts": hosts, "us_per_host": round(1e6 * cpu / hosts, 2),
+            "bytes_per_host": round(1024 * grown_kb / hosts, 1),
+            "tracked_objects_left": len(gc.get_objects()) - before_objects,
+            "hosts_resident": len(table.hosts.hosts), "hosts_packed": len(table.hosts.packed),
+            "ips_resident": len(table.ips), "ips_packed": len(table.packed)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_hosts",
                                      description=__doc__,
@@ -122,7 +167,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="NAME=VALUE for the crawl")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--json", help="append each size's figures as a JSON line")
+    parser.add_argument("--state", type=int, default=0,
+                        help="only the politeness tables, in process, with this many hosts")
+    parser.add_argument("--crawl-delay-share", type=float, default=0.1,
+                        help="with --state: hosts with a Crawl-delay (kept packed)")
     args = parser.parse_args(argv)
+    if args.state:
+        print(json.dumps(state_only(args.state, args.hosts_per_ip, args.crawl_delay_share)))
+        return 0
     print("hosts | pages | CPU ms/page | pages/s | peak RSS MB | KB/host | fds | GC share | "
           "conns/host | coverage | load")
     for hosts in args.hosts:
