@@ -4,7 +4,8 @@
 Per-IP state is bounded as the host level's is (``hosts`` module docstring): past
 ``LARBIN_IP_RESIDENT_MAX`` IPs the oldest ones nothing holds are evicted, forgotten when their
 state is a new IP's, else kept as a tuple of plain values (untracked by the cyclic garbage
-collector) until asked for again.
+collector) until asked for again. Dropped IPs and IPs failing without ever answering stay
+resident: the robots middleware reads those in ``ips`` directly.
 """
 
 from __future__ import annotations
@@ -205,6 +206,8 @@ class IpTable:
                 break
             st = ips[ip]
             if st.busy or st.waiters or sys.getrefcount(st) > _UNHELD:
+                continue
+            if st.dead or (st.failures and not st.answered):  # asked of ``ips`` directly
                 continue
             del ips[ip]
             excess -= 1
