@@ -18,6 +18,16 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+def run_alone(coro: Any) -> None:
+    """Run ``coro`` on a loop of its own, leaving the thread's current loop as it was
+    (``asyncio.run`` would unset it for the tests that follow)."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
 class FakeConnection:
     """What the pool needs of ``http1conn.Connection``: a key, ``lost``, ``close``."""
 
@@ -53,7 +63,7 @@ def test_the_cap_closes_the_least_recently_used_idle_connection() -> None:
         assert conns[1].lost and not conns[0].lost and not conns[2].lost
         assert pool.open == 3
 
-    asyncio.run(run())
+    run_alone(run())
 
 
 def test_at_the_cap_with_nothing_idle_a_slot_waits_for_a_close() -> None:
@@ -73,7 +83,7 @@ def test_at_the_cap_with_nothing_idle_a_slot_waits_for_a_close() -> None:
         pool.release()  # nothing left waiting: the cancelled one takes no slot
         assert pool.open == 1
 
-    asyncio.run(run())
+    run_alone(run())
 
 
 def test_the_default_cap_leaves_room_for_files() -> None:
