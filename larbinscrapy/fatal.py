@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -80,16 +79,18 @@ def redis_location(server: Any) -> str:
 def abandon_file(f: IO[bytes]) -> None:
     """Close ``f`` without writing what its buffer still holds (a write to it failed).
 
-    The bytes go to ``/dev/null`` instead: a later flush must not put them on disk after
-    the writes that had to precede them failed (the journals' order is what resume trusts).
+    A later flush must not put those bytes on disk after the writes that had to precede them
+    failed (the journals' order is what resume trusts). The raw file is closed first: a
+    buffered file whose raw file is closed closes without flushing. No descriptor is opened
+    (this runs when the process may have none left: EMFILE) and nothing is raised.
     """
     if f.closed:
         return
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, f.fileno())
-    finally:
-        os.close(null)
+    inner: Any = getattr(f, "buffer", f)  # a text file's binary buffer
+    raw = getattr(inner, "raw", None)
+    if raw is not None:
+        with contextlib.suppress(OSError, ValueError):
+            raw.close()
     with contextlib.suppress(OSError, ValueError):
         f.close()
 

@@ -174,6 +174,7 @@ LARBIN_FETCH_TIMEOUT_BYTES_PER_SECOND = Setting(2000, float, above=0, old="LARBI
 LARBIN_FETCH_HANDLER = Setting("", parse="larbinscrapy.conf.check.import_path", takes="the import path of a download handler class", old="LARBIN_HTTP_HANDLER", doc="what PageDeadlineHandler wraps; empty: LARBIN_LEAN_ENGINE chooses (the lean handler of larbinscrapy/lean/http1.py, else Scrapy's HTTP11DownloadHandler)")
 LARBIN_FETCH_IDLE_TIMEOUT = Setting(240.0, float, above=0, old="LARBIN_HTTP1_IDLE_TIMEOUT", doc="seconds an idle keep-alive connection is kept (Twisted's pool: 240)")
 LARBIN_IP_FAILURES_MAX = Setting(3, int, min=1, old="LARBIN_IP_MAX_FAILURES", doc="consecutive timeouts/refusals before an IP is dropped (noConnection)")
+LARBIN_FETCH_CONNECTIONS_MAX = Setting(0, int, min=0, doc="open connections of the lean handler at most (idle ones closed least recently used first at the cap); 0: RLIMIT_NOFILE less half of it, at most 256, kept for files")
 LARBIN_IP_BACKOFF = Setting(10.0, float, min=0, doc="extra delay after each consecutive failure, seconds")
 LARBIN_IP_FAILURE_WINDOW = Setting(20, int, min=1, doc="outcomes per IP remembered to judge its recent failure rate")
 LARBIN_IP_FAILURE_RATE = Setting(0.5, float, min=0, max=1, doc="a URL's failure backs its IP off only above this share of the window")
@@ -184,6 +185,8 @@ LARBIN_ROBOTS_UNAVAILABLE_DAYS = Setting(30.0, float, min=0, doc="a robots.txt u
 # host and IP levels, throttling answers, bandwidth (larbinscrapy/politeness/hosts.py; docs/politeness.md)
 LARBIN_IP_DELAY = Setting(0.25, float, min=0, doc="seconds from the end of one fetch to the next start on one IP (all its hostnames); at most DOWNLOAD_DELAY")
 LARBIN_IP_CONNECTIONS = Setting(1, int, min=1, doc="fetches open to one IP at once")
+LARBIN_IP_RESIDENT_MAX = Setting(10_000, int, min=1, doc="IPs whose politeness state stays in memory as objects; older idle ones are evicted (packed in a tuple, or forgotten when a new IP's)")
+LARBIN_HOST_RESIDENT_MAX = Setting(10_000, int, min=1, doc="hostnames whose politeness state stays in memory as objects; older idle ones are evicted (packed in 50 bytes, or forgotten when a new host's)")
 LARBIN_THROTTLE_RETRY_AFTER_MAX = Setting(3600.0, float, min=0, old="LARBIN_MAX_RETRY_AFTER", doc="longest Retry-After honoured, seconds; a host asking more is set aside")
 LARBIN_THROTTLE_BACKOFF = Setting(60.0, float, min=0, doc="pause after a 429 without Retry-After, seconds; doubles per answer in a row")
 LARBIN_THROTTLE_BACKOFF_MAX = Setting(86400.0, float, min=0, old="LARBIN_THROTTLE_MAX_BACKOFF", doc="the doubling back-off stops growing here, seconds")
@@ -212,6 +215,8 @@ SCHEDULER_PERSIST = Setting(True, doc="keep frontier and seen bits when a crawl 
 # --- Engine replacements (larbinscrapy/lean/; docs/DESIGN.md) ----------------------------
 LARBIN_LEAN_ENGINE = Setting(True, bool, doc="larbinscrapy/lean/ in place of Scrapy's downloader chain, HTTP/1.1 handler, stats, log formatter, JSON lines exporter, some middlewares, Request; False = Scrapy's own")
 LARBIN_GC_FREEZE = Setting(True, bool, doc="gc.freeze() at engine start: full collections (and the exit) skip the objects built before it")
+LARBIN_GC_FREEZE_INTERVAL = Setting(0.0, float, min=0, doc="seconds between gc.collect() + gc.freeze() during the crawl (a broad crawl's long-lived state out of full collections); 0: only at engine start")
+LARBIN_GC_THRESHOLDS = Setting("", parse="larbinscrapy.lean.gcfreeze.parse_thresholds", takes="one to three integers, e.g. 700,10,100", doc="gc.set_threshold() at engine start; empty: Python's own")
 
 # --- Status -------------------------------------------------------------------------------
 LARBIN_STATS_FILE = Setting("", str, doc="write the crawl's stats as JSON here (larbin's status page); empty = off")

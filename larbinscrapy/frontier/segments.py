@@ -3,6 +3,7 @@ forgotten once acknowledged (files: docs/modules.md, "The frontier")."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import zlib
@@ -31,11 +32,19 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 logger = logging.getLogger(__name__)
+OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
+EMFILE_RETRIES = 5  # checkpoints in a row put off for want of descriptors, then a failure
+
+
+class _Deferred(Exception):
+    """A checkpoint put off (``SegmentFifo._write_state_or_defer``)."""
+
 
 _pack_header = REC_HEADER.pack
 _unpack_header = REC_HEADER.unpack_from
 _crc32 = zlib.crc32
 _WRITE_BUFFER = 256 * 1024
+
 
 class SegmentFifo(SegmentFiles):
     """Crash-safe FIFO of byte records in append-only segment files, with leases and acks.
@@ -63,6 +72,8 @@ class SegmentFifo(SegmentFiles):
         self._scanned: list[int] = []  # segments written past a checkpoint, until forget_tail()
         self.last_offset = 0  # file offset of the record last pushed or popped (for read_at)
         self._closed = False
+        self._emfile_in_a_row = 0  # checkpoints put off for want of descriptors
+        self._emfile_logged = False
         # writer
         self._wseg: Segment | None = None
         self._wfile: BinaryIO | None = None
@@ -228,17 +239,41 @@ class SegmentFifo(SegmentFiles):
         """Flush, write the state atomically, compact the ack journal, delete acked segments."""
         self.flush()
         dead = [s for s in self._segments.values() if s.sealed and s.acked_count >= s.count]
+        try:
+            self._write_state_or_defer(dead)
+        except _Deferred:
+            return
         for seg in dead:
-            del self._segments[seg.no]
             if seg is self._rseg:
                 self._close_reader()
-        self._write_state()
-        self._afile.close()
-        self._afile = open(self._path(ACKS), "wb", buffering=64 * 1024)  # noqa: SIM115
+        acks = open(self._path(ACKS), "wb", buffering=64 * 1024)  # noqa: SIM115
+        self._afile.close()  # opened first: when the open fails, the journal is still open
+        self._afile = acks
         for seg in dead:
             unlink(self._seg_path(seg.no))
         if dead:
             logger.debug("deleted %d fully acked segment(s) in %s", len(dead), self.directory)
+
+    def _write_state_or_defer(self, dead: list[Segment]) -> None:
+        """Write the state without the ``dead`` segments; ``_Deferred`` when the process is
+        out of descriptors (EMFILE) fewer than ``EMFILE_RETRIES`` checkpoints in a row: the
+        journals stay as they are and the next checkpoint tries again (the crawl slows, goes
+        on); after that the ``OSError`` stops the crawl as any failed write does."""
+        for seg in dead:
+            del self._segments[seg.no]
+        try:
+            self._write_state()
+        except OSError as exc:
+            self._segments = dict(sorted({**self._segments, **{s.no: s for s in dead}}.items()))
+            if exc.errno not in OUT_OF_FDS or self._emfile_in_a_row >= EMFILE_RETRIES:
+                raise
+            self._emfile_in_a_row += 1
+            log = logger.debug if self._emfile_logged else logger.warning
+            self._emfile_logged = True
+            log("Checkpoint of %s put off: %s (try %d of %d; later ones at DEBUG)",
+                self.directory, exc.strerror, self._emfile_in_a_row, EMFILE_RETRIES)
+            raise _Deferred from exc
+        self._emfile_in_a_row = 0
 
     def close(self) -> None:
         """Checkpoint and close; remove the files when no record is left unacked."""

@@ -51,7 +51,13 @@ from twisted.web.http import _DataLoss
 from twisted.web.iweb import UNKNOWN_LENGTH
 
 from larbinscrapy.lean.http1conn import CONNECTION_CONTROL, Connection, Exchange, request_bytes
-from larbinscrapy.lean.http1pool import ConnectionPool, Dialer, connect_error
+from larbinscrapy.lean.http1pool import (
+    ConnectionPool,
+    Dialer,
+    OutOfDescriptors,
+    connect_error,
+    connections_max,
+)
 from larbinscrapy.lean.http1tls import TLSConnection, TLSSites
 from larbinscrapy.reactor import Reactor, installed_reactor
 
@@ -117,7 +123,8 @@ class LeanHttpDownloadHandler:
 
     def __init__(self, crawler: Crawler, *, timeout: float, maxsize: int, warnsize: int,
                  fail_on_dataloss: bool, bind_address: Any, max_idle: int,
-                 idle_timeout: float, tls_verbose: bool = False) -> None:
+                 idle_timeout: float, tls_verbose: bool = False,
+                 max_connections: int = 0) -> None:
         if idle_timeout <= 0:
             raise ValueError("LARBIN_FETCH_IDLE_TIMEOUT must be positive")
         self.crawler = crawler
@@ -128,7 +135,8 @@ class LeanHttpDownloadHandler:
         self.fail_on_dataloss = fail_on_dataloss
         self._delegate_all = bool(bind_address) or not is_asyncio_available()
         self._reactor = cast("_NetReactor", installed_reactor())
-        self._pool = ConnectionPool(self._reactor, max(1, max_idle), idle_timeout)
+        self._pool = ConnectionPool(self._reactor, max(1, max_idle), idle_timeout,
+                                    connections_max(max_connections))
         self._scrapy: Any = None
         self._dataloss_warned = False
         self._earned: PageRule | None = None  # larbin's page timeout, once adopted
@@ -154,6 +162,7 @@ class LeanHttpDownloadHandler:
             max_idle=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
             idle_timeout=s.getfloat("LARBIN_FETCH_IDLE_TIMEOUT"),
             tls_verbose=s.getbool("DOWNLOADER_CLIENT_TLS_VERBOSE_LOGGING"),
+            max_connections=s.getint("LARBIN_FETCH_CONNECTIONS_MAX"),
         )
 
     def _delegate(self) -> Any:
@@ -222,12 +231,40 @@ class LeanHttpDownloadHandler:
                         retry: bool) -> Any:
         conn = self._pool.take(key)
         if conn is None:
-            conn = await dl.wait(self._open(dl, key))
+            conn = await self._connect(dl, key)
         elif not (retry and dl.method in _RETRYABLE):
             conn.used = False  # a close before any byte is then no reason to send again
         dl.conn = conn
         conn.send(dl, data)
         return await dl.wait(dl.answer)
+
+    async def _connect(self, dl: _Download, key: tuple[str, str, int]) -> Connection:
+        """A new connection within the pool's cap; one the OS refused for want of descriptors
+        (EMFILE) is dialled again once the pool has freed some (the crawl slows, goes on)."""
+        while True:
+            slot = self._pool.slot()
+            try:
+                await dl.wait(slot)
+            except BaseException:
+                self._pool.forfeit(slot)
+                raise
+            try:
+                return cast("Connection", await dl.wait(self._open(dl, key)))
+            except OutOfDescriptors:
+                self.stats.inc_value("larbin/http1/out_of_descriptors")
+                dl.connector = None
+                await dl.wait(self._pause(0.1))
+
+    def _pause(self, seconds: float) -> asyncio.Future[None]:
+        """A future done after ``seconds`` (a download's ``expire`` can still fail it)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self._reactor.callLater(seconds, done)
+        return fut
 
     def _open(self, dl: _Download, key: tuple[str, str, int]) -> asyncio.Future[Connection]:
         """A new connection to ``key``'s host: its IP through the reactor's resolver, then TCP
@@ -239,10 +276,13 @@ class LeanHttpDownloadHandler:
             return fut
 
         def resolved(ip: str) -> None:
-            if not fut.done():
+            if fut.done():
+                self._pool.release()
+            else:
                 self._dial(fut, dl, key, ip)
 
         def unresolved(failure: Failure) -> None:
+            self._pool.release()
             if not fut.done():
                 fut.set_exception(connect_error(failure.value))
 

@@ -2,7 +2,10 @@
 
 ``ConnectionPool`` keeps idle ``http1conn.Connection`` objects, LIFO, at most ``max_idle`` per
 key, and closes those idle longer than ``idle_timeout`` from one sweep timer (not one timer per
-connection). ``Dialer`` connects one TCP connection for a waiting download; ``connect_error``
+connection). It also holds the cap on open connections (``LARBIN_FETCH_CONNECTIONS_MAX``, by
+default derived from ``RLIMIT_NOFILE``): at the cap the least recently used idle connection is
+closed for a new one, and a socket the OS refuses (EMFILE) makes the download wait, not fail.
+``Dialer`` connects one TCP connection for a waiting download; ``connect_error``
 turns a connect or DNS failure into the exception Scrapy's handler raises for it.
 
 Replaces: Twisted's ``HTTPConnectionPool`` and ``HostnameEndpoint`` for the lean handler.
@@ -11,7 +14,11 @@ Private names: none. Retire when: as ``http1.py``.
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import ipaddress
+import resource
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import (
@@ -25,27 +32,59 @@ from twisted.internet.protocol import ClientFactory
 from larbinscrapy.lean.http1conn import Connection
 
 if TYPE_CHECKING:
-    import asyncio
     from collections.abc import Callable
 
     from twisted.internet.interfaces import IAddress
     from twisted.python.failure import Failure
 
 
-class ConnectionPool:
-    """Idle keep-alive connections per key: LIFO, bounded, closed when idle too long."""
+OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
+FD_RESERVE_MAX = 256  # descriptors kept for the frontier's files, logs and the rest
 
-    def __init__(self, reactor: Any, max_idle: int, idle_timeout: float) -> None:
+
+def connections_max(setting: int) -> int:
+    """The cap on open connections: ``setting``, or (0) what ``RLIMIT_NOFILE`` leaves once
+    half of it, at most ``FD_RESERVE_MAX``, is kept for files."""
+    if setting > 0:
+        return setting
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return 0
+    return max(1, soft - min(soft // 2, FD_RESERVE_MAX))
+
+
+class OutOfDescriptors(Exception):
+    """The OS refused a socket (EMFILE/ENFILE): the download waits and dials again."""
+
+
+class ConnectionPool:
+    """Idle keep-alive connections per key (LIFO, bounded, closed when idle too long) and the
+    count of open ones under one cap (``max_open``, 0 = none).
+
+    A new connection takes a ``slot()``; at the cap the least recently used idle connection
+    is closed for it, or the slot waits until one closes. A slot is given back when its
+    connect fails, its connection is lost, or ``release`` (nothing was dialled).
+    """
+
+    def __init__(self, reactor: Any, max_idle: int, idle_timeout: float,
+                 max_open: int = 0) -> None:
         self.reactor = reactor
         self.max_idle = max_idle
         self.idle_timeout = idle_timeout
+        self.max_open = max_open
+        self.limit = max_open  # lowered for a while when the OS runs out of descriptors
+        self.open = 0  # connections dialling or connected (slots taken)
         self.idle: dict[Any, list[Connection]] = {}
+        self.lru: dict[Connection, None] = {}  # every idle connection, least recent first
+        self._slots: deque[asyncio.Future[None]] = deque()
         self._sweeper: Any = None
+        self.closed_for_cap = 0  # idle connections closed to stay under the cap
 
     def take(self, key: Any) -> Connection | None:
         conns = self.idle.get(key)
         while conns:
             conn = conns.pop()
+            self.lru.pop(conn, None)
             if not conns:
                 del self.idle[key]
             if not conn.lost:
@@ -56,26 +95,87 @@ class ConnectionPool:
     def put(self, conn: Connection) -> None:
         conns = self.idle.setdefault(conn.key, [])
         conns.append(conn)
+        self.lru[conn] = None
         conn.idle_since = self.reactor.seconds()
         if len(conns) > self.max_idle:
-            conns.pop(0).close()
+            self._close_idle(conns[0])
+        if self._slots:
+            self._grant()
         if self._sweeper is None:
             self._sweeper = self.reactor.callLater(self.idle_timeout / 2, self._sweep)
 
     def discard(self, conn: Connection) -> None:
+        self.lru.pop(conn, None)
         conns = self.idle.get(conn.key)
         if conns and conn in conns:
             conns.remove(conn)
             if not conns:
                 del self.idle[conn.key]
 
+    # -- the cap on open connections ------------------------------------------------------------
+    def slot(self) -> asyncio.Future[None]:
+        """A future done when a new connection may be opened (the slot is then taken)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slots.append(fut)
+        self._grant()
+        return fut
+
+    def forfeit(self, fut: asyncio.Future[None]) -> None:
+        """The download that asked for ``fut`` gave up: give its slot back if it had one."""
+        if fut.done() and not fut.cancelled() and fut.exception() is None:
+            self.release()
+
+    def release(self) -> None:
+        """A slot's connection closed, failed, or was never dialled."""
+        self.open = max(0, self.open - 1)
+        if self._slots:
+            self._grant()
+
+    def lost(self, conn: Connection) -> None:
+        """A connection built by a ``Dialer`` is gone (its ``on_lost``)."""
+        self.discard(conn)
+        self.release()
+
+    def out_of_descriptors(self) -> None:
+        """The OS refused a socket: hold the cap at what is open now, free some idle ones."""
+        self.limit = max(1, self.open)
+        for conn in list(self.lru)[: max(1, len(self.lru) // 8)]:
+            self._close_idle(conn)
+        self.reactor.callLater(self.idle_timeout / 4, self._restore_limit)
+
+    def _restore_limit(self) -> None:
+        self.limit = self.max_open
+        if self._slots:
+            self._grant()
+
+    def _grant(self) -> None:
+        """Hand out slots while under the cap, closing idle connections for them at the cap."""
+        slots = self._slots
+        while slots:
+            if slots[0].done():  # given up (timed out, cancelled)
+                slots.popleft()
+                continue
+            if self.limit and self.open >= self.limit:
+                if not self.lru:
+                    return  # wait for a connection to close
+                self._close_idle(next(iter(self.lru)))  # its loss frees the slot (release)
+                self.closed_for_cap += 1
+                return
+            self.open += 1
+            slots.popleft().set_result(None)
+
+    def _close_idle(self, conn: Connection) -> None:
+        self.discard(conn)
+        conn.close()  # connectionLost gives its slot back
+
     def _sweep(self) -> None:
         """Close the connections idle for longer than the timeout; again later if any is left."""
         self._sweeper = None
         old = self.reactor.seconds() - self.idle_timeout
-        for conns in list(self.idle.values()):
-            for conn in [c for c in conns if c.idle_since <= old]:
-                conn.close()  # connectionLost discards it
+        for conn in list(self.lru):
+            if conn.idle_since > old:
+                break  # the rest went idle later
+            self._close_idle(conn)
         if self.idle:
             self._sweeper = self.reactor.callLater(self.idle_timeout / 2, self._sweep)
 
@@ -88,6 +188,7 @@ class ConnectionPool:
                 transport: Any = conn.transport
                 transport.loseConnection()
         self.idle.clear()
+        self.lru.clear()
 
 
 class Dialer(ClientFactory):
@@ -103,7 +204,7 @@ class Dialer(ClientFactory):
         self.make = make  # the connection class (or a partial of it: TLSConnection's site)
 
     def buildProtocol(self, addr: IAddress | None) -> Connection:
-        conn = self.make(self.connected, self.pool.put, self.pool.discard)
+        conn = self.make(self.connected, self.pool.put, self.pool.lost)
         conn.key = self.key
         conn.ip_address = ipaddress.ip_address(getattr(addr, "host", "") or "0.0.0.0")
         return conn
@@ -115,8 +216,14 @@ class Dialer(ClientFactory):
             self.fut.set_result(conn)
 
     def clientConnectionFailed(self, connector: Any, reason: Failure) -> None:
+        self.pool.release()
+        exc = reason.value
+        if isinstance(exc, tx.ConnectError) and exc.osError in OUT_OF_FDS:
+            self.pool.out_of_descriptors()
+            exc = OutOfDescriptors(str(exc))
         if not self.fut.done():
-            self.fut.set_exception(connect_error(reason.value))
+            self.fut.set_exception(exc if isinstance(exc, OutOfDescriptors)
+                                   else connect_error(exc))
 
 
 def connect_error(exc: BaseException | None) -> BaseException:

@@ -1,9 +1,18 @@
 """The host level of politeness: per-hostname delays, throttling answers, the bandwidth cap
-(pure: the clock is passed in)."""
+(pure: the clock is passed in).
+
+Per-host state is bounded: past ``resident_max`` hosts (``LARBIN_HOST_RESIDENT_MAX``) the table
+evicts the oldest ones nothing holds (no fetch open, no caller keeping the object): a host
+whose state is that of a new one (its delay over, no pause, no back-off, no Crawl-delay...) is
+forgotten, any other is kept packed in a few dozen bytes (``_PACKED``, not seen by the cyclic
+garbage collector) and comes back intact when asked for again.
+"""
 
 from __future__ import annotations
 
 import random
+import struct
+import sys
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -60,8 +69,31 @@ class HostState:
     in_a_row: int = 0  # throttling answers since its last normal answer
 
 
+# ready_at, crawl_delay, adaptive_delay, paused_until, backoff, set_aside, throttled, in_a_row
+_PACKED = struct.Struct("<5d?II")
+_UNHELD = 3  # references to a host state in _evict: the table's, the loop's, getrefcount's
+RESIDENT_MAX = 10_000  # the default of LARBIN_HOST_RESIDENT_MAX
+
+
+def pack(hs: HostState, now: float) -> bytes | None:
+    """``hs`` in ``_PACKED`` bytes; None when it is a new host's state at ``now``."""
+    ready_at = hs.ready_at if hs.ready_at > now else 0.0
+    paused_until = hs.paused_until if hs.paused_until > now else 0.0
+    fields = (ready_at, hs.crawl_delay, hs.adaptive_delay, paused_until, hs.backoff,
+              hs.set_aside, hs.throttled, hs.in_a_row)
+    if not any(fields):
+        return None
+    return _PACKED.pack(*fields)
+
+
+def unpack(host: str, packed: bytes) -> HostState:
+    ready_at, crawl, adaptive, paused, backoff, aside, throttled, in_a_row = _PACKED.unpack(packed)
+    return HostState(host, 0, ready_at, crawl, adaptive, paused, backoff, aside, throttled,
+                     in_a_row)
+
+
 class HostTable:
-    """Per-hostname politeness state (module docstring)."""
+    """Per-hostname politeness state, bounded (module docstring)."""
 
     def __init__(
         self,
@@ -75,6 +107,7 @@ class HostTable:
         max_in_a_row: int = 0,
         clock: Callable[[], float] = time.monotonic,
         rng: Callable[[], float] = random.random,
+        resident_max: int = RESIDENT_MAX,
     ) -> None:
         self.default_delay = delay
         self.max_connections = max(1, max_connections)
@@ -85,13 +118,43 @@ class HostTable:
         self.max_in_a_row = max_in_a_row
         self.clock = clock
         self.rng = rng
-        self.hosts: dict[str, HostState] = {}
+        self.resident_max = max(1, resident_max)
+        self.hosts: dict[str, HostState] = {}  # resident, oldest first
+        self.packed: dict[str, bytes] = {}  # evicted hosts whose state is not a new host's
+        self.created = 0  # host states made new (a host forgotten and back counts again)
+        self.evicted = 0
 
     def get(self, host: str) -> HostState:
         hs = self.hosts.get(host)
         if hs is None:
-            hs = self.hosts[host] = HostState(host)
+            packed = self.packed.pop(host, None)
+            if packed is None:
+                hs = HostState(host)
+                self.created += 1
+            else:
+                hs = unpack(host, packed)
+            self.hosts[host] = hs
+            if len(self.hosts) > self.resident_max:
+                self._evict()
         return hs
+
+    def _evict(self) -> None:
+        """Evict the oldest hosts nothing holds, down to three quarters of the cap."""
+        now = self.clock()
+        excess = len(self.hosts) - self.resident_max * 3 // 4
+        hosts, packed = self.hosts, self.packed
+        for host in list(hosts):
+            if excess <= 0:
+                break
+            hs = hosts[host]
+            if hs.busy or hs.set_aside or sys.getrefcount(hs) > _UNHELD:  # held across a wait
+                continue
+            del hosts[host]
+            excess -= 1
+            self.evicted += 1
+            state = pack(hs, now)
+            if state is not None:
+                packed[host] = state
 
     def delay(self, hs: HostState) -> float:
         return max(self.default_delay, hs.crawl_delay, hs.adaptive_delay)
@@ -99,7 +162,13 @@ class HostTable:
     def next_start(self, host: str) -> float:
         """When (clock time) the next fetch from ``host`` may start."""
         hs = self.hosts.get(host)
-        return 0.0 if hs is None else max(hs.ready_at, hs.paused_until)
+        if hs is not None:
+            return max(hs.ready_at, hs.paused_until)
+        packed = self.packed.get(host)
+        if packed is None:
+            return 0.0
+        fields = _PACKED.unpack(packed)
+        return max(fields[0], fields[3])
 
     def full(self, hs: HostState) -> bool:
         """Every connection the host may have (``CONCURRENT_REQUESTS_PER_DOMAIN``) is in use."""
@@ -161,9 +230,10 @@ class HostTable:
         hs.in_a_row = 0
 
     def gauges(self, now: float) -> dict[str, int]:
-        """Hostnames seen, fetching, cooling (delay), throttled (paused) and set aside."""
-        counts = {"seen": len(self.hosts), "active": 0, "cooling": 0, "throttled": 0,
-                  "set_aside": 0}
+        """Hostnames seen (``created``), resident, packed, fetching, cooling (delay), throttled
+        (paused) and set aside (the last four of resident hosts)."""
+        counts = {"seen": self.created, "resident": len(self.hosts), "packed": len(self.packed),
+                  "active": 0, "cooling": 0, "throttled": 0, "set_aside": 0}
         for hs in self.hosts.values():
             if hs.set_aside:
                 counts["set_aside"] += 1

@@ -1,9 +1,17 @@
 """larbin's IPSite and the host gate: per-IP politeness state, and who may be fetched at all
-(pure: the clock is passed in)."""
+(pure: the clock is passed in).
+
+Per-IP state is bounded as the host level's is (``hosts`` module docstring): past
+``LARBIN_IP_RESIDENT_MAX`` IPs the oldest ones nothing holds are evicted, forgotten when their
+state is a new IP's, else kept as a tuple of plain values (untracked by the cyclic garbage
+collector) until asked for again. Dropped IPs and IPs failing without ever answering stay
+resident: the robots middleware reads those in ``ips`` directly.
+"""
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -61,6 +69,36 @@ class IpState:
     waiters: deque[Deferred[None]] = field(default_factory=deque)
 
 
+# ready_at, failures, dead, answered, strikes, recent outcomes (bits, oldest lowest), their
+# number, last_host: an evicted IpState (``IpTable._evict``)
+Packed = tuple[float, int, bool, bool, int, int, int, str | None]
+_UNHELD = 3  # references to a state in _evict: the table's, the loop's, getrefcount's
+RESIDENT_MAX = 10_000  # the default of LARBIN_IP_RESIDENT_MAX
+
+
+def pack_ip(st: IpState, now: float) -> Packed | None:
+    """``st`` as plain values; None when it is a new IP's state at ``now``.
+
+    A window of successes only is kept as none: it judges the next failure the same way.
+    """
+    recent = bits = 0
+    if st.recent_failed:
+        recent = len(st.recent)
+        for n, failed in enumerate(st.recent):
+            bits |= failed << n
+    ready_at = st.ready_at if st.ready_at > now else 0.0
+    if not (ready_at or st.failures or st.dead or st.answered or st.strikes or recent):
+        return None
+    return (ready_at, st.failures, st.dead, st.answered, st.strikes, bits, recent, st.last_host)
+
+
+def unpack_ip(ip: str, packed: Packed) -> IpState:
+    ready_at, failures, dead, answered, strikes, bits, recent, last_host = packed
+    window = deque(bool(bits >> n & 1) for n in range(recent))
+    return IpState(ip, 0, ready_at, failures, dead, answered, strikes, window, sum(window),
+                   last_host)
+
+
 class IpTable:
     """Per-IP politeness state shared by the scheduler (who goes next) and the send-time gate."""
 
@@ -76,6 +114,7 @@ class IpTable:
         hosts: HostTable | None = None,
         bandwidth: Bandwidth | None = None,
         clock: Callable[[], float] = time.monotonic,
+        resident_max: int = RESIDENT_MAX,
     ) -> None:
         self.default_delay = delay
         self.max_connections = max(1, max_connections)
@@ -88,7 +127,10 @@ class IpTable:
         self.hosts = hosts or HostTable(0.0, max_crawl_delay=0.0, max_retry_after=0.0,
                                         throttle_backoff=0.0, max_backoff=0.0, clock=clock)
         self.bandwidth = bandwidth or Bandwidth(0.0, clock)
-        self.ips: dict[str, IpState] = {}
+        self.ips: dict[str, IpState] = {}  # resident, oldest first
+        self.packed: dict[str, Packed] = {}  # evicted IPs whose state is not a new IP's
+        self.resident_max = max(1, resident_max)
+        self.created = 0  # IP states made new (an IP forgotten and back counts again)
         self._listeners: list[Listener] = []
         self._release_listeners: list[ReleaseListener] = []
 
@@ -104,9 +146,11 @@ class IpTable:
         host_delay = settings.getfloat("DOWNLOAD_DELAY")
         host_connections = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
         if local:
-            return cls(host_delay, host_connections, **cls._failure_settings(settings))
+            return cls(host_delay, host_connections, **cls._failure_settings(settings),
+                       resident_max=settings.getint("LARBIN_IP_RESIDENT_MAX"))
         hosts = HostTable(
             host_delay,
+            resident_max=settings.getint("LARBIN_HOST_RESIDENT_MAX"),
             max_connections=host_connections,
             max_crawl_delay=settings.getfloat("LARBIN_ROBOTS_CRAWL_DELAY_MAX"),
             max_retry_after=settings.getfloat("LARBIN_THROTTLE_RETRY_AFTER_MAX"),
@@ -120,6 +164,7 @@ class IpTable:
             **cls._failure_settings(settings),
             hosts=hosts,
             bandwidth=Bandwidth(settings.getfloat("LARBIN_BANDWIDTH_MAX")),
+            resident_max=settings.getint("LARBIN_IP_RESIDENT_MAX"),
         )
 
     @staticmethod
@@ -141,8 +186,35 @@ class IpTable:
     def get(self, ip: str) -> IpState:
         st = self.ips.get(ip)
         if st is None:
-            st = self.ips[ip] = IpState(ip)
+            packed = self.packed.pop(ip, None)
+            if packed is None:
+                st = IpState(ip)
+                self.created += 1
+            else:
+                st = unpack_ip(ip, packed)
+            self.ips[ip] = st
+            if len(self.ips) > self.resident_max:
+                self._evict()
         return st
+
+    def _evict(self) -> None:
+        """Evict the oldest IPs nothing holds, down to three quarters of the cap."""
+        now = self.clock()
+        excess = len(self.ips) - self.resident_max * 3 // 4
+        ips, packed = self.ips, self.packed
+        for ip in list(ips):
+            if excess <= 0:
+                break
+            st = ips[ip]
+            if st.busy or st.waiters or sys.getrefcount(st) > _UNHELD:
+                continue
+            if st.dead or (st.failures and not st.answered):  # asked of ``ips`` directly
+                continue
+            del ips[ip]
+            excess -= 1
+            state = pack_ip(st, now)
+            if state is not None:
+                packed[ip] = state
 
     def delay(self, st: IpState) -> float:
         return self.default_delay + self.backoff_of(st)
@@ -256,7 +328,8 @@ class IpTable:
         self._notify(st)
 
     def gauges(self, now: float) -> tuple[int, int]:
-        """(IPs with a fetch in flight, IPs waiting out their delay), dropped IPs excluded."""
+        """(IPs with a fetch in flight, IPs waiting out their delay), dropped IPs excluded
+        (resident IPs only: an evicted one has neither)."""
         active = cooling = 0
         for st in self.ips.values():
             if st.dead:

@@ -1,0 +1,197 @@
+"""CPU a page, memory and descriptors as the number of hosts grows (#35, points 3 and 4).
+
+    python -m benchmarks.bench_hosts [--hosts 1000 10000 100000] [--pages 5] [--hosts-per-ip 10]
+                                     [-s NAME=VALUE ...] [--json PATH]
+
+For each size: ``testweb.manyhosts`` serves the web (names pinned by ``LARBIN_RESOLVE``, zero
+latency, ``--hosts-per-ip`` names an address, the server keeps a connection 5 s), and
+``scrapy crawl larbin`` crawls it from every host's start page with the default settings but
+``LARBIN_IP_DELAY=0`` (several names share an address) and the status page off. Reported: the
+crawl's CPU (user + system, from ``wait4``) per page fetched, pages/s, peak RSS (``ru_maxrss``),
+open descriptors (most seen, sampled from /proc every 0.5 s), the cyclic GC's share of the CPU
+(``gc.callbacks`` timing every collection, installed by the generated settings module),
+connections a host (from the server's log) and coverage. The machine's load average is printed:
+on a shared machine compare CPU ms/page, not pages/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+from testweb import manyhosts
+from testweb.harness import launch
+
+ROOT = Path(__file__).resolve().parent.parent
+FIRST_IP = "127.25.0.1"  # 127.25.0.0/16 - 127.28.0.0/16: up to 262,144 addresses
+
+GC_TIMER = '''
+import atexit as _atexit, gc as _gc, json as _json, time as _time
+_gc_spent = [0.0, 0.0, 0]
+def _gc_timer(phase, info):
+    if phase == "start":
+        _gc_spent[1] = _time.process_time()
+    else:
+        _gc_spent[0] += _time.process_time() - _gc_spent[1]
+        _gc_spent[2] += 1
+_gc.callbacks.append(_gc_timer)
+_atexit.register(lambda: open({path!r}, "w").write(_json.dumps(
+    {{"gc_seconds": _gc_spent[0], "collections": _gc_spent[2]}})))
+'''
+
+
+def count_fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def run_size(hosts: int, pages: int, hosts_per_ip: int, extra: list[str], workdir: Path,
+             timeout: float) -> dict[str, Any]:
+    """One crawl of a ``hosts``-host web: its figures."""
+    proc, info, _ = launch(workdir / "web", [
+        "testweb.manyhosts", "--hosts", str(hosts), "--pages", str(pages),
+        "--first-ip", FIRST_IP, "--hosts-per-ip", str(hosts_per_ip)])
+    try:
+        port = info["port"]
+        seeds, env = manyhosts.write_crawl_files(workdir / "crawl", hosts, FIRST_IP,
+                                                 hosts_per_ip, port)
+        gc_path = workdir / "gc.json"
+        with open(workdir / "crawl" / "scale_settings.py", "a", encoding="utf-8") as f:
+            f.write(GC_TIMER.format(path=str(gc_path)))
+        cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}",
+               "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8", "-s", "LARBIN_IP_DELAY=0",
+               "-s", "LARBIN_STATUS_PORT=0", "-s", "LOG_LEVEL=INFO",
+               "-s", f"LARBIN_STATS_FILE={workdir / 'stats.json'}"]
+        for item in extra:
+            cmd += ["-s", item]
+        started = time.monotonic()
+        with open(workdir / "crawl.log", "w") as log:
+            crawl = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **env})
+        most_fds = 0
+        while True:
+            pid, status, usage = os.wait4(crawl.pid, os.WNOHANG)
+            if pid:
+                break
+            most_fds = max(most_fds, count_fds(crawl.pid))
+            if time.monotonic() - started > timeout:
+                crawl.kill()
+            time.sleep(0.5)
+        crawl.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - started
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    summary = manyhosts.summary(manyhosts.read_log(workdir / "web" / "testweb-log.jsonl"), port)
+    fetched = len(summary["pages"])
+    cpu = usage.ru_utime + usage.ru_stime
+    spent = json.loads(gc_path.read_text()) if gc_path.exists() else {}
+    return {
+        "hosts": hosts, "pages_per_host": pages, "exit": crawl.returncode,
+        "pages": fetched, "coverage": fetched / (hosts * pages),
+        "cpu_s": round(cpu, 2), "cpu_ms_per_page": round(1000 * cpu / max(1, fetched), 3),
+        "pages_per_s": round(fetched / wall, 1), "wall_s": round(wall, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "rss_kb_per_host": round(usage.ru_maxrss / hosts, 2),
+        "open_fds_max": most_fds,
+        "gc_share": round(spent.get("gc_seconds", 0.0) / cpu, 3) if cpu else None,
+        "gc_collections": spent.get("collections"),
+        "connections_per_host": round(summary["connections_per_host"], 2),
+        "fetched_twice": summary["twice"],
+        "load_before": os.getloadavg()[0],
+    }
+
+
+def state_only(hosts: int, hosts_per_ip: int, crawl_delay_share: float) -> dict[str, Any]:
+    """The politeness tables alone, in this process: ``hosts`` hosts fetched once each (a
+    ``crawl_delay_share`` of them with a robots.txt Crawl-delay, kept packed), memory and
+    tracked objects they leave (``--state``)."""
+    import gc
+    import resource
+
+    from larbinscrapy.politeness.ipsites import IpTable
+
+    class Settings(dict):
+        def getfloat(self, key: str) -> float:
+            return float(self[key])
+
+        def getint(self, key: str) -> int:
+            return int(self[key])
+
+    from larbinscrapy.conf.defaults import SETTINGS
+
+    table = IpTable.from_settings(Settings({k: v.default for k, v in SETTINGS.items()}))
+    gc.collect()
+    before_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before_objects = len(gc.get_objects())
+    started = time.process_time()
+    every = round(1 / crawl_delay_share) if crawl_delay_share else 0
+    for n in range(hosts):
+        host = manyhosts.host_name(n)
+        st = table.get(manyhosts.ip_of(n, FIRST_IP, hosts_per_ip))
+        hs = table.hosts.get(host)
+        if every and n % every == 0:
+            table.hosts.set_crawl_delay(hs, 2.0)
+        table.acquire(st)
+        table.hosts.start(hs)
+        table.hosts.finish(hs, release=True)
+        table.finish(st, release=True, failed=False)
+    cpu = time.process_time() - started
+    del st, hs
+    gc.collect()
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_rss
+    return {"hosts": hosts, "us_per_host": round(1e6 * cpu / hosts, 2),
+            "bytes_per_host": round(1024 * grown_kb / hosts, 1),
+            "tracked_objects_left": len(gc.get_objects()) - before_objects,
+            "hosts_resident": len(table.hosts.hosts), "hosts_packed": len(table.hosts.packed),
+            "ips_resident": len(table.ips), "ips_packed": len(table.packed)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_hosts",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--pages", type=int, default=5, help="pages a host")
+    parser.add_argument("--hosts-per-ip", type=int, default=10)
+    parser.add_argument("-s", dest="settings", action="append", default=[],
+                        help="NAME=VALUE for the crawl")
+    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--json", help="append each size's figures as a JSON line")
+    parser.add_argument("--state", type=int, default=0,
+                        help="only the politeness tables, in process, with this many hosts")
+    parser.add_argument("--crawl-delay-share", type=float, default=0.1,
+                        help="with --state: hosts with a Crawl-delay (kept packed)")
+    args = parser.parse_args(argv)
+    if args.state:
+        print(json.dumps(state_only(args.state, args.hosts_per_ip, args.crawl_delay_share)))
+        return 0
+    print("hosts | pages | CPU ms/page | pages/s | peak RSS MB | KB/host | fds | GC share | "
+          "conns/host | coverage | load")
+    for hosts in args.hosts:
+        load = os.getloadavg()[0]
+        with TemporaryDirectory(prefix="bench-hosts-") as tmp:
+            row = run_size(hosts, args.pages, args.hosts_per_ip, args.settings, Path(tmp),
+                           args.timeout)
+        row["load_before"] = load
+        print(f"{hosts:,} | {row['pages']:,} | {row['cpu_ms_per_page']} | {row['pages_per_s']} | "
+              f"{row['peak_rss_mb']} | {row['rss_kb_per_host']} | {row['open_fds_max']} | "
+              f"{row['gc_share']} | {row['connections_per_host']} | {row['coverage']:.4f} | "
+              f"{load:.1f}", flush=True)
+        if args.json:
+            with open(args.json, "a", encoding="utf-8") as f:
+                f.write(json.dumps({**row, "settings": args.settings}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

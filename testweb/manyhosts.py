@@ -1,0 +1,272 @@
+"""``python -m testweb.manyhosts``: a cheap web of many hosts (10^3-10^6) on loopback.
+
+For the scale tests and ``benchmarks/bench_hosts.py`` (#35, points 3 and 4): no file per host,
+every answer made from the host's number. Host ``n`` (0-based) is named ``h<n>.scale.test`` and
+lives on address ``--first-ip`` + ``n // --hosts-per-ip``; every address listens on one port.
+Names are pinned with ``LARBIN_RESOLVE`` (``resolve_map``). A host has ``--pages`` pages: ``/``
+and ``/p<i>.html``; page ``i`` links to page ``i + 1`` (so every page is reachable from the start
+page), to two other pages of its host and to ``--cross`` start pages of other hosts. robots.txt
+allows all but ``/private/`` (never linked). The ground truth is every page of every host.
+
+HTTP/1.1 with keep-alive: a connection idle for ``--keepalive`` seconds is closed (Apache's
+default is 5 s), as a real server does. Every request is logged as ``t conn host path`` (one
+line, space separated; ``conn`` numbers the server's connections) to ``--log``, flushed each
+second and at SIGTERM. Prints ``{"port": N}`` on stdout (and to ``--info``) once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import json
+import random
+import signal
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import IO, Any
+
+DOMAIN = "scale.test"
+ROBOTS = b"User-agent: *\nDisallow: /private/\n"
+
+
+def host_name(n: int) -> str:
+    return f"h{n}.{DOMAIN}"
+
+
+def host_number(name: str) -> int:
+    """The number of ``h<n>.scale.test``; -1 for any other name."""
+    head, _, rest = name.partition(".")
+    if rest != DOMAIN or not head[1:].isdigit():
+        return -1
+    return int(head[1:])
+
+
+def ip_of(n: int, first_ip: str, hosts_per_ip: int) -> str:
+    return str(ipaddress.ip_address(first_ip) + n // hosts_per_ip)
+
+
+def ips(hosts: int, first_ip: str, hosts_per_ip: int) -> list[str]:
+    return [ip_of(n, first_ip, hosts_per_ip) for n in range(0, hosts, hosts_per_ip)]
+
+
+def resolve_map(hosts: int, first_ip: str, hosts_per_ip: int) -> dict[str, str]:
+    """Name -> address for ``LARBIN_RESOLVE``."""
+    return {host_name(n): ip_of(n, first_ip, hosts_per_ip) for n in range(hosts)}
+
+
+def page_path(i: int) -> str:
+    return "/" if i == 0 else f"/p{i}.html"
+
+
+def ground_truth(hosts: int, pages: int, port: int) -> set[str]:
+    return {f"http://{host_name(n)}:{port}{page_path(i)}" for n in range(hosts)
+            for i in range(pages)}
+
+
+def page_links(n: int, i: int, *, hosts: int, pages: int, cross: int, seed: int) -> list[str]:
+    """The links of page ``i`` of host ``n`` (paths on the host, or ``//name/`` elsewhere)."""
+    rng = random.Random(seed * 1_000_003 + n * 1009 + i)
+    links = [page_path(i + 1)] if i + 1 < pages else []
+    links += [page_path(rng.randrange(pages)) for _ in range(2)]
+    links += [f"//{host_name(rng.randrange(hosts))}/" for _ in range(cross)]
+    return links
+
+
+class Web:
+    """What the server answers (module docstring)."""
+
+    def __init__(self, hosts: int, pages: int, cross: int, seed: int, port: int = 0) -> None:
+        self.hosts, self.pages, self.cross, self.seed, self.port = hosts, pages, cross, seed, port
+
+    def answer(self, host: str, path: str) -> tuple[int, bytes, str]:
+        n = host_number(host.rsplit(":", 1)[0] if not host.startswith("[") else host)
+        if n < 0 or n >= self.hosts:
+            return 404, b"no such host\n", "text/plain"
+        if path == "/robots.txt":
+            return 200, ROBOTS, "text/plain"
+        i = 0 if path == "/" else _page_index(path)
+        if i < 0 or i >= self.pages:
+            return 404, b"not found\n", "text/plain"
+        hrefs = page_links(n, i, hosts=self.hosts, pages=self.pages, cross=self.cross,
+                           seed=self.seed)
+        body = "".join(
+            f'<a href="http:{h[:-1]}:{self.port}/">x</a>\n' if h.startswith("//")
+            else f'<a href="{h}">page</a>\n' for h in hrefs)
+        html = f"<html><head><title>{host} {i}</title></head><body>\n{body}</body></html>\n"
+        return 200, html.encode(), "text/html"
+
+
+def _page_index(path: str) -> int:
+    if path.startswith("/p") and path.endswith(".html") and path[2:-5].isdigit():
+        return int(path[2:-5])
+    return -1
+
+
+class HttpConnection(asyncio.Protocol):
+    """One keep-alive connection: requests without a body, answered in order."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.buffer = b""
+        self.transport: Any = None
+        self.idle: asyncio.TimerHandle | None = None
+        self.conn = 0
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.server.connections += 1
+        self.conn = self.server.connections
+        self._arm()
+
+    def _arm(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+        self.idle = asyncio.get_running_loop().call_later(self.server.keepalive, self._expire)
+
+    def _expire(self) -> None:
+        self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while b"\r\n\r\n" in self.buffer:
+            head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+            self._answer(head.decode("latin-1").split("\r\n"))
+        self._arm()
+
+    def _answer(self, lines: list[str]) -> None:
+        parts = lines[0].split(" ")
+        path = parts[1] if len(parts) > 1 else "/"
+        host, close = "", False
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            name = name.strip().lower()
+            if name == "host":
+                host = value.strip().lower()
+            elif name == "connection" and value.strip().lower() == "close":
+                close = True
+        status, body, ctype = self.server.web.answer(host, path.split("?", 1)[0])
+        self.server.log(self.conn, host.rsplit(":", 1)[0], path)
+        keep = f"Keep-Alive: timeout={int(self.server.keepalive)}"
+        head = (f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\n"
+                f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                f"{'Connection: close' if close else keep}\r\n\r\n")
+        self.transport.write(head.encode() + body)
+        if close:
+            self.transport.close()
+
+
+class Server:
+    """Listens on every address of the web; logs each request."""
+
+    def __init__(self, web: Web, keepalive: float, log: IO[str]) -> None:
+        self.web = web
+        self.keepalive = keepalive
+        self.connections = 0
+        self._log = log
+
+    def log(self, conn: int, host: str, path: str) -> None:
+        self._log.write(f"{time.time():.4f} {conn} {host} {path}\n")
+
+    async def listen(self, addresses: list[str], port: int) -> int:
+        loop = asyncio.get_running_loop()
+        for ip in addresses:
+            srv = await loop.create_server(lambda: HttpConnection(self), ip, port, backlog=512)
+            if not port:
+                port = srv.sockets[0].getsockname()[1]
+        return port
+
+
+def read_log(path: Path) -> list[tuple[float, int, str, str]]:
+    """The log's complete lines: (time, connection, host, path)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        if line.endswith("\n"):
+            t, conn, host, p = line.split(" ", 3)
+            out.append((float(t), int(conn), host, p.rstrip("\n")))
+    return out
+
+
+def summary(records: list[tuple[float, int, str, str]], port: int) -> dict[str, Any]:
+    """Pages fetched (set), pages fetched twice, connections per host (average)."""
+    pages: Counter[str] = Counter()
+    conns: dict[str, set[int]] = defaultdict(set)
+    for _, conn, host, path in records:
+        conns[host].add(conn)
+        if path not in ("/robots.txt", "/sitemap.xml"):  # per-site requests, not pages
+            pages[f"http://{host}:{port}{path}"] += 1
+    per_host = sum(len(c) for c in conns.values()) / max(1, len(conns))
+    return {"pages": set(pages), "twice": sum(1 for c in pages.values() if c > 1),
+            "connections_per_host": per_host}
+
+
+async def serve(args: argparse.Namespace) -> None:
+    web = Web(args.hosts, args.pages, args.cross, args.seed)
+    with open(args.log, "w", encoding="utf-8", buffering=1 << 16) as log:
+        server = Server(web, args.keepalive, log)
+        web.port = await server.listen(ips(args.hosts, args.first_ip, args.hosts_per_ip),
+                                       args.port)
+        info = json.dumps({"port": web.port})
+        if args.info:
+            Path(args.info + ".tmp").write_text(info, encoding="utf-8")
+            Path(args.info + ".tmp").rename(args.info)
+        sys.stdout.write(info + "\n")
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+            log.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m testweb.manyhosts", description=__doc__)
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--pages", type=int, default=5, help="pages a host")
+    parser.add_argument("--cross", type=int, default=2, help="links to other hosts a page")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--hosts-per-ip", type=int, default=1)
+    parser.add_argument("--first-ip", default="127.25.0.1",
+                        help="the first address (the scale helper's range: 127.25-127.28)")
+    parser.add_argument("--keepalive", type=float, default=5.0, help="idle seconds a connection")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--info", default="")
+    asyncio.run(serve(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
+
+
+# -- running a crawl of it (tests and benchmarks) -----------------------------------------------
+def write_crawl_files(directory: Path, hosts: int, first_ip: str, hosts_per_ip: int,
+                      port: int) -> tuple[Path, dict[str, str]]:
+    """A seeds file (every start page) and a settings module pinning every name, in
+    ``directory``; returns the seeds file and the environment (PYTHONPATH, the settings module)
+    that a ``scrapy crawl larbin -a seeds=FILE`` needs. The names go through a module, not
+    ``-s``: 10^4 names are more than one command-line argument may hold."""
+    directory.mkdir(parents=True, exist_ok=True)
+    seeds = directory / "seeds.txt"
+    seeds.write_text("".join(f"http://{host_name(n)}:{port}/\n" for n in range(hosts)),
+                     encoding="utf-8")
+    (directory / "resolve.json").write_text(
+        json.dumps(resolve_map(hosts, first_ip, hosts_per_ip)), encoding="utf-8")
+    (directory / "scale_settings.py").write_text(
+        "import json, pathlib\nfrom settings.base import *  # noqa: F403\n"
+        f"LARBIN_RESOLVE = json.loads(pathlib.Path({str(directory / 'resolve.json')!r})"
+        ".read_text())\n", encoding="utf-8")
+    root = str(Path(__file__).resolve().parent.parent)
+    return seeds, {"PYTHONPATH": f"{root}:{directory}", "SCRAPY_SETTINGS_MODULE": "scale_settings"}
