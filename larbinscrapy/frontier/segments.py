@@ -46,6 +46,21 @@ _crc32 = zlib.crc32
 _WRITE_BUFFER = 256 * 1024
 
 
+class ReadCursor:
+    """Where ``SegmentFifo``'s reader is: its segment and file, and the bytes read ahead."""
+
+    __slots__ = ("base", "buf", "file", "idx", "no", "pos", "seg")
+
+    def __init__(self) -> None:
+        self.no = 0  # segment number
+        self.idx = 0  # record index in it
+        self.seg: Segment | None = None
+        self.file: BinaryIO | None = None
+        self.buf = b""
+        self.pos = 0
+        self.base = 0  # file offset of buf[0]
+
+
 class SegmentFifo(SegmentFiles):
     """Crash-safe FIFO of byte records in append-only segment files, with leases and acks.
 
@@ -77,14 +92,7 @@ class SegmentFifo(SegmentFiles):
         # writer
         self._wseg: Segment | None = None
         self._wfile: BinaryIO | None = None
-        # reader: cursor rid = _rno * _n + _ridx
-        self._rno = 0
-        self._ridx = 0
-        self._rseg: Segment | None = None
-        self._rfile: BinaryIO | None = None
-        self._rbuf = b""
-        self._rpos = 0
-        self._rbase = 0  # file offset of _rbuf[0]
+        self._r = ReadCursor()  # the reader's place: record id = no * _n + idx
         self._recover()
         self.resumed_end = self._next_no * self._n  # ids below: written before this open
         self._afile: BinaryIO = open(self._path(ACKS), "ab", buffering=64 * 1024)  # noqa: SIM115
@@ -119,12 +127,12 @@ class SegmentFifo(SegmentFiles):
         only what an earlier process wrote).
         """
         while True:
-            seg = self._rseg
+            seg = self._r.seg
             if seg is None:
                 seg = self._open_reader()
                 if seg is None:
                     return None
-            idx = self._ridx
+            idx = self._r.idx
             if idx >= seg.count:
                 if not seg.sealed:
                     return None  # caught up with the writer
@@ -132,11 +140,11 @@ class SegmentFifo(SegmentFiles):
                 continue
             if before is not None and seg.no * self._n + idx >= before:
                 return None
-            self.last_offset = self._rbase + self._rpos
+            self.last_offset = self._r.base + self._r.pos
             record = self._read_record(seg)
             if record is None:
                 continue  # corrupt: the rest of the segment was dropped
-            self._ridx = idx + 1
+            self._r.idx = idx + 1
             bitmap = seg.acked
             if bitmap is not None and bitmap[idx >> 3] & (1 << (idx & 7)):
                 continue  # acked before the last crash or close
@@ -153,7 +161,7 @@ class SegmentFifo(SegmentFiles):
             return
         if rid in self._reads:
             self._reads.discard(rid)
-        elif no > self._rno or (no == self._rno and idx >= self._ridx):
+        elif no > self._r.no or (no == self._r.no and idx >= self._r.idx):
             return  # not popped (a lease is only what pop() or read_at() handed out)
         bitmap = seg.acked
         if bitmap is None:
@@ -244,7 +252,7 @@ class SegmentFifo(SegmentFiles):
         except _Deferred:
             return
         for seg in dead:
-            if seg is self._rseg:
+            if seg is self._r.seg:
                 self._close_reader()
         acks = open(self._path(ACKS), "wb", buffering=64 * 1024)  # noqa: SIM115
         self._afile.close()  # opened first: when the open fails, the journal is still open
@@ -347,35 +355,35 @@ class SegmentFifo(SegmentFiles):
     def _open_reader(self) -> Segment | None:
         """Position the reader on the first live segment at or after the cursor."""
         for no, seg in self._segments.items():
-            if no >= self._rno:
-                self._rno, self._ridx = no, 0  # a live segment is never reopened mid-way
-                self._rseg = seg
-                self._rfile = open(self._seg_path(no), "rb", buffering=0)  # noqa: SIM115
-                self._rbase = SEG_HEADER.size
-                self._rfile.seek(self._rbase)
-                self._rbuf, self._rpos = b"", 0
+            if no >= self._r.no:
+                self._r.no, self._r.idx = no, 0  # a live segment is never reopened mid-way
+                self._r.seg = seg
+                self._r.file = open(self._seg_path(no), "rb", buffering=0)  # noqa: SIM115
+                self._r.base = SEG_HEADER.size
+                self._r.file.seek(self._r.base)
+                self._r.buf, self._r.pos = b"", 0
                 return seg
         return None
 
     def _advance_reader(self) -> None:
         self._close_reader()
-        self._rno += 1
-        self._ridx = 0
+        self._r.no += 1
+        self._r.idx = 0
 
     def _close_reader(self) -> None:
-        if self._rfile is not None:
-            self._rfile.close()
-        self._rfile = self._rseg = None
-        self._rbuf, self._rpos = b"", 0
+        if self._r.file is not None:
+            self._r.file.close()
+        self._r.file = self._r.seg = None
+        self._r.buf, self._r.pos = b"", 0
 
     def _fill(self, need: int, seg: Segment) -> bool:
         """Make at least ``need`` unread bytes available in the read buffer."""
-        buf = self._rbuf[self._rpos :]
-        self._rbase += self._rpos
-        self._rpos = 0
+        buf = self._r.buf[self._r.pos :]
+        self._r.base += self._r.pos
+        self._r.pos = 0
         flushed = False
         while len(buf) < need:
-            chunk = self._rfile.read(max(READ_CHUNK, need - len(buf)))  # type: ignore[union-attr]
+            chunk = self._r.file.read(max(READ_CHUNK, need - len(buf)))  # type: ignore[union-attr]
             if chunk:
                 buf += chunk
             elif seg is self._wseg and not flushed:
@@ -383,16 +391,16 @@ class SegmentFifo(SegmentFiles):
                 flushed = True
             else:
                 break
-        self._rbuf = buf
+        self._r.buf = buf
         return len(buf) >= need
 
     def _read_record(self, seg: Segment) -> bytes | None:
         """The record at the read position, or None (and the segment cut) if it is bad."""
-        buf, pos = self._rbuf, self._rpos
+        buf, pos = self._r.buf, self._r.pos
         if pos + HDR > len(buf):
             if not self._fill(HDR, seg):
                 return self._corrupt(seg, "truncated record header")
-            buf, pos = self._rbuf, 0
+            buf, pos = self._r.buf, 0
         n, crc = _unpack_header(buf, pos)
         end = pos + HDR + n
         if end > len(buf):
@@ -400,16 +408,16 @@ class SegmentFifo(SegmentFiles):
                 return self._corrupt(seg, f"impossible record length {n}")
             if not self._fill(HDR + n, seg):
                 return self._corrupt(seg, "truncated record")
-            buf, pos, end = self._rbuf, 0, HDR + n
+            buf, pos, end = self._r.buf, 0, HDR + n
         record = buf[pos + HDR : end]
         if _crc32(record, n) != crc:
             return self._corrupt(seg, "CRC mismatch")
-        self._rpos = end
+        self._r.pos = end
         return record
 
     def _corrupt(self, seg: Segment, why: str) -> bytes | None:
         """Cut a segment found bad while reading: later records in it cannot be trusted."""
-        idx = self._ridx
+        idx = self._r.idx
         lost = seg.count - idx
         if seg.acked is not None:
             lost -= popcount(seg.acked, idx, seg.count)
@@ -418,13 +426,13 @@ class SegmentFifo(SegmentFiles):
             "in this segment, which cannot be trusted after a bad record",
             self._seg_path(seg.no),
             why,
-            self._rbase + self._rpos,
+            self._r.base + self._r.pos,
             seg.no * self._n + idx,
             lost,
         )
         self.corrupt_records += 1
         self._ready -= lost
-        truncate_segment(seg, idx, self._rbase + self._rpos)
+        truncate_segment(seg, idx, self._r.base + self._r.pos)
         if seg is self._wseg:
             self._seal_writer()  # never append after a bad record
         seg.sealed = True

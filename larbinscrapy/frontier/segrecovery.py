@@ -26,6 +26,8 @@ from larbinscrapy.frontier.segfile import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from larbinscrapy.frontier.segments import ReadCursor
+
 logger = logging.getLogger(__name__)
 
 STATE = "state.json"
@@ -44,7 +46,7 @@ class SegmentFiles:
     _next_no: int
     _created_dir: bool
     _ready: int
-    _rno: int
+    _r: ReadCursor  # the reader's place
     _scanned: list[int]
     _lock_fd: int
 
@@ -73,7 +75,7 @@ class SegmentFiles:
             self._next_no = max(self._next_no, on_disk[-1] + 1)
         self._replay_acks()
         self._ready = sum(s.count - s.acked_count for s in self._segments.values())
-        self._rno = next(iter(self._segments), self._next_no)
+        self._r.no = next(iter(self._segments), self._next_no)
         if self._segments:
             logger.info(
                 "reopened %s: %d segment(s), %d record(s) to pop, %d corrupt",
