@@ -1,0 +1,55 @@
+"""An idle worker does not poll Redis hard (issue 33: a worker's fixed cost).
+
+A keep-alive worker on an empty frontier waits for work: what it sends Redis meanwhile is
+counted by a real ``redis-server`` (``INFO commandstats``), not by the worker.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+import redis
+
+from tests.support.wait import wait_for
+from tests.support.workers import assert_clean_logs, start_worker, wait_workers
+from testweb.harness import pages
+
+# commands as INFO commandstats counts them: those a Lua script runs too (a pop of an empty
+# shard ~15, a tick ~6, each every 2 s when idle); before the idle back-off: 74 a second
+IDLE_COMMANDS_PER_S_MAX = 15.0
+
+
+def _calls(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    return sum(v["calls"] for k, v in stats.items()
+               if k not in ("cmdstat_info", "cmdstat_ping"))
+
+
+@pytest.mark.crawl
+def test_an_idle_worker_sends_few_commands_a_second(web, tmp_path, redis_url):
+    """Once its only page is fetched, a keep-alive worker waits; over 5 s it sends at most
+    ``IDLE_COMMANDS_PER_S_MAX`` commands a second, and still picks up a seed pushed later."""
+    client = redis.Redis.from_url(redis_url)
+    first, later = web.url("h03.test"), web.url("h04.test")
+    start = len(web.read_log())
+    worker = start_worker(web, tmp_path / "idle", redis_url, "-a", f"urls={first}",
+                          DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_KEEP_ALIVE=True,
+                          LARBIN_LEASE_TIMEOUT=60)  # the default: a heartbeat every 2 s is enough
+    try:
+        wait_for(lambda: first in pages(web.read_log()[start:], web.port), 30,
+                 "the first seed fetched")
+        time.sleep(3)  # past the page's own release, admit and the idle back-off's ramp
+        calls0, t0 = _calls(client), time.monotonic()
+        time.sleep(5)
+        rate = (_calls(client) - calls0) / (time.monotonic() - t0)
+        assert rate <= IDLE_COMMANDS_PER_S_MAX, f"an idle worker sends {rate:.1f} commands/s"
+        client.lpush("larbin:start_urls", later)
+        wait_for(lambda: later in pages(web.read_log()[start:], web.port), 30,
+                 "a seed pushed to Redis later crawled")
+    finally:
+        worker.send_signal(signal.SIGINT)
+        wait_workers([worker], timeout=60)
+    assert worker.returncode == 0
+    assert_clean_logs([worker])
