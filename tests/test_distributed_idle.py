@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import signal
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
 
+from larbinscrapy.distributed.jobs import RedisJobs
+from larbinscrapy.distributed.readiness import IDLE_POLL_MAX, ShardClock
 from tests.support.wait import wait_for
 from tests.support.workers import assert_clean_logs, start_worker, wait_workers
 from testweb.harness import pages
+
+if TYPE_CHECKING:
+    from twisted.python.failure import Failure
 
 # commands as INFO commandstats counts them: those a Lua script runs too (a pop of an empty
 # shard ~15, a tick ~6, each every 2 s when idle); before the idle back-off: 74 a second
@@ -53,3 +59,32 @@ def test_an_idle_worker_sends_few_commands_a_second(web, tmp_path, redis_url):
         wait_workers([worker], timeout=60)
     assert worker.returncode == 0
     assert_clean_logs([worker])
+
+
+def test_an_empty_shard_is_asked_ever_less_often_until_something_changes() -> None:
+    """``ShardClock.nothing``: POLL, then doubled for each empty pop in a row, at most
+    ``IDLE_POLL_MAX``; anything that may make an IP ready ends the back-off."""
+    clock = ShardClock(2)
+    waits = [clock.nothing(0, 100.0, 0.25) for _ in range(6)]
+    assert waits == [0.25, 0.5, 1.0, 2.0, IDLE_POLL_MAX, IDLE_POLL_MAX]
+    assert not clock.idle(100.0)  # shard 1 was never found empty
+    clock.nothing(1, 100.0, 0.25)
+    assert clock.idle(100.0) and not clock.idle(102.0)  # past every shard's wait: ask again
+    clock.sooner(0, 100.5)  # a release: that shard's back-off ends
+    assert clock.nothing(0, 101.0, 0.25) == 0.25
+    clock.nothing(0, 101.0, 0.25)
+    clock.leased(0)
+    assert clock.nothing(0, 101.0, 0.25) == 0.25
+    clock.all_now()  # new records admitted
+    assert clock.next == [0.0, 0.0] and clock.empty == [0, 0]
+
+
+def test_a_job_sent_after_the_redis_thread_stopped_fails_at_once() -> None:
+    """A pipeline sharing the scheduler's Redis thread (``RedisContentDupPipeline``) gets an
+    error, not a Deferred that never fires, once that thread stopped."""
+    jobs = RedisJobs("larbin-test", server=None)
+    jobs.stop()
+    failures: list[Failure] = []
+    jobs.run(lambda: None).addErrback(failures.append)
+    assert failures and failures[0].check(redis.ConnectionError)
+    assert not jobs.running
