@@ -80,8 +80,8 @@ def test_an_empty_shard_is_asked_ever_less_often_until_something_changes() -> No
 
 
 def test_a_job_sent_after_the_redis_thread_stopped_fails_at_once() -> None:
-    """A pipeline sharing the scheduler's Redis thread (``RedisContentDupPipeline``) gets an
-    error, not a Deferred that never fires, once that thread stopped."""
+    """A job sent once the thread stopped (a late caller at close) gets an error, not a
+    Deferred that never fires."""
     jobs = RedisJobs("larbin-test", server=None)
     jobs.stop()
     failures: list[Failure] = []

@@ -13,11 +13,10 @@ Memory: ~16 bytes of hash + the URL + ~60 bytes of Redis overhead a page, plus t
 (docs/distributed.md). While Redis cannot be reached, pages are kept unchecked
 (``larbin/contentdup/unchecked``).
 
-``process_item`` is a coroutine: the check is sent from a Redis thread
-(``distributed.jobs.RedisJobs``: the ``RedisScheduler``'s when it runs, else the pipeline's own,
-started in ``open_spider``, stopped in ``close_spider``), never from the reactor thread; the
-checks of the pages that finish while one round trip is on its way share the next one (one
-pipeline).
+``process_item`` is a coroutine: the check is sent from the pipeline's own Redis thread
+(``distributed.jobs.RedisJobs``: started in ``open_spider``, stopped in ``close_spider``), never
+from the reactor thread; the checks of the pages that finish while one round trip is on its way
+share the next one (one pipeline).
 """
 
 from __future__ import annotations
@@ -73,8 +72,6 @@ class RedisContentDupPipeline:
         self._logged_drop = False
         self._logged_unchecked = False
         self._jobs = RedisJobs("larbin-contentdup", server=server, connect=connect)
-        self._own_jobs = True  # False: the scheduler's Redis thread, shared (``open_spider``)
-        self._crawler: Crawler | None = None
         self._script = LuaScript(_FIRST_URL)
 
     @classmethod
@@ -85,22 +82,12 @@ class RedisContentDupPipeline:
         name = crawler.spidercls.name
         template = s["LARBIN_REDIS_CONTENTDUP_KEY"]
         server, connect, shards = connector(s)
-        pipeline = cls(server, template % {"spider": name, "name": name}, crawler.stats,
-                       connect=connect, shards=shards,
-                       near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
-                       cluster=connect is not None)
-        pipeline._crawler = crawler
-        return pipeline
+        return cls(server, template % {"spider": name, "name": name}, crawler.stats,
+                   connect=connect, shards=shards,
+                   near_distance=s.getint("LARBIN_NEAR_DUP_DISTANCE"),
+                   cluster=connect is not None)
 
     def open_spider(self, spider: Any = None) -> None:
-        """Share the ``RedisScheduler``'s Redis thread when it runs (opened before the
-        pipelines, closed after them): a page's check rides in the pipeline of its release and
-        admit, no second thread, connection and wake-up a page; else a thread of our own."""
-        engine = getattr(self._crawler, "engine", None)
-        jobs = getattr(getattr(engine, "scheduler", None), "jobs", None)
-        if isinstance(jobs, RedisJobs) and jobs.running:
-            self._jobs, self._own_jobs = jobs, False
-            return
         self._jobs.start()
         installed_reactor().addSystemEventTrigger("during", "shutdown", self._stop)
 
@@ -108,8 +95,7 @@ class RedisContentDupPipeline:
         self._stop()
 
     def _stop(self) -> None:
-        if self._own_jobs:
-            self._jobs.stop()
+        self._jobs.stop()
 
     def _exact_key(self, digest: Any) -> str:
         return self._keys[int.from_bytes(digest[:4], "big") % len(self._keys)]
