@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from larbinscrapy.distributed.jobs import RedisJobs
+from larbinscrapy.distributed.membership import TickPace
 from larbinscrapy.distributed.readiness import IDLE_POLL_MAX, ShardClock
 from tests.support.wait import wait_for
 from tests.support.workers import assert_clean_logs, start_worker, wait_workers
@@ -88,3 +89,19 @@ def test_a_job_sent_after_the_redis_thread_stopped_fails_at_once() -> None:
     jobs.run(lambda: None).addErrback(failures.append)
     assert failures and failures[0].check(redis.ConnectionError)
     assert not jobs.running
+
+
+def test_an_idle_tick_sends_its_job_ever_less_often_and_the_heartbeat_in_time() -> None:
+    """``TickPace``: every tick while working; idle, after 1, 2, 4, then every 8 ticks (2 s), at
+    most a quarter of the lease timeout apart; the heartbeat once a second at most."""
+    pace = TickPace(lease_timeout=60)
+    sent = []
+    for _ in range(40):
+        pace.ticks += 1
+        if pace.due(idle=pace.ticks > 4):
+            sent.append(pace.ticks)
+    assert sent == [1, 2, 3, 4, 5, 7, 11, 19, 27, 35]
+    pace.ticks += 1
+    assert pace.due(idle=False) and pace.beat()  # work again: every tick
+    short = TickPace(lease_timeout=3)  # a quarter of 3 s: 3 ticks at most apart
+    assert short.gap_max == 3 and short.beat_every == 3

@@ -8,7 +8,7 @@ in; this module what happens around them, every ``POLL`` seconds and at ``open``
   ``REDIS_START_URLS_KEY``, every eighth tick the hosts some dead worker left unresolved, and
   the frontier's status when ``spider_idle`` or the status page asked for it (``SharedView``);
   a worker that idles (every shard empty: ``ShardClock.idle``) sends it ever less often, up to
-  every ``IDLE_POLL_MAX`` s (``due``);
+  every ``IDLE_POLL_MAX`` s (``TickPace``);
 * the ending rule, on that status: ``ending.py``.
 """
 
@@ -36,9 +36,46 @@ if TYPE_CHECKING:
     from larbinscrapy.distributed.seeds import RedisSeeds
     from larbinscrapy.distributed.view import SharedView
 
-__all__ = ["POLL", "Membership"]
+__all__ = ["POLL", "Membership", "TickPace"]
 
 logger = logging.getLogger(__name__)
+
+
+class TickPace:
+    """Which ticks send their job and carry the heartbeat. The heartbeat (one script a shard)
+    every tick up to once a second, a quarter of the lease timeout at most. While the worker
+    idles (every shard empty, nothing ready or buffered, no status asked for) a job every
+    ``gap`` ticks, the gap doubling up to ``IDLE_POLL_MAX`` (the heartbeat still within a quarter
+    of the lease timeout): an idle worker does not poll Redis hard."""
+
+    def __init__(self, lease_timeout: float) -> None:
+        quarter = int(lease_timeout / 4 / POLL)
+        self.beat_every = max(1, min(round(1 / POLL), quarter))
+        self.gap_max = max(1, min(round(IDLE_POLL_MAX / POLL), quarter))
+        self.gap = 1
+        self.ticks = 0
+        self.sent = 0  # tick jobs sent
+        self.sent_at = 0  # the tick that sent the last one
+        self.beat_at = 0  # the tick that sent the last heartbeat
+
+    def due(self, idle: bool) -> bool:
+        """Whether this tick sends its job (counted as sent)."""
+        if not idle:
+            self.gap = 1
+        elif self.ticks - self.sent_at < self.gap:
+            return False
+        else:
+            self.gap = min(2 * self.gap, self.gap_max)
+        self.sent_at = self.ticks
+        self.sent += 1
+        return True
+
+    def beat(self) -> bool:
+        """Whether the job about to be sent carries the heartbeat."""
+        if self.ticks - self.beat_at < self.beat_every:
+            return False
+        self.beat_at = self.ticks
+        return True
 
 
 class Membership:
@@ -60,18 +97,8 @@ class Membership:
         self.now = now  # the politeness table's clock
         self.engine = engine  # the crawl's engine, or None
         self.wake = wake
-        # the heartbeat (one script per shard) every tick up to once a second: a quarter of
-        # the lease timeout at most, as before, but not four times a second on 32 shards
-        self.beat_every = max(1, min(round(1 / POLL), int(lease_timeout / 4 / POLL)))
-        # idle: a tick job every ``gap`` ticks, doubling up to IDLE_POLL_MAX (the heartbeat
-        # still within a quarter of the lease timeout)
-        self.gap_max = max(1, min(round(IDLE_POLL_MAX / POLL), int(lease_timeout / 4 / POLL)))
-        self.gap = 1
+        self.pace = TickPace(lease_timeout)
         self.spider: Spider | None = None  # ``start``: seeds are read once there is one
-        self.ticks = 0
-        self.sent = 0  # tick jobs sent
-        self.sent_at = 0  # the tick that sent the last one
-        self.beat_at = 0  # the tick that sent the last heartbeat
         self.ticking = False  # a tick job in flight
         self.loop: task.LoopingCall | None = None
         self.closing = False
@@ -88,41 +115,26 @@ class Membership:
             self.loop.stop()
 
     def tick(self) -> None:
-        self.ticks += 1
+        pace = self.pace
+        pace.ticks += 1
         jobs = self.link.jobs
         jobs.check()
         self.admits.flush()
+        idle = (not self.pops.ready and not self.admits.buffered and not self.view.wanted
+                and self.clock.idle(self.now()))
         # one tick job at a time: a slow Redis does not pile them up
-        if not self.ticking and self.due():
+        if not self.ticking and pace.due(idle):
             self.ticking = True
-            self.sent += 1
             seeds = self.engine() is not None and self.spider is not None
-            orphans = self.sent % 8 == 0
+            orphans = pace.sent % 8 == 0
             status = self.view.take_want()
-            shard = self.sent // 8 % self.link.shards.count
-            beat = self.ticks - self.beat_at >= self.beat_every
-            if beat:
-                self.beat_at = self.ticks
+            shard = pace.sent // 8 % self.link.shards.count
+            beat = pace.beat()
             jobs.submit("tick", self.tick_job, seeds, orphans, status, shard, beat,
                         then=self.ticked, always=self.tick_ended)
             self.view.tick_sent(jobs.seq)
         if not self.pops.ready and self.now() >= self.clock.quiet_until():
             self.wake()
-
-    def due(self) -> bool:
-        """Whether this tick sends its job: every tick while the worker works; while it idles
-        (every shard empty, nothing ready or buffered, no status asked for) every ``gap``
-        ticks, the gap doubling up to ``gap_max``: an idle worker does not poll Redis hard."""
-        idle = (not self.pops.ready and not self.admits.buffered and not self.view.wanted
-                and self.clock.idle(self.now()))
-        if not idle:
-            self.gap = 1
-        elif self.ticks - self.sent_at < self.gap:
-            return False
-        else:
-            self.gap = min(2 * self.gap, self.gap_max)
-        self.sent_at = self.ticks
-        return True
 
     def tick_job(self, seeds: bool, orphans: bool, status: bool, shard: int,
                  beat: bool) -> tuple[Any, ...]:
