@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -436,6 +437,73 @@ def render_split(title: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _commands(rds: Any) -> int:
+    """Commands Redis ran so far (``INFO commandstats``, Lua's own included; INFO, PING and
+    CLUSTER apart), over every node."""
+    nodes = getattr(rds, "nodes", None) or [rds.client]
+    skip = ("cmdstat_info", "cmdstat_ping", "cmdstat_cluster")
+    return sum(v["calls"] for n in nodes for k, v in n.info("commandstats").items()
+               if k not in skip)
+
+
+def idle_rate(sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str,
+              tree: Path | None = None, seconds: float = 10.0) -> float:
+    """Commands a second a keep-alive worker sends once its crawl is done (it waits for
+    work): what an idle worker costs Redis."""
+    rds.client.flushall()
+    log_start = web.log_offset()
+    cmd, cwd, env = crawler_command("larbin", sc, web, work, work / f"{tag}.jsonl")
+    env["SCRAPY_SETTINGS_MODULE"] = "settings.distributed"
+    cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_KEEP_ALIVE=True"]
+    for kv in getattr(rds, "settings", ()):
+        cmd += ["-s", kv]
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    with open(work / f"{tag}.stderr", "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=err,
+                                stderr=err, start_new_session=True)
+        try:
+            total, last, quiet_since = len(web.pages), -1, time.time()
+            while time.time() - quiet_since < 4:  # every page fetched, then 4 s of nothing
+                n = len(web.access_log_entries(log_start))
+                if n != last:
+                    last, quiet_since = n, time.time()
+                time.sleep(0.2)
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the worker ended (see {work / tag}.stderr)")
+            print(f"  idle after {last} requests ({total} pages)", file=sys.stderr, flush=True)
+            before, t0 = _commands(rds), time.monotonic()
+            time.sleep(seconds)
+            return (_commands(rds) - before) / (time.monotonic() - t0)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=120)
+
+
+def idle_report(args: argparse.Namespace, work: Path) -> str:
+    """``--idle``: Redis commands a second of an idle keep-alive worker (and ``--base``'s)."""
+    sc = Scenario("cpu", args.hosts, args.pages, 0.0, 1, 8, 100)
+    rds = RedisProcess(work)
+    lines = []
+    try:
+        with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(work / "web")) as web:
+            target = ClusterRedis(work) if args.cluster else rds
+            try:
+                for name, tree in (("this tree", None), ("--base", args.base)):
+                    if name == "--base" and tree is None:
+                        continue
+                    rate = idle_rate(sc, web, target, work, f"idle-{len(lines)}", tree)
+                    lines.append(f"| {name} | {rate:.1f} |")
+            finally:
+                if target is not rds:
+                    target.stop()
+    finally:
+        rds.stop()
+    where = "a 3-master Redis Cluster" if args.cluster else "one Redis"
+    return "\n".join([f"## An idle keep-alive worker, {where}: Redis commands a second", "",
+                      "| worker | commands/s |", "|---|---:|", *lines]) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--hosts", type=int, default=10)
@@ -452,11 +520,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--links", type=int, default=None, help="links a page (default 30-60)")
     p.add_argument("--base", type=Path, default=None,
                    help="--split: also a worker of this checkout (before/after, alternated)")
+    p.add_argument("--idle", action="store_true",
+                   help="Redis commands a second of an idle keep-alive worker (and --base's)")
     args = p.parse_args(argv)
-    if args.split:
+    if args.split or args.idle:
         work = Path(tempfile.mkdtemp(prefix="larbin-bench-split-"))
         try:
-            print(split_report(args, work))
+            print(idle_report(args, work) if args.idle else split_report(args, work))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return 0
