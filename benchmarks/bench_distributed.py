@@ -3,6 +3,8 @@
     python benchmarks/bench_distributed.py [--hosts 10] [--pages 40] [--large] [--reps 1]
                                            [--cluster] [--urls 100000] [--json PATH]
                                            [--memory-only] [--memory-repo TREE]
+    python benchmarks/bench_distributed.py --split [--hosts 20] [--pages 150] [--links 30]
+                                           [--cluster] [--reps 2] [--base OLD_CHECKOUT]
 
 * Crawl: the CPU scenario of ``benchmarks.run`` (``SynthWeb``, ``DOWNLOAD_DELAY=0``,
   ``CONCURRENT_REQUESTS=100``, ``CONCURRENT_REQUESTS_PER_DOMAIN=8``), each repetition in this
@@ -25,6 +27,11 @@
   filter sized for that many URLs at 0.1% (``MEMORY USAGE`` of the string), and, in the same
   Redis, plain scrapy-redis: ``RFPDupeFilter`` (a SET of 40-char SHA1 hex) and its default
   ``PriorityQueue`` (a sorted set of pickled request dicts).
+* ``--split`` (a worker's fixed cost): a local crawl and one worker (and, with ``--base``, one
+  worker of another checkout, for before/after in one run), alternated per repetition; each
+  process's CPU is sampled every ``SAMPLE_S`` s and cut at its first and last page in nginx's
+  log: CPU before the first page and after the last (fixed), per page in between; Redis's CPU
+  (``psutil`` of its processes) per page and outside the pages.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -90,6 +98,9 @@ class RedisProcess:
         self._cpu0 = 0.0
         self._cpu0 = self.cpu_seconds()
 
+    def pids(self) -> list[int]:
+        return [self.proc.pid]
+
     def used_memory(self) -> int:
         return int(self.client.info("memory")["used_memory"])
 
@@ -113,6 +124,9 @@ class ClusterRedis:
         self.nodes = [redis.Redis(port=p) for p in self.cluster.ports]
         self.client = self  # flushall() below
         self._cpu0 = 0.0
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.cluster.procs]
 
     def flushall(self) -> None:
         for node in self.nodes:
@@ -473,6 +487,222 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- a worker's fixed and per-page CPU (issue 33) ---------------------------------------------
+SAMPLE_S = 0.02  # seconds between two CPU samples of a running crawl
+
+
+def _cpu_of(pids: list[int]) -> float:
+    """user + sys of ``pids`` now (a process gone counts 0)."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
+def sampled_run(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path,
+                timeout: float, redis_pids: list[int]) -> dict[str, Any]:
+    """Run ``cmd`` to the end, sampling its CPU (and Redis's) every ``SAMPLE_S`` s: the
+    samples say how much CPU it had spent when its first and its last page were served."""
+    samples: list[tuple[float, float, float]] = []  # (epoch s, crawl CPU s, Redis CPU s)
+    with open(f"{log_prefix}.stdout", "wb") as out, open(f"{log_prefix}.stderr", "wb") as err:
+        redis0 = _cpu_of(redis_pids)
+        start = time.time()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, start_new_session=True)
+        while True:
+            now = time.time()
+            cpu = _cpu_of([proc.pid])
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            samples.append((now, cpu, _cpu_of(redis_pids) - redis0))
+            if now - start > timeout:
+                proc.kill()
+            time.sleep(SAMPLE_S)
+    end = time.time()
+    total = rusage.ru_utime + rusage.ru_stime
+    samples.append((end, total, _cpu_of(redis_pids) - redis0))
+    return {"exit_code": os.waitstatus_to_exitcode(status), "start": start, "end": end,
+            "cpu_s": total, "samples": samples}
+
+
+def _at(samples: list[tuple[float, float, float]], t: float, col: int) -> float:
+    """Column ``col`` of the samples at time ``t`` (linear between the two around it)."""
+    prev = samples[0]
+    if t <= prev[0]:
+        return prev[col]
+    for s in samples[1:]:
+        if s[0] >= t:
+            share = (t - prev[0]) / ((s[0] - prev[0]) or 1e-9)
+            return prev[col] + share * (s[col] - prev[col])
+        prev = s
+    return prev[col]
+
+
+def split_crawl(sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str,
+                tree: Path | None = None) -> dict[str, Any]:
+    """One crawl (``rds`` None: local; else one worker, of ``tree`` if given), its CPU split
+    into before the first page, the pages, after the last page; Redis's CPU apart."""
+    redis_pids: list[int] = []
+    if rds is not None:
+        rds.client.flushall()
+        redis_pids = rds.pids()
+    log_start = web.log_offset()
+    cmd, cwd, env = crawler_command("larbin", sc, web, work, work / f"{tag}.jsonl")
+    if rds is not None:
+        env["SCRAPY_SETTINGS_MODULE"] = "settings.distributed"
+        cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_REDIS_IDLE_BEFORE_CLOSE=1"]
+        for kv in getattr(rds, "settings", ()):
+            cmd += ["-s", kv]
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    run = sampled_run(cmd, cwd, env, work / tag, 1800, redis_pids)
+    entries = web.access_log_entries(log_start)
+    fetches = analyze_fetches(web, entries)
+    pages = max(1, fetches["pages_fetched"])
+    first, last = (entries[0].msec, entries[-1].msec) if entries else (run["end"], run["end"])
+    s = run["samples"]
+    at_first, at_last = _at(s, first, 1), _at(s, last, 1)
+    redis_first, redis_last, redis_all = _at(s, first, 2), _at(s, last, 2), s[-1][2]
+    mode = "local" if rds is None else f"worker{'' if tree is None else ' (base)'}"
+    return {"mode": mode, "exit_code": run["exit_code"], "pages": fetches["pages_fetched"],
+            "coverage": fetches["coverage"], "duplicates": fetches["duplicates"],
+            "wall_s": run["end"] - run["start"], "cpu_s": run["cpu_s"],
+            "before_s": at_first, "after_s": run["cpu_s"] - at_last,
+            "before_wall_s": first - run["start"], "after_wall_s": run["end"] - last,
+            "page_ms": 1000 * (at_last - at_first) / pages,
+            "ms_per_page": 1000 * run["cpu_s"] / pages,
+            "redis_cpu_s": redis_all, "redis_ms_per_page": 1000 * redis_all / pages,
+            "redis_fixed_s": redis_first + redis_all - redis_last}
+
+
+def split_report(args: argparse.Namespace, work: Path) -> str:
+    """``--split``: local and one worker (and the ``--base`` tree's worker), alternated."""
+    sc = Scenario("cpu", args.hosts, args.pages, 0.0, 1, 8, 100)
+    rds = RedisProcess(work)
+    rows: list[dict[str, Any]] = []
+    try:
+        with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(work / "web"),
+                      links=args.links) as web:
+            target = ClusterRedis(work) if args.cluster else rds
+            try:
+                for rep in range(args.reps):
+                    trees: list[tuple[Any, Path | None]] = [(None, None), (target, None)]
+                    if args.base:
+                        trees.append((target, args.base))
+                    for server, tree in trees:
+                        row = split_crawl(sc, web, server, work,
+                                          f"s{rep}-{len(rows)}", tree)
+                        row["rep"] = rep + 1
+                        rows.append(row)
+                        print(f"  {row['mode']}: {row['pages']} pages, {row['ms_per_page']:.2f}"
+                              f" ms/page", file=sys.stderr, flush=True)
+            finally:
+                if target is not rds:
+                    target.stop()
+            where = "a 3-master Redis Cluster" if args.cluster else "one Redis"
+            title = (f"## A worker's fixed and per-page CPU: {len(web.pages)} pages "
+                     f"({sc.hosts} hosts), {args.links or '30-60'} links a page, {where}")
+    finally:
+        rds.stop()
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return render_split(title, rows)
+
+
+def render_split(title: str, rows: list[dict[str, Any]]) -> str:
+    lines = [title, "",
+             "| rep | mode | pages | dup | wall s | CPU s | before 1st page s (wall) "
+             "| after last s (wall) | per-page CPU ms | whole CPU ms/page | x local "
+             "| Redis CPU ms/page | Redis fixed s |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    local = 0.0
+    for r in rows:
+        if r["mode"] == "local":
+            local = r["ms_per_page"]
+        lines.append(
+            f"| {r['rep']} | {r['mode']} | {r['pages']} | {r['duplicates']} "
+            f"| {r['wall_s']:.1f} | {r['cpu_s']:.2f} | {r['before_s']:.2f} "
+            f"({r['before_wall_s']:.1f}) | {r['after_s']:.2f} ({r['after_wall_s']:.1f}) "
+            f"| {r['page_ms']:.2f} | {r['ms_per_page']:.2f} "
+            f"| {r['ms_per_page'] / (local or 1e-9):.2f}x "
+            f"| {r['redis_ms_per_page']:.2f} | {r['redis_fixed_s']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _commands(rds: Any) -> int:
+    """Commands Redis ran so far (``INFO commandstats``, Lua's own included; INFO, PING and
+    CLUSTER apart), over every node."""
+    nodes = getattr(rds, "nodes", None) or [rds.client]
+    skip = ("cmdstat_info", "cmdstat_ping", "cmdstat_cluster")
+    return sum(v["calls"] for n in nodes for k, v in n.info("commandstats").items()
+               if k not in skip)
+
+
+def idle_rate(sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str,
+              tree: Path | None = None, seconds: float = 10.0) -> float:
+    """Commands a second a keep-alive worker sends once its crawl is done (it waits for
+    work): what an idle worker costs Redis."""
+    rds.client.flushall()
+    log_start = web.log_offset()
+    cmd, cwd, env = crawler_command("larbin", sc, web, work, work / f"{tag}.jsonl")
+    env["SCRAPY_SETTINGS_MODULE"] = "settings.distributed"
+    cmd += ["-s", f"REDIS_URL={rds.url}", "-s", "LARBIN_REDIS_KEEP_ALIVE=True"]
+    for kv in getattr(rds, "settings", ()):
+        cmd += ["-s", kv]
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    with open(work / f"{tag}.stderr", "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=err,
+                                stderr=err, start_new_session=True)
+        try:
+            total, last, quiet_since = len(web.pages), -1, time.time()
+            while time.time() - quiet_since < 4:  # every page fetched, then 4 s of nothing
+                n = len(web.access_log_entries(log_start))
+                if n != last:
+                    last, quiet_since = n, time.time()
+                time.sleep(0.2)
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the worker ended (see {work / tag}.stderr)")
+            print(f"  idle after {last} requests ({total} pages)", file=sys.stderr, flush=True)
+            before, t0 = _commands(rds), time.monotonic()
+            time.sleep(seconds)
+            return (_commands(rds) - before) / (time.monotonic() - t0)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=120)
+
+
+def idle_report(args: argparse.Namespace, work: Path) -> str:
+    """``--idle``: Redis commands a second of an idle keep-alive worker (and ``--base``'s)."""
+    sc = Scenario("cpu", args.hosts, args.pages, 0.0, 1, 8, 100)
+    rds = RedisProcess(work)
+    lines = []
+    try:
+        with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(work / "web")) as web:
+            target = ClusterRedis(work) if args.cluster else rds
+            try:
+                for name, tree in (("this tree", None), ("--base", args.base)):
+                    if name == "--base" and tree is None:
+                        continue
+                    rate = idle_rate(sc, web, target, work, f"idle-{len(lines)}", tree)
+                    lines.append(f"| {name} | {rate:.1f} |")
+            finally:
+                if target is not rds:
+                    target.stop()
+    finally:
+        rds.stop()
+    where = "a 3-master Redis Cluster" if args.cluster else "one Redis"
+    return "\n".join([f"## An idle keep-alive worker, {where}: Redis commands a second", "",
+                      "| worker | commands/s |", "|---|---:|", *lines]) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--hosts", type=int, default=10)
@@ -490,7 +720,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-only", action="store_true",
                    help="only the memory figures (no crawl of the synthetic web)")
     p.add_argument("--json", type=Path)
+    p.add_argument("--split", action="store_true",
+                   help="local and one worker: CPU before the first page, per page, after the last")
+    p.add_argument("--links", type=int, default=None, help="links a page (default 30-60)")
+    p.add_argument("--base", type=Path, default=None,
+                   help="--split: also a worker of this checkout (before/after, alternated)")
+    p.add_argument("--idle", action="store_true",
+                   help="Redis commands a second of an idle keep-alive worker (and --base's)")
     args = p.parse_args(argv)
+    if args.split or args.idle:
+        work = Path(tempfile.mkdtemp(prefix="larbin-bench-split-"))
+        try:
+            print(idle_report(args, work) if args.idle else split_report(args, work))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     if args.large:
         args.hosts, args.pages = 60, 300
     work = Path(tempfile.mkdtemp(prefix="larbin-bench-dist-"))

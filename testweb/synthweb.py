@@ -3,8 +3,9 @@
 ``N`` hosts, each on its own IP ``127.0.2.N`` (``net`` changes the prefix; all of 127.0.0.0/8 is
 routed to ``lo`` on Linux, so no address has to be added) and one shared port. Each host has a
 start page ``/``, ``P - 1`` pages ``/sK/pageI.html``, and a ``robots.txt`` that allows
-everything. Each page has 30-60 links: mostly same-host (relative, root-relative or absolute),
-~10% to other hosts (absolute, with the port); page ``i`` always links to page ``i + 1``, so
+everything. Each page has 30-60 links (``links`` fixes the count): mostly same-host (relative,
+root-relative or absolute), ~10% to other hosts (absolute, with the port); page ``i`` always
+links to page ``i + 1``, so
 every page is reachable from the start pages (the seeds) through ``<a href>`` alone. Some pages
 also link through ``<iframe src>`` (5%) and an image map's ``<area href>`` (3%), and 2% link to
 one of ``dead`` addresses ``127.0.3.K`` where nothing listens (connections are refused), as the
@@ -119,15 +120,19 @@ class SynthWeb:
         dead: int = 3,
         tls: bool = False,
         net: str = "127.0.2",
+        links: int | None = None,
     ) -> None:
         if not 1 <= hosts <= 254:
             raise ValueError("hosts must be 1..254 (one 127.0.2.N address each)")
         if pages_per_host < 2:
             raise ValueError("pages_per_host must be at least 2")
+        if links is not None and links < 2:
+            raise ValueError("links must be at least 2 (the next page and the home page)")
         if not 0 <= dead <= 254:
             raise ValueError("dead must be 0..254 (one 127.0.3.K address each)")
         self.hosts = hosts
         self.pages_per_host = pages_per_host
+        self.links = links  # links a page; None: 30-60 (drawn per page)
         self.seed = seed
         self.port = port
         self.tls = tls
@@ -220,7 +225,8 @@ class SynthWeb:
         here = page_path(index)
         links = [(self._href(rng, here, host, host, (index + 1) % n_pages, "relative"), "next")]
         links.append(("/", "home"))
-        for _ in range(rng.randint(30, 60) - 2):
+        count = rng.randint(30, 60)  # drawn always: a fixed count leaves the rest of the web as is
+        for _ in range((self.links or count) - 2):
             if len(self.hostnames) > 1 and rng.random() < 0.10:
                 other = rng.choice([h for h in self.hostnames if h != host])
                 target = 0 if rng.random() < 0.2 else rng.randrange(n_pages)

@@ -170,6 +170,11 @@ class RedisJobs:
         self._thread.start()
         installed_reactor().addSystemEventTrigger("during", "shutdown", self.stop)
 
+    @property
+    def running(self) -> bool:
+        """Started and not stopped: jobs sent now are run."""
+        return self._thread is not None and not self._stopped
+
     # -- the thread ------------------------------------------------------------------------
     def _work(self) -> None:
         reactor = installed_reactor()
@@ -230,6 +235,8 @@ class RedisJobs:
     def run(self, fn: Callable[..., Any] | Call, *args: Any) -> defer.Deferred[Any]:
         """Run ``fn(*args)`` (or send the call) after the jobs before it; the Deferred fails
         if it raises."""
+        if self._stopped:  # the thread is gone: fail now rather than never
+            return defer.fail(redis.ConnectionError(f"{self.name} has stopped"))
         d: defer.Deferred[Any] = defer.Deferred()
         self._turn.append(_Job(fn, args, d))
         if len(self._turn) == 1:  # the thread gets this reactor turn's jobs at its end

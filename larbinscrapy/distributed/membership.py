@@ -7,6 +7,8 @@ in; this module what happens around them, every ``POLL`` seconds and at ``open``
   (each shard reaps workers silent for ``LARBIN_REDIS_LEASE_TIMEOUT``), the seeds taken from
   ``REDIS_START_URLS_KEY``, every eighth tick the hosts some dead worker left unresolved, and
   the frontier's status when ``spider_idle`` or the status page asked for it (``SharedView``);
+  a worker that idles (every shard empty: ``ShardClock.idle``) sends it ever less often, up to
+  every ``IDLE_POLL_MAX`` s (``TickPace``);
 * the ending rule, on that status: ``ending.py``.
 """
 
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet import task
 
 from larbinscrapy.distributed.link import POLL
+from larbinscrapy.distributed.readiness import IDLE_POLL_MAX
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,9 +36,46 @@ if TYPE_CHECKING:
     from larbinscrapy.distributed.seeds import RedisSeeds
     from larbinscrapy.distributed.view import SharedView
 
-__all__ = ["POLL", "Membership"]
+__all__ = ["POLL", "Membership", "TickPace"]
 
 logger = logging.getLogger(__name__)
+
+
+class TickPace:
+    """Which ticks send their job and carry the heartbeat. The heartbeat (one script a shard)
+    every tick up to once a second, a quarter of the lease timeout at most. While the worker
+    idles (every shard empty, nothing ready or buffered, no status asked for) a job every
+    ``gap`` ticks, the gap doubling up to ``IDLE_POLL_MAX`` (the heartbeat still within a quarter
+    of the lease timeout): an idle worker does not poll Redis hard."""
+
+    def __init__(self, lease_timeout: float) -> None:
+        quarter = int(lease_timeout / 4 / POLL)
+        self.beat_every = max(1, min(round(1 / POLL), quarter))
+        self.gap_max = max(1, min(round(IDLE_POLL_MAX / POLL), quarter))
+        self.gap = 1
+        self.ticks = 0
+        self.sent = 0  # tick jobs sent
+        self.sent_at = 0  # the tick that sent the last one
+        self.beat_at = 0  # the tick that sent the last heartbeat
+
+    def due(self, idle: bool) -> bool:
+        """Whether this tick sends its job (counted as sent)."""
+        if not idle:
+            self.gap = 1
+        elif self.ticks - self.sent_at < self.gap:
+            return False
+        else:
+            self.gap = min(2 * self.gap, self.gap_max)
+        self.sent_at = self.ticks
+        self.sent += 1
+        return True
+
+    def beat(self) -> bool:
+        """Whether the job about to be sent carries the heartbeat."""
+        if self.ticks - self.beat_at < self.beat_every:
+            return False
+        self.beat_at = self.ticks
+        return True
 
 
 class Membership:
@@ -57,11 +97,8 @@ class Membership:
         self.now = now  # the politeness table's clock
         self.engine = engine  # the crawl's engine, or None
         self.wake = wake
-        # the heartbeat (one script per shard) every tick up to once a second: a quarter of
-        # the lease timeout at most, as before, but not four times a second on 32 shards
-        self.beat_every = max(1, min(round(1 / POLL), int(lease_timeout / 4 / POLL)))
+        self.pace = TickPace(lease_timeout)
         self.spider: Spider | None = None  # ``start``: seeds are read once there is one
-        self.ticks = 0
         self.ticking = False  # a tick job in flight
         self.loop: task.LoopingCall | None = None
         self.closing = False
@@ -78,17 +115,21 @@ class Membership:
             self.loop.stop()
 
     def tick(self) -> None:
-        self.ticks += 1
+        pace = self.pace
+        pace.ticks += 1
         jobs = self.link.jobs
         jobs.check()
         self.admits.flush()
-        if not self.ticking:  # one tick job at a time: a slow Redis does not pile them up
+        idle = (not self.pops.ready and not self.admits.buffered and not self.view.wanted
+                and self.clock.idle(self.now()))
+        # one tick job at a time: a slow Redis does not pile them up
+        if not self.ticking and pace.due(idle):
             self.ticking = True
             seeds = self.engine() is not None and self.spider is not None
-            orphans = self.ticks % 8 == 0
+            orphans = pace.sent % 8 == 0
             status = self.view.take_want()
-            shard = self.ticks // 8 % self.link.shards.count
-            beat = self.ticks % self.beat_every == 0
+            shard = pace.sent // 8 % self.link.shards.count
+            beat = pace.beat()
             jobs.submit("tick", self.tick_job, seeds, orphans, status, shard, beat,
                         then=self.ticked, always=self.tick_ended)
             self.view.tick_sent(jobs.seq)

@@ -6,7 +6,8 @@ robin, ``POP_BATCH`` leases each. A pop's answer leases records (in a cluster af
 lease, ``iplease.py``, or the record goes back to its shard), counts the records it dropped, and
 names the new hosts to resolve (``HostResolution``); a leased request whose host this worker
 never resolved is resolved before it is handed out. A pop that leased nothing says how long the
-shard waits; a failed one is retried ``POLL`` later.
+shard waits (a shard with nothing queued: a back-off, ``ShardClock.nothing``); a failed one is
+retried ``POLL`` later.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ class Pops:
             self._lease(shard, lease, ip, record)
         if popped.leases:
             self.view.changed(seq)
+            self.clock.leased(shard)
+        elif popped.wait is None and not popped.queued:  # an empty shard: back off
+            self.wake_in(self.clock.nothing(shard, self.politeness.table.clock(), POLL))
         else:
             wait = POLL if popped.wait is None else min(POLL, popped.wait)
             self.clock.wait(shard, self.politeness.table.clock() + wait)
