@@ -279,6 +279,7 @@ class RedisScheduler(FrontierScheduler):
         if record is not None:
             url = request.url
             host = host_of(url)
+            self.politeness.prefetch(host)  # DNS ahead of the host's turn, as the local frontier
             shard, frontier = self.link.frontier_of(host)
             positions = (self.link.shards.positions(self.df.request_positions(request))
                          if seen_test else [])
