@@ -367,6 +367,26 @@ def _scrapy_headers(raw: list[tuple[bytes, bytes]], known: int | None, head_only
     return headers
 
 
+class _SizeLimit:
+    """A download's ``DOWNLOAD_MAXSIZE`` and ``DOWNLOAD_WARNSIZE``, as Scrapy's handler applies
+    them: over the cap, the message to cancel with (logged); over the warning size, one warning."""
+
+    __slots__ = ("maxsize", "warned", "warnsize")
+
+    def __init__(self, maxsize: int, warnsize: int) -> None:
+        self.maxsize, self.warnsize, self.warned = maxsize, warnsize, False
+
+    def over(self, size: int, request: Request, *, expected: bool) -> str | None:
+        if self.maxsize and size > self.maxsize:
+            msg = get_maxsize_msg(size, self.maxsize, request, expected=expected)
+            logger.warning(msg)
+            return msg
+        if self.warnsize and size > self.warnsize and not self.warned:
+            self.warned = True
+            logger.warning(get_warnsize_msg(size, self.warnsize, request, expected=expected))
+        return None
+
+
 class _Download(Exchange):
     """One request through the lean handler: the exchange's callbacks and the download state."""
 
@@ -379,9 +399,8 @@ class _Download(Exchange):
         self.head_only = self.method == b"HEAD"
         self.timeout = timeout
         meta = request.meta
-        self.maxsize: int = meta.get("download_maxsize", handler.maxsize)
-        self.warnsize: int = meta.get("download_warnsize", handler.warnsize)
-        self.warned = False
+        self.size = _SizeLimit(meta.get("download_maxsize", handler.maxsize),
+                               meta.get("download_warnsize", handler.warnsize))
         self.conn: Connection | None = None
         self.connector: Any = None
         self.waiter: asyncio.Future[Any] | None = None
@@ -463,15 +482,10 @@ class _Download(Exchange):
             return False
         if known == 0:
             return True
-        expected = -1 if known is None else known
-        if self.maxsize and expected > self.maxsize:
-            msg = get_maxsize_msg(expected, self.maxsize, request, expected=True)
-            logger.warning(msg)
+        msg = self.size.over(-1 if known is None else known, request, expected=True)
+        if msg is not None:
             self._settle(DownloadCancelledError(msg))
             return False
-        if self.warnsize and expected > self.warnsize:
-            self.warned = True
-            logger.warning(get_warnsize_msg(expected, self.warnsize, request, expected=True))
         return True
 
     def body(self, data: bytes) -> bool:
@@ -484,18 +498,13 @@ class _Download(Exchange):
             self.stopped = stop
             self._settle(None)
             return False
-        if self.maxsize and self.received > self.maxsize:
-            msg = get_maxsize_msg(self.received, self.maxsize, request, expected=False)
-            logger.warning(msg)
+        msg = self.size.over(self.received, request, expected=False)
+        if msg is not None:
             self.chunks = []
             err = DownloadCancelledError(msg)
             err.__cause__ = defer.CancelledError()  # Scrapy's cancels its Deferred here
             self._settle(err)
             return False
-        if self.warnsize and self.received > self.warnsize and not self.warned:
-            self.warned = True
-            logger.warning(
-                get_warnsize_msg(self.received, self.warnsize, request, expected=False))
         return True
 
     def done(self, partial: bool) -> None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import re
+import typing
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import httptools
 from twisted.internet import error as tx
@@ -24,9 +25,6 @@ from twisted.python.failure import Failure
 from twisted.web._abnf import _istoken
 from twisted.web._newclient import ParseError, RequestGenerationFailed
 from twisted.web.http_headers import _nameEncoder
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -83,19 +81,22 @@ class _Stop(Exception):
     """Raised from a parser callback to stop llhttp: the exchange is over."""
 
 
+class ConnectionOwner(typing.Protocol):
+    """Who hears of a connection's life: connected, idle again, gone (``http1pool.Dialer``)."""
+
+    def made(self, conn: Connection) -> None: ...
+
+    def idle(self, conn: Connection) -> None: ...
+
+    def lost(self, conn: Connection) -> None: ...
+
+
 class Connection(Protocol):
-    """An HTTP/1.1 client connection carrying one ``Exchange`` at a time.
+    """An HTTP/1.1 client connection carrying one ``Exchange`` at a time, telling its
+    ``owner`` when it is connected, idle again (it may carry another request) and gone."""
 
-    ``on_made(conn)`` is called once connected; ``on_idle(conn)`` when an answer completed and
-    the connection may carry another request; ``on_lost(conn)`` when the connection is gone.
-    """
-
-    def __init__(self, on_made: Callable[[Connection], None],
-                 on_idle: Callable[[Connection], None],
-                 on_lost: Callable[[Connection], None]) -> None:
-        self.on_made = on_made
-        self.on_idle = on_idle
-        self.on_lost = on_lost
+    def __init__(self, owner: ConnectionOwner) -> None:
+        self.owner = owner
         self.exchange: Exchange | None = None
         self.parser: Any = None
         self.head: list[bytes] = []  # the raw bytes of the head so far, for lenient_head
@@ -115,9 +116,13 @@ class Connection(Protocol):
         self.ip_address: Any = None  # the peer's address, for Response.ip_address
         self.idle_since = 0.0
 
+    def went_idle(self) -> None:
+        """The answer is complete and the connection may carry another request."""
+        self.owner.idle(self)
+
     def connectionMade(self) -> None:
         self.transport.setTcpNoDelay(True)  # type: ignore[union-attr]
-        self.on_made(self)
+        self.owner.made(self)
 
     def send(self, exchange: Exchange, data: bytes) -> None:
         self.exchange = exchange
@@ -327,7 +332,7 @@ class Connection(Protocol):
         if ex.conn_close or partial or self.lost:
             self.close()
         else:
-            self.on_idle(self)
+            self.went_idle()
         ex.done(partial)
 
     def _fail(self, reason: Failure) -> None:
@@ -342,7 +347,7 @@ class Connection(Protocol):
         self.lost = True
         ex = self.exchange
         self.exchange = None
-        self.on_lost(self)
+        self.owner.lost(self)
         if ex is None or ex.finished:
             return
         if ex.headers_done and not ex.chunked and ex.length is None:

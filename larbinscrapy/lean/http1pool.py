@@ -204,16 +204,22 @@ class Dialer(ClientFactory):
         self.make = make  # the connection class (or a partial of it: TLSConnection's site)
 
     def buildProtocol(self, addr: IAddress | None) -> Connection:
-        conn = self.make(self.connected, self.pool.put, self.pool.lost)
+        conn = self.make(self)
         conn.key = self.key
         conn.ip_address = ipaddress.ip_address(getattr(addr, "host", "") or "0.0.0.0")
         return conn
 
-    def connected(self, conn: Connection) -> None:
+    def made(self, conn: Connection) -> None:  # ConnectionOwner: connected
         if self.fut.done():  # the download gave up while connecting
             conn.close()
         else:
             self.fut.set_result(conn)
+
+    def idle(self, conn: Connection) -> None:  # ConnectionOwner: back to the pool
+        self.pool.put(conn)
+
+    def lost(self, conn: Connection) -> None:  # ConnectionOwner: gone
+        self.pool.lost(conn)
 
     def clientConnectionFailed(self, connector: Any, reason: Failure) -> None:
         self.pool.release()

@@ -24,10 +24,9 @@ from twisted.internet.interfaces import IHandshakeListener, IOpenSSLClientConnec
 from twisted.internet.ssl import Certificate
 from zope.interface import implementer
 
-from larbinscrapy.lean.http1conn import Connection
+from larbinscrapy.lean.http1conn import Connection, ConnectionOwner
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from OpenSSL import SSL
     from scrapy.crawler import Crawler
@@ -95,12 +94,9 @@ class TLSSites:
 class TLSConnection(Connection):
     """A ``Connection`` over TLS: the peer certificate kept, the session saved when idle."""
 
-    def __init__(self, site: TLSSite, on_made: Callable[[Connection], None],
-                 on_idle: Callable[[Connection], None],
-                 on_lost: Callable[[Connection], None]) -> None:
-        super().__init__(on_made, self._idle, on_lost)
+    def __init__(self, site: TLSSite, owner: ConnectionOwner) -> None:
+        super().__init__(owner)
         self.site = site
-        self._to_pool = on_idle
         self.certificate: Certificate | None = None
         self._saved = False
 
@@ -110,9 +106,9 @@ class TLSConnection(Connection):
         self.certificate = None if peer is None else Certificate(peer)
         self.site.handshake_done(transport.getHandle())
 
-    def _idle(self, conn: Connection) -> None:
-        if not self._saved:
+    def went_idle(self) -> None:
+        if not self._saved:  # the session, once, for the next connection to resume
             self._saved = True
             transport: Any = self.transport
             self.site.keep_session(transport.getHandle())
-        self._to_pool(conn)
+        super().went_idle()
