@@ -7,12 +7,9 @@ the cyclic collector traverses them at every full collection and at exit. ``gc.f
 kept, except a cycle that was already garbage at that moment (figures: benchmarks/RESULTS.md,
 "Start-up, second pass").
 
-A broad crawl's own long-lived state grows with the hosts: ``LARBIN_GC_FREEZE_INTERVAL`` also
-collects, then freezes, every so many seconds (what survives a full collection is frozen; a
-cycle among frozen objects that dies later is never collected, which is why it is off by
-default), and ``LARBIN_GC_THRESHOLDS`` sets the collector's thresholds (``gc.set_threshold``).
-Which one pays: benchmarks/RESULTS.md, "Many hosts".
-Private names: none.
+``LARBIN_GC_FREEZE_INTERVAL`` also collects, then freezes, every so many seconds (off by
+default: a frozen cycle that dies later is never collected); ``LARBIN_GC_THRESHOLDS`` sets
+``gc.set_threshold``. Which pays: benchmarks/RESULTS.md, "Many hosts". Private names: none.
 Retire when: Scrapy freezes after start-up itself.
 Settings: ``LARBIN_GC_FREEZE``, ``LARBIN_GC_FREEZE_INTERVAL``, ``LARBIN_GC_THRESHOLDS``. No stat:
 counting the frozen objects walks them all.
