@@ -43,7 +43,7 @@ def settings_table() -> str:
 
 def meta_table() -> str:
     """Every key of ``meta.py``: the constant, the key, the comment beside it, its section."""
-    rows = ["| constant | key | meaning |", "|---|---|---|"]
+    rows = ["| constant (``larbinscrapy.meta as M``) | key | meaning |", "|---|---|---|"]
     section = ""
     for line in (PACKAGE / "meta.py").read_text().splitlines():
         if line.startswith("# -- "):
@@ -52,7 +52,7 @@ def meta_table() -> str:
         match = re.match(r'^([A-Z_]+) = "([a-z_]+)"\s*#\s*(.*)$', line)
         if match:
             name, key, doc = match.groups()
-            rows.append(f"| `{name}` | `{key}` | {doc.replace('|', '/')} |")
+            rows.append(f"| `M.{name}` | `{key}` | {doc.replace('|', '/')} |")
     return "\n".join(rows)
 
 

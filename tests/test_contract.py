@@ -39,6 +39,8 @@ _NOT_COMPONENTS = {
     ("response", "request"): "a Response or a Failure (item signals hand either)",
     ("file", "closed"): "a feed slot's file object, of whatever storage",
     ("reactor", "resolver"): "Twisted's reactor: IReactorPluggableNameResolver, if provided",
+    ("f", "buffer"): "a file object (fatal.abandon_file): a text file's binary buffer, if any",
+    ("inner", "raw"): "a file object: a buffered file's raw file, if it has one",
 }
 
 
