@@ -360,8 +360,6 @@ def test_a_crawl_through_the_system_resolver_is_polite_and_exact(e2e: dict[str, 
 
 
 @pytest.mark.crawl
-@pytest.mark.xfail(strict=True, reason="issue 35: live hosts lost with real DNS (AAAA-only names "
-                   "are not resolved; a shared address can stop being crawled)")
 def test_a_crawl_through_the_system_resolver_covers_every_live_host(e2e: dict[str, Any]) -> None:
     report = e2e["report"]
     assert report["coverage"] == 1.0 and report["host_coverage"] == 1.0, report

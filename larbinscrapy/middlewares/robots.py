@@ -1,7 +1,8 @@
 """larbin's NamedSite robots.txt step, read as RFC 9309 says: fetched once per site (again after
 ``LARBIN_ROBOTS_TTL``) before any page of the site, and every waiting request checked.
 
-Stats: ``larbin/robots/{unreachable,unavailable,refetched,shared,crawl_delay,gave_up}`` and
+Stats: ``larbin/robots/{unreachable,unavailable,refetched,shared,crawl_delay,gave_up,
+lease_returned}`` and
 Scrapy's ``robotstxt/*``.
 """
 
@@ -180,6 +181,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
     async def robot_parser(self, request: Request) -> Decider:  # type: ignore[override]
         key = site_key(request.url)
         if key in self._waiters:  # being read
+            self._return_lease(request)
             waiter: Deferred[Decider] = Deferred()
             self._waiters[key].append(waiter)
             try:
@@ -214,6 +216,17 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         if self._shared is not None:
             self._shared.store(key, rules, body, self.clock(), time.time())
         return self._settle(key, rules, parser)
+
+    def _return_lease(self, request: Request) -> None:
+        """A leased request waiting for a robots.txt another request is reading gives its IP
+        connection back first: the read may need that very connection (a sitemap redirected
+        to a new site has no lease to lend its robots.txt), and holding it would stall the IP
+        for good. The request then takes a connection at the politeness gate, as others."""
+        if self._politeness is None or M.LEASE not in request.meta:
+            return  # (no send-time gate: the lease goes back when the request leaves)
+        host = urlparse_cached(request).hostname or ""
+        self._politeness.lease_returned(request.meta.pop(M.LEASE), host)
+        self.stats.inc_value("larbin/robots/lease_returned")
 
     async def _fetch(self, request: Request, key: str, before: SiteRules | None
                      ) -> tuple[SiteRules, Decider, bytes | None]:
