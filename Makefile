@@ -83,10 +83,13 @@ $(CONFORMANCE_VENV)/bin/python: pyproject.toml setup.py
 conformance: $(CONFORMANCE_VENV)/bin/python
 	$(CONFORMANCE_VENV)/bin/python -m conformance.run
 
-# ruff (rules and their ignores in pyproject.toml), mypy on larbinscrapy/ (its [tool.mypy]) and the
-# stage map's layers (lint-imports: [tool.importlinter] in pyproject.toml).
+# ruff (rules and their ignores in pyproject.toml; the formatter, checked), mypy on larbinscrapy/
+# (its [tool.mypy]) and the stage map's layers (lint-imports: [tool.importlinter] in pyproject.toml).
+PY_DIRS := larbinscrapy settings testweb tests benchmarks conformance docs
+
 lint: $(TEST_EXTRA)
-	$(BIN)/ruff check larbinscrapy settings testweb tests benchmarks
+	$(BIN)/ruff check $(PY_DIRS)
+	$(BIN)/ruff format --check $(PY_DIRS)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 

@@ -32,15 +32,25 @@ HOSTS, SEED = 40, 9  # h31.sim.test redirects to www.h31.sim.test, on an address
 def test_a_redirected_sitemap_does_not_stall_its_address(tmp_path: Path) -> None:
     require_crawl_marker("a crawl of the simulated internet")
     logdir = tmp_path / "internet"
-    args = ["--hosts", str(HOSTS), "--seed", str(SEED), "--base", BASE,
-            "--write-seeds", str(logdir / "seeds.txt")]
+    args = [
+        "--hosts",
+        str(HOSTS),
+        "--seed",
+        str(SEED),
+        "--base",
+        BASE,
+        "--write-seeds",
+        str(logdir / "seeds.txt"),
+    ]
     with Namespace(dns_address(BASE), name=f"stall-{os.getpid()}") as ns:
         with InternetProcess(logdir, args, netns=ns) as running:
             env = {**os.environ, "PYTHONPATH": str(ROOT), "SSL_CERT_FILE": running.ca}
-            cmd = ns.command(crawl_command(logdir / "seeds.txt", tmp_path,
-                                           ["DOWNLOAD_TIMEOUT=3", "LARBIN_SITEMAPS=True"]))
-            run = run_watched(cmd, env, tmp_path, logdir / "web.log", timeout=90, stall=8,
-                              grace=3)
+            cmd = ns.command(
+                crawl_command(
+                    logdir / "seeds.txt", tmp_path, ["DOWNLOAD_TIMEOUT=3", "LARBIN_SITEMAPS=True"]
+                )
+            )
+            run = run_watched(cmd, env, tmp_path, logdir / "web.log", timeout=90, stall=8, grace=3)
         name = ns.name
     assert name not in leftovers()
     report = analyze(*load(logdir))

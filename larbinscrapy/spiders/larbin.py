@@ -80,7 +80,8 @@ def check_arguments(kwargs: dict[str, Any]) -> None:
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise SpiderArgumentError(
                 f"unknown argument -a {name}={value}{hint}; the larbin spider takes "
-                + ", ".join(f"-a {a}=" for a in ARGUMENTS))
+                + ", ".join(f"-a {a}=" for a in ARGUMENTS)
+            )
 
 
 class LarbinSpider(Spider):
@@ -124,8 +125,11 @@ class LarbinSpider(Spider):
         project chose its own: the add-on leaves a project's other spiders every field."""
         super().update_settings(settings)
         if settings.get("FEED_EXPORT_FIELDS") is None:  # (addon: Scrapy copies the process's
-            settings.set("FEED_EXPORT_FIELDS",  # default-priority settings over this one)
-                         list(SETTINGS["FEED_EXPORT_FIELDS"].default), priority="addon")
+            settings.set(
+                "FEED_EXPORT_FIELDS",  # default-priority settings over this one)
+                list(SETTINGS["FEED_EXPORT_FIELDS"].default),
+                priority="addon",
+            )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
@@ -178,8 +182,11 @@ class LarbinSpider(Spider):
         for error in found.errors:
             logger.warning("Skipping bad seed: %s", error)
         self.seed_errors = len(found.errors)
-        if not found.urls and not self.crawler.settings.getbool("LARBIN_ALLOW_NO_SEEDS") and (
-                type(self).start is _OWN_START):  # else a command starts it (scrapy parse)
+        if (
+            not found.urls
+            and not self.crawler.settings.getbool("LARBIN_ALLOW_NO_SEEDS")
+            and (type(self).start is _OWN_START)
+        ):  # else a command starts it (scrapy parse)
             if not (path or urls):
                 raise SeedsError("no seeds: pass -a seeds=FILE or -a urls=URL,URL")
             where = " or ".join(w for w in (path, urls and "-a urls") if w)
@@ -220,8 +227,10 @@ class LarbinSpider(Spider):
             canonical=None,
         )
         robots = frozenset().union(
-            *(robots_directives(v.decode("latin-1"), self.robots_names)
-              for v in headers.getlist(b"X-Robots-Tag"))
+            *(
+                robots_directives(v.decode("latin-1"), self.robots_names)
+                for v in headers.getlist(b"X-Robots-Tag")
+            )
         )
         if (count := response.meta.get(M.FETCH_COUNT)) is not None:  # LARBIN_REVISIT
             item["fetch_count"], item["changed"] = count, response.meta.get(M.CHANGED)
@@ -272,7 +281,10 @@ class LarbinSpider(Spider):
             self._capped_logged = True
             logger.info(
                 "Keeping the first %d of %d links of %s (LARBIN_LINKS_PER_PAGE_MAX; "
-                "larbin/filtered/%s counts the rest)", self.max_links, len(links), item["url"],
+                "larbin/filtered/%s counts the rest)",
+                self.max_links,
+                len(links),
+                item["url"],
                 PAGE_LINKS,
             )
         self.crawler.stats.inc_value(f"larbin/filtered/{PAGE_LINKS}", over)
