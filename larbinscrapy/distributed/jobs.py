@@ -271,46 +271,45 @@ class RedisJobs:
         self.in_flight += 1
         self.seq += 1
         d = self.run(fn, *args)
-
-        def finish(result: Any) -> Any:
-            self.in_flight -= 1
-            self._last_answer = self._now()
-            # over once jobs succeed with no failure for RECOVERED s: in a cluster the masters
-            # still up keep answering while one is down, and that is one outage, not many
-            if (
-                not isinstance(result, Failure)
-                and self._down_since is not None
-                and self._now() - self._last_failure >= RECOVERED
-            ):
-                logger.info("Redis answers again after %.1f s", self._now() - self._down_since)
-                self._down_since = None
-            if always is not None:
-                always()
-            return result
-
-        def log(failure: Failure) -> None:
-            if failure.check(*UNREACHABLE):
-                self._redis_down(what, failure.getErrorMessage())
-            else:  # a bug, not an outage: with its stack
-                logger.error(
-                    "Redis %s failed: %s",
-                    what,
-                    failure.getErrorMessage(),
-                    exc_info=failure_to_exc_info(failure),
-                )
-            if failed is not None:
-                failed()
-
-        d.addBoth(finish)
+        d.addBoth(self._finish, always)
         if then is not None:
             d.addCallback(then)
-        d.addErrback(log)
+        d.addErrback(self._failed, what, failed)
         d.addErrback(
             lambda f: logger.error(
                 "Handling a failed Redis %s failed", what, exc_info=failure_to_exc_info(f)
             )
         )
         return d
+
+    def _finish(self, result: Any, always: Callable[[], Any] | None) -> Any:
+        """A job is over: its answer ends an outage once jobs succeed for ``RECOVERED`` s."""
+        self.in_flight -= 1
+        self._last_answer = self._now()
+        # in a cluster the masters still up keep answering while one is down: one outage
+        if (
+            not isinstance(result, Failure)
+            and self._down_since is not None
+            and self._now() - self._last_failure >= RECOVERED
+        ):
+            logger.info("Redis answers again after %.1f s", self._now() - self._down_since)
+            self._down_since = None
+        if always is not None:
+            always()
+        return result
+
+    def _failed(self, failure: Failure, what: str, failed: Callable[[], Any] | None) -> None:
+        if failure.check(*UNREACHABLE):
+            self._redis_down(what, failure.getErrorMessage())
+        else:  # a bug, not an outage: with its stack
+            logger.error(
+                "Redis %s failed: %s",
+                what,
+                failure.getErrorMessage(),
+                exc_info=failure_to_exc_info(failure),
+            )
+        if failed is not None:
+            failed()
 
     def _now(self) -> float:
         return installed_reactor().seconds()

@@ -60,6 +60,14 @@ class RedisScheduler(FrontierScheduler):
     PRIORITY_TIER = PRIORITY
     NORMAL_TIER = NORMAL
     REQUIRES_GATE = True  # each worker resolves and checks the hosts it is handed
+    # the parts that need the politeness core, built at ``open`` (``_compose``)
+    admits: Admits
+    pops: Pops
+    hosts: HostResolution
+    releases: Releases
+    sitemaps: SharedSitemaps  # one reader a site, each fetch under the IP lease
+    member: Membership
+    ending: Ending
 
     def __init__(
         self,
@@ -119,14 +127,6 @@ class RedisScheduler(FrontierScheduler):
         self.view = SharedView(shards)  # what we know of the frontier's size
         self.clock = ShardClock(shards)  # when each shard may have a ready IP
         self.held = HeldLeases()  # the IP leases we hold, for their release
-        # the parts that need the politeness core, built at ``open`` (``_compose``)
-        self.admits: Admits
-        self.pops: Pops
-        self.hosts: HostResolution
-        self.releases: Releases
-        self.sitemaps: SharedSitemaps  # one reader a site, each fetch under the IP lease
-        self.member: Membership
-        self.ending: Ending
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -205,7 +205,7 @@ class RedisScheduler(FrontierScheduler):
         """The parts that need the politeness core (found at ``open``), each handed what it
         uses."""
         link, politeness, stats = self.link, self.politeness, self.stats
-        wake, wake_in, now = self._wake_engine, self._wake_in, self.table.clock
+        wake, wake_in = self._wake_engine, self._wake_in
         self.admits = Admits(
             link, view=self.view, clock=self.clock, df=self.df, stats=stats, wake=wake
         )
@@ -233,6 +233,12 @@ class RedisScheduler(FrontierScheduler):
             link, held=self.held, clock=self.clock, politeness=politeness, stats=stats
         )
         self.sitemaps = SharedSitemaps(link, held=self.held, politeness=politeness)
+        self._compose_membership()
+
+    def _compose_membership(self) -> None:
+        """The worker's life in the shared frontier: heartbeat and seeds, and its ending."""
+        link, stats = self.link, self.stats
+        wake, wake_in, now = self._wake_engine, self._wake_in, self.table.clock
         self.member = Membership(
             link,
             lease_timeout=self.lease_timeout,

@@ -369,8 +369,7 @@ class ContentDupPipeline:
             return
         old, path = self._journal, Path(self.directory, "journal")
         tmp = path.with_name("journal.tmp")
-        live = {offset: digest for digest, offset in self._seen.items()}
-        marks = set(self._dups)
+        live, marks = {offset: digest for digest, offset in self._seen.items()}, set(self._dups)
         moved: dict[bytes, int] = {}
         near = SimhashIndex(self.near.distance) if self.near is not None else None
         try:

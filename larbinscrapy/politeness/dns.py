@@ -165,17 +165,10 @@ class DnsCache:
     ) -> None:
         self._reactor = reactor
         self._lookup = lookup  # None: an AresResolver, made at the first lookup
+        negative = ttl if negative_ttl is None else negative_ttl
+        cap, names = max(1, max_in_flight), tuple(servers)
         self.rules = DnsRules(
-            ttl,
-            ttl_min,
-            ttl_max,
-            ttl if negative_ttl is None else negative_ttl,
-            timeout,
-            retries,
-            retry_delay,
-            max(1, max_in_flight),
-            tuple(servers),
-            max_cnames,
+            ttl, ttl_min, ttl_max, negative, timeout, retries, retry_delay, cap, names, max_cnames
         )
         self._overrides = dict(overrides or {})
         self._hosts = dict(hosts or {})  # the hosts file: answered like overrides

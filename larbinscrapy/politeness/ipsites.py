@@ -511,22 +511,7 @@ class Politeness:
         pause = self.table.hosts.throttle(hs, retry_after)
         if pause is None:
             self.stats.inc_value("larbin/host/set_aside")
-            if hs.in_a_row >= self.table.hosts.max_in_a_row > 0:
-                logger.warning(
-                    "Setting %s aside: it answered %d (throttling) %d times in a row "
-                    "(LARBIN_THROTTLE_IN_A_ROW_MAX)",
-                    host,
-                    status,
-                    hs.in_a_row,
-                )
-            else:
-                logger.warning(
-                    "Setting %s aside: it answered %d with Retry-After %.0f s, more "
-                    "than LARBIN_THROTTLE_RETRY_AFTER_MAX",
-                    host,
-                    status,
-                    retry_after or 0.0,
-                )
+            self._log_set_aside(host, status, hs.in_a_row, retry_after)
             return None
         self.table.pause(self.table.get(ip), pause)
         if first:
@@ -541,6 +526,26 @@ class Politeness:
                 status,
             )
         return pause
+
+    def _log_set_aside(
+        self, host: str, status: int, in_a_row: int, retry_after: float | None
+    ) -> None:
+        if in_a_row >= self.table.hosts.max_in_a_row > 0:
+            logger.warning(
+                "Setting %s aside: it answered %d (throttling) %d times in a row "
+                "(LARBIN_THROTTLE_IN_A_ROW_MAX)",
+                host,
+                status,
+                in_a_row,
+            )
+        else:
+            logger.warning(
+                "Setting %s aside: it answered %d with Retry-After %.0f s, more "
+                "than LARBIN_THROTTLE_RETRY_AFTER_MAX",
+                host,
+                status,
+                retry_after or 0.0,
+            )
 
     def lease_returned(self, ip: str, host: str = "", outcome: str = "") -> None:
         """Give back the connection the scheduler leased on ``ip`` (for ``host``, its fetch

@@ -239,21 +239,7 @@ class RevisitExtension:
                 self._inc("gone")
                 return defer.succeed(False)
             return self.schedule.forget(entry).addCallback(self._counted, "gone", "stale")
-        new, changed = observe(
-            entry,
-            fp=entry.fp if entry else fingerprint_url(response.url),
-            url=entry.url if entry else response.url,
-            status=response.status,
-            body=response.body,
-            headers=response.headers,
-            now=self.clock(),
-            rule=self.rule,
-            near_distance=self.near_distance,
-            hint=meta.get(M.REVISIT_HINT),
-            depth=meta.get("depth", 0),
-            site_depth=meta.get(M.SITE_DEPTH, 0),
-            gone=self.gone_interval or None,
-        )
+        new, changed = self._observe(entry, meta, response)
         meta[M.CHANGED] = changed
         meta[M.FETCH_COUNT] = new.fetch_count
         if new.flags & ERROR and self.errors_max and new.streak >= self.errors_max:
@@ -270,6 +256,26 @@ class RevisitExtension:
         if response.status == HTTPStatus.NOT_MODIFIED:
             self._inc("not_modified")
         return self.schedule.done(entry, new).addCallback(self._counted, event, "stale")
+
+    def _observe(
+        self, entry: Entry | None, meta: dict[str, Any], response: Response
+    ) -> tuple[Entry, bool]:
+        """The page's next entry, and whether it changed (``observe``)."""
+        return observe(
+            entry,
+            fp=entry.fp if entry else fingerprint_url(response.url),
+            url=entry.url if entry else response.url,
+            status=response.status,
+            body=response.body,
+            headers=response.headers,
+            now=self.clock(),
+            rule=self.rule,
+            near_distance=self.near_distance,
+            hint=meta.get(M.REVISIT_HINT),
+            depth=meta.get("depth", 0),
+            site_depth=meta.get(M.SITE_DEPTH, 0),
+            gone=self.gone_interval or None,
+        )
 
     def failed(self, token: str) -> defer.Deferred[bool]:
         """A revisit that got no response: try again after the same interval."""

@@ -74,14 +74,9 @@ def observe(
         return _gone(entry, fp, url, now, rule, gone, depth, site_depth)
     if status >= SERVER_ERROR:
         return _server_error(entry, fp, url, now, rule, depth, site_depth), entry is None
-    if entry is not None and entry.flags & GONE:  # back after a 404: the rule starts over
-        entry = entry.evolve(interval=rule.first(), streak=0)
-    if entry is not None and entry.flags & ERROR:  # back after 5xx: the rule starts over, the
-        entry = entry.evolve(
-            interval=rule.first(),
-            streak=0,  # content compared with the last
-            flags=entry.flags & ~ERROR,
-        )  # good one
+    if entry is not None and entry.flags & (GONE | ERROR):  # back after a 404 or a 5xx: the
+        # rule starts over (after a 5xx, the content is compared with the last good one)
+        entry = entry.evolve(interval=rule.first(), streak=0, flags=entry.flags & ~ERROR)
     if entry is None:
         digest, flags = digest_of(body, near_distance)
         interval = rule.first(hint if hint is not None else fresh)
