@@ -10,12 +10,38 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from larbinscrapy.frontier import dnsfailed
+from larbinscrapy.spiders.larbin import SpiderArgumentError, parse_retry
 from tests.support.crawl import run_crawl, seeds_args
 from tests.support.dnsserver import DnsServer
 
-pytestmark = pytest.mark.crawl
+
+def test_the_kept_urls_are_taken_once_and_a_torn_line_is_left_out(tmp_path):
+    log = dnsfailed.DnsFailedLog(tmp_path)
+    log.add(["http://a.test/", "http://a.test/x"])
+    log.add([])
+    log.close()
+    with open(tmp_path / dnsfailed.FILE, "a") as f:
+        f.write("http://a.test/to")  # a kill in the middle of a write
+    assert dnsfailed.take(tmp_path) == ["http://a.test/", "http://a.test/x"]
+    assert not (tmp_path / dnsfailed.FILE).exists()
+    # a retry killed before its end: its URLs are asked for again, with the new ones
+    dnsfailed.DnsFailedLog(tmp_path).add(["http://b.test/", "http://a.test/"])
+    assert dnsfailed.take(tmp_path) == ["http://a.test/", "http://a.test/x", "http://b.test/"]
+    dnsfailed.retried(tmp_path)
+    assert dnsfailed.take(tmp_path) == []
 
 
+def test_the_retry_argument():
+    assert parse_retry(None, "") is False
+    assert parse_retry("dns", "job") is True
+    with pytest.raises(SpiderArgumentError, match="takes dns"):
+        parse_retry("robots", "job")
+    with pytest.raises(SpiderArgumentError, match="JOBDIR"):
+        parse_retry("dns", "")
+
+
+@pytest.mark.crawl
 def test_retry_dns_fetches_the_pages_of_a_host_that_failed(web, tmp_path):
     hosts = sorted(web.resolve)[:3]
     seeds = [web.url(host) for host in hosts]

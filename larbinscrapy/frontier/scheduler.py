@@ -274,17 +274,15 @@ class LarbinScheduler(FrontierScheduler):
         host = host_of(url)
         dead = self.dead_hosts.get(host)
         if dead is not None:
-            if dead == DNS and self.dns_failed is not None:  # kept before its record goes
-                self.dns_failed.add([url])
-            self._drop(index, rid, dead)
+            self._drop_dead(index, rid, url, dead)
             return
         key = site_of(url)
         site = self.sites.get(key)
         if site is None:
             site = self.sites[key] = Site(key, host)
             self._resolve(site)
-        if site.state == DEAD:  # refused synchronously (an IP literal the SSRF guard refuses)
-            self._drop(index, rid, self.dead_hosts[host])
+        if site.state == DEAD:  # refused synchronously (the SSRF guard, a cached DNS failure)
+            self._drop_dead(index, rid, url, self.dead_hosts[host])
             return
         if index == PRIORITY and site.head < self.max_per_site:  # ahead of the site's others
             site.queue.insert(site.head, (index, rid, payload))
@@ -371,6 +369,11 @@ class LarbinScheduler(FrontierScheduler):
                 self.fifos[index].discard(rid)
             self.politeness.count_drop(reason, len(site.overflow))
             site.overflow = None
+
+    def _drop_dead(self, index: int, rid: int, url: str, reason: str) -> None:
+        if reason == DNS and self.dns_failed is not None:  # kept before its record goes
+            self.dns_failed.add([url])
+        self._drop(index, rid, reason)
 
     def _drop(self, index: int, rid: int, reason: str) -> None:
         self.fifos[index].ack(rid)
