@@ -226,7 +226,7 @@ class LarbinSpider(Spider):
         for url in self.seed_urls:
             yield Request(url, errback=self.on_error, meta=M.seed_meta())
         if self.retry_arg is not None:
-            stats.set_value("larbin/seeds/retried_dns", len(self.retry_urls))
+            stats.inc_value("larbin/seeds/retried_dns", len(self.retry_urls))  # a count
             logger.info("larbin: -a retry=dns: re-queuing %d URL(s) whose host's DNS failed "
                         "(JOBDIR %s), past the seen-set", len(self.retry_urls),
                         s.get("JOBDIR"))
