@@ -36,13 +36,16 @@ logger = logging.getLogger(__name__)
 PAIR = ("baseline", "larbin")
 
 
-def paired_runs(hosts: int, pages: int, reps: int, work: Path,
-                timeout: float = 1800.0) -> list[dict[str, Any]]:
+def paired_runs(
+    hosts: int, pages: int, reps: int, work: Path, timeout: float = 1800.0
+) -> list[dict[str, Any]]:
     """``reps`` pairs of simultaneous crawls; each pair's two results and when each ran."""
     sc = Scenario("ab", hosts, pages, 0.0, reps, 8, 100, startup=False)
     pairs = []
-    with (SynthWeb(hosts, pages, workdir=str(work / "web-1")) as one,
-          SynthWeb(hosts, pages, workdir=str(work / "web-2")) as two):
+    with (
+        SynthWeb(hosts, pages, workdir=str(work / "web-1")) as one,
+        SynthWeb(hosts, pages, workdir=str(work / "web-2")) as two,
+    ):
         for rep in range(reps):
             webs = (one, two) if rep % 2 == 0 else (two, one)
 
@@ -56,19 +59,29 @@ def paired_runs(hosts: int, pages: int, reps: int, work: Path,
             with ThreadPoolExecutor(len(PAIR)) as pool:
                 futures = [pool.submit(crawl, c, w) for c, w in zip(PAIR, webs, strict=True)]
                 before, after = (f.result() for f in futures)
-            ratio = (before["cpu_ms_per_page"] / after["cpu_ms_per_page"]
-                     if before["cpu_ms_per_page"] and after["cpu_ms_per_page"] else None)
+            ratio = (
+                before["cpu_ms_per_page"] / after["cpu_ms_per_page"]
+                if before["cpu_ms_per_page"] and after["cpu_ms_per_page"]
+                else None
+            )
             pairs.append({"rep": rep, "baseline": before, "larbin": after, "ratio": ratio})
-            logger.info("pair %d: baseline %.3f, larbinscrapy %.3f ms/page: %s", rep + 1,
-                        before["cpu_ms_per_page"] or 0, after["cpu_ms_per_page"] or 0,
-                        f"{ratio:.3f}" if ratio else "-")
+            logger.info(
+                "pair %d: baseline %.3f, larbinscrapy %.3f ms/page: %s",
+                rep + 1,
+                before["cpu_ms_per_page"] or 0,
+                after["cpu_ms_per_page"] or 0,
+                f"{ratio:.3f}" if ratio else "-",
+            )
     return pairs
 
 
 def summary(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians of each side's CPU per page and of the per-pair ratios (> 1: this checkout wins)."""
-    ok = [p for p in pairs if p["ratio"] is not None
-          and p["baseline"]["status"] == p["larbin"]["status"] == "ok"]
+    ok = [
+        p
+        for p in pairs
+        if p["ratio"] is not None and p["baseline"]["status"] == p["larbin"]["status"] == "ok"
+    ]
     if not ok:
         return {"pairs": len(pairs), "ok_pairs": 0}
     return {
@@ -103,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     result = summary(pairs)
     print(json.dumps(result, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps({"pairs": pairs, "summary": result}, indent=2,
-                                              default=str))
+        Path(args.json).write_text(
+            json.dumps({"pairs": pairs, "summary": result}, indent=2, default=str)
+        )
     return 0 if result["ok_pairs"] == len(pairs) else 1
 
 

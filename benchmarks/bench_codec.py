@@ -47,16 +47,26 @@ def main(other_path: str, rounds: int = 200, calls: int = 5000) -> None:
     other = _load(other_path)
     spider = _Spider()
     referer = "http://h01.test:8080/section/a/"
-    request = SafeUrlRequest(URL, errback=spider.on_error, headers={"Referer": referer},
-                             meta={"depth": 3, "larbin_site_depth": 2, "larbin_admitted": URL,
-                                   "larbin_referer": referer})
+    request = SafeUrlRequest(
+        URL,
+        errback=spider.on_error,
+        headers={"Referer": referer},
+        meta={
+            "depth": 3,
+            "larbin_site_depth": 2,
+            "larbin_admitted": URL,
+            "larbin_referer": referer,
+        },
+    )
     records = {"other": other.encode(request, spider), "this": codec.encode(request, spider)}
     times: dict[str, list[float]] = {}
     for _ in range(rounds):
         for name, module in (("other", other), ("this", codec)):
             record = records[name]
-            for op, call in (("encode", lambda m=module: m.encode(request, spider)),
-                             ("decode", lambda m=module, r=record: m.decode(r, spider))):
+            for op, call in (
+                ("encode", lambda m=module: m.encode(request, spider)),
+                ("decode", lambda m=module, r=record: m.decode(r, spider)),
+            ):
                 seconds = timeit.timeit(call, number=calls)
                 times.setdefault(f"{name} {op}", []).append(seconds / calls * 1e6)
     for name, record in records.items():

@@ -76,9 +76,22 @@ class RedisProcess:
             self.port = sock.getsockname()[1]
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            [
+                REDIS_SERVER,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         self.client = redis.Redis.from_url(self.url)
         self._cpu0 = 0.0
         for _ in range(500):
@@ -145,8 +158,9 @@ class ClusterRedis:
 
 
 # --- crawls ----------------------------------------------------------------------------------
-def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: Any, work: Path,
-          tag: str) -> dict[str, Any]:
+def crawl(
+    workers: int, sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str
+) -> dict[str, Any]:
     """``workers`` Redis workers at once on ``web`` (``rds`` None: one local crawl)."""
     if rds is not None:
         rds.client.flushall()
@@ -174,29 +188,41 @@ def crawl(workers: int, sc: Scenario, web: SynthWeb, rds: Any, work: Path,
     active = fetches["active_s"] or 1e-9
     pages = fetches["pages_fetched"]
     cpu = sum(r["cpu_s"] for r in results)
-    return {"mode": "local" if rds is None else f"{workers} worker{'s' * (workers > 1)}",
-            "workers": workers, "exit_codes": [r["exit_code"] for r in results],
-            "wall_s": max(r["wall_s"] for r in results), "cpu_s": cpu,
-            "cpu_user_s": sum(r["cpu_user_s"] for r in results),
-            "cpu_sys_s": sum(r["cpu_sys_s"] for r in results),
-            "redis_cpu_s": rds.cpu_seconds() if rds is not None else 0.0,
-            "nginx_cpu_s": nginx_cpu,
-            "pages": pages, "coverage": fetches["coverage"],
-            "duplicates": fetches["duplicates"], "active_s": active,
-            "pages_per_s": pages / active, "cpu_ms_per_page": 1000 * cpu / max(1, pages)}
+    return {
+        "mode": "local" if rds is None else f"{workers} worker{'s' * (workers > 1)}",
+        "workers": workers,
+        "exit_codes": [r["exit_code"] for r in results],
+        "wall_s": max(r["wall_s"] for r in results),
+        "cpu_s": cpu,
+        "cpu_user_s": sum(r["cpu_user_s"] for r in results),
+        "cpu_sys_s": sum(r["cpu_sys_s"] for r in results),
+        "redis_cpu_s": rds.cpu_seconds() if rds is not None else 0.0,
+        "nginx_cpu_s": nginx_cpu,
+        "pages": pages,
+        "coverage": fetches["coverage"],
+        "duplicates": fetches["duplicates"],
+        "active_s": active,
+        "pages_per_s": pages / active,
+        "cpu_ms_per_page": 1000 * cpu / max(1, pages),
+    }
 
 
-def one_repetition(sc: Scenario, web: SynthWeb, rds: Any, work: Path,
-                   rep: int) -> list[dict[str, Any]]:
+def one_repetition(
+    sc: Scenario, web: SynthWeb, rds: Any, work: Path, rep: int
+) -> list[dict[str, Any]]:
     """A local crawl, one worker, two workers: the same web, one after the other."""
     out = []
     for workers, server in ((1, None), (1, rds), (2, rds)):
         if server is not None:
             server.reset_cpu()
         out.append(crawl(workers, sc, web, server, work, f"r{rep}-{workers}-{server is None}"))
-        print(f"  rep {rep + 1}: {out[-1]['mode']}: {out[-1]['pages']} pages, "
-              f"{out[-1]['cpu_ms_per_page']:.2f} ms CPU/page, {out[-1]['pages_per_s']:.0f} "
-              "pages/s", file=sys.stderr, flush=True)
+        print(
+            f"  rep {rep + 1}: {out[-1]['mode']}: {out[-1]['pages']} pages, "
+            f"{out[-1]['cpu_ms_per_page']:.2f} ms CPU/page, {out[-1]['pages_per_s']:.0f} "
+            "pages/s",
+            file=sys.stderr,
+            flush=True,
+        )
     return out
 
 
@@ -218,8 +244,10 @@ class FanoutWeb:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/":
-                    body = "".join(f'<a href="/s{i % 8}/page{i}.html">page {i}</a>\n'
-                                   for i in range(1, web.links + 1)).encode()
+                    body = "".join(
+                        f'<a href="/s{i % 8}/page{i}.html">page {i}</a>\n'
+                        for i in range(1, web.links + 1)
+                    ).encode()
                     status = 200
                 else:  # robots.txt, sitemap.xml: 404 (allowed, none); a page: not yet
                     if self.path.endswith(".html"):
@@ -268,20 +296,29 @@ def field_costs(records: list[bytes]) -> dict[str, float]:
     costs: dict[str, float] = {}
     for raw in records:
         rec = json.loads(raw)
-        parts = {"url": rec[0], "priority": rec[1], "meta": rec[2] if len(rec) > 2 else None,
-                 "callback": rec[3] if len(rec) > 3 else None,
-                 "errback": rec[4] if len(rec) > 4 else None,
-                 "method, body, headers": rec[5:] or None}
+        parts = {
+            "url": rec[0],
+            "priority": rec[1],
+            "meta": rec[2] if len(rec) > 2 else None,
+            "callback": rec[3] if len(rec) > 3 else None,
+            "errback": rec[4] if len(rec) > 4 else None,
+            "method, body, headers": rec[5:] or None,
+        }
         if isinstance(parts["meta"], list):  # packed: depth, site depth, referer, flags, rest
             meta = parts.pop("meta") + [None] * 5
-            parts.update({"depths": meta[:2], "referer": meta[2], "flags": meta[3],
-                          "other meta": meta[4]})
+            parts.update(
+                {"depths": meta[:2], "referer": meta[2], "flags": meta[3], "other meta": meta[4]}
+            )
         for name, value in parts.items():
             if value is not None:
-                costs[name] = costs.get(name, 0) + len(json.dumps(value, separators=(",", ":"),
-                                                                  ensure_ascii=False)) + 1
+                costs[name] = (
+                    costs.get(name, 0)
+                    + len(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+                    + 1
+                )
     return {k: v / len(records) for k, v in costs.items()} | {
-        "record": sum(len(r) for r in records) / len(records)}
+        "record": sum(len(r) for r in records) / len(records)
+    }
 
 
 def seen_capacity() -> int:
@@ -292,16 +329,34 @@ def seen_capacity() -> int:
     return int(getattr(profile, "LARBIN_DUPEFILTER_CAPACITY", defaults.LARBIN_DUPEFILTER_CAPACITY))
 
 
-def memory_crawled(rds: RedisProcess, work: Path, hosts: int, links: int,
-                   repo: Path = REPO) -> dict[str, Any]:
+def memory_crawled(
+    rds: RedisProcess, work: Path, hosts: int, links: int, repo: Path = REPO
+) -> dict[str, Any]:
     """Redis memory per queued and per seen URL for requests a real crawl made (see above);
     ``repo``: the tree whose worker makes them (``--memory-repo``: another commit's)."""
     rds.client.flushall()
     web = FanoutWeb(hosts, links)
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", "urls=" + ",".join(web.seeds),
-           "-s", f"REDIS_URL={rds.url}", "-s", f"LARBIN_RESOLVE={json.dumps(web.resolve)}",
-           "-s", "DOWNLOAD_DELAY=0", "-s", "LOG_LEVEL=INFO", "-s", "LARBIN_STATUS_PORT=0",
-           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "larbin",
+        "-a",
+        "urls=" + ",".join(web.seeds),
+        "-s",
+        f"REDIS_URL={rds.url}",
+        "-s",
+        f"LARBIN_RESOLVE={json.dumps(web.resolve)}",
+        "-s",
+        "DOWNLOAD_DELAY=0",
+        "-s",
+        "LOG_LEVEL=INFO",
+        "-s",
+        "LARBIN_STATUS_PORT=0",
+        "-s",
+        "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+    ]
     env = {**os.environ, "PYTHONPATH": str(repo), "SCRAPY_SETTINGS_MODULE": "settings.distributed"}
     log = open(work / "fanout.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -318,10 +373,16 @@ def memory_crawled(rds: RedisProcess, work: Path, hosts: int, links: int,
                 break
         frontier = _key_bytes(rds.client, "larbin:frontier*")
         seen = _key_bytes(rds.client, "larbin:seen*")
-        records = [e.split(b"\t")[-1] for k in rds.client.scan_iter("larbin:frontier:tier:*")
-                   for e in rds.client.lrange(k, 0, 999)]
-        records += [e[1:] for k in rds.client.scan_iter("larbin:frontier:site:*")
-                    for e in rds.client.lrange(k, 0, 99)]
+        records = [
+            e.split(b"\t")[-1]
+            for k in rds.client.scan_iter("larbin:frontier:tier:*")
+            for e in rds.client.lrange(k, 0, 999)
+        ]
+        records += [
+            e[1:]
+            for k in rds.client.scan_iter("larbin:frontier:site:*")
+            for e in rds.client.lrange(k, 0, 99)
+        ]
     finally:
         proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -336,11 +397,18 @@ def memory_crawled(rds: RedisProcess, work: Path, hosts: int, links: int,
         rds.client.delete(key)
     freed = before_del - rds.used_memory()
     capacity = int(rds.client.strlen("larbin:seen")) * 8
-    return {"hosts": hosts, "links": links, "queued": last, "seen_urls": want + hosts,
-            "frontier_bytes_per_queued": frontier / max(1, last),
-            "freed_bytes_per_queued": freed / max(1, last),
-            "seen_bits": capacity, "seen_bytes": seen, "seen_capacity": seen_capacity(),
-            "fields": field_costs(records) if records else {}}
+    return {
+        "hosts": hosts,
+        "links": links,
+        "queued": last,
+        "seen_urls": want + hosts,
+        "frontier_bytes_per_queued": frontier / max(1, last),
+        "freed_bytes_per_queued": freed / max(1, last),
+        "seen_bits": capacity,
+        "seen_bytes": seen,
+        "seen_capacity": seen_capacity(),
+        "fields": field_costs(records) if records else {},
+    }
 
 
 def synthetic_urls(n: int) -> list[str]:
@@ -366,11 +434,22 @@ def linked_requests(urls: list[str], spider: BenchSpider) -> list[Request]:
     out = []
     for i, url in enumerate(urls):
         referer = url.rsplit("/", 1)[0] + "/index.html"
-        meta = {"depth": 3, "larbin_site_depth": 2, "larbin_referer": referer,
-                "larbin_admitted": url}
+        meta = {
+            "depth": 3,
+            "larbin_site_depth": 2,
+            "larbin_referer": referer,
+            "larbin_admitted": url,
+        }
         callback = spider.parse_sitemap if i % 10 == 0 else None
-        out.append(Request(url, callback=callback, errback=spider.on_error, meta=meta,
-                           headers={"Referer": referer}))
+        out.append(
+            Request(
+                url,
+                callback=callback,
+                errback=spider.on_error,
+                meta=meta,
+                headers={"Referer": referer},
+            )
+        )
     return out
 
 
@@ -386,9 +465,14 @@ def memory(rds: RedisProcess, n: int) -> dict[str, Any]:
     df = RedisBitmapDupeFilter(server, "bench:seen", mode="bloom", capacity=n, error_rate=0.001)
     frontier = RedisFrontier(server, "bench:frontier")
     for i in range(0, n, 1000):
-        batch = [(NORMAL, df.positions(fingerprint_url(r.url)),
-                  frontier.entry(site_of(r.url), host_of(r.url), codec.encode(r, spider)))
-                 for r in requests[i : i + 1000]]
+        batch = [
+            (
+                NORMAL,
+                df.positions(fingerprint_url(r.url)),
+                frontier.entry(site_of(r.url), host_of(r.url), codec.encode(r, spider)),
+            )
+            for r in requests[i : i + 1000]
+        ]
         frontier.admit("bench", df.key, 0, batch)
     total = rds.used_memory() - before
     seen = int(server.memory_usage("bench:seen"))
@@ -420,8 +504,10 @@ def ceiling(one: dict[str, Any], two: dict[str, Any]) -> float:
     spent a page: one worker runs on one core at most; two workers, Redis and nginx share all
     of them (a two-worker crawl cannot go faster than the cores can pay for its pages)."""
     cores = os.cpu_count() or 1
-    ms = {k: 1000 * (c["cpu_s"] + c["redis_cpu_s"] + c["nginx_cpu_s"]) / max(1, c["pages"])
-          for k, c in (("one", one), ("two", two))}
+    ms = {
+        k: 1000 * (c["cpu_s"] + c["redis_cpu_s"] + c["nginx_cpu_s"]) / max(1, c["pages"])
+        for k, c in (("one", one), ("two", two))
+    }
     alone = min(1000 / one["cpu_ms_per_page"], cores * 1000 / ms["one"])
     both = min(2 * 1000 / two["cpu_ms_per_page"], cores * 1000 / ms["two"])
     return both / alone
@@ -429,30 +515,37 @@ def ceiling(one: dict[str, Any], two: dict[str, Any]) -> float:
 
 def crawled_lines(c: dict[str, Any]) -> list[str]:
     fields = ", ".join(f"{k} {v:.1f}" for k, v in c["fields"].items() if k != "record")
-    return ["", f"### Redis memory of requests a crawl made ({c['hosts']} roots x {c['links']} "
-            f"links, {c['queued']} queued, one worker, one Redis)", "",
-            "| | bytes |", "|---|---:|",
-            f"| per queued URL: `MEMORY USAGE` of the frontier's keys | "
-            f"{c['frontier_bytes_per_queued']:.1f} |",
-            f"| per queued URL: `used_memory` freed when they are deleted | "
-            f"{c['freed_bytes_per_queued']:.1f} |",
-            f"| a stored record, on average | {c['fields']['record']:.1f} |",
-            f"| per URL the seen bits are sized for ({c['seen_bits']:,} bits, "
-            f"{c['seen_capacity']:,} URLs) | {c['seen_bytes'] / c['seen_capacity']:.2f} |",
-            "", f"A record's fields, bytes on average (JSON punctuation included): {fields}."]
+    return [
+        "",
+        f"### Redis memory of requests a crawl made ({c['hosts']} roots x {c['links']} "
+        f"links, {c['queued']} queued, one worker, one Redis)",
+        "",
+        "| | bytes |",
+        "|---|---:|",
+        f"| per queued URL: `MEMORY USAGE` of the frontier's keys | "
+        f"{c['frontier_bytes_per_queued']:.1f} |",
+        f"| per queued URL: `used_memory` freed when they are deleted | "
+        f"{c['freed_bytes_per_queued']:.1f} |",
+        f"| a stored record, on average | {c['fields']['record']:.1f} |",
+        f"| per URL the seen bits are sized for ({c['seen_bits']:,} bits, "
+        f"{c['seen_capacity']:,} URLs) | {c['seen_bytes'] / c['seen_capacity']:.2f} |",
+        "",
+        f"A record's fields, bytes on average (JSON punctuation included): {fields}.",
+    ]
 
 
 def render_memory(report: dict[str, Any]) -> str:
     """The memory part of ``render`` alone (``--memory-only``)."""
     lines = render(report | {"reps": [], "web": {"pages": 0, "hosts": 0}, "redis": "one Redis"})
-    return lines[lines.index("\n###"):] if "\n###" in lines else lines
+    return lines[lines.index("\n###") :] if "\n###" in lines else lines
 
 
 def render(report: dict[str, Any]) -> str:
     m = report["memory"]
     lines = [
         f"## Distributed: {report['web']['pages']} pages ({report['web']['hosts']} hosts), "
-        f"CPU-bound, {report['redis']}; {os.cpu_count()} CPUs", "",
+        f"CPU-bound, {report['redis']}; {os.cpu_count()} CPUs",
+        "",
         "| rep | mode | pages | coverage | dup | active s | wall s | CPU s (user+sys) "
         "| Redis CPU s | nginx CPU s | CPU ms/page | pages/s |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -465,25 +558,37 @@ def render(report: dict[str, Any]) -> str:
                 f"| {c['duplicates']} | {c['active_s']:.1f} | {c['wall_s']:.1f} "
                 f"| {c['cpu_s']:.1f} ({c['cpu_user_s']:.1f}+{c['cpu_sys_s']:.1f}) "
                 f"| {c['redis_cpu_s']:.1f} | {c['nginx_cpu_s']:.1f} | {c['cpu_ms_per_page']:.2f} "
-                f"| {c['pages_per_s']:.1f} |")
+                f"| {c['pages_per_s']:.1f} |"
+            )
         local, one, two = crawls
-        ratios.append((one["cpu_ms_per_page"] / local["cpu_ms_per_page"],
-                       two["pages_per_s"] / one["pages_per_s"] if one["pages_per_s"] else 0,
-                       ceiling(one, two)))
+        ratios.append(
+            (
+                one["cpu_ms_per_page"] / local["cpu_ms_per_page"],
+                two["pages_per_s"] / one["pages_per_s"] if one["pages_per_s"] else 0,
+                ceiling(one, two),
+            )
+        )
     lines.append("")
     for rep, (cpu, speed, most) in enumerate(ratios):
-        lines.append(f"Rep {rep + 1}: one worker's CPU/page / local's: **{cpu:.2f}x** "
-                     f"(goal <= 1.3x); two workers / one: **{speed:.2f}x** pages/s "
-                     f"(goal >= 1.8x; the most {os.cpu_count()} cores allow here: {most:.2f}x).")
+        lines.append(
+            f"Rep {rep + 1}: one worker's CPU/page / local's: **{cpu:.2f}x** "
+            f"(goal <= 1.3x); two workers / one: **{speed:.2f}x** pages/s "
+            f"(goal >= 1.8x; the most {os.cpu_count()} cores allow here: {most:.2f}x)."
+        )
     lines += crawled_lines(report["crawled"]) if "crawled" in report else []
-    lines += ["", f"### Redis memory per URL ({m['urls']} synthetic requests as the gate makes "
-              "them, INFO used_memory deltas)", "",
-              "| | larbinscrapy | plain scrapy-redis |", "|---|---:|---:|",
-              f"| seen URL, bytes | {m['larbin_seen_bytes_per_url']:.1f} (Bloom, 0.1%) "
-              f"| {m['scrapy_redis_seen_bytes_per_url']:.1f} (SET of SHA1 hex) |",
-              f"| queued URL, bytes | {m['larbin_queued_bytes_per_url']:.1f} (tier list: "
-              f"{m['larbin_record_bytes']:.0f}-byte record) "
-              f"| {m['scrapy_redis_queued_bytes_per_url']:.1f} (ZSET of pickled dicts) |"]
+    lines += [
+        "",
+        f"### Redis memory per URL ({m['urls']} synthetic requests as the gate makes "
+        "them, INFO used_memory deltas)",
+        "",
+        "| | larbinscrapy | plain scrapy-redis |",
+        "|---|---:|---:|",
+        f"| seen URL, bytes | {m['larbin_seen_bytes_per_url']:.1f} (Bloom, 0.1%) "
+        f"| {m['scrapy_redis_seen_bytes_per_url']:.1f} (SET of SHA1 hex) |",
+        f"| queued URL, bytes | {m['larbin_queued_bytes_per_url']:.1f} (tier list: "
+        f"{m['larbin_record_bytes']:.0f}-byte record) "
+        f"| {m['scrapy_redis_queued_bytes_per_url']:.1f} (ZSET of pickled dicts) |",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -505,16 +610,29 @@ def _cpu_of(pids: list[int]) -> float:
     return total
 
 
-def sampled_run(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path,
-                timeout: float, redis_pids: list[int]) -> dict[str, Any]:
+def sampled_run(
+    cmd: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    log_prefix: Path,
+    timeout: float,
+    redis_pids: list[int],
+) -> dict[str, Any]:
     """Run ``cmd`` to the end, sampling its CPU (and Redis's) every ``SAMPLE_S`` s: the
     samples say how much CPU it had spent when its first and its last page were served."""
     samples: list[tuple[float, float, float]] = []  # (epoch s, crawl CPU s, Redis CPU s)
     with open(f"{log_prefix}.stdout", "wb") as out, open(f"{log_prefix}.stderr", "wb") as err:
         redis0 = _cpu_of(redis_pids)
         start = time.time()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
         while True:
             now = time.time()
             cpu = _cpu_of([proc.pid])
@@ -528,8 +646,13 @@ def sampled_run(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path
     end = time.time()
     total = rusage.ru_utime + rusage.ru_stime
     samples.append((end, total, _cpu_of(redis_pids) - redis0))
-    return {"exit_code": os.waitstatus_to_exitcode(status), "start": start, "end": end,
-            "cpu_s": total, "samples": samples}
+    return {
+        "exit_code": os.waitstatus_to_exitcode(status),
+        "start": start,
+        "end": end,
+        "cpu_s": total,
+        "samples": samples,
+    }
 
 
 def _at(samples: list[tuple[float, float, float]], t: float, col: int) -> float:
@@ -545,8 +668,9 @@ def _at(samples: list[tuple[float, float, float]], t: float, col: int) -> float:
     return prev[col]
 
 
-def split_crawl(sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str,
-                tree: Path | None = None) -> dict[str, Any]:
+def split_crawl(
+    sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str, tree: Path | None = None
+) -> dict[str, Any]:
     """One crawl (``rds`` None: local; else one worker, of ``tree`` if given), its CPU split
     into before the first page, the pages, after the last page; Redis's CPU apart."""
     redis_pids: list[int] = []
@@ -571,15 +695,24 @@ def split_crawl(sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str,
     at_first, at_last = _at(s, first, 1), _at(s, last, 1)
     redis_first, redis_last, redis_all = _at(s, first, 2), _at(s, last, 2), s[-1][2]
     mode = "local" if rds is None else f"worker{'' if tree is None else ' (base)'}"
-    return {"mode": mode, "exit_code": run["exit_code"], "pages": fetches["pages_fetched"],
-            "coverage": fetches["coverage"], "duplicates": fetches["duplicates"],
-            "wall_s": run["end"] - run["start"], "cpu_s": run["cpu_s"],
-            "before_s": at_first, "after_s": run["cpu_s"] - at_last,
-            "before_wall_s": first - run["start"], "after_wall_s": run["end"] - last,
-            "page_ms": 1000 * (at_last - at_first) / pages,
-            "ms_per_page": 1000 * run["cpu_s"] / pages,
-            "redis_cpu_s": redis_all, "redis_ms_per_page": 1000 * redis_all / pages,
-            "redis_fixed_s": redis_first + redis_all - redis_last}
+    return {
+        "mode": mode,
+        "exit_code": run["exit_code"],
+        "pages": fetches["pages_fetched"],
+        "coverage": fetches["coverage"],
+        "duplicates": fetches["duplicates"],
+        "wall_s": run["end"] - run["start"],
+        "cpu_s": run["cpu_s"],
+        "before_s": at_first,
+        "after_s": run["cpu_s"] - at_last,
+        "before_wall_s": first - run["start"],
+        "after_wall_s": run["end"] - last,
+        "page_ms": 1000 * (at_last - at_first) / pages,
+        "ms_per_page": 1000 * run["cpu_s"] / pages,
+        "redis_cpu_s": redis_all,
+        "redis_ms_per_page": 1000 * redis_all / pages,
+        "redis_fixed_s": redis_first + redis_all - redis_last,
+    }
 
 
 def split_report(args: argparse.Namespace, work: Path) -> str:
@@ -588,8 +721,9 @@ def split_report(args: argparse.Namespace, work: Path) -> str:
     rds = RedisProcess(work)
     rows: list[dict[str, Any]] = []
     try:
-        with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(work / "web"),
-                      links=args.links) as web:
+        with SynthWeb(
+            sc.hosts, sc.pages_per_host, workdir=str(work / "web"), links=args.links
+        ) as web:
             target = ClusterRedis(work) if args.cluster else rds
             try:
                 for rep in range(args.reps):
@@ -597,18 +731,23 @@ def split_report(args: argparse.Namespace, work: Path) -> str:
                     if args.base:
                         trees.append((target, args.base))
                     for server, tree in trees:
-                        row = split_crawl(sc, web, server, work,
-                                          f"s{rep}-{len(rows)}", tree)
+                        row = split_crawl(sc, web, server, work, f"s{rep}-{len(rows)}", tree)
                         row["rep"] = rep + 1
                         rows.append(row)
-                        print(f"  {row['mode']}: {row['pages']} pages, {row['ms_per_page']:.2f}"
-                              f" ms/page", file=sys.stderr, flush=True)
+                        print(
+                            f"  {row['mode']}: {row['pages']} pages, {row['ms_per_page']:.2f}"
+                            f" ms/page",
+                            file=sys.stderr,
+                            flush=True,
+                        )
             finally:
                 if target is not rds:
                     target.stop()
             where = "a 3-master Redis Cluster" if args.cluster else "one Redis"
-            title = (f"## A worker's fixed and per-page CPU: {len(web.pages)} pages "
-                     f"({sc.hosts} hosts), {args.links or '30-60'} links a page, {where}")
+            title = (
+                f"## A worker's fixed and per-page CPU: {len(web.pages)} pages "
+                f"({sc.hosts} hosts), {args.links or '30-60'} links a page, {where}"
+            )
     finally:
         rds.stop()
     if args.json:
@@ -617,11 +756,14 @@ def split_report(args: argparse.Namespace, work: Path) -> str:
 
 
 def render_split(title: str, rows: list[dict[str, Any]]) -> str:
-    lines = [title, "",
-             "| rep | mode | pages | dup | wall s | CPU s | before 1st page s (wall) "
-             "| after last s (wall) | per-page CPU ms | whole CPU ms/page | x local "
-             "| Redis CPU ms/page | Redis fixed s |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        title,
+        "",
+        "| rep | mode | pages | dup | wall s | CPU s | before 1st page s (wall) "
+        "| after last s (wall) | per-page CPU ms | whole CPU ms/page | x local "
+        "| Redis CPU ms/page | Redis fixed s |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     local = 0.0
     for r in rows:
         if r["mode"] == "local":
@@ -632,7 +774,8 @@ def render_split(title: str, rows: list[dict[str, Any]]) -> str:
             f"({r['before_wall_s']:.1f}) | {r['after_s']:.2f} ({r['after_wall_s']:.1f}) "
             f"| {r['page_ms']:.2f} | {r['ms_per_page']:.2f} "
             f"| {r['ms_per_page'] / (local or 1e-9):.2f}x "
-            f"| {r['redis_ms_per_page']:.2f} | {r['redis_fixed_s']:.2f} |")
+            f"| {r['redis_ms_per_page']:.2f} | {r['redis_fixed_s']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -641,12 +784,20 @@ def _commands(rds: Any) -> int:
     CLUSTER apart), over every node."""
     nodes = getattr(rds, "nodes", None) or [rds.client]
     skip = ("cmdstat_info", "cmdstat_ping", "cmdstat_cluster")
-    return sum(v["calls"] for n in nodes for k, v in n.info("commandstats").items()
-               if k not in skip)
+    return sum(
+        v["calls"] for n in nodes for k, v in n.info("commandstats").items() if k not in skip
+    )
 
 
-def idle_rate(sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str,
-              tree: Path | None = None, seconds: float = 10.0) -> float:
+def idle_rate(
+    sc: Scenario,
+    web: SynthWeb,
+    rds: Any,
+    work: Path,
+    tag: str,
+    tree: Path | None = None,
+    seconds: float = 10.0,
+) -> float:
     """Commands a second a keep-alive worker sends once its crawl is done (it waits for
     work): what an idle worker costs Redis."""
     rds.client.flushall()
@@ -659,8 +810,15 @@ def idle_rate(sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str,
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     with open(work / f"{tag}.stderr", "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=err,
-                                stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            start_new_session=True,
+        )
         try:
             total, last, quiet_since = len(web.pages), -1, time.time()
             while time.time() - quiet_since < 4:  # every page fetched, then 4 s of nothing
@@ -699,34 +857,67 @@ def idle_report(args: argparse.Namespace, work: Path) -> str:
     finally:
         rds.stop()
     where = "a 3-master Redis Cluster" if args.cluster else "one Redis"
-    return "\n".join([f"## An idle keep-alive worker, {where}: Redis commands a second", "",
-                      "| worker | commands/s |", "|---|---:|", *lines]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"## An idle keep-alive worker, {where}: Redis commands a second",
+                "",
+                "| worker | commands/s |",
+                "|---|---:|",
+                *lines,
+            ]
+        )
+        + "\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--hosts", type=int, default=10)
     p.add_argument("--pages", type=int, default=40)
-    p.add_argument("--large", action="store_true",
-                   help="60 hosts x 300 pages: a two-worker crawl of more than 30 s")
+    p.add_argument(
+        "--large",
+        action="store_true",
+        help="60 hosts x 300 pages: a two-worker crawl of more than 30 s",
+    )
     p.add_argument("--reps", type=int, default=1)
-    p.add_argument("--cluster", action="store_true",
-                   help="the workers on a 3-master Redis Cluster on loopback (memory: one Redis)")
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the workers on a 3-master Redis Cluster on loopback (memory: one Redis)",
+    )
     p.add_argument("--urls", type=int, default=100_000)
     p.add_argument("--fanout-hosts", type=int, default=4)
     p.add_argument("--fanout-links", type=int, default=2000)
-    p.add_argument("--memory-repo", type=Path, default=REPO,
-                   help="the tree whose worker makes the crawled requests (default: this one)")
-    p.add_argument("--memory-only", action="store_true",
-                   help="only the memory figures (no crawl of the synthetic web)")
+    p.add_argument(
+        "--memory-repo",
+        type=Path,
+        default=REPO,
+        help="the tree whose worker makes the crawled requests (default: this one)",
+    )
+    p.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="only the memory figures (no crawl of the synthetic web)",
+    )
     p.add_argument("--json", type=Path)
-    p.add_argument("--split", action="store_true",
-                   help="local and one worker: CPU before the first page, per page, after the last")
+    p.add_argument(
+        "--split",
+        action="store_true",
+        help="local and one worker: CPU before the first page, per page, after the last",
+    )
     p.add_argument("--links", type=int, default=None, help="links a page (default 30-60)")
-    p.add_argument("--base", type=Path, default=None,
-                   help="--split: also a worker of this checkout (before/after, alternated)")
-    p.add_argument("--idle", action="store_true",
-                   help="Redis commands a second of an idle keep-alive worker (and --base's)")
+    p.add_argument(
+        "--base",
+        type=Path,
+        default=None,
+        help="--split: also a worker of this checkout (before/after, alternated)",
+    )
+    p.add_argument(
+        "--idle",
+        action="store_true",
+        help="Redis commands a second of an idle keep-alive worker (and --base's)",
+    )
     args = p.parse_args(argv)
     if args.split or args.idle:
         work = Path(tempfile.mkdtemp(prefix="larbin-bench-split-"))
@@ -742,8 +933,9 @@ def main(argv: list[str] | None = None) -> int:
     rds = RedisProcess(work)
     try:
         report: dict[str, Any] = {"memory": memory(rds, args.urls)}
-        report["crawled"] = memory_crawled(rds, work, args.fanout_hosts, args.fanout_links,
-                                           args.memory_repo.resolve())
+        report["crawled"] = memory_crawled(
+            rds, work, args.fanout_hosts, args.fanout_links, args.memory_repo.resolve()
+        )
         if args.memory_only:
             print(render_memory(report))
             return 0
@@ -751,8 +943,9 @@ def main(argv: list[str] | None = None) -> int:
             report["web"] = {"hosts": sc.hosts, "pages": len(web.pages)}
             target = ClusterRedis(work) if args.cluster else rds
             try:
-                report["reps"] = [one_repetition(sc, web, target, work, rep)
-                                  for rep in range(args.reps)]
+                report["reps"] = [
+                    one_repetition(sc, web, target, work, rep) for rep in range(args.reps)
+                ]
             finally:
                 if target is not rds:
                     target.stop()

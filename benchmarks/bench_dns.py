@@ -28,8 +28,10 @@ def run(resolve: Any, names: list[str], reactor: Any) -> dict[str, Any]:
     start, cpu = time.monotonic(), _cpu()
     for name in names:
         d = resolve(name)
-        d.addCallbacks(lambda _: done.__setitem__("ok", done["ok"] + 1),
-                       lambda _: done.__setitem__("failed", done["failed"] + 1))
+        d.addCallbacks(
+            lambda _: done.__setitem__("ok", done["ok"] + 1),
+            lambda _: done.__setitem__("failed", done["failed"] + 1),
+        )
 
     def check() -> None:
         if done["ok"] + done["failed"] == len(names):
@@ -40,9 +42,13 @@ def run(resolve: Any, names: list[str], reactor: Any) -> dict[str, Any]:
     reactor.callLater(0, check)
     reactor.run()
     wall, used = time.monotonic() - start, _cpu() - cpu
-    return {"names": len(names), "wall_s": round(wall, 2),
-            "lookups_per_s": round(len(names) / wall), "cpu_us_per_lookup": round(
-                used / len(names) * 1e6), **done}
+    return {
+        "names": len(names),
+        "wall_s": round(wall, 2),
+        "lookups_per_s": round(len(names) / wall),
+        "cpu_us_per_lookup": round(used / len(names) * 1e6),
+        **done,
+    }
 
 
 def main() -> None:
@@ -51,25 +57,41 @@ def main() -> None:
     p.add_argument("--dns-ms", type=float, default=100.0)
     p.add_argument("--resolver", choices=("c-ares", "twisted.names"), default="c-ares")
     p.add_argument("--in-flight", type=int, default=500, help="LARBIN_DNS_IN_FLIGHT_MAX (c-ares)")
-    p.add_argument("--no-failures", action="store_true",
-                   help="every name answers (else the generator's mix: 1%% silent, CNAMEs...)")
+    p.add_argument(
+        "--no-failures",
+        action="store_true",
+        help="every name answers (else the generator's mix: 1%% silent, CNAMEs...)",
+    )
     args = p.parse_args()
     from twisted.internet import reactor
 
     from testweb.internet.harness import InternetProcess
 
-    with InternetProcess(Path(tempfile.mkdtemp(prefix="bench-dns-")),
-                         ["--hosts", str(args.names), "--no-web", "--base", "127.24.0.0",
-                          "--dns", "127.24.0.1", "--dns-port", "0",
-                          "--dns-ms", str(args.dns_ms),
-                          *(["--no-failures"] if args.no_failures else [])]) as internet:
+    with InternetProcess(
+        Path(tempfile.mkdtemp(prefix="bench-dns-")),
+        [
+            "--hosts",
+            str(args.names),
+            "--no-web",
+            "--base",
+            "127.24.0.0",
+            "--dns",
+            "127.24.0.1",
+            "--dns-port",
+            "0",
+            "--dns-ms",
+            str(args.dns_ms),
+            *(["--no-failures"] if args.no_failures else []),
+        ],
+    ) as internet:
         address, port = internet.info["dns"]
         names = [internet.internet.host(i).name for i in range(args.names)]
         if args.resolver == "c-ares":
             from larbinscrapy.politeness.dns import DnsCache
 
-            cache = DnsCache(reactor, servers=[f"{address}:{port}"], timeout=30,
-                             max_in_flight=args.in_flight)
+            cache = DnsCache(
+                reactor, servers=[f"{address}:{port}"], timeout=30, max_in_flight=args.in_flight
+            )
             resolve = cache.resolve
         else:
             from twisted.names import client
@@ -77,8 +99,17 @@ def main() -> None:
             resolver = client.createResolver(servers=[(address, port)])
             resolve = resolver.getHostByName
         result = run(resolve, names, reactor)
-    print(json.dumps({"resolver": args.resolver, "dns_ms": args.dns_ms, "in_flight": args.in_flight,
-                      "failures": not args.no_failures, **result}))
+    print(
+        json.dumps(
+            {
+                "resolver": args.resolver,
+                "dns_ms": args.dns_ms,
+                "in_flight": args.in_flight,
+                "failures": not args.no_failures,
+                **result,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

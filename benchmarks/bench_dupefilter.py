@@ -320,8 +320,10 @@ def seen_test_rates(cache: int) -> dict[str, Any]:
     from larbinscrapy.parse.urls import fingerprint_url
 
     pages = synthweb_links()
-    unique = [[f"http://u{i % 97}.test/d{i % 13}/p{i}.html?b={i}&a=1" for i in range(j, j + 40)]
-              for j in range(0, 200_000, 40)]
+    unique = [
+        [f"http://u{i % 97}.test/d{i % 13}/p{i}.html?b={i}&a=1" for i in range(j, j + 40)]
+        for j in range(0, 200_000, 40)
+    ]
     result: dict[str, Any] = {"pages": len(pages), "links": sum(map(len, pages))}
     for stream_name, stream in (("synthweb", pages), ("never repeated", unique)):
         for size in (0, base.LARBIN_GATE_URL_CACHE):

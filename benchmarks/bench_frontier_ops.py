@@ -29,8 +29,10 @@ from larbinscrapy.parse.urls import fingerprint_url, host_of, site_of  # noqa: E
 
 def _stats(client) -> dict[str, tuple[int, int]]:
     """command -> (calls, usec) from ``INFO commandstats``."""
-    return {name.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"]))
-            for name, v in client.info("commandstats").items()}
+    return {
+        name.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"]))
+        for name, v in client.info("commandstats").items()
+    }
 
 
 def measure(hosts: int, pages: int, ips: int) -> dict[str, float]:
@@ -47,9 +49,19 @@ def _run(server, hosts: int, pages: int, ips: int) -> dict[str, float]:
     f = RedisFrontier(server, "b:frontier", max_per_site=40, loaded_sites=2000)
     urls = [f"http://h{h}.test/p{p}.html" for h in range(hosts) for p in range(pages)]
     for i in range(0, len(urls), 500):
-        f.admit("w", df.key, 0, [(NORMAL, df.positions(fingerprint_url(u)),
-                                  f.entry(site_of(u), host_of(u), f'["{u}",0]'.encode()))
-                                 for u in urls[i:i + 500]])
+        f.admit(
+            "w",
+            df.key,
+            0,
+            [
+                (
+                    NORMAL,
+                    df.positions(fingerprint_url(u)),
+                    f.entry(site_of(u), host_of(u), f'["{u}",0]'.encode()),
+                )
+                for u in urls[i : i + 500]
+            ],
+        )
     for h in range(hosts):
         f.resolved(f"h{h}.test", f"10.9.{h % ips}.1")
     # the release's host arguments where the tree has them (this script also measures the
@@ -74,9 +86,12 @@ def _run(server, hosts: int, pages: int, ips: int) -> dict[str, float]:
     calls = {k: after[k][0] - before.get(k, (0, 0))[0] for k in after}
     inner = sum(n for k, n in calls.items() if k not in ("evalsha", "eval", "info", "script|load"))
     evalsha_us = after["evalsha"][1] - before.get("evalsha", (0, 0))[1]
-    return {"pages": done, "commands_per_page": inner / done,
-            "scripts_per_page": calls.get("evalsha", 0) / done,
-            "evalsha_us_per_page": evalsha_us / done}
+    return {
+        "pages": done,
+        "commands_per_page": inner / done,
+        "scripts_per_page": calls.get("evalsha", 0) / done,
+        "evalsha_us_per_page": evalsha_us / done,
+    }
 
 
 def main() -> None:
@@ -86,10 +101,12 @@ def main() -> None:
     p.add_argument("--ips", type=int, default=20)
     a = p.parse_args()
     r = measure(a.hosts, a.pages, a.ips)
-    print(f"{r['pages']} pages, {a.hosts} hosts on {a.ips} IPs: "
-          f"{r['commands_per_page']:.2f} Redis commands/page inside "
-          f"{r['scripts_per_page']:.2f} scripts/page, "
-          f"{r['evalsha_us_per_page']:.1f} us of EVALSHA/page")
+    print(
+        f"{r['pages']} pages, {a.hosts} hosts on {a.ips} IPs: "
+        f"{r['commands_per_page']:.2f} Redis commands/page inside "
+        f"{r['scripts_per_page']:.2f} scripts/page, "
+        f"{r['evalsha_us_per_page']:.1f} us of EVALSHA/page"
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from testweb.harness import launch
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_IP = "127.25.0.1"  # 127.25.0.0/16 - 127.28.0.0/16: up to 262,144 addresses
 
-GC_TIMER = '''
+GC_TIMER = """
 import atexit as _atexit, gc as _gc, json as _json, time as _time
 _gc_spent = [0.0, 0.0, 0]
 def _gc_timer(phase, info):
@@ -44,7 +44,7 @@ def _gc_timer(phase, info):
 _gc.callbacks.append(_gc_timer)
 _atexit.register(lambda: open({path!r}, "w").write(_json.dumps(
     {{"gc_seconds": _gc_spent[0], "collections": _gc_spent[2]}})))
-'''
+"""
 
 
 def count_fds(pid: int) -> int:
@@ -54,29 +54,58 @@ def count_fds(pid: int) -> int:
         return 0
 
 
-def run_size(hosts: int, pages: int, hosts_per_ip: int, extra: list[str], workdir: Path,
-             timeout: float) -> dict[str, Any]:
+def run_size(
+    hosts: int, pages: int, hosts_per_ip: int, extra: list[str], workdir: Path, timeout: float
+) -> dict[str, Any]:
     """One crawl of a ``hosts``-host web: its figures."""
-    proc, info, _ = launch(workdir / "web", [
-        "testweb.manyhosts", "--hosts", str(hosts), "--pages", str(pages),
-        "--first-ip", FIRST_IP, "--hosts-per-ip", str(hosts_per_ip)])
+    proc, info, _ = launch(
+        workdir / "web",
+        [
+            "testweb.manyhosts",
+            "--hosts",
+            str(hosts),
+            "--pages",
+            str(pages),
+            "--first-ip",
+            FIRST_IP,
+            "--hosts-per-ip",
+            str(hosts_per_ip),
+        ],
+    )
     try:
         port = info["port"]
-        seeds, env = manyhosts.write_crawl_files(workdir / "crawl", hosts, FIRST_IP,
-                                                 hosts_per_ip, port)
+        seeds, env = manyhosts.write_crawl_files(
+            workdir / "crawl", hosts, FIRST_IP, hosts_per_ip, port
+        )
         gc_path = workdir / "gc.json"
         with open(workdir / "crawl" / "scale_settings.py", "a", encoding="utf-8") as f:
             f.write(GC_TIMER.format(path=str(gc_path)))
-        cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}",
-               "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8", "-s", "LARBIN_IP_DELAY=0",
-               "-s", "LARBIN_STATUS_PORT=0", "-s", "LOG_LEVEL=INFO",
-               "-s", f"LARBIN_STATS_FILE={workdir / 'stats.json'}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "crawl",
+            "larbin",
+            "-a",
+            f"seeds={seeds}",
+            "-s",
+            "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+            "-s",
+            "LARBIN_IP_DELAY=0",
+            "-s",
+            "LARBIN_STATUS_PORT=0",
+            "-s",
+            "LOG_LEVEL=INFO",
+            "-s",
+            f"LARBIN_STATS_FILE={workdir / 'stats.json'}",
+        ]
         for item in extra:
             cmd += ["-s", item]
         started = time.monotonic()
         with open(workdir / "crawl.log", "w") as log:
-            crawl = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **env})
+            crawl = subprocess.Popen(
+                cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}
+            )
         most_fds = 0
         while True:
             pid, status, usage = os.wait4(crawl.pid, os.WNOHANG)
@@ -96,10 +125,15 @@ def run_size(hosts: int, pages: int, hosts_per_ip: int, extra: list[str], workdi
     cpu = usage.ru_utime + usage.ru_stime
     spent = json.loads(gc_path.read_text()) if gc_path.exists() else {}
     return {
-        "hosts": hosts, "pages_per_host": pages, "exit": crawl.returncode,
-        "pages": fetched, "coverage": fetched / (hosts * pages),
-        "cpu_s": round(cpu, 2), "cpu_ms_per_page": round(1000 * cpu / max(1, fetched), 3),
-        "pages_per_s": round(fetched / wall, 1), "wall_s": round(wall, 1),
+        "hosts": hosts,
+        "pages_per_host": pages,
+        "exit": crawl.returncode,
+        "pages": fetched,
+        "coverage": fetched / (hosts * pages),
+        "cpu_s": round(cpu, 2),
+        "cpu_ms_per_page": round(1000 * cpu / max(1, fetched), 3),
+        "pages_per_s": round(fetched / wall, 1),
+        "wall_s": round(wall, 1),
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "rss_kb_per_host": round(usage.ru_maxrss / hosts, 2),
         "open_fds_max": most_fds,
@@ -149,44 +183,66 @@ def state_only(hosts: int, hosts_per_ip: int, crawl_delay_share: float) -> dict[
     del st, hs
     gc.collect()
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_rss
-    return {"hosts": hosts, "us_per_host": round(1e6 * cpu / hosts, 2),
-            "bytes_per_host": round(1024 * grown_kb / hosts, 1),
-            "tracked_objects_left": len(gc.get_objects()) - before_objects,
-            "hosts_resident": len(table.hosts.hosts), "hosts_packed": len(table.hosts.packed),
-            "ips_resident": len(table.ips), "ips_packed": len(table.packed)}
+    return {
+        "hosts": hosts,
+        "us_per_host": round(1e6 * cpu / hosts, 2),
+        "bytes_per_host": round(1024 * grown_kb / hosts, 1),
+        "tracked_objects_left": len(gc.get_objects()) - before_objects,
+        "hosts_resident": len(table.hosts.hosts),
+        "hosts_packed": len(table.hosts.packed),
+        "ips_resident": len(table.ips),
+        "ips_packed": len(table.packed),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_hosts",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_hosts",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--hosts", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--pages", type=int, default=5, help="pages a host")
     parser.add_argument("--hosts-per-ip", type=int, default=10)
-    parser.add_argument("-s", dest="settings", action="append", default=[],
-                        help="NAME=VALUE for the crawl")
+    parser.add_argument(
+        "-s", dest="settings", action="append", default=[], help="NAME=VALUE for the crawl"
+    )
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--json", help="append each size's figures as a JSON line")
-    parser.add_argument("--state", type=int, default=0,
-                        help="only the politeness tables, in process, with this many hosts")
-    parser.add_argument("--crawl-delay-share", type=float, default=0.1,
-                        help="with --state: hosts with a Crawl-delay (kept packed)")
+    parser.add_argument(
+        "--state",
+        type=int,
+        default=0,
+        help="only the politeness tables, in process, with this many hosts",
+    )
+    parser.add_argument(
+        "--crawl-delay-share",
+        type=float,
+        default=0.1,
+        help="with --state: hosts with a Crawl-delay (kept packed)",
+    )
     args = parser.parse_args(argv)
     if args.state:
         print(json.dumps(state_only(args.state, args.hosts_per_ip, args.crawl_delay_share)))
         return 0
-    print("hosts | pages | CPU ms/page | pages/s | peak RSS MB | KB/host | fds | GC share | "
-          "conns/host | coverage | load")
+    print(
+        "hosts | pages | CPU ms/page | pages/s | peak RSS MB | KB/host | fds | GC share | "
+        "conns/host | coverage | load"
+    )
     for hosts in args.hosts:
         load = os.getloadavg()[0]
         with TemporaryDirectory(prefix="bench-hosts-") as tmp:
-            row = run_size(hosts, args.pages, args.hosts_per_ip, args.settings, Path(tmp),
-                           args.timeout)
+            row = run_size(
+                hosts, args.pages, args.hosts_per_ip, args.settings, Path(tmp), args.timeout
+            )
         row["load_before"] = load
-        print(f"{hosts:,} | {row['pages']:,} | {row['cpu_ms_per_page']} | {row['pages_per_s']} | "
-              f"{row['peak_rss_mb']} | {row['rss_kb_per_host']} | {row['open_fds_max']} | "
-              f"{row['gc_share']} | {row['connections_per_host']} | {row['coverage']:.4f} | "
-              f"{load:.1f}", flush=True)
+        print(
+            f"{hosts:,} | {row['pages']:,} | {row['cpu_ms_per_page']} | {row['pages_per_s']} | "
+            f"{row['peak_rss_mb']} | {row['rss_kb_per_host']} | {row['open_fds_max']} | "
+            f"{row['gc_share']} | {row['connections_per_host']} | {row['coverage']:.4f} | "
+            f"{load:.1f}",
+            flush=True,
+        )
         if args.json:
             with open(args.json, "a", encoding="utf-8") as f:
                 f.write(json.dumps({**row, "settings": args.settings}) + "\n")

@@ -60,8 +60,12 @@ async def _bench(web: SynthWeb, args: argparse.Namespace) -> dict[str, Any]:
     for url in sorted(web.pages):
         by_host.setdefault(url.split("/")[2], []).append(url)
     urls = [u for group in itertools.zip_longest(*by_host.values()) for u in group if u]
-    settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 8, "LARBIN_FETCH_IDLE_TIMEOUT": 240,
-                "DOWNLOAD_MAXSIZE": 0, "DOWNLOAD_WARNSIZE": 0}
+    settings = {
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+        "LARBIN_FETCH_IDLE_TIMEOUT": 240,
+        "DOWNLOAD_MAXSIZE": 0,
+        "DOWNLOAD_WARNSIZE": 0,
+    }
     results: dict[str, list[float]] = {name: [] for name in HANDLERS}
     for rep in range(args.reps):
         order = list(HANDLERS) if rep % 2 == 0 else list(reversed(HANDLERS))
@@ -72,11 +76,17 @@ async def _bench(web: SynthWeb, args: argparse.Namespace) -> dict[str, Any]:
             cpu, wall, size = await _fetch_all(handler, urls, args.inflight)
             await handler.close()
             results[name].append(cpu / len(urls) * 1e6)
-            print(f"{name:7s} rep {rep}: {cpu / len(urls) * 1e6:7.1f} us CPU/response, "
-                  f"{len(urls) / wall:7.0f} responses/s, {size / len(urls):.0f} B/page")
+            print(
+                f"{name:7s} rep {rep}: {cpu / len(urls) * 1e6:7.1f} us CPU/response, "
+                f"{len(urls) / wall:7.0f} responses/s, {size / len(urls):.0f} B/page"
+            )
     med = {name: statistics.median(v) for name, v in results.items()}
-    return {"us_cpu_per_response": med, "ratio": med["lean"] / med["scrapy"],
-            "saving_us": med["scrapy"] - med["lean"], "responses": len(urls)}
+    return {
+        "us_cpu_per_response": med,
+        "ratio": med["lean"] / med["scrapy"],
+        "saving_us": med["scrapy"] - med["lean"],
+        "responses": len(urls),
+    }
 
 
 def main() -> None:

@@ -36,12 +36,21 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench(hosts: int, seed: int, latency: bool, work: Path, timeout: float, stall: float,
-          extra: list[str]) -> dict[str, Any]:
+def bench(
+    hosts: int, seed: int, latency: bool, work: Path, timeout: float, stall: float, extra: list[str]
+) -> dict[str, Any]:
     """One crawl of a fresh simulated internet; the figures and the analyzer's report."""
     logdir = work / "internet"
-    args = ["--hosts", str(hosts), "--seed", str(seed), "--base", BASE,
-            "--write-seeds", str(logdir / "seeds.txt")]
+    args = [
+        "--hosts",
+        str(hosts),
+        "--seed",
+        str(seed),
+        "--base",
+        BASE,
+        "--write-seeds",
+        str(logdir / "seeds.txt"),
+    ]
     if latency:
         args += ["--dns-ms", "30", "--ttfb-ms", "100"]
     logdir.mkdir(parents=True, exist_ok=True)
@@ -53,33 +62,44 @@ def bench(hosts: int, seed: int, latency: bool, work: Path, timeout: float, stal
         result["server_cpu_s"] = _cpu_s(net.proc.pid)
     internet, seeds, web, dns = load(logdir)
     report = analyze(internet, seeds, web, dns)
-    page_times = sorted(e.t for e in web if e.status == 200
-                        and e.path not in ("/robots.txt", "/sitemap.xml"))
+    page_times = sorted(
+        e.t for e in web if e.status == 200 and e.path not in ("/robots.txt", "/sitemap.xml")
+    )
     pages = len(page_times)
     # the crawl's tail (a few hosts with hundreds of pages, one connection each) is long: the
     # time to 95% of the pages says how fast the bulk went
     t95 = (page_times[int(pages * 0.95) - 1] - web[0].t) if pages >= 20 else None
-    result.update({
-        "hosts": hosts, "seed": seed, "latency": latency, "requests": len(web), "pages": pages,
-        "cpu_ms_per_page": round(result["cpu_s"] * 1000 / max(1, pages), 3),
-        "pages_per_s": round(pages / result["wall_s"], 1),
-        "to_95pct_pages_s": round(t95, 1) if t95 else None,
-        "pages_per_s_to_95pct": round(0.95 * pages / t95, 1) if t95 else None,
-        "dns_queries_per_host": round(len(dns) / hosts, 3),
-        "server_cpu_ms_per_request": round(result["server_cpu_s"] * 1000 / max(1, len(web)), 3),
-        "report": report,
-    })
+    result.update(
+        {
+            "hosts": hosts,
+            "seed": seed,
+            "latency": latency,
+            "requests": len(web),
+            "pages": pages,
+            "cpu_ms_per_page": round(result["cpu_s"] * 1000 / max(1, pages), 3),
+            "pages_per_s": round(pages / result["wall_s"], 1),
+            "to_95pct_pages_s": round(t95, 1) if t95 else None,
+            "pages_per_s_to_95pct": round(0.95 * pages / t95, 1) if t95 else None,
+            "dns_queries_per_host": round(len(dns) / hosts, 3),
+            "server_cpu_ms_per_request": round(result["server_cpu_s"] * 1000 / max(1, len(web)), 3),
+            "report": report,
+        }
+    )
     stats = work / "stats.json"
     if stats.exists():
         got = json.loads(stats.read_text())
-        result["stats"] = {k: v for k, v in got.items()
-                           if k.startswith(("larbin/dns", "larbin/dropped"))}
+        result["stats"] = {
+            k: v for k, v in got.items() if k.startswith(("larbin/dns", "larbin/dropped"))
+        }
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_internet", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_internet",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--hosts", type=int, action="append", help="repeatable (default 1000)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--latency", action="store_true", help="30 ms DNS, 100 ms to first byte")
@@ -87,17 +107,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--stall", type=float, default=60, help="stop after this long without a request")
     p.add_argument("--work", type=Path, default=None)
-    p.add_argument("-s", dest="settings", action="append", default=[],
-                   help="KEY=VALUE for the crawl")
+    p.add_argument(
+        "-s", dest="settings", action="append", default=[], help="KEY=VALUE for the crawl"
+    )
     args = p.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-internet-"))
     results = []
     for hosts in args.hosts or [1000]:
-        for latency in ((False, True) if args.both else (args.latency,)):
+        for latency in (False, True) if args.both else (args.latency,):
             run_dir = work / f"h{hosts}-{'lat' if latency else 'nolat'}"
             run_dir.mkdir(parents=True, exist_ok=True)
-            result = bench(hosts, args.seed, latency, run_dir, args.timeout, args.stall,
-                           args.settings)
+            result = bench(
+                hosts, args.seed, latency, run_dir, args.timeout, args.stall, args.settings
+            )
             results.append(result)
             print(json.dumps(result), flush=True)
     (work / "results.json").write_text(json.dumps(results, indent=1))

@@ -204,8 +204,7 @@ def bench_extraction(pages: list[tuple[str, bytes]], runs: int) -> dict[str, flo
     }
 
 
-_LEXBOR_TAGS = ("a[href], area[href], link[href], base[href], frame[src], iframe[src], "
-                "title, meta")
+_LEXBOR_TAGS = "a[href], area[href], link[href], base[href], frame[src], iframe[src], title, meta"
 
 
 def lexbor_extract(body: bytes, base_url: str, encoding: str = "utf-8") -> links.Page:
@@ -270,10 +269,14 @@ def bench_lexbor(sets: dict[str, list[tuple[str, bytes]]], runs: int) -> dict[st
         ours = _median_seconds(lambda p=pages: [links.extract(b, u) for u, b in p], runs)
         theirs = _median_seconds(lambda p=pages: [lexbor_extract(b, u) for u, b in p], runs)
         differ = [u for u, b in pages if links.extract(b, u) != lexbor_extract(b, u)]
-        out[name] = {"pages": len(pages), "ours_pages_per_s": len(pages) / ours,
-                     "lexbor_pages_per_s": len(pages) / theirs,
-                     "lexbor_over_ours_time": theirs / ours,
-                     "pages_differing": len(differ), "first_differing": differ[:3]}
+        out[name] = {
+            "pages": len(pages),
+            "ours_pages_per_s": len(pages) / ours,
+            "lexbor_pages_per_s": len(pages) / theirs,
+            "lexbor_over_ours_time": theirs / ours,
+            "pages_differing": len(differ),
+            "first_differing": differ[:3],
+        }
     return out
 
 
@@ -330,20 +333,24 @@ def bench_baseline(path: Path, sets: dict[str, list[tuple[str, bytes]]], runs: i
     def scanner(pattern: Any) -> Callable[[bytes, str], object]:
         return lambda body, url: list(pattern.finditer(body.decode("latin-1")))
 
-    print(f"µs a page: sum of the fastest of {runs} runs per chunk of 20 pages; "
-          "per-run ratio: median\n")
+    print(
+        f"µs a page: sum of the fastest of {runs} runs per chunk of 20 pages; "
+        "per-run ratio: median\n"
+    )
     print("| pages | what | baseline | this tree | ratio (fastest) | per-run ratio |")
     print("|---|---|---|---|---|---|")
     for name, pages in sets.items():
-        chunks = [pages[i:i + 20] for i in range(0, len(pages), 20)]
-        for what, pair in (("extract", (old.extract, links.extract)),
-                           ("tag scan", (scanner(old._SCAN), scanner(links._SCAN)))):
+        chunks = [pages[i : i + 20] for i in range(0, len(pages), 20)]
+        for what, pair in (
+            ("extract", (old.extract, links.extract)),
+            ("tag scan", (scanner(old._SCAN), scanner(links._SCAN))),
+        ):
             best = [[float("inf")] * len(chunks) for _ in pair]
             totals: list[list[float]] = [[], []]
             for i in range(runs):
                 run = [0.0, 0.0]
                 for c, chunk in enumerate(chunks):
-                    for k in ((0, 1) if i % 2 else (1, 0)):
+                    for k in (0, 1) if i % 2 else (1, 0):
                         start = time.perf_counter()
                         for url, body in chunk:
                             pair[k](body, url)
@@ -354,8 +361,10 @@ def bench_baseline(path: Path, sets: dict[str, list[tuple[str, bytes]]], runs: i
                     totals[k].append(run[k])
             o, n = (sum(b) / len(pages) * 1e6 for b in best)
             ratio = statistics.median(b / a for a, b in zip(*totals, strict=True))
-            print(f"| {name} ({len(pages)}) | {what} | {o:.1f} | {n:.1f} | {n / o:.3f} | "
-                  f"{ratio:.3f} |")
+            print(
+                f"| {name} ({len(pages)}) | {what} | {o:.1f} | {n:.1f} | {n / o:.3f} | "
+                f"{ratio:.3f} |"
+            )
 
 
 def _median_cpu_seconds(func: Callable[[], object], runs: int) -> float:
@@ -377,8 +386,11 @@ def bench_adversarial(runs: int) -> dict[str, dict[str, float]]:
             body = make(size)
             seconds = _median_cpu_seconds(lambda b=body: links.extract(b, "http://h.test/"), runs)
             per_mb[size] = seconds * 1000 / (len(body) / 1024 / 1024)
-        result[name] = {"256KB": per_mb[256 * 1024], "1MB": per_mb[1024 * 1024],
-                        "4MB": per_mb[4 * 1024 * 1024]}
+        result[name] = {
+            "256KB": per_mb[256 * 1024],
+            "1MB": per_mb[1024 * 1024],
+            "4MB": per_mb[4 * 1024 * 1024],
+        }
     return result
 
 
@@ -387,8 +399,10 @@ def print_adversarial(result: dict[str, dict[str, float]], runs: int) -> None:
     print("| page | 256 KB | 1 MB | 4 MB | 4MB/256KB |")
     print("|---|---:|---:|---:|---:|")
     for name, t in result.items():
-        print(f"| {name} | {t['256KB']:.1f} | {t['1MB']:.1f} | {t['4MB']:.1f} | "
-              f"{t['4MB'] / t['256KB']:.2f} |")
+        print(
+            f"| {name} | {t['256KB']:.1f} | {t['1MB']:.1f} | {t['4MB']:.1f} | "
+            f"{t['4MB'] / t['256KB']:.2f} |"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -400,8 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, help="another links.py: paired timing only")
     args = parser.parse_args(argv)
     if args.baseline:
-        bench_baseline(args.baseline, {"these pages": make_pages(args.pages),
-                                       "benchmark web": synthweb_pages(args.pages)}, args.runs)
+        bench_baseline(
+            args.baseline,
+            {"these pages": make_pages(args.pages), "benchmark web": synthweb_pages(args.pages)},
+            args.runs,
+        )
         return 0
     if args.adversarial:
         adversarial = bench_adversarial(args.runs)
@@ -414,8 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     problems = compare(pages)
     ext = bench_extraction(pages, args.runs)
     url = bench_urls(pages, args.runs)
-    lexbor = bench_lexbor({"these pages": pages, "benchmark web": synthweb_pages(args.pages)},
-                          args.runs)
+    lexbor = bench_lexbor(
+        {"these pages": pages, "benchmark web": synthweb_pages(args.pages)}, args.runs
+    )
 
     print(f"{ext['pages']} pages, {ext['links']} links; median of {args.runs} runs\n")
     print("| what | larbinscrapy | Scrapy | speed-up |")
@@ -453,15 +471,19 @@ def _print_lexbor(lexbor: dict[str, Any]) -> None:
     if "skipped" in lexbor:
         print(f"\nlexbor comparison skipped: {lexbor['skipped']}")
         return
-    print(f"\n| page set | links.extract, pages/s | selectolax (lexbor) {lexbor['selectolax']}"
-          " + same resolution, pages/s | lexbor time / ours | pages with different results |")
+    print(
+        f"\n| page set | links.extract, pages/s | selectolax (lexbor) {lexbor['selectolax']}"
+        " + same resolution, pages/s | lexbor time / ours | pages with different results |"
+    )
     print("|---|---:|---:|---:|---:|")
     for name, r in lexbor.items():
         if name == "selectolax":
             continue
-        print(f"| {name} ({r['pages']}) | {r['ours_pages_per_s']:,.0f} | "
-              f"{r['lexbor_pages_per_s']:,.0f} | {r['lexbor_over_ours_time']:.2f} | "
-              f"{r['pages_differing']} |")
+        print(
+            f"| {name} ({r['pages']}) | {r['ours_pages_per_s']:,.0f} | "
+            f"{r['lexbor_pages_per_s']:,.0f} | {r['lexbor_over_ours_time']:.2f} | "
+            f"{r['pages_differing']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -45,18 +45,24 @@ def one(rds: RedisProcess, pages: int, distance: int, batch: int) -> dict[str, A
             if pipeline.near is None:
                 calls.append(pipeline.first_url_call(digest, url))
             else:
-                calls.append(pipeline.near.check_call(pipeline.key, digest, url,
-                                                      rng.getrandbits(64) or 1))
+                calls.append(
+                    pipeline.near.check_call(pipeline.key, digest, url, rng.getrandbits(64) or 1)
+                )
         kept += sum(r is None or r == Verdict("kept") for r in run_calls(rds.client, calls))
     seconds = time.perf_counter() - started
-    return {"distance": distance, "pages": pages, "kept": kept,
-            "bytes_per_page": (rds.used_memory() - before) / pages,
-            "checks_per_s": pages / seconds}
+    return {
+        "distance": distance,
+        "pages": pages,
+        "kept": kept,
+        "bytes_per_page": (rds.used_memory() - before) / pages,
+        "checks_per_s": pages / seconds,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pages", type=int, default=100_000)
     parser.add_argument("--distances", default="0,3,6")
     parser.add_argument("--batch", type=int, default=500)
@@ -69,13 +75,17 @@ def main(argv: list[str] | None = None) -> int:
             rds.stop()
     exact = next((r["bytes_per_page"] for r in rows if r["distance"] == 0), 0.0)
     print(f"{args.pages:,} pages kept, one redis-server, batches of {args.batch}\n")
-    print("| LARBIN_CONTENT_DUP_NEAR_DISTANCE | Redis bytes per kept page "
-          "| of which the near index | checks/s (one client) | kept |")
+    print(
+        "| LARBIN_CONTENT_DUP_NEAR_DISTANCE | Redis bytes per kept page "
+        "| of which the near index | checks/s (one client) | kept |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for r in rows:
         share = r["bytes_per_page"] - exact if r["distance"] else 0.0
-        print(f"| {r['distance']} | {r['bytes_per_page']:.0f} | {share:.0f} "
-              f"| {r['checks_per_s']:,.0f} | {r['kept']:,} |")
+        print(
+            f"| {r['distance']} | {r['bytes_per_page']:.0f} | {share:.0f} "
+            f"| {r['checks_per_s']:,.0f} | {r['kept']:,} |"
+        )
     return 0
 
 

@@ -57,8 +57,14 @@ def run_store(n: int, directory: str) -> dict:
     state = 0
     for i in range(n):
         url = f"http://h{i % 50_000:05d}.bench/dir/page-{i:09d}.html"
-        entry = Entry(fingerprint_url(url), url, now + (i * 7919 % n) / n * 30 * DAY, DAY,
-                      etag=f'"{i:x}-5f2e"'.encode(), last_modified=1_700_000_000)
+        entry = Entry(
+            fingerprint_url(url),
+            url,
+            now + (i * 7919 % n) / n * 30 * DAY,
+            DAY,
+            etag=f'"{i:x}-5f2e"'.encode(),
+            last_modified=1_700_000_000,
+        )
         state = entry.state_size()
         store.add(entry)
         if i % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
@@ -112,16 +118,29 @@ def run_redis(n: int, tmp: Path) -> dict:
         started = time.perf_counter()
         for i in range(n):
             page = f"http://h{i % 50_000:05d}.bench/dir/page-{i:09d}.html"
-            store.add(Entry(fingerprint_url(page), page, now + (i * 7919 % n) / n * 30 * DAY, DAY,
-                            etag=f'"{i:x}-5f2e"'.encode(), last_modified=1_700_000_000))
+            store.add(
+                Entry(
+                    fingerprint_url(page),
+                    page,
+                    now + (i * 7919 % n) / n * 30 * DAY,
+                    DAY,
+                    etag=f'"{i:x}-5f2e"'.encode(),
+                    last_modified=1_700_000_000,
+                )
+            )
         add_seconds = time.perf_counter() - started
         memory = server.info("memory")["used_memory"] - base
         started = time.perf_counter()
         _, _, taken = store.take(now + 30 * DAY, lease=3600.0)
         take_seconds = time.perf_counter() - started
         server.close()
-    return {"pages": n, "add_per_s": n / add_seconds, "memory_bytes_per_page": memory / n,
-            "take": len(taken), "take_s": take_seconds}
+    return {
+        "pages": n,
+        "add_per_s": n / add_seconds,
+        "memory_bytes_per_page": memory / n,
+        "take": len(taken),
+        "take_s": take_seconds,
+    }
 
 
 def run_conditional_get(seconds: float, tmp: Path) -> dict:
@@ -131,16 +150,22 @@ def run_conditional_get(seconds: float, tmp: Path) -> dict:
     from testweb.changing import REVISIT_HOSTS, start_changing
 
     with start_changing(tmp / "web") as web:
-        crawl = run_crawl(web, tmp / "out", *seeds_args(web.seeds),
-                          settings={**RULE, "CLOSESPIDER_TIMEOUT": seconds}, timeout=seconds + 60)
+        crawl = run_crawl(
+            web,
+            tmp / "out",
+            *seeds_args(web.seeds),
+            settings={**RULE, "CLOSESPIDER_TIMEOUT": seconds},
+            timeout=seconds + 60,
+        )
     full: dict[str, int] = {}
     for r in crawl.requests:
         if r["status"] == 200:
             full[r["host"] + r["path"]] = r["bytes"]
     pages = [r for r in crawl.requests if r["host"] in REVISIT_HOSTS and r["path"] != "/robots.txt"]
     sent = sum(r["bytes"] for r in pages)
-    without = sum(full.get(r["host"] + r["path"], 0) if r["status"] == 304 else r["bytes"]
-                  for r in pages)
+    without = sum(
+        full.get(r["host"] + r["path"], 0) if r["status"] == 304 else r["bytes"] for r in pages
+    )
     n304 = sum(r["status"] == 304 for r in pages)
     return {
         "requests": len(pages),
@@ -168,28 +193,40 @@ def main() -> int:
     results: dict = {"store": []}
     for n in args.pages:
         with tempfile.TemporaryDirectory(prefix="bench-revisit-") as d:
-            out = subprocess.run([sys.executable, __file__, "--one", str(n), "--dir", d],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", str(n), "--dir", d],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
         row = json.loads(out.stdout)
         results["store"].append(row)
-        print(f"{n:>11,} pages: add {row['add_per_s']:,.0f}/s, state {row['state_bytes_per_page']}"
-              f" B/page, disk {row['disk_bytes_per_page']:.1f} B/page"
-              f" ({row['disk_bytes'] / 2**20:,.0f} MiB), peak RSS {row['peak_rss_mib']:.0f} MiB,"
-              f" open {row['open_s']:.3f} s, take {row['take_due']:,} due in"
-              f" {row['take_due_s'] * 1000:.1f} ms, done {row['done_per_s']:,.0f}/s", flush=True)
+        print(
+            f"{n:>11,} pages: add {row['add_per_s']:,.0f}/s, state {row['state_bytes_per_page']}"
+            f" B/page, disk {row['disk_bytes_per_page']:.1f} B/page"
+            f" ({row['disk_bytes'] / 2**20:,.0f} MiB), peak RSS {row['peak_rss_mib']:.0f} MiB,"
+            f" open {row['open_s']:.3f} s, take {row['take_due']:,} due in"
+            f" {row['take_due_s'] * 1000:.1f} ms, done {row['done_per_s']:,.0f}/s",
+            flush=True,
+        )
     with tempfile.TemporaryDirectory(prefix="bench-revisit-redis-") as d:
         rd = run_redis(args.redis_pages, Path(d))
     results["redis"] = rd
-    print(f"Redis schedule, {rd['pages']:,} pages: add {rd['add_per_s']:,.0f}/s,"
-          f" {rd['memory_bytes_per_page']:.0f} bytes of Redis memory per page,"
-          f" take {rd['take']:,} due (one script) in {rd['take_s'] * 1000:.0f} ms", flush=True)
+    print(
+        f"Redis schedule, {rd['pages']:,} pages: add {rd['add_per_s']:,.0f}/s,"
+        f" {rd['memory_bytes_per_page']:.0f} bytes of Redis memory per page,"
+        f" take {rd['take']:,} due (one script) in {rd['take_s'] * 1000:.0f} ms",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="bench-revisit-crawl-") as d:
         cg = run_conditional_get(args.crawl_seconds, Path(d))
     results["conditional_get"] = cg
-    print(f"conditional GET, {args.crawl_seconds:.0f} s crawl: {cg['requests']} requests,"
-          f" {cg['not_modified']} answered 304; body bytes {cg['body_bytes_sent']:,} against"
-          f" {cg['body_bytes_without_validators']:,} without validators:"
-          f" {cg['bytes_saved']:,} saved ({cg['saved_share']:.0%})")
+    print(
+        f"conditional GET, {args.crawl_seconds:.0f} s crawl: {cg['requests']} requests,"
+        f" {cg['not_modified']} answered 304; body bytes {cg['body_bytes_sent']:,} against"
+        f" {cg['body_bytes_without_validators']:,} without validators:"
+        f" {cg['bytes_saved']:,} saved ({cg['saved_share']:.0%})"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -39,8 +39,9 @@ def _fill(store, pages: int) -> None:
     for i in range(pages):
         url = f"http://h{i % 2000:04d}.bench/page-{i:07d}.html"
         e = Entry(fingerprint_url(url), url, NOW + 3600 + i, 86400.0)
-        calls.append(Call(("EVALSHA", _ADD.sha, 3, *store.keys(e), e.fp, e.pack(), e.due),
-                          script=_ADD))
+        calls.append(
+            Call(("EVALSHA", _ADD.sha, 3, *store.keys(e), e.fp, e.pack(), e.due), script=_ADD)
+        )
         if len(calls) == 1000:
             run_calls(store.server, calls)
             calls = []
@@ -70,23 +71,38 @@ def main() -> int:
     from tests.support.cluster import redis_cluster
     from tests.support.revisit import revisit_entries_per_master
 
-    with tempfile.TemporaryDirectory(prefix="bench-revisit-cluster-") as d, \
-            redis_cluster(Path(d)) as cluster:
-        sharded = RedisRevisitStore(None, "bench:revisit", 10_000_000, batch=10_000_000,
-                                    connect=cluster.client, shards=HostShards(args.shards))
-        plain = RedisRevisitStore(None, "bench:revisit", 10_000_000, batch=10_000_000,
-                                  connect=lambda: RedisCluster.from_url(cluster.url),
-                                  shards=HostShards(args.shards))
-        one = RedisRevisitStore(None, "one:revisit", 10_000_000, batch=10_000_000,
-                                connect=cluster.client)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-revisit-cluster-") as d,
+        redis_cluster(Path(d)) as cluster,
+    ):
+        sharded = RedisRevisitStore(
+            None,
+            "bench:revisit",
+            10_000_000,
+            batch=10_000_000,
+            connect=cluster.client,
+            shards=HostShards(args.shards),
+        )
+        plain = RedisRevisitStore(
+            None,
+            "bench:revisit",
+            10_000_000,
+            batch=10_000_000,
+            connect=lambda: RedisCluster.from_url(cluster.url),
+            shards=HostShards(args.shards),
+        )
+        one = RedisRevisitStore(
+            None, "one:revisit", 10_000_000, batch=10_000_000, connect=cluster.client
+        )
         _fill(sharded, args.pages)
         _fill(one, args.pages)
         targs = (NOW, NOW - 3600, sharded.inflight, sharded.batch)
 
         def one_by_one() -> None:
             for keys in sharded.shard_keys:
-                run_calls(sharded.server, [Call(("EVALSHA", _TAKE.sha, 3, *keys, *targs),
-                                                script=_TAKE)])
+                run_calls(
+                    sharded.server, [Call(("EVALSHA", _TAKE.sha, 3, *keys, *targs), script=_TAKE)]
+                )
 
         piped = _per_take(lambda: sharded.take(NOW, 3600), args.takes)
         redis_py = _per_take(lambda: plain.take(NOW, 3600), args.takes // 4)
@@ -97,12 +113,16 @@ def main() -> int:
         _, _, taken = sharded.take(NOW + 10 * 86400, 86400 * 30)
         all_due = time.perf_counter() - started
     print(f"{args.pages:,} pages, {args.shards} shards on 3 masters, idle poll (nothing due):")
-    print(f"  pipelined take {piped}; with redis-py's own RedisCluster {redis_py};"
-          f" one call per shard {serial}; one shard (the earlier layout) {single}")
+    print(
+        f"  pipelined take {piped}; with redis-py's own RedisCluster {redis_py};"
+        f" one call per shard {serial}; one shard (the earlier layout) {single}"
+    )
     total = sum(spread.values())
     print("  entries per master: " + ", ".join(f"{n / total:.0%}" for n in spread.values()))
-    print(f"  all due: {len(taken):,} pages taken in one take, {all_due * 1000:.0f} ms"
-          f" ({len(taken) / all_due:,.0f} pages/s)")
+    print(
+        f"  all due: {len(taken):,} pages taken in one take, {all_due * 1000:.0f} ms"
+        f" ({len(taken) / all_due:,.0f} pages/s)"
+    )
     return 0
 
 

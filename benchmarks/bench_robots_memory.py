@@ -24,10 +24,12 @@ from larbinscrapy.politeness.robotstxt import compile_rules
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-BODY = (b"User-agent: *\nDisallow: /cgi-bin/\nDisallow: /search\nAllow: /search/about\n"
-        b"Disallow: /*.pdf$\nCrawl-delay: 2\n\nUser-agent: otherbot\nDisallow: /\n\n"
-        b"User-agent: mediabot\nDisallow: /private/\nAllow: /\n"
-        b"Sitemap: https://h.test/sitemap.xml\n")
+BODY = (
+    b"User-agent: *\nDisallow: /cgi-bin/\nDisallow: /search\nAllow: /search/about\n"
+    b"Disallow: /*.pdf$\nCrawl-delay: 2\n\nUser-agent: otherbot\nDisallow: /\n\n"
+    b"User-agent: mediabot\nDisallow: /private/\nAllow: /\n"
+    b"Sitemap: https://h.test/sitemap.xml\n"
+)
 
 
 @dataclass(frozen=True, slots=True)

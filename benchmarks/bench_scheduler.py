@@ -67,15 +67,22 @@ def run_rates(kind: str, n: int, jobdir: str) -> dict:
     from scrapy import Request
     from scrapy.utils.misc import build_from_crawler, load_object
 
-    settings = {"JOBDIR": jobdir, "DOWNLOAD_DELAY": 0, "CONCURRENT_REQUESTS_PER_DOMAIN": 10**6,
-                "LARBIN_FRONTIER_LOADED_SITES_MAX": HOSTS}
+    settings = {
+        "JOBDIR": jobdir,
+        "DOWNLOAD_DELAY": 0,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 10**6,
+        "LARBIN_FRONTIER_LOADED_SITES_MAX": HOSTS,
+    }
     if kind == "scrapy":
-        settings.update({"SCHEDULER": "scrapy.core.scheduler.Scheduler",
-                         # the default DownloaderAwarePriorityQueue needs a running engine
-                         "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
-                         "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
-                         "REQUEST_FINGERPRINTER_CLASS":
-                             "scrapy.utils.request.RequestFingerprinter"})
+        settings.update(
+            {
+                "SCHEDULER": "scrapy.core.scheduler.Scheduler",
+                # the default DownloaderAwarePriorityQueue needs a running engine
+                "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
+                "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
+                "REQUEST_FINGERPRINTER_CLASS": "scrapy.utils.request.RequestFingerprinter",
+            }
+        )
     crawler = _crawler(settings)
     sched = build_from_crawler(load_object(crawler.settings["SCHEDULER"]), crawler)
     sched.open(crawler.spider)
@@ -91,8 +98,14 @@ def run_rates(kind: str, n: int, jobdir: str) -> dict:
         got += 1
     dequeue = time.perf_counter() - start
     sched.close("finished")
-    return {"kind": kind, "n": n, "dequeued": got, "enqueue_per_s": n / enqueue,
-            "dequeue_per_s": got / dequeue if dequeue else 0.0, "peak_rss_mib": _rss_mib()}
+    return {
+        "kind": kind,
+        "n": n,
+        "dequeued": got,
+        "enqueue_per_s": n / enqueue,
+        "dequeue_per_s": got / dequeue if dequeue else 0.0,
+        "peak_rss_mib": _rss_mib(),
+    }
 
 
 def _fill(sched, crawler, n: int, hosts: int) -> float:
@@ -103,8 +116,9 @@ def _fill(sched, crawler, n: int, hosts: int) -> float:
     from larbinscrapy.frontier import codec
     from larbinscrapy.frontier.scheduler import NORMAL
 
-    template = codec.encode(Request(_url(0, hosts), meta={"depth": 1, "larbin_site_depth": 1}),
-                            crawler.spider)
+    template = codec.encode(
+        Request(_url(0, hosts), meta={"depth": 1, "larbin_site_depth": 1}), crawler.spider
+    )
     prefix = _url(0, hosts).encode()
     push = sched.fifos[NORMAL].push
     start = time.perf_counter()
@@ -140,9 +154,15 @@ def run_queued(n: int, jobdir: str) -> dict:
     sched.close("shutdown")
     sched2, first, opened, first_request = _reopen(settings)
     queued = len(sched2) + (first is not None)
-    return {"queued": n, "fill_per_s": fill, "peak_rss_filled_mib": rss_filled,
-            "resume_open_s": opened, "resume_first_request_s": first_request,
-            "queued_after_resume": queued, "peak_rss_mib": _rss_mib()}
+    return {
+        "queued": n,
+        "fill_per_s": fill,
+        "peak_rss_filled_mib": rss_filled,
+        "resume_open_s": opened,
+        "resume_first_request_s": first_request,
+        "queued_after_resume": queued,
+        "peak_rss_mib": _rss_mib(),
+    }
 
 
 def run_queued_overflow(n: int, hosts: int, jobdir: str) -> dict:
@@ -164,10 +184,16 @@ def run_queued_overflow(n: int, hosts: int, jobdir: str) -> dict:
     assert len(sched) == n
     sched.close("shutdown")
     sched2, first, opened, first_request = _reopen(settings)
-    return {"queued": n, "hosts": hosts, "overflowed": overflowed, "sequence_s": sequence,
-            "peak_rss_sequenced_mib": rss, "resume_open_s": opened,
-            "resume_first_request_s": first_request,
-            "queued_after_resume": len(sched2) + (first is not None)}
+    return {
+        "queued": n,
+        "hosts": hosts,
+        "overflowed": overflowed,
+        "sequence_s": sequence,
+        "peak_rss_sequenced_mib": rss,
+        "resume_open_s": opened,
+        "resume_first_request_s": first_request,
+        "queued_after_resume": len(sched2) + (first is not None),
+    }
 
 
 def run_overflow(hosts: int, per_host: int, jobdir: str) -> dict:
@@ -177,8 +203,12 @@ def run_overflow(hosts: int, per_host: int, jobdir: str) -> dict:
     from larbinscrapy import signals as larbin_signals
     from larbinscrapy.frontier.scheduler import LarbinScheduler
 
-    settings = {"JOBDIR": jobdir, "DOWNLOAD_DELAY": 0, "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
-                "LARBIN_DUPEFILTER_CAPACITY": 2 * hosts * per_host}
+    settings = {
+        "JOBDIR": jobdir,
+        "DOWNLOAD_DELAY": 0,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+        "LARBIN_DUPEFILTER_CAPACITY": 2 * hosts * per_host,
+    }
     crawler = _crawler(settings)
     sched = LarbinScheduler.from_crawler(crawler)
     sched.open(crawler.spider)
@@ -194,8 +224,9 @@ def run_overflow(hosts: int, per_host: int, jobdir: str) -> dict:
         if not batch:
             break
         for r in batch:
-            crawler.signals.send_catch_log(signals.request_left_downloader, request=r,
-                                           spider=crawler.spider)
+            crawler.signals.send_catch_log(
+                signals.request_left_downloader, request=r, spider=crawler.spider
+            )
             crawler.signals.send_catch_log(larbin_signals.request_done, request=r)
         fetched += len(batch)
     elapsed = time.perf_counter() - start
@@ -203,14 +234,22 @@ def run_overflow(hosts: int, per_host: int, jobdir: str) -> dict:
     enqueued = stats.get_value("larbin/frontier/enqueued", 0)
     moved = stats.get_value("larbin/frontier/to_wait", 0)
     sched.close("finished")
-    return {"hosts": hosts, "per_host": per_host, "fetched": fetched, "enqueued": enqueued,
-            "to_wait": moved, "writes_per_url": (enqueued + moved) / enqueued,
-            "drain_s": elapsed, "peak_rss_mib": _rss_mib()}
+    return {
+        "hosts": hosts,
+        "per_host": per_host,
+        "fetched": fetched,
+        "enqueued": enqueued,
+        "to_wait": moved,
+        "writes_per_url": (enqueued + moved) / enqueued,
+        "drain_s": elapsed,
+        "peak_rss_mib": _rss_mib(),
+    }
 
 
 def _child(args: list[str]) -> dict:
-    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                         check=False, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, check=False, cwd=ROOT
+    )
     if out.returncode:
         raise SystemExit(f"child {args} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -220,13 +259,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--requests", type=int, default=200_000)
     p.add_argument("--queued", type=int, nargs="*", default=[1_000_000, 10_000_000])
-    p.add_argument("--overflow", nargs="*", default=["1x100000", "12x1000"],
-                   help="HOSTSxURLS cases of sites over their cap")
-    p.add_argument("--overflow-queued", nargs="*", default=["100x10000000"],
-                   help="HOSTSxURLS: URLs queued on few hosts, sequenced into the overflow")
+    p.add_argument(
+        "--overflow",
+        nargs="*",
+        default=["1x100000", "12x1000"],
+        help="HOSTSxURLS cases of sites over their cap",
+    )
+    p.add_argument(
+        "--overflow-queued",
+        nargs="*",
+        default=["100x10000000"],
+        help="HOSTSxURLS: URLs queued on few hosts, sequenced into the overflow",
+    )
     p.add_argument("--json")
-    p.add_argument("--child", choices=("larbin", "scrapy", "queued", "overflow",
-                                       "overflow-queued"))
+    p.add_argument("--child", choices=("larbin", "scrapy", "queued", "overflow", "overflow-queued"))
     p.add_argument("--n", type=int)
     p.add_argument("--dir")
     a = p.parse_args()
@@ -239,50 +285,76 @@ def main() -> None:
         print(json.dumps(run_overflow(hosts, per_host, a.dir)))
         return
     if a.child:
-        result = (run_queued(a.n, a.dir) if a.child == "queued" else run_rates(a.child, a.n, a.dir))
+        result = run_queued(a.n, a.dir) if a.child == "queued" else run_rates(a.child, a.n, a.dir)
         print(json.dumps(result))
         return
     results: dict = {"rates": [], "queued": [], "overflow": [], "overflow_queued": []}
     with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
         for kind in ("larbin", "scrapy"):
-            results["rates"].append(_child(["--child", kind, "--n", str(a.requests),
-                                            "--dir", f"{tmp}/{kind}"]))
+            results["rates"].append(
+                _child(["--child", kind, "--n", str(a.requests), "--dir", f"{tmp}/{kind}"])
+            )
         for case in a.overflow:
-            results["overflow"].append(_child(["--child", "overflow", "--overflow", case,
-                                               "--dir", f"{tmp}/o{case}"]))
+            results["overflow"].append(
+                _child(["--child", "overflow", "--overflow", case, "--dir", f"{tmp}/o{case}"])
+            )
         for case in a.overflow_queued:
-            results["overflow_queued"].append(_child(["--child", "overflow-queued",
-                                                      "--overflow-queued", case,
-                                                      "--dir", f"{tmp}/oq{case}"]))
+            results["overflow_queued"].append(
+                _child(
+                    [
+                        "--child",
+                        "overflow-queued",
+                        "--overflow-queued",
+                        case,
+                        "--dir",
+                        f"{tmp}/oq{case}",
+                    ]
+                )
+            )
         for n in a.queued:
-            results["queued"].append(_child(["--child", "queued", "--n", str(n),
-                                             "--dir", f"{tmp}/q{n}"]))
+            results["queued"].append(
+                _child(["--child", "queued", "--n", str(n), "--dir", f"{tmp}/q{n}"])
+            )
     print(f"### Scheduler, {a.requests:,} requests over {HOSTS:,} hosts, JOBDIR on\n")
     print("| scheduler | enqueue_request/s | next_request/s | peak RSS MiB |")
     print("|---|---:|---:|---:|")
     for r in results["rates"]:
         name = "LarbinScheduler" if r["kind"] == "larbin" else "Scrapy Scheduler (disk queues)"
-        print(f"| {name} | {r['enqueue_per_s']:,.0f} | {r['dequeue_per_s']:,.0f} | "
-              f"{r['peak_rss_mib']:.0f} |")
-    print("\n| LarbinScheduler with N queued | fill/s | peak RSS MiB | open (resume) s |"
-          " first request s |")
+        print(
+            f"| {name} | {r['enqueue_per_s']:,.0f} | {r['dequeue_per_s']:,.0f} | "
+            f"{r['peak_rss_mib']:.0f} |"
+        )
+    print(
+        "\n| LarbinScheduler with N queued | fill/s | peak RSS MiB | open (resume) s |"
+        " first request s |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for r in results["queued"]:
-        print(f"| {r['queued']:,} | {r['fill_per_s']:,.0f} | {r['peak_rss_filled_mib']:.0f} | "
-              f"{r['resume_open_s']:.3f} | {r['resume_first_request_s']:.3f} |")
-    print("\n| sites over the cap | URLs | records moved to wait | records written per URL |"
-          " drain s | peak RSS MiB |")
+        print(
+            f"| {r['queued']:,} | {r['fill_per_s']:,.0f} | {r['peak_rss_filled_mib']:.0f} | "
+            f"{r['resume_open_s']:.3f} | {r['resume_first_request_s']:.3f} |"
+        )
+    print(
+        "\n| sites over the cap | URLs | records moved to wait | records written per URL |"
+        " drain s | peak RSS MiB |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for r in results["overflow"]:
-        print(f"| {r['hosts']} x {r['per_host']:,} | {r['enqueued']:,} | {r['to_wait']:,} | "
-              f"{r['writes_per_url']:.2f} | {r['drain_s']:.2f} | {r['peak_rss_mib']:.0f} |")
-    print("\n| queued on few hosts, sequenced | in overflow | sequence s | peak RSS MiB |"
-          " open (resume) s | first request s |")
+        print(
+            f"| {r['hosts']} x {r['per_host']:,} | {r['enqueued']:,} | {r['to_wait']:,} | "
+            f"{r['writes_per_url']:.2f} | {r['drain_s']:.2f} | {r['peak_rss_mib']:.0f} |"
+        )
+    print(
+        "\n| queued on few hosts, sequenced | in overflow | sequence s | peak RSS MiB |"
+        " open (resume) s | first request s |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for r in results["overflow_queued"]:
-        print(f"| {r['queued']:,} over {r['hosts']} hosts | {r['overflowed']:,} | "
-              f"{r['sequence_s']:.1f} | {r['peak_rss_sequenced_mib']:.0f} | "
-              f"{r['resume_open_s']:.3f} | {r['resume_first_request_s']:.3f} |")
+        print(
+            f"| {r['queued']:,} over {r['hosts']} hosts | {r['overflowed']:,} | "
+            f"{r['sequence_s']:.1f} | {r['peak_rss_sequenced_mib']:.0f} | "
+            f"{r['resume_open_s']:.3f} | {r['resume_first_request_s']:.3f} |"
+        )
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
 

@@ -39,8 +39,9 @@ class Poller(threading.Thread):
     def run(self) -> None:
         while not self.stop.wait(1.0):
             for path in ("/api/status", "/api/history?since=0", "/metrics"):
-                request = urllib.request.Request(self.base + path,
-                                                 headers={"Authorization": f"Bearer {TOKEN}"})
+                request = urllib.request.Request(
+                    self.base + path, headers={"Authorization": f"Bearer {TOKEN}"}
+                )
                 try:
                     with self.opener.open(request, timeout=5) as response:
                         response.read()
@@ -59,8 +60,11 @@ def run(reps: int, hosts: int, pages: int) -> dict[str, Any]:
                 order = VARIANTS if rep % 2 == 0 else VARIANTS[::-1]
                 for variant in order:
                     port = free_port("127.0.0.1")
-                    extra = (("LARBIN_STATUS_PORT=0",) if variant == "off" else
-                             (f"LARBIN_STATUS_PORT={port}", f"LARBIN_STATUS_TOKEN={TOKEN}"))
+                    extra = (
+                        ("LARBIN_STATUS_PORT=0",)
+                        if variant == "off"
+                        else (f"LARBIN_STATUS_PORT={port}", f"LARBIN_STATUS_TOKEN={TOKEN}")
+                    )
                     poller = Poller(port) if variant == "polled" else None
                     if poller is not None:
                         poller.start()
@@ -70,30 +74,43 @@ def run(reps: int, hosts: int, pages: int) -> dict[str, Any]:
                         poller.join()
                         result["poll_calls"] = poller.calls
                     rows[variant].append(result)
-    return {"reps": reps, "hosts": hosts, "pages_per_host": pages,
-            "variants": {v: _summary(r) for v, r in rows.items()}}
+    return {
+        "reps": reps,
+        "hosts": hosts,
+        "pages_per_host": pages,
+        "variants": {v: _summary(r) for v, r in rows.items()},
+    }
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     def median(key: str) -> float:
         return statistics.median(r[key] for r in runs if r.get(key) is not None)
 
-    return {"cpu_ms_per_page": median("cpu_ms_per_page"), "maxrss_mb": median("maxrss_mb"),
-            "pages": median("pages_fetched"), "pages_per_s": median("pages_per_s"),
-            "status": [r["status"] for r in runs],
-            "poll_calls": [r.get("poll_calls") for r in runs if "poll_calls" in r]}
+    return {
+        "cpu_ms_per_page": median("cpu_ms_per_page"),
+        "maxrss_mb": median("maxrss_mb"),
+        "pages": median("pages_fetched"),
+        "pages_per_s": median("pages_per_s"),
+        "status": [r["status"] for r in runs],
+        "poll_calls": [r.get("poll_calls") for r in runs if "poll_calls" in r],
+    }
 
 
 def markdown(report: dict[str, Any]) -> str:
     off = report["variants"]["off"]["cpu_ms_per_page"]
-    lines = [f"Status page cost, {report['hosts']} hosts x {report['pages_per_host']} pages, "
-             f"median of {report['reps']}:", "",
-             "| status page | CPU ms/page | vs off | peak RSS MiB | pages/s |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        f"Status page cost, {report['hosts']} hosts x {report['pages_per_host']} pages, "
+        f"median of {report['reps']}:",
+        "",
+        "| status page | CPU ms/page | vs off | peak RSS MiB | pages/s |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, row in report["variants"].items():
-        lines.append(f"| {name} | {row['cpu_ms_per_page']:.2f} | "
-                     f"{row['cpu_ms_per_page'] / off:.3f}x | {row['maxrss_mb']:.0f} | "
-                     f"{row['pages_per_s']:.0f} |")
+        lines.append(
+            f"| {name} | {row['cpu_ms_per_page']:.2f} | "
+            f"{row['cpu_ms_per_page'] / off:.3f}x | {row['maxrss_mb']:.0f} | "
+            f"{row['pages_per_s']:.0f} |"
+        )
     return "\n".join(lines)
 
 

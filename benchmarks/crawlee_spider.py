@@ -32,8 +32,9 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 
-async def crawl(seeds: list[str], out: str, concurrency: int, max_pages: int | None,
-                insecure: bool = False) -> None:
+async def crawl(
+    seeds: list[str], out: str, concurrency: int, max_pages: int | None, insecure: bool = False
+) -> None:
     """Crawl from ``seeds`` and write the dataset to ``out`` (JSON lines) at the end."""
     from crawlee import ConcurrencySettings
     from crawlee.crawlers import ParselCrawler, ParselCrawlingContext
@@ -45,8 +46,10 @@ async def crawl(seeds: list[str], out: str, concurrency: int, max_pages: int | N
         storage_client=MemoryStorageClient(),
         respect_robots_txt_file=True,
         concurrency_settings=ConcurrencySettings(
-            min_concurrency=concurrency, desired_concurrency=concurrency,
-            max_concurrency=concurrency),
+            min_concurrency=concurrency,
+            desired_concurrency=concurrency,
+            max_concurrency=concurrency,
+        ),
         max_requests_per_crawl=max_pages,
         configure_logging=False,
         **extra,
@@ -54,8 +57,9 @@ async def crawl(seeds: list[str], out: str, concurrency: int, max_pages: int | N
 
     @crawler.router.default_handler
     async def handler(context: ParselCrawlingContext) -> None:
-        await context.push_data({"url": context.request.url,
-                                 "title": context.selector.css("title::text").get()})
+        await context.push_data(
+            {"url": context.request.url, "title": context.selector.css("title::text").get()}
+        )
         await context.enqueue_links(selector="a, area", attribute="href", strategy="all")
         await context.enqueue_links(selector="frame, iframe", attribute="src", strategy="all")
 
@@ -77,8 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     with open(args.seeds_file, encoding="utf-8") as f:
         seeds = [line.strip() for line in f if line.strip() and not line.startswith("#")]
-    kwargs: dict[str, Any] = {"concurrency": args.concurrency, "max_pages": args.max_pages,
-                              "insecure": args.insecure}
+    kwargs: dict[str, Any] = {
+        "concurrency": args.concurrency,
+        "max_pages": args.max_pages,
+        "insecure": args.insecure,
+    }
     try:
         asyncio.run(crawl(seeds, args.out, **kwargs))
     except Exception:

@@ -38,8 +38,13 @@ CRAWLEE_SPIDER = HERE / "crawlee_spider.py"
 CRAWLEE_PYTHON = Path(os.environ.get("BENCH_CRAWLEE_PYTHON", HERE / ".venv-crawlee/bin/python"))
 WGET = "wget"
 CRAWLERS = ("plain", "crawlee", "wget", "baseline", "larbin")
-LABELS = {"plain": "plain Scrapy", "crawlee": "crawlee-python", "wget": "wget -r",
-          "baseline": "larbinscrapy baseline", "larbin": "larbinscrapy"}
+LABELS = {
+    "plain": "plain Scrapy",
+    "crawlee": "crawlee-python",
+    "wget": "wget -r",
+    "baseline": "larbinscrapy baseline",
+    "larbin": "larbinscrapy",
+}
 BASELINE_ENV = "BENCH_BASELINE_REPO"  # the checkout the baseline peer runs from
 # wget exits 4 when a connection failed (the web's dead addresses) and 8 on an error status:
 # both are what a crawl of a real web ends with
@@ -80,9 +85,18 @@ def compile_bytecode(crawler: str) -> None:
         compileall.compile_dir(repo / package, quiet=1)
 
 
-def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: float,
-            per_domain: int | None, concurrent: int | None, one_page: bool = False,
-            extra: tuple[str, ...] = ()) -> tuple[list[str], Path, dict[str, str]]:
+def command(
+    crawler: str,
+    *,
+    web: SynthWeb,
+    work: Path,
+    items: Path,
+    delay: float,
+    per_domain: int | None,
+    concurrent: int | None,
+    one_page: bool = False,
+    extra: tuple[str, ...] = (),
+) -> tuple[list[str], Path, dict[str, str]]:
     """The command line, working directory and environment of one crawl.
 
     ``one_page``: the same crawler closed after its first page (its start-up cost). ``extra``
@@ -96,8 +110,18 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
     if one_page and crawler in ("plain", "larbin", "baseline"):
         extra_args += ["-s", "CLOSESPIDER_PAGECOUNT=1"]
     if crawler == "plain":
-        cmd = [sys.executable, str(PLAIN_SPIDER), "--seeds-file", str(seeds),
-               "--resolve", json.dumps(web.resolve), "--out", str(items), "--delay", str(delay)]
+        cmd = [
+            sys.executable,
+            str(PLAIN_SPIDER),
+            "--seeds-file",
+            str(seeds),
+            "--resolve",
+            json.dumps(web.resolve),
+            "--out",
+            str(items),
+            "--delay",
+            str(delay),
+        ]
         if per_domain is not None:
             cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={per_domain}"]
         if delay:
@@ -105,8 +129,16 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
             cmd += ["-s", "RANDOMIZE_DOWNLOAD_DELAY=False"]
         return cmd + extra_args, work, env
     if crawler == "crawlee":
-        cmd = [str(CRAWLEE_PYTHON), str(CRAWLEE_SPIDER), "--seeds-file", str(seeds),
-               "--out", str(items), "--concurrency", str(concurrent or 100)]
+        cmd = [
+            str(CRAWLEE_PYTHON),
+            str(CRAWLEE_SPIDER),
+            "--seeds-file",
+            str(seeds),
+            "--out",
+            str(items),
+            "--concurrency",
+            str(concurrent or 100),
+        ]
         if web.tls:
             cmd.append("--insecure")
         return cmd + (["--max-pages", "1"] if one_page else []), work, env
@@ -118,21 +150,37 @@ def command(crawler: str, *, web: SynthWeb, work: Path, items: Path, delay: floa
     env["PYTHONPATH"] = str(repo)  # that checkout only: never the other one's modules
     if not (repo / "scrapy.cfg").exists():
         env["SCRAPY_SETTINGS_MODULE"] = "settings.base"
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}",
-           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8", "-s", f"DOWNLOAD_DELAY={delay:g}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "larbin",
+        "-a",
+        f"seeds={seeds}",
+        "-s",
+        "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+        "-s",
+        f"DOWNLOAD_DELAY={delay:g}",
+    ]
     if web.resolve:
         cmd += ["-s", f"LARBIN_RESOLVE={json.dumps(web.resolve)}"]
     if concurrent is not None:
         cmd += ["-s", f"CONCURRENT_REQUESTS={concurrent}"]
     if per_domain is not None:  # one host per IP: the same budget at both levels
-        cmd += ["-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={per_domain}",
-                "-s", f"LARBIN_IP_CONNECTIONS={per_domain}"]
+        cmd += [
+            "-s",
+            f"CONCURRENT_REQUESTS_PER_DOMAIN={per_domain}",
+            "-s",
+            f"LARBIN_IP_CONNECTIONS={per_domain}",
+        ]
     cmd += ["-s", "LARBIN_DEPTH=1000", "-s", "LOG_LEVEL=INFO", "-O", str(items)]
     return cmd + extra_args, repo, env
 
 
-def _wget(web: SynthWeb, work: Path, items: Path, seeds: Path, delay: float,
-          one_page: bool) -> list[str]:
+def _wget(
+    web: SynthWeb, work: Path, items: Path, seeds: Path, delay: float, one_page: bool
+) -> list[str]:
     """wget's recursive crawl: one connection, sequential, files kept under the work dir.
 
     Files are kept (``--delete-after`` makes wget forget what it fetched and refetch pages:
@@ -141,8 +189,18 @@ def _wget(web: SynthWeb, work: Path, items: Path, seeds: Path, delay: float,
     if web.resolve:
         raise ValueError("wget has no resolver override: use a web named by IP (named=False)")
     out = work / f"wget-{items.stem}"
-    cmd = [WGET, "-nv", "-o", str(items), "-e", "robots=on", "--tries=1", "--timeout=15",
-           "-P", str(out)]
+    cmd = [
+        WGET,
+        "-nv",
+        "-o",
+        str(items),
+        "-e",
+        "robots=on",
+        "--tries=1",
+        "--timeout=15",
+        "-P",
+        str(out),
+    ]
     if web.tls:
         cmd.append("--no-check-certificate")
     if delay:

@@ -67,8 +67,9 @@ BENCH_SETTINGS: dict[str, Any] = {
 class BenchResolver(CachingThreadedResolver):
     """Scrapy's default resolver, answering the names in ``BENCH_RESOLVE`` from that dict."""
 
-    def __init__(self, reactor: ReactorBase, cache_size: int, timeout: float,
-                 overrides: dict[str, str]) -> None:
+    def __init__(
+        self, reactor: ReactorBase, cache_size: int, timeout: float, overrides: dict[str, str]
+    ) -> None:
         super().__init__(reactor, cache_size, timeout)
         self.overrides = {name.lower(): ip for name, ip in overrides.items()}
 
@@ -76,8 +77,9 @@ class BenchResolver(CachingThreadedResolver):
     def from_crawler(cls, crawler: Crawler, reactor: ReactorBase) -> Self:
         settings = crawler.settings
         cache_size = settings.getint("DNSCACHE_SIZE") if settings.getbool("DNSCACHE_ENABLED") else 0
-        return cls(reactor, cache_size, settings.getfloat("DNS_TIMEOUT"),
-                   settings.getdict("BENCH_RESOLVE"))
+        return cls(
+            reactor, cache_size, settings.getfloat("DNS_TIMEOUT"), settings.getdict("BENCH_RESOLVE")
+        )
 
     def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:
         ip = self.overrides.get(name.lower())
@@ -96,8 +98,9 @@ class PlainSpider(CrawlSpider):
         yield {"url": response.url, "title": response.css("title::text").get()}
 
 
-def build_settings(resolve: dict[str, str], out: str, delay: float | None,
-                   overrides: list[str]) -> Settings:
+def build_settings(
+    resolve: dict[str, str], out: str, delay: float | None, overrides: list[str]
+) -> Settings:
     """Scrapy's defaults + the broad-crawl page + the benchmark's needs + ``-s`` overrides."""
     settings = Settings()
     settings.setdict(BROAD_CRAWL_SETTINGS, priority="project")

@@ -61,8 +61,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger("benchmarks.run")
 
 MICRO = ("bench_links", "bench_dupefilter", "bench_frontier_fifo", "bench_scheduler")
-MICRO_QUICK_SIZES = {"--urls": "100000", "--records": "100000", "--pages": "100",
-                     "--requests": "20000", "--queued": "100000"}
+MICRO_QUICK_SIZES = {
+    "--urls": "100000",
+    "--records": "100000",
+    "--pages": "100",
+    "--requests": "20000",
+    "--queued": "100000",
+}
 STALL_SECONDS = 60.0  # no new request in nginx's log for this long: the crawl is stuck
 TAIL_LINES = 30
 MSEC_TOLERANCE = 0.001  # nginx's $msec has millisecond resolution
@@ -86,16 +91,31 @@ class Scenario:
 
 
 # --- running one crawl -----------------------------------------------------------------------
-def crawler_command(crawler: str, sc: Scenario, web: SynthWeb, work: Path, items: Path,
-                    one_page: bool = False) -> tuple[list[str], Path, dict[str, str]]:
+def crawler_command(
+    crawler: str, sc: Scenario, web: SynthWeb, work: Path, items: Path, one_page: bool = False
+) -> tuple[list[str], Path, dict[str, str]]:
     """The command line, working directory and environment of one crawl of ``sc``."""
-    return peers.command(crawler, web=web, work=work, items=items, delay=sc.delay,
-                         per_domain=sc.per_domain, concurrent=sc.concurrent, one_page=one_page)
+    return peers.command(
+        crawler,
+        web=web,
+        work=work,
+        items=items,
+        delay=sc.delay,
+        per_domain=sc.per_domain,
+        concurrent=sc.concurrent,
+        one_page=one_page,
+    )
 
 
-def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path,
-                timeout: float, web: SynthWeb | None = None,
-                watch: tuple[Path, ...] = ()) -> dict[str, Any]:
+def run_process(
+    cmd: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    log_prefix: Path,
+    timeout: float,
+    web: SynthWeb | None = None,
+    watch: tuple[Path, ...] = (),
+) -> dict[str, Any]:
     """Run ``cmd`` to the end; its wall time, rusage, peak RSS and status.
 
     Peak RSS is the child's ``VmHWM`` (read while it runs), not ``ru_maxrss``: that one keeps
@@ -108,8 +128,15 @@ def run_process(cmd: list[str], cwd: Path, env: dict[str, str], log_prefix: Path
     stdout_path, stderr_path = Path(f"{log_prefix}.stdout"), Path(f"{log_prefix}.stderr")
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
         stopped, stop_at = "", 0.0
         log_size, log_moved = -1, start
         hwm_kib = 0
@@ -172,17 +199,28 @@ def _tail(path: Path, n: int) -> list[str]:
         return f.read().decode("utf-8", "replace").splitlines()[-n:]
 
 
-def crawl_once(crawler: str, sc: Scenario, web: SynthWeb, work: Path, rep: int,
-               timeout: float, one_page: bool = False, tag: str = "") -> dict[str, Any]:
+def crawl_once(
+    crawler: str,
+    sc: Scenario,
+    web: SynthWeb,
+    work: Path,
+    rep: int,
+    timeout: float,
+    one_page: bool = False,
+    tag: str = "",
+) -> dict[str, Any]:
     """One measured crawl: process figures plus what nginx saw during it."""
     name = f"{sc.name}{tag and '-' + tag}-{crawler}-{rep}"
     items = work / f"{name}.jsonl"
     cmd, cwd, env = crawler_command(crawler, sc, web, work, items, one_page)
     log_start, cpu_start = web.log_offset(), web.cpu_seconds()
-    logger.info("%s %s: %s", sc.name + (f" ({tag})" if tag else ""),
-                f"rep {rep + 1}" if rep >= 0 else "start-up", LABELS[crawler])
-    result: dict[str, Any] = {"crawler": crawler, "scenario": sc.name, "rep": rep,
-                              "cmd": cmd}
+    logger.info(
+        "%s %s: %s",
+        sc.name + (f" ({tag})" if tag else ""),
+        f"rep {rep + 1}" if rep >= 0 else "start-up",
+        LABELS[crawler],
+    )
+    result: dict[str, Any] = {"crawler": crawler, "scenario": sc.name, "rep": rep, "cmd": cmd}
     started = time.time()
     result |= run_process(cmd, cwd, env, work / name, timeout, web, (items,))
     time.sleep(0.2)  # nginx logs a request after its last byte is sent
@@ -202,9 +240,16 @@ def crawl_once(crawler: str, sc: Scenario, web: SynthWeb, work: Path, rep: int,
     result["tail_s"] = result["wall_s"] - span - result["first_request_s"] if span else None
     result["cpu_ms_per_page"] = 1000 * result["cpu_s"] / pages if pages else None
     result["status"] = _status(result)
-    logger.info("  %s: %d pages in %.1f s (fetch span %.1f s), %s ms CPU/page, coverage %.3f, "
-                "RSS %.0f MB", result["status"], pages, result["wall_s"], span,
-                fmt(result["cpu_ms_per_page"], 2), result["coverage"], result["maxrss_mb"])
+    logger.info(
+        "  %s: %d pages in %.1f s (fetch span %.1f s), %s ms CPU/page, coverage %.3f, RSS %.0f MB",
+        result["status"],
+        pages,
+        result["wall_s"],
+        span,
+        fmt(result["cpu_ms_per_page"], 2),
+        result["coverage"],
+        result["maxrss_mb"],
+    )
     return result
 
 
@@ -282,8 +327,11 @@ def analyze_politeness(entries: list[LogEntry], delay: float, n_ips: int) -> dic
         times.sort()
         gaps = [round(b - a, 3) for a, b in itertools.pairwise(times)]  # $msec: whole ms
         bad = sum(1 for g in gaps if g < delay - MSEC_TOLERANCE - 1e-9)
-        per_ip[ip] = {"requests": len(times), "violations": bad,
-                      "min_interval_s": min(gaps) if gaps else None}
+        per_ip[ip] = {
+            "requests": len(times),
+            "violations": bad,
+            "min_interval_s": min(gaps) if gaps else None,
+        }
         intervals_total += len(gaps)
         violations += bad
         if gaps and (min_interval is None or min(gaps) < min_interval):
@@ -291,14 +339,23 @@ def analyze_politeness(entries: list[LogEntry], delay: float, n_ips: int) -> dic
     all_times = [e.msec for e in entries]
     span = max(all_times) - min(all_times) if len(all_times) > 1 else 0.0
     efficiency = (intervals_total / span) / (n_ips / delay) if span else None
-    return {"delay_s": delay, "ips": n_ips, "ips_seen": len(by_ip), "span_s": span,
-            "intervals": intervals_total, "violations": violations,
-            "min_interval_s": min_interval, "efficiency": efficiency, "per_ip": per_ip}
+    return {
+        "delay_s": delay,
+        "ips": n_ips,
+        "ips_seen": len(by_ip),
+        "span_s": span,
+        "intervals": intervals_total,
+        "violations": violations,
+        "min_interval_s": min_interval,
+        "efficiency": efficiency,
+        "per_ip": per_ip,
+    }
 
 
 # --- a scenario: alternating repetitions -----------------------------------------------------
-def run_scenario(sc: Scenario, crawlers: list[str], work: Path,
-                 timeout: float | None) -> dict[str, Any]:
+def run_scenario(
+    sc: Scenario, crawlers: list[str], work: Path, timeout: float | None
+) -> dict[str, Any]:
     """All repetitions of one scenario on one synthetic web, crawlers in rotating order."""
     sc_work = work / sc.name
     sc_work.mkdir(parents=True, exist_ok=True)
@@ -313,9 +370,16 @@ def run_scenario(sc: Scenario, crawlers: list[str], work: Path,
         return _run_tls_scenario(sc, present, absent, sc_work, timeout)
     runs: list[dict[str, Any]] = []
     with SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web")) as web:
-        logger.info("%s: %d hosts x %d pages = %d pages (%.1f KiB/page), %d dead addresses, "
-                    "nginx pid %d", sc.name, sc.hosts, sc.pages_per_host, len(web.pages),
-                    web.page_bytes / len(web.pages) / 1024, len(web.dead_hosts), web.pid)
+        logger.info(
+            "%s: %d hosts x %d pages = %d pages (%.1f KiB/page), %d dead addresses, nginx pid %d",
+            sc.name,
+            sc.hosts,
+            sc.pages_per_host,
+            len(web.pages),
+            web.page_bytes / len(web.pages) / 1024,
+            len(web.dead_hosts),
+            web.pid,
+        )
         startup: dict[str, dict[str, Any]] = {}
         if sc.startup and not sc.delay:
             # Start-up and shut-down cost (imports, reactor, first connections): a crawl of the
@@ -332,28 +396,49 @@ def run_scenario(sc: Scenario, crawlers: list[str], work: Path,
                 base = startup.get(crawler)
                 if base is not None and run["pages_fetched"] > base["pages_fetched"]:
                     run["marginal_cpu_ms_per_page"] = (
-                        1000 * (run["cpu_s"] - base["cpu_s"])
-                        / (run["pages_fetched"] - base["pages_fetched"]))
+                        1000
+                        * (run["cpu_s"] - base["cpu_s"])
+                        / (run["pages_fetched"] - base["pages_fetched"])
+                    )
                 runs.append(run)
-        web_info = {"hosts": sc.hosts, "pages_per_host": sc.pages_per_host,
-                    "pages": len(web.pages), "bytes_per_page": web.page_bytes / len(web.pages),
-                    "dead_addresses": len(web.dead_hosts)}
-    return {"config": vars(sc) | {"timeout_s": timeout}, "web": web_info, "runs": runs,
-            "startup": startup, "absent": absent,
-            "summary": summarize(runs, present, sc.reps)}
+        web_info = {
+            "hosts": sc.hosts,
+            "pages_per_host": sc.pages_per_host,
+            "pages": len(web.pages),
+            "bytes_per_page": web.page_bytes / len(web.pages),
+            "dead_addresses": len(web.dead_hosts),
+        }
+    return {
+        "config": vars(sc) | {"timeout_s": timeout},
+        "web": web_info,
+        "runs": runs,
+        "startup": startup,
+        "absent": absent,
+        "summary": summarize(runs, present, sc.reps),
+    }
 
 
-def _run_tls_scenario(sc: Scenario, present: list[str], absent: dict[str, str], sc_work: Path,
-                      timeout: float) -> dict[str, Any]:
+def _run_tls_scenario(
+    sc: Scenario, present: list[str], absent: dict[str, str], sc_work: Path, timeout: float
+) -> dict[str, Any]:
     """The https scenario: the same web over TLS (port 443) and over http, each crawler crawling
     both in every repetition, back to back (which one first alternates)."""
     runs: list[dict[str, Any]] = []
     http_runs: list[dict[str, Any]] = []
-    with (SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web-tls"), tls=True,
-                   port=443) as tls_web,
-          SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web-http")) as http_web):
-        logger.info("%s: %d hosts x %d pages over https (%s) and http (%s)", sc.name, sc.hosts,
-                    sc.pages_per_host, tls_web.seeds[0], http_web.seeds[0])
+    with (
+        SynthWeb(
+            sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web-tls"), tls=True, port=443
+        ) as tls_web,
+        SynthWeb(sc.hosts, sc.pages_per_host, workdir=str(sc_work / "web-http")) as http_web,
+    ):
+        logger.info(
+            "%s: %d hosts x %d pages over https (%s) and http (%s)",
+            sc.name,
+            sc.hosts,
+            sc.pages_per_host,
+            tls_web.seeds[0],
+            http_web.seeds[0],
+        )
         for rep in range(sc.reps):
             shift = rep % len(present) if present else 0
             for crawler in present[shift:] + present[:shift]:
@@ -361,28 +446,61 @@ def _run_tls_scenario(sc: Scenario, present: list[str], absent: dict[str, str], 
                 for web, out in webs if rep % 2 == 0 else webs[::-1]:
                     name = "https" if web.tls else "http"
                     out.append(crawl_once(crawler, sc, web, sc_work, rep, timeout, tag=name))
-        web_info = {"hosts": sc.hosts, "pages_per_host": sc.pages_per_host,
-                    "pages": len(tls_web.pages),
-                    "bytes_per_page": tls_web.page_bytes / len(tls_web.pages),
-                    "dead_addresses": len(tls_web.dead_hosts)}
+        web_info = {
+            "hosts": sc.hosts,
+            "pages_per_host": sc.pages_per_host,
+            "pages": len(tls_web.pages),
+            "bytes_per_page": tls_web.page_bytes / len(tls_web.pages),
+            "dead_addresses": len(tls_web.dead_hosts),
+        }
     over_http: dict[str, Any] = {}
     for crawler in present:
-        pairs = [(a, b) for a in runs for b in http_runs
-                 if a["crawler"] == b["crawler"] == crawler and a["rep"] == b["rep"]
-                 and a["status"] == b["status"] == "ok"]
+        pairs = [
+            (a, b)
+            for a in runs
+            for b in http_runs
+            if a["crawler"] == b["crawler"] == crawler
+            and a["rep"] == b["rep"]
+            and a["status"] == b["status"] == "ok"
+        ]
         over_http[crawler] = {
             key: _median([a[key] / b[key] for a, b in pairs if a.get(key) and b.get(key)])
-            for key in ("cpu_ms_per_page", "wall_s")}
-    return {"config": vars(sc) | {"timeout_s": timeout}, "web": web_info, "runs": runs,
-            "http_runs": http_runs, "startup": {}, "absent": absent,
-            "summary": summarize(runs, present, sc.reps),
-            "http_summary": summarize(http_runs, present, sc.reps), "https_over_http": over_http}
+            for key in ("cpu_ms_per_page", "wall_s")
+        }
+    return {
+        "config": vars(sc) | {"timeout_s": timeout},
+        "web": web_info,
+        "runs": runs,
+        "http_runs": http_runs,
+        "startup": {},
+        "absent": absent,
+        "summary": summarize(runs, present, sc.reps),
+        "http_summary": summarize(http_runs, present, sc.reps),
+        "https_over_http": over_http,
+    }
 
 
-SUMMARY_KEYS = ("wall_s", "pages_fetched", "unique_pages", "coverage", "duplicates",
-                "pages_per_s", "fetch_pages_per_s", "active_s", "tail_s", "first_request_s",
-                "cpu_s", "cpu_ms_per_page", "marginal_cpu_ms_per_page", "maxrss_mb",
-                "nginx_cpu_s", "robots_requests", "items", "connections", "tls_resumed")
+SUMMARY_KEYS = (
+    "wall_s",
+    "pages_fetched",
+    "unique_pages",
+    "coverage",
+    "duplicates",
+    "pages_per_s",
+    "fetch_pages_per_s",
+    "active_s",
+    "tail_s",
+    "first_request_s",
+    "cpu_s",
+    "cpu_ms_per_page",
+    "marginal_cpu_ms_per_page",
+    "maxrss_mb",
+    "nginx_cpu_s",
+    "robots_requests",
+    "items",
+    "connections",
+    "tls_resumed",
+)
 POLITE_KEYS = ("efficiency", "violations", "min_interval_s", "span_s")
 # ratio name -> (run key, True when it is peer / larbin, False for larbin / peer); each is
 # written so that > 1 means larbinscrapy does better
@@ -401,8 +519,9 @@ def summarize(runs: list[dict[str, Any]], crawlers: list[str], reps: int) -> dic
     for crawler in crawlers:
         ok = [r for r in runs if r["crawler"] == crawler and r["status"] == "ok"]
         med = {k: _median([r.get(k) for r in ok]) for k in SUMMARY_KEYS}
-        med |= {k: _median([r["politeness"][k] for r in ok if "politeness" in r])
-                for k in POLITE_KEYS}
+        med |= {
+            k: _median([r["politeness"][k] for r in ok if "politeness" in r]) for k in POLITE_KEYS
+        }
         nginx, cpu = med["nginx_cpu_s"], med["cpu_s"]
         med["nginx_cpu_share"] = nginx / cpu if nginx is not None and cpu else None
         summary[crawler] = {"ok_runs": len(ok), "runs": reps, "median": med}
@@ -425,7 +544,9 @@ def summarize(runs: list[dict[str, Any]], crawlers: list[str], reps: int) -> dic
     summary["pairs"] = pairs
     summary["ratios"] = {
         peer: {name: _median([p[name] for p in pairs if p["peer"] == peer]) for name in RATIOS}
-        for peer in crawlers if peer != REFERENCE}
+        for peer in crawlers
+        if peer != REFERENCE
+    }
     return summary
 
 
@@ -451,18 +572,33 @@ def run_micro(quick: bool, work: Path) -> list[dict[str, Any]]:
         logger.info("micro-benchmark: %s", " ".join(cmd[1:]))
         start = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                                  timeout=120 if quick else 480, check=False)
+            proc = subprocess.run(
+                cmd,
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120 if quick else 480,
+                check=False,
+            )
             code, out, err = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as exc:
             code, out, err = None, _text(exc.stdout), _text(exc.stderr) + "\n(timed out)"
         data = None
         with contextlib.suppress(OSError, ValueError):
             data = json.loads((work / f"{name}.json").read_text())
-        results.append({"name": name, "cmd": cmd, "exit_code": code,
-                        "status": "ok" if code == 0 else "failed",
-                        "seconds": time.perf_counter() - start, "stdout": out,
-                        "stderr_tail": err.splitlines()[-TAIL_LINES:], "json": data})
+        results.append(
+            {
+                "name": name,
+                "cmd": cmd,
+                "exit_code": code,
+                "status": "ok" if code == 0 else "failed",
+                "seconds": time.perf_counter() - start,
+                "stdout": out,
+                "stderr_tail": err.splitlines()[-TAIL_LINES:],
+                "json": data,
+            }
+        )
     return results
 
 
@@ -475,8 +611,15 @@ def _text(data: bytes | str | None) -> str:
 def _quick_sizes(script: Path, env: dict[str, str]) -> list[str]:
     """Small sizes for ``--quick``, for the size options the script's ``--help`` lists."""
     try:
-        help_text = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, env=env,
-                                   capture_output=True, text=True, timeout=60, check=False).stdout
+        help_text = subprocess.run(
+            [sys.executable, str(script), "--help"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        ).stdout
     except subprocess.TimeoutExpired:
         return []
     args = []
@@ -487,8 +630,9 @@ def _quick_sizes(script: Path, env: dict[str, str]) -> list[str]:
 
 
 # --- profile ---------------------------------------------------------------------------------
-def run_profile(sc: Scenario, target: str, profiler: str, work: Path,
-                top: int = 25) -> dict[str, Any]:
+def run_profile(
+    sc: Scenario, target: str, profiler: str, work: Path, top: int = 25
+) -> dict[str, Any]:
     """One crawl of ``target`` under py-spy (sampling) or cProfile; the top functions."""
     sc_work = work / "profile"
     sc_work.mkdir(parents=True, exist_ok=True)
@@ -502,17 +646,32 @@ def run_profile(sc: Scenario, target: str, profiler: str, work: Path,
             pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
             # blocking: py-spy pauses the crawl for each sample; --nonblocking lost ~45% of
             # the samples' stacks here (read while they changed), which skewed the shares
-            prof_cmd = [pyspy, "record", "--format", "raw", "--rate", "250",
-                        "-o", str(raw), "--", *cmd]
+            prof_cmd = [
+                pyspy,
+                "record",
+                "--format",
+                "raw",
+                "--rate",
+                "250",
+                "-o",
+                str(raw),
+                "--",
+                *cmd,
+            ]
             proc = run_process(prof_cmd, cwd, env, sc_work / "pyspy", timeout, web)
             if raw.exists() and raw.stat().st_size:
-                result |= {"profiler": "py-spy", "cmd": prof_cmd, "process": proc,
-                           "rows": _pyspy_rows(raw, top)}
+                result |= {
+                    "profiler": "py-spy",
+                    "cmd": prof_cmd,
+                    "process": proc,
+                    "rows": _pyspy_rows(raw, top),
+                }
             elif profiler == "py-spy":
                 result |= {"profiler": "py-spy", "cmd": prof_cmd, "process": proc, "rows": []}
             else:
-                logger.warning("py-spy failed (exit %s), falling back to cProfile",
-                               proc["exit_code"])
+                logger.warning(
+                    "py-spy failed (exit %s), falling back to cProfile", proc["exit_code"]
+                )
                 log_start = web.log_offset()
         if "profiler" not in result:
             out = sc_work / "cprofile.out"
@@ -550,8 +709,15 @@ def _pyspy_rows(raw: Path, top: int) -> list[dict[str, Any]]:
         self_n[frames[-1]] += n
         for name in set(frames):
             incl_n[name] += n
-    return [{"function": name, "self_pct": 100 * n / total, "self_samples": n,
-             "incl_pct": 100 * incl_n[name] / total} for name, n in self_n.most_common(top)]
+    return [
+        {
+            "function": name,
+            "self_pct": 100 * n / total,
+            "self_samples": n,
+            "incl_pct": 100 * incl_n[name] / total,
+        }
+        for name, n in self_n.most_common(top)
+    ]
 
 
 def _cprofile_rows(out: Path, top: int) -> list[dict[str, Any]]:
@@ -561,9 +727,15 @@ def _cprofile_rows(out: Path, top: int) -> list[dict[str, Any]]:
     entries = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
     rows = []
     for (file, line, func), (_cc, ncalls, tottime, cumtime, _callers) in entries:
-        rows.append({"function": f"{func} ({_short_path(file)}:{line})",
-                     "self_pct": 100 * tottime / total, "self_s": tottime, "calls": ncalls,
-                     "incl_pct": 100 * cumtime / total})
+        rows.append(
+            {
+                "function": f"{func} ({_short_path(file)}:{line})",
+                "self_pct": 100 * tottime / total,
+                "self_s": tottime,
+                "calls": ncalls,
+                "incl_pct": 100 * cumtime / total,
+            }
+        )
     return rows
 
 
@@ -577,8 +749,12 @@ def _short_path(file: str) -> str:
 # --- the machine -----------------------------------------------------------------------------
 def machine_info() -> dict[str, Any]:
     """What the numbers were measured on."""
-    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
-                            "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+    }
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -593,8 +769,9 @@ def machine_info() -> dict[str, Any]:
 
         info["scrapy"], info["twisted"] = scrapy.__version__, twisted.__version__
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        nginx = subprocess.run(["/usr/sbin/nginx", "-v"], capture_output=True, text=True,
-                               check=False)
+        nginx = subprocess.run(
+            ["/usr/sbin/nginx", "-v"], capture_output=True, text=True, check=False
+        )
         info["nginx"] = nginx.stderr.strip().split("/")[-1]
     return info
 
@@ -603,31 +780,50 @@ def machine_info() -> dict[str, Any]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small web, 1 repetition (~2 min)")
-    p.add_argument("--reps", type=int,
-                   help="repetitions per crawler (default 3; quick 1; the large web 1)")
+    p.add_argument(
+        "--reps", type=int, help="repetitions per crawler (default 3; quick 1; the large web 1)"
+    )
     p.add_argument("--json", type=Path, help="write the full results as JSON here")
     p.add_argument("--md", type=Path, help="write the markdown report here")
-    p.add_argument("--scenario", choices=("all", "cpu", "large", "polite", "https"),
-                   default="all", help="all: cpu, large (not with --quick) and polite")
-    p.add_argument("--https", action="store_true",
-                   help="also the https scenario (the cpu web over TLS and http, paired)")
-    p.add_argument("--crawlers", default=",".join(CRAWLERS),
-                   help=f"comma list of {','.join(CRAWLERS)}")
+    p.add_argument(
+        "--scenario",
+        choices=("all", "cpu", "large", "polite", "https"),
+        default="all",
+        help="all: cpu, large (not with --quick) and polite",
+    )
+    p.add_argument(
+        "--https",
+        action="store_true",
+        help="also the https scenario (the cpu web over TLS and http, paired)",
+    )
+    p.add_argument(
+        "--crawlers", default=",".join(CRAWLERS), help=f"comma list of {','.join(CRAWLERS)}"
+    )
     p.add_argument("--hosts", type=int, help="CPU scenario hosts (default 20; quick 10)")
     p.add_argument("--pages", type=int, help="CPU scenario pages per host (default 100; quick 40)")
     p.add_argument("--large-hosts", type=int, default=50, help="large scenario hosts")
     p.add_argument("--large-pages", type=int, default=1000, help="large scenario pages per host")
-    p.add_argument("--per-domain", type=int, default=8,
-                   help="CONCURRENT_REQUESTS_PER_DOMAIN for the Scrapy peers (CPU scenarios)")
+    p.add_argument(
+        "--per-domain",
+        type=int,
+        default=8,
+        help="CONCURRENT_REQUESTS_PER_DOMAIN for the Scrapy peers (CPU scenarios)",
+    )
     p.add_argument("--polite-hosts", type=int, help="polite scenario hosts (default 10; quick 5)")
     p.add_argument("--polite-pages", type=int, help="polite pages per host (default 15; quick 8)")
     p.add_argument("--delay", type=float, default=0.5, help="polite scenario DOWNLOAD_DELAY")
     p.add_argument("--timeout", type=float, help="seconds before a crawl is stopped")
-    p.add_argument("--baseline", type=Path,
-                   help="also run larbinscrapy from this checkout (before/after in one run)")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run larbinscrapy from this checkout (before/after in one run)",
+    )
     p.add_argument("--no-micro", action="store_true", help="skip the micro-benchmarks")
-    p.add_argument("--profile", action="store_true",
-                   help="only profile one crawl (CPU scenario web), print the top 25 functions")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="only profile one crawl (CPU scenario web), print the top 25 functions",
+    )
     p.add_argument("--profile-target", choices=CRAWLERS, default="larbin")
     p.add_argument("--profiler", choices=("auto", "py-spy", "cprofile"), default="auto")
     p.add_argument("--keep", action="store_true", help="keep the work dir (webs, crawl logs)")
@@ -650,20 +846,54 @@ def main(argv: list[str] | None = None) -> int:
         peers.compile_bytecode(crawler)
     q = args.quick
     reps = args.reps or (1 if q else 3)
-    cpu = Scenario("cpu", args.hosts or (10 if q else 20), args.pages or (40 if q else 100),
-                   0.0, reps, args.per_domain, 100)
+    cpu = Scenario(
+        "cpu",
+        args.hosts or (10 if q else 20),
+        args.pages or (40 if q else 100),
+        0.0,
+        reps,
+        args.per_domain,
+        100,
+    )
     # once per peer unless --reps says otherwise, no start-up run: at 50,000 pages start-up is
     # ~2% of the whole
-    large = Scenario("large", args.large_hosts, args.large_pages, 0.0, args.reps or 1,
-                     args.per_domain, 100, startup=False)
-    https = Scenario("https", cpu.hosts, cpu.pages_per_host, 0.0, reps, args.per_domain, 100,
-                     startup=False, tls=True)
-    polite = Scenario("polite", args.polite_hosts or (5 if q else 10),
-                      args.polite_pages or (8 if q else 15), args.delay, reps, None, None)
+    large = Scenario(
+        "large",
+        args.large_hosts,
+        args.large_pages,
+        0.0,
+        args.reps or 1,
+        args.per_domain,
+        100,
+        startup=False,
+    )
+    https = Scenario(
+        "https",
+        cpu.hosts,
+        cpu.pages_per_host,
+        0.0,
+        reps,
+        args.per_domain,
+        100,
+        startup=False,
+        tls=True,
+    )
+    polite = Scenario(
+        "polite",
+        args.polite_hosts or (5 if q else 10),
+        args.polite_pages or (8 if q else 15),
+        args.delay,
+        reps,
+        None,
+        None,
+    )
     work = Path(tempfile.mkdtemp(prefix="larbin-bench-"))
     started = time.perf_counter()
-    report: dict[str, Any] = {"command": "python -m benchmarks.run " + " ".join(argv or
-                              sys.argv[1:]), "machine": machine_info(), "scenarios": {}}
+    report: dict[str, Any] = {
+        "command": "python -m benchmarks.run " + " ".join(argv or sys.argv[1:]),
+        "machine": machine_info(),
+        "scenarios": {},
+    }
     try:
         if args.profile:
             report["profile"] = run_profile(cpu, args.profile_target, args.profiler, work)
@@ -676,8 +906,9 @@ def main(argv: list[str] | None = None) -> int:
                 report["scenarios"]["large"] = run_scenario(large, crawlers, work, args.timeout)
             polite_crawlers = [c for c in crawlers if c in POLITE_CRAWLERS]
             if args.scenario in ("all", "polite") and polite_crawlers:
-                report["scenarios"]["polite"] = run_scenario(polite, polite_crawlers, work,
-                                                             args.timeout)
+                report["scenarios"]["polite"] = run_scenario(
+                    polite, polite_crawlers, work, args.timeout
+                )
             if not args.no_micro:
                 report["micro"] = run_micro(q, work)
     finally:

@@ -38,6 +38,7 @@ def _loopback_only(lookup: Any) -> Any:
         if not loopback:
             raise socket.gaierror(socket.EAI_NONAME, f"conformance: no lookup of {name}")
         return lookup(host, *args, **kwargs)
+
     return guarded
 
 
@@ -68,9 +69,14 @@ def _suite_of(path: Path) -> Suite | None:
 
 def _with_settings(get_crawler: Any, extra: dict[str, Any]) -> Any:
     @functools.wraps(get_crawler)
-    def wrapped(spidercls: Any = None, settings_dict: dict[str, Any] | None = None,
-                *args: Any, **kwargs: Any) -> Any:
+    def wrapped(
+        spidercls: Any = None,
+        settings_dict: dict[str, Any] | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
         return get_crawler(spidercls, {**extra, **(settings_dict or {})}, *args, **kwargs)
+
     wrapped._conformance = True  # type: ignore[attr-defined]
     return wrapped
 
@@ -84,7 +90,8 @@ def point_at_ours(module: Any, suite: Suite) -> None:
     if suite.settings:
         for owner in (module, *map(importlib.import_module, suite.helpers)):
             if hasattr(owner, "get_crawler") and not getattr(
-                    owner.get_crawler, "_conformance", False):
+                owner.get_crawler, "_conformance", False
+            ):
                 owner.get_crawler = _with_settings(owner.get_crawler, suite.settings)
     chosen = set(suite.classes) if suite.classes is not None else None
     found = set()
@@ -130,8 +137,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     matched: set[str] = set()
     keep, drop = [], []
     for item in items:
-        hits = [n for n in excluded if item.nodeid == n or item.nodeid.startswith(n + "::")
-                or item.nodeid.startswith(n + "[")]
+        hits = [
+            n
+            for n in excluded
+            if item.nodeid == n
+            or item.nodeid.startswith(n + "::")
+            or item.nodeid.startswith(n + "[")
+        ]
         matched.update(hits)
         (drop if hits or not _chosen(item) else keep).append(item)
     stale = set(excluded) - matched

@@ -28,16 +28,32 @@ def sources(version: str) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     sdist = CACHE / f"scrapy-{version}.tar.gz"
     if not sdist.exists():
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-binary",
-                        ":all:", "--no-deps", f"scrapy=={version}",
-                        "-d", str(CACHE)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-binary",
+                ":all:",
+                "--no-deps",
+                f"scrapy=={version}",
+                "-d",
+                str(CACHE),
+            ],
+            check=True,
+        )
     partial = CACHE / f"scrapy-{version}.partial"
     with tarfile.open(sdist) as tar:
         prefix = f"scrapy-{version}/"
-        members = [m for m in tar.getmembers()
-                   if m.name.startswith(prefix) and m.name[len(prefix):].startswith(KEEP)]
+        members = [
+            m
+            for m in tar.getmembers()
+            if m.name.startswith(prefix) and m.name[len(prefix) :].startswith(KEEP)
+        ]
         for member in members:
-            member.name = member.name[len(prefix):]
+            member.name = member.name[len(prefix) :]
         tar.extractall(partial, members=members, filter="data")
     partial.rename(tree)
     return tree
@@ -46,12 +62,30 @@ def sources(version: str) -> Path:
 def main(argv: list[str]) -> int:
     tree = sources(scrapy.__version__)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT)])}
-    cmd = [sys.executable, "-m", "pytest", "-p", "conformance.plugin",
-           "-c", str(tree / "pyproject.toml"), "--rootdir", str(tree),
-           "-m", "not requires_internet", "-q", "-p", "no:cacheprovider", "--timeout", "120",
-           *(suite.module for suite in SUITES), *map(str, OWN), *argv]
-    print(f"conformance: Scrapy {scrapy.__version__}'s tests against larbinscrapy/lean/",
-          flush=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "conformance.plugin",
+        "-c",
+        str(tree / "pyproject.toml"),
+        "--rootdir",
+        str(tree),
+        "-m",
+        "not requires_internet",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--timeout",
+        "120",
+        *(suite.module for suite in SUITES),
+        *map(str, OWN),
+        *argv,
+    ]
+    print(
+        f"conformance: Scrapy {scrapy.__version__}'s tests against larbinscrapy/lean/", flush=True
+    )
     return subprocess.run(cmd, cwd=tree, env=env, check=False).returncode
 
 

@@ -36,8 +36,9 @@ def settings_table() -> str:
     rows = ["| prefix | settings |", "|---|---|"]
     for prefix in sorted(groups, key=lambda p: (p == "Scrapy's", p)):
         names = ", ".join(f"`{n}`" for n in groups[prefix])
-        rows.append(f"| `{prefix}_*` | {names} |" if prefix != "Scrapy's"
-                    else f"| Scrapy's own | {names} |")
+        rows.append(
+            f"| `{prefix}_*` | {names} |" if prefix != "Scrapy's" else f"| Scrapy's own | {names} |"
+        )
     return "\n".join(rows)
 
 

@@ -59,12 +59,18 @@ kind and no fallback default. Then run `python docs/settings_table.py` to rewrit
 def sections() -> list[tuple[str, list[Setting[object]]]]:
     """The settings in file order, grouped under the ``# --- Section ---`` comment above them."""
     lines = SOURCE.read_text().splitlines()
-    starts = {i + 1: line.strip("# -").strip() for i, line in enumerate(lines)
-              if line.startswith("# ---")}
+    starts = {
+        i + 1: line.strip("# -").strip() for i, line in enumerate(lines) if line.startswith("# ---")
+    }
     out: list[tuple[str, list[Setting[object]]]] = [("Settings", [])]
     for node in ast.parse(SOURCE.read_text()).body:
-        target = (node.targets[0] if isinstance(node, ast.Assign)
-                  else node.target if isinstance(node, ast.AnnAssign) else None)
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign)
+            else node.target
+            if isinstance(node, ast.AnnAssign)
+            else None
+        )
         if not isinstance(target, ast.Name) or target.id not in SETTINGS:
             continue
         for line in [n for n in sorted(starts) if n < node.lineno]:
@@ -90,15 +96,15 @@ def render() -> str:
         for spec in specs:
             takes = spec.describe() if spec.kind or spec.parse else "(Scrapy's)"
             was = f" (was `{spec.old}`, still read)" if spec.old else ""
-            parts.append(f"| `{spec.name}` | {_value(spec)} | {_cell(takes)} | "
-                         f"{_cell(spec.doc)}{was} |")
+            parts.append(
+                f"| `{spec.name}` | {_value(spec)} | {_cell(takes)} | {_cell(spec.doc)}{was} |"
+            )
             if len(repr(spec.default)) > SHORT:
                 long_ones.append(spec)
     parts.append("\n## Long defaults\n")
     for spec in long_ones:
         value = pprint.pformat(spec.default, width=96, compact=True, sort_dicts=False)
-        parts.append(f'<a id="{spec.name.lower()}"></a>`{spec.name}`:\n\n```python\n'
-                     f"{value}\n```\n")
+        parts.append(f'<a id="{spec.name.lower()}"></a>`{spec.name}`:\n\n```python\n{value}\n```\n')
     return "\n".join(parts)
 
 
@@ -107,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description="Write docs/settings.md from conf/defaults.py.")
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/settings.md is stale")
-    parser.add_argument("--renamed", action="store_true",
-                        help="print 'OLD NEW' for every renamed setting (a sed script's input)")
+    parser.add_argument(
+        "--renamed",
+        action="store_true",
+        help="print 'OLD NEW' for every renamed setting (a sed script's input)",
+    )
     args = parser.parse_args(argv)
     if args.renamed:
         print("\n".join(f"{spec.old} {spec.name}" for spec in SETTINGS.values() if spec.old))

@@ -47,8 +47,11 @@ def install(settings: BaseSettings) -> None:
             continue
         value = copy.deepcopy(spec.default)  # a list or dict of its own, for each settings
         current = settings[name]
-        if isinstance(value, dict) and isinstance(current, BaseSettings) and (
-                not name.endswith("_BASE")):
+        if (
+            isinstance(value, dict)
+            and isinstance(current, BaseSettings)
+            and (not name.endswith("_BASE"))
+        ):
             for key, item in value.items():  # a key the project set keeps its value
                 current.set(key, item, priority=PRIORITY)
         else:

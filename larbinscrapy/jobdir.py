@@ -77,14 +77,16 @@ class JobDirCheck:
         if lock is None:
             raise fatal.fail_start(
                 f"JOBDIR {jobdir} is in use by another crawl running now: one crawl per JOBDIR "
-                f"(stop that one, or give this one another JOBDIR)")
+                f"(stop that one, or give this one another JOBDIR)"
+            )
         overwritten = overwritten_feeds(crawler.settings.getdict("FEEDS"))
         if held and overwritten:
             os.close(lock)
             raise fatal.fail_start(
                 f"-O would empty {overwritten[0]}, but JOBDIR {jobdir} holds a crawl whose pages "
                 f"are not fetched again: use -o to append to it (or another JOBDIR to crawl "
-                f"afresh)")
+                f"afresh)"
+            )
         check = cls(crawler, Path(jobdir), lock)
         check.say_complete()
         crawler.signals.connect(check.spider_closed, signal=signals.spider_closed)
@@ -105,19 +107,27 @@ class JobDirCheck:
             marker.unlink()
         except OSError:  # no marker: a new crawl, or one to resume
             return
-        logger.info("larbin: this crawl is complete (JOBDIR %s, finished %s): only URLs it has "
-                    "not seen are fetched; another JOBDIR crawls afresh", self.jobdir, ended)
+        logger.info(
+            "larbin: this crawl is complete (JOBDIR %s, finished %s): only URLs it has "
+            "not seen are fetched; another JOBDIR crawls afresh",
+            self.jobdir,
+            ended,
+        )
 
     def spider_closed(self, spider: Spider, reason: str) -> None:
         stats = self.crawler.stats
-        if (reason != "finished" or stats.get_value("larbin/fatal") is not None
-                or stats.get_value("larbin/frontier/left_queued", 0)):
+        if (
+            reason != "finished"
+            or stats.get_value("larbin/fatal") is not None
+            or stats.get_value("larbin/frontier/left_queued", 0)
+        ):
             return
         marker = self.jobdir / COMPLETE
         tmp = marker.with_name(COMPLETE + ".tmp")
         try:
-            tmp.write_text(time.strftime("%Y-%m-%d %H:%M:%S UTC\n", time.gmtime()),
-                           encoding="utf-8")
+            tmp.write_text(
+                time.strftime("%Y-%m-%d %H:%M:%S UTC\n", time.gmtime()), encoding="utf-8"
+            )
             os.replace(tmp, marker)
         except OSError as exc:
             logger.warning("larbin: cannot mark %s complete: %s", self.jobdir, exc.strerror or exc)
@@ -151,8 +161,11 @@ def holds_crawl(jobdir: Path) -> bool:
 
 def overwritten_feeds(feeds: dict[str, Any]) -> list[str]:
     """The feed URIs that ``-O`` (``overwrite``) empties when the crawl starts."""
-    return [str(uri) for uri, options in feeds.items()
-            if isinstance(options, dict) and options.get("overwrite")]
+    return [
+        str(uri)
+        for uri, options in feeds.items()
+        if isinstance(options, dict) and options.get("overwrite")
+    ]
 
 
 class AtomicSpiderState(SpiderState):
@@ -180,6 +193,9 @@ class AtomicSpiderState(SpiderState):
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         except OSError as exc:
-            logger.error("larbin: cannot save the spider state to %s: %s (the previous one is "
-                         "kept)", path, exc.strerror or exc)
+            logger.error(
+                "larbin: cannot save the spider state to %s: %s (the previous one is kept)",
+                path,
+                exc.strerror or exc,
+            )
             tmp.unlink(missing_ok=True)

@@ -17,7 +17,9 @@ from settings.base import ITEM_PIPELINES as _BASE_PIPELINES
 
 SCHEDULER = "larbinscrapy.distributed.scheduler.RedisScheduler"  # shared two-tier frontier with per-IP leases
 DUPEFILTER_CLASS = "larbinscrapy.distributed.dupefilter.RedisBitmapDupeFilter"  # seen bits in one Redis string (SETBIT)
-LARBIN_DUPEFILTER_MODE = "bloom"  # the Redis bit string is one fixed-size filter (no scalable chain in Redis yet)
+LARBIN_DUPEFILTER_MODE = (
+    "bloom"  # the Redis bit string is one fixed-size filter (no scalable chain in Redis yet)
+)
 ITEM_PIPELINES = {
     **_BASE_PIPELINES,
     "larbinscrapy.pipelines.contentdup.ContentDupPipeline": None,  # per-process: replaced below

@@ -53,7 +53,7 @@ class SeenPipeline:
         return item
 '''
 
-SPIDER = '''
+SPIDER = """
 import scrapy
 
 
@@ -62,13 +62,17 @@ class MineSpider(scrapy.Spider):
 
     async def start(self):
         yield {"url": "mine:start"}
-'''
+"""
 
 
 def _project(tmp_path: Path) -> Path:
     """``scrapy startproject myproj``, with the add-on, a pipeline and a spider of its own."""
-    subprocess.run([sys.executable, "-m", "scrapy", "startproject", "myproj", str(tmp_path)],
-                   check=True, capture_output=True, env=_env())
+    subprocess.run(
+        [sys.executable, "-m", "scrapy", "startproject", "myproj", str(tmp_path)],
+        check=True,
+        capture_output=True,
+        env=_env(),
+    )
     package = tmp_path / "myproj"
     (package / "pipelines.py").write_text(PIPELINE)
     (package / "spiders" / "mine.py").write_text(SPIDER)
@@ -77,7 +81,8 @@ def _project(tmp_path: Path) -> Path:
             '\nADDONS = {"larbinscrapy.addon.LarbinAddon": 0}\n'
             'ITEM_PIPELINES = {"myproj.pipelines.SeenPipeline": 800}\n'
             "LARBIN_DEPTH = 1  # the project's own choice: the add-on's default is 5\n"
-            f"MYPROJ_SEEN_FILE = {str(tmp_path / 'seen.jsonl')!r}\n")
+            f"MYPROJ_SEEN_FILE = {str(tmp_path / 'seen.jsonl')!r}\n"
+        )
     return tmp_path
 
 
@@ -87,8 +92,15 @@ def _env() -> dict[str, str]:
 
 
 def _scrapy(project: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "scrapy", *args], cwd=project, env=_env(),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args],
+        cwd=project,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _seen(project: Path) -> list[str]:
@@ -106,12 +118,23 @@ def test_larbin_crawls_from_a_startproject_project_through_its_own_pipeline(
     project: Path, web: RunningWeb
 ):
     out = project / "items.jsonl"
-    result = _scrapy(project, "crawl", "larbin", "-a", "urls=" + ",".join(web.seeds),
-                     "-s", "LARBIN_RESOLVE=" + json.dumps(web.resolve),
-                     "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
-                     "-s", "DOWNLOAD_DELAY=0",  # the template's own DOWNLOAD_DELAY = 1 is slow
-                     "-s", f"LARBIN_STATS_FILE={project / 'stats.json'}",
-                     "-o", str(out))
+    result = _scrapy(
+        project,
+        "crawl",
+        "larbin",
+        "-a",
+        "urls=" + ",".join(web.seeds),
+        "-s",
+        "LARBIN_RESOLVE=" + json.dumps(web.resolve),
+        "-s",
+        "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+        "-s",
+        "DOWNLOAD_DELAY=0",  # the template's own DOWNLOAD_DELAY = 1 is slow
+        "-s",
+        f"LARBIN_STATS_FILE={project / 'stats.json'}",
+        "-o",
+        str(out),
+    )
     log = result.stderr
     assert result.returncode == 0, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
@@ -124,8 +147,9 @@ def test_larbin_crawls_from_a_startproject_project_through_its_own_pipeline(
     assert sorted(_seen(project)) == sorted(items)
     # ...and that is every HTML page fetched with a 2xx, but byte-identical bodies (larbin's
     # content-duplicate pipeline, before the project's, keeps one of each group).
-    ok_pages = {u for u in fetched if 200 <= web.web.pages[u].status < 300
-                and web.web.pages[u].is_html}
+    ok_pages = {
+        u for u in fetched if 200 <= web.web.pages[u].status < 300 and web.web.pages[u].is_html
+    }
     duplicates = {u for group in web.web.duplicate_groups for u in group}
     assert items and set(items) <= ok_pages and len(set(items)) == len(items)
     assert ok_pages - set(items) <= duplicates
@@ -148,8 +172,9 @@ def test_the_projects_own_spider_still_runs(project: Path):
 @pytest.mark.crawl
 @pytest.mark.parametrize("spider", ["larbin", "mine"])
 def test_a_wrong_value_stops_a_projects_crawl_with_one_line(project: Path, spider: str):
-    result = _scrapy(project, "crawl", spider, "-a", "urls=http://h.test/",
-                     "-s", "LARBIN_IP_DELAY=abc")
+    result = _scrapy(
+        project, "crawl", spider, "-a", "urls=http://h.test/", "-s", "LARBIN_IP_DELAY=abc"
+    )
     log = result.stderr
     assert result.returncode == 1, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
@@ -160,11 +185,13 @@ def test_a_wrong_value_stops_a_projects_crawl_with_one_line(project: Path, spide
 
 def test_addon_merges_component_dicts_and_gives_way_to_the_project():
     warc = "larbinscrapy.pipelines.warc.WarcPipeline"
-    settings = Settings({  # the project's settings.py (project priority)
-        "ITEM_PIPELINES": {"myproj.pipelines.SeenPipeline": 800, warc: None},
-        "SPIDER_MODULES": ["myproj.spiders"],
-        "LARBIN_DEPTH": 1,
-    })
+    settings = Settings(
+        {  # the project's settings.py (project priority)
+            "ITEM_PIPELINES": {"myproj.pipelines.SeenPipeline": 800, warc: None},
+            "SPIDER_MODULES": ["myproj.spiders"],
+            "LARBIN_DEPTH": 1,
+        }
+    )
     settings.set("LARBIN_IP_DELAY", "2", priority="cmdline")
     LarbinAddon.update_pre_crawler_settings(settings)
     pipelines = settings["ITEM_PIPELINES"]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from testweb.harness import RunningWeb
 
-SPIDER = '''
+SPIDER = """
 import scrapy
 
 
@@ -33,7 +33,7 @@ class MineSpider(scrapy.Spider):
 
     async def start(self):
         yield {"url": "mine:start", "price": 3}
-'''
+"""
 
 
 def _env() -> dict[str, str]:
@@ -45,8 +45,12 @@ def _env() -> dict[str, str]:
 def project(tmp_path: Path) -> Path:
     """``scrapy startproject``, the add-on line and a spider of its own; nothing else."""
     where = tmp_path / "project"
-    subprocess.run([sys.executable, "-m", "scrapy", "startproject", "myproj", str(where)],
-                   check=True, capture_output=True, env=_env())
+    subprocess.run(
+        [sys.executable, "-m", "scrapy", "startproject", "myproj", str(where)],
+        check=True,
+        capture_output=True,
+        env=_env(),
+    )
     (where / "myproj" / "spiders" / "mine.py").write_text(SPIDER)
     with open(where / "myproj" / "settings.py", "a") as settings:
         settings.write('\nADDONS = {"larbinscrapy.addon.LarbinAddon": 0}\n')
@@ -54,18 +58,34 @@ def project(tmp_path: Path) -> Path:
 
 
 def _scrapy(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "scrapy", *args], cwd=project, env=_env(),
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args],
+        cwd=project,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.crawl
-def test_scrapy_parse_works_in_a_project_without_commands_module(project: Path,
-                                                                 web: RunningWeb):
+def test_scrapy_parse_works_in_a_project_without_commands_module(project: Path, web: RunningWeb):
     url = web.web.url("h00.test", "/kinds/a/b/page.html")
-    result = _scrapy(project, "parse", "--spider", "larbin", "--nocolour",
-                     "-s", "LARBIN_RESOLVE=" + json.dumps(web.resolve),
-                     "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8", "-s", "LARBIN_STATUS_PORT=0",
-                     url)
+    result = _scrapy(
+        project,
+        "parse",
+        "--spider",
+        "larbin",
+        "--nocolour",
+        "-s",
+        "LARBIN_RESOLVE=" + json.dumps(web.resolve),
+        "-s",
+        "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+        "-s",
+        "LARBIN_STATUS_PORT=0",
+        url,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "no seeds" not in result.stderr, result.stderr[-3000:]
     assert f"'url': '{url}'" in result.stdout, result.stdout[-3000:]
@@ -77,7 +97,8 @@ def test_the_projects_own_items_keep_their_fields_in_feeds(project: Path):
     result = _scrapy(project, "crawl", "mine", "-s", "LARBIN_STATUS_PORT=0", "-O", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert [json.loads(line) for line in out.read_text().splitlines()] == [
-        {"url": "mine:start", "price": 3}]
+        {"url": "mine:start", "price": 3}
+    ]
 
 
 def test_feed_fields_larbins_for_its_spider_the_projects_when_it_chose_them():
@@ -105,11 +126,30 @@ def test_a_jobdir_in_use_is_refused_in_the_crawls_words(web: RunningWeb, tmp_pat
     first = LiveCrawl(web, tmp_path / "one", settings={"DOWNLOAD_DELAY": 2.0})
     try:
         second = subprocess.run(
-            [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", "urls=" + web.seeds[0],
-             "-s", f"JOBDIR={first.jobdir}", "-s", "LARBIN_STATUS_PORT=0",
-             "-s", "LARBIN_RESOLVE=" + json.dumps(web.resolve),
-             "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=_env())
+            [
+                sys.executable,
+                "-m",
+                "scrapy",
+                "crawl",
+                "larbin",
+                "-a",
+                "urls=" + web.seeds[0],
+                "-s",
+                f"JOBDIR={first.jobdir}",
+                "-s",
+                "LARBIN_STATUS_PORT=0",
+                "-s",
+                "LARBIN_RESOLVE=" + json.dumps(web.resolve),
+                "-s",
+                "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=_env(),
+        )
         assert first.proc.poll() is None  # the first crawl goes on
         assert first.call("POST", "/api/stop")[0] == 200
         assert first.wait(60) == 0

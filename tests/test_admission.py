@@ -35,16 +35,21 @@ class SetSeen:
         return found
 
 
-def admission(*, pages_per_site: int = 0, cache: int = 0, **settings: object
-              ) -> tuple[Admission, SetSeen, MemoryStatsCollector]:
+def admission(
+    *, pages_per_site: int = 0, cache: int = 0, **settings: object
+) -> tuple[Admission, SetSeen, MemoryStatsCollector]:
     values = {k: v for k, v in vars(base).items() if k.isupper()}
     url_filter = UrlFilter.from_settings(Settings({**values, **settings}))
     stats = MemoryStatsCollector(get_crawler())
     gate = Admission(url_filter, 0, stats, TrapGuard(pages_per_site, 0))
     seen = SetSeen()
-    gate.connect(url_filter=None, links_seen=SeenLinks(seen.seen_fingerprint, fingerprint_url,
-                                                       cache),
-                 count_seen=lambda n: stats.inc_value("seen", n), errback=None, referer=None)
+    gate.connect(
+        url_filter=None,
+        links_seen=SeenLinks(seen.seen_fingerprint, fingerprint_url, cache),
+        count_seen=lambda n: stats.inc_value("seen", n),
+        errback=None,
+        referer=None,
+    )
     return gate, seen, stats
 
 

@@ -61,8 +61,11 @@ def test_access_log_counts_what_was_fetched(web):
     log_start = web.log_offset()
     for url in (web.seeds[0], web.seeds[0], web.seeds[1]):
         urllib.request.urlopen(url, timeout=10).read()
-    entries = wait_for(lambda: len(web.access_log_entries(log_start)) >= 3
-                       and web.access_log_entries(log_start), 5, "nginx to log the three fetches")
+    entries = wait_for(
+        lambda: len(web.access_log_entries(log_start)) >= 3 and web.access_log_entries(log_start),
+        5,
+        "nginx to log the three fetches",
+    )
     fetched = analyze_fetches(web, entries)
     assert (fetched["pages_fetched"], fetched["unique_pages"], fetched["duplicates"]) == (3, 2, 1)
 
@@ -72,8 +75,13 @@ def test_peak_rss_is_the_childs_own(tmp_path):
     # that allocates nothing must not report this test process's size
     ballast = bytearray(200 * 1024 * 1024)  # make the runner big
     small = run_process([sys.executable, "-c", "pass"], tmp_path, {}, tmp_path / "small", 60)
-    big = run_process([sys.executable, "-c", "b = bytearray(150 * 2**20); b[::4096] = b'x' * "
-                       "len(b[::4096])"], tmp_path, {}, tmp_path / "big", 60)
+    big = run_process(
+        [sys.executable, "-c", "b = bytearray(150 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
+        tmp_path,
+        {},
+        tmp_path / "big",
+        60,
+    )
     del ballast
     assert small["exit_code"] == big["exit_code"] == 0
     assert small["maxrss_mb"] < 60, small["maxrss_mb"]
@@ -82,12 +90,23 @@ def test_peak_rss_is_the_childs_own(tmp_path):
 
 def test_ratios_are_per_repetition_and_favour_larbin_above_one():
     def run(crawler: str, rep: int, cpu: float, pps: float, wall: float) -> dict:
-        return {"crawler": crawler, "rep": rep, "status": "ok", "cpu_ms_per_page": cpu,
-                "fetch_pages_per_s": pps, "wall_s": wall, "maxrss_mb": 100.0,
-                "marginal_cpu_ms_per_page": None}
+        return {
+            "crawler": crawler,
+            "rep": rep,
+            "status": "ok",
+            "cpu_ms_per_page": cpu,
+            "fetch_pages_per_s": pps,
+            "wall_s": wall,
+            "maxrss_mb": 100.0,
+            "marginal_cpu_ms_per_page": None,
+        }
 
-    runs = [run("larbin", 0, 1.0, 800, 4), run("plain", 0, 5.0, 160, 20),
-            run("larbin", 1, 2.0, 400, 8), run("plain", 1, 6.0, 200, 16)]
+    runs = [
+        run("larbin", 0, 1.0, 800, 4),
+        run("plain", 0, 5.0, 160, 20),
+        run("larbin", 1, 2.0, 400, 8),
+        run("plain", 1, 6.0, 200, 16),
+    ]
     ratios = summarize(runs, ["plain", "larbin"], 2)["ratios"]["plain"]
     assert ratios["cpu_ms_per_page"] == pytest.approx((5.0 + 3.0) / 2)
     assert ratios["fetch_pages_per_s"] == pytest.approx((5.0 + 2.0) / 2)
@@ -102,8 +121,9 @@ def test_every_peer_has_a_command(web, tmp_path, monkeypatch):
     sc = Scenario("cpu", 4, 60, 0.0, 1, 8, 100)
     for crawler in peers.CRAWLERS:
         for one_page in (False, True):
-            cmd, cwd, _env = crawler_command(crawler, sc, web, tmp_path, tmp_path / "i.jsonl",
-                                             one_page)
+            cmd, cwd, _env = crawler_command(
+                crawler, sc, web, tmp_path, tmp_path / "i.jsonl", one_page
+            )
             assert cmd and cwd.exists()
     assert (tmp_path / "seeds.txt").read_text().split() == web.seeds
 

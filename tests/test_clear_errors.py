@@ -25,16 +25,27 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 
-def _run(cmd: list[str], env: dict[str, str] | None = None,
-         timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, check=False)
+def _run(
+    cmd: list[str], env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        check=False,
+    )
 
 
 def _errors(log: str) -> list[str]:
     """ERROR and CRITICAL log lines, but for the test web's page that fails by design."""
-    return [line for line in log.splitlines()
-            if ("] ERROR:" in line or "] CRITICAL:" in line) and "Gave up retrying" not in line]
+    return [
+        line
+        for line in log.splitlines()
+        if ("] ERROR:" in line or "] CRITICAL:" in line) and "Gave up retrying" not in line
+    ]
 
 
 def _assert_one_clear_line(log: str, *words: str) -> None:
@@ -57,8 +68,9 @@ def test_jobdir_that_cannot_be_created_is_one_line(web, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     jobdir = blocker / "job"
-    crawl = run_crawl(web, tmp_path / "out", "-a", "urls=" + web.seeds[0],
-                      settings={"JOBDIR": jobdir})
+    crawl = run_crawl(
+        web, tmp_path / "out", "-a", "urls=" + web.seeds[0], settings={"JOBDIR": jobdir}
+    )
     assert crawl.returncode != 0
     _assert_one_clear_line(crawl.stderr, str(jobdir))
     assert blocker.read_text() == "not a directory"
@@ -67,16 +79,27 @@ def test_jobdir_that_cannot_be_created_is_one_line(web, tmp_path):
 def _finished_jobdir(web, tmp_path: Path) -> Path:
     """A JOBDIR after a short crawl, stopped early so that its frontier still holds URLs."""
     jobdir = tmp_path / "job"
-    crawl = run_crawl(web, tmp_path / "first", "-a", "urls=" + ",".join(web.seeds),
-                      settings={"JOBDIR": jobdir, "CLOSESPIDER_PAGECOUNT": 5,
-                                "LARBIN_DUPEFILTER_CAPACITY": 2_000})
+    crawl = run_crawl(
+        web,
+        tmp_path / "first",
+        "-a",
+        "urls=" + ",".join(web.seeds),
+        settings={
+            "JOBDIR": jobdir,
+            "CLOSESPIDER_PAGECOUNT": 5,
+            "LARBIN_DUPEFILTER_CAPACITY": 2_000,
+        },
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     return jobdir
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_corrupt_dupefilter_snapshot_is_one_line_and_left_as_it_was(web, tmp_path):
@@ -86,8 +109,13 @@ def test_corrupt_dupefilter_snapshot_is_one_line_and_left_as_it_was(web, tmp_pat
     data[len(data) // 2] ^= 0xFF
     snapshot.write_bytes(bytes(data))
     before = _snapshot(jobdir)
-    crawl = run_crawl(web, tmp_path / "again", "-a", "urls=" + ",".join(web.seeds),
-                      settings={"JOBDIR": jobdir, "LARBIN_DUPEFILTER_CAPACITY": 2_000})
+    crawl = run_crawl(
+        web,
+        tmp_path / "again",
+        "-a",
+        "urls=" + ",".join(web.seeds),
+        settings={"JOBDIR": jobdir, "LARBIN_DUPEFILTER_CAPACITY": 2_000},
+    )
     assert crawl.returncode != 0
     _assert_one_clear_line(crawl.stderr, str(snapshot))
     assert _snapshot(jobdir) == before  # not one byte of the job directory changed
@@ -98,8 +126,13 @@ def test_unreadable_frontier_checkpoint_is_one_line_and_left_as_it_was(web, tmp_
     state = next((jobdir / "frontier").rglob("state.json"))
     state.write_text(json.dumps({"format": 99}))
     before = _snapshot(jobdir)
-    crawl = run_crawl(web, tmp_path / "again", "-a", "urls=" + ",".join(web.seeds),
-                      settings={"JOBDIR": jobdir, "LARBIN_DUPEFILTER_CAPACITY": 2_000})
+    crawl = run_crawl(
+        web,
+        tmp_path / "again",
+        "-a",
+        "urls=" + ",".join(web.seeds),
+        settings={"JOBDIR": jobdir, "LARBIN_DUPEFILTER_CAPACITY": 2_000},
+    )
     assert crawl.returncode != 0
     _assert_one_clear_line(crawl.stderr, str(state))
     assert _snapshot(jobdir) == before
@@ -112,17 +145,30 @@ def test_full_jobdir_is_one_line_and_what_is_on_disk_still_resumes(web, tmp_path
     mount.mkdir()
     out = tmp_path / "full"
     out.mkdir()
-    cmd = crawl_command(web, out, "-a", "urls=" + ",".join(web.seeds),
-                        settings={"JOBDIR": mount / "job", "LARBIN_DUPEFILTER_CAPACITY": 2_000})
-    script = (f"mount -t tmpfs -o size=32k none {shlex.quote(str(mount))} && "
-              f"{shlex.join(cmd)}; rc=$?; cp -a {shlex.quote(str(mount / 'job'))} "
-              f"{shlex.quote(str(copy))}; exit $rc")
-    result = _run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
-                  timeout=120)
+    cmd = crawl_command(
+        web,
+        out,
+        "-a",
+        "urls=" + ",".join(web.seeds),
+        settings={"JOBDIR": mount / "job", "LARBIN_DUPEFILTER_CAPACITY": 2_000},
+    )
+    script = (
+        f"mount -t tmpfs -o size=32k none {shlex.quote(str(mount))} && "
+        f"{shlex.join(cmd)}; rc=$?; cp -a {shlex.quote(str(mount / 'job'))} "
+        f"{shlex.quote(str(copy))}; exit $rc"
+    )
+    result = _run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], timeout=120
+    )
     assert result.returncode not in (0, 127), result.stderr[-3000:]
     _assert_one_clear_line(result.stderr, "No space left on device")
-    resumed = run_crawl(web, tmp_path / "resumed", "-a", "urls=" + ",".join(web.seeds),
-                        settings={"JOBDIR": copy, "LARBIN_DUPEFILTER_CAPACITY": 2_000})
+    resumed = run_crawl(
+        web,
+        tmp_path / "resumed",
+        "-a",
+        "urls=" + ",".join(web.seeds),
+        settings={"JOBDIR": copy, "LARBIN_DUPEFILTER_CAPACITY": 2_000},
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Traceback" not in resumed.stderr
     assert resumed.stats.get("larbin/frontier/corrupt_records", 0) == 0

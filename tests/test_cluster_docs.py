@@ -55,8 +55,12 @@ class DocCluster:
     def cli(self, port: int, *args: str, auth: bool = True) -> str:
         cred = ["-a", self.password, "--no-auth-warning"] if auth else []
         try:
-            out = subprocess.run([REDIS_CLI, "-p", str(port), *cred, *args],
-                                 capture_output=True, timeout=10, check=False)
+            out = subprocess.run(
+                [REDIS_CLI, "-p", str(port), *cred, *args],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return ""
         return (out.stdout + out.stderr).decode().strip()
@@ -82,8 +86,11 @@ class DocCluster:
 
     def masters(self) -> set[int]:
         """Ports of the masters that serve slots and are not failed."""
-        return {int(n[1].split(":")[1].split("@")[0]) for n in self.nodes()
-                if "master" in n[2] and "fail" not in n[2] and len(n) > 8}
+        return {
+            int(n[1].split(":")[1].split("@")[0])
+            for n in self.nodes()
+            if "master" in n[2] and "fail" not in n[2] and len(n) > 8
+        }
 
     def healthy(self) -> bool:
         return all("cluster_state:ok" in self.cli(p, "cluster", "info") for p in self.alive())
@@ -103,18 +110,23 @@ def cluster_from_docs(base: Path) -> Iterator[DocCluster]:
             ports.append(port)
     script = documented_block()
     script = re.sub(r"^BASE=.*$", f"BASE={base}", script, count=1, flags=re.M)
-    script = re.sub(r"^PORTS=.*$", f'PORTS="{" ".join(map(str, ports))}"', script, count=1,
-                    flags=re.M)
+    script = re.sub(
+        r"^PORTS=.*$", f'PORTS="{" ".join(map(str, ports))}"', script, count=1, flags=re.M
+    )
     script += "\nprintf '\\nPASS=%s\\n' \"$PASS\""  # the password the block drew
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script],
-                          capture_output=True, timeout=120, check=False)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], capture_output=True, timeout=120, check=False
+    )
     password = re.search(r"^PASS=(\w+)$", done.stdout.decode(), re.M)
     cluster = DocCluster(base, ports, password[1] if password else "")
     try:
         assert done.returncode == 0, done.stderr.decode()[-2000:]
         wait_for(cluster.healthy, 60, "cluster_state:ok on every node")
-        wait_for(lambda: all(cluster.roles(p) == (3, 3) for p in ports), 60,
-                 "3 masters and 3 replicas seen by every node")
+        wait_for(
+            lambda: all(cluster.roles(p) == (3, 3) for p in ports),
+            60,
+            "3 masters and 3 replicas seen by every node",
+        )
         yield cluster
     finally:
         cluster.stop()
@@ -140,9 +152,15 @@ def test_a_cluster_stood_up_from_the_docs_serves_a_worker_and_fails_over_in_time
         assert cluster.cli(first, "config", "get", "protected-mode").split()[-1] == "yes"
 
         url = f"redis://:{cluster.password}@127.0.0.1:{first}/0"
-        worker = start_worker(web, tmp_path / "w", url, *seeds_args(web.seeds),
-                              LARBIN_REDIS_CLUSTER=True, LARBIN_REDIS_SHARDS=12,
-                              LARBIN_REDIS_LEASE_TIMEOUT=30)
+        worker = start_worker(
+            web,
+            tmp_path / "w",
+            url,
+            *seeds_args(web.seeds),
+            LARBIN_REDIS_CLUSTER=True,
+            LARBIN_REDIS_SHARDS=12,
+            LARBIN_REDIS_LEASE_TIMEOUT=30,
+        )
         deadline = time.monotonic() + 90
         while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
             assert worker.poll() is None, (tmp_path / "w" / "stderr.log").read_text()[-3000:]
@@ -150,8 +168,15 @@ def test_a_cluster_stood_up_from_the_docs_serves_a_worker_and_fails_over_in_time
         victim = next(p for p in sorted(cluster.masters()) if p != first)
         killed = time.monotonic()
         os.kill(cluster.pid(victim), signal.SIGKILL)
-        wait_for(lambda: victim not in cluster.masters() and len(cluster.masters()) == 3
-                 and cluster.healthy(), limit, f"a replica promoted in place of {victim}")
+        wait_for(
+            lambda: (
+                victim not in cluster.masters()
+                and len(cluster.masters()) == 3
+                and cluster.healthy()
+            ),
+            limit,
+            f"a replica promoted in place of {victim}",
+        )
         took = time.monotonic() - killed
         wait_workers([worker])
     print(f"failover took {took:.1f} s")

@@ -53,9 +53,12 @@ def test_round_trip_fields(kwargs, expected):
 
 
 def test_round_trip_headers():
-    request = Request(URL, method="POST", body=b"a=1",
-                      headers={"Content-Type": "application/x-www-form-urlencoded",
-                               "X-Multi": ["one", "two"]})
+    request = Request(
+        URL,
+        method="POST",
+        body=b"a=1",
+        headers={"Content-Type": "application/x-www-form-urlencoded", "X-Multi": ["one", "two"]},
+    )
     back = _round_trip(request)
     assert back.headers.getlist("X-Multi") == [b"one", b"two"]
     assert back.headers[b"Content-Type"] == b"application/x-www-form-urlencoded"
@@ -67,16 +70,31 @@ def test_round_trip_headers():
     [
         ({"depth": 3, "larbin_site_depth": 1}, {"depth": 3, "larbin_site_depth": 1}),
         ({"larbin_referer": "http://h00.test/"}, {"larbin_referer": "http://h00.test/"}),
-        ({"retry_times": 1, "redirect_times": 2, "redirect_ttl": 18},
-         {"retry_times": 1, "redirect_times": 2, "redirect_ttl": 18}),
-        ({"redirect_urls": ["http://a.test/", "http://b.test/"]},
-         {"redirect_urls": ["http://a.test/", "http://b.test/"]}),
-        ({"download_timeout": 12.5, "dont_obey_robotstxt": True},
-         {"download_timeout": 12.5, "dont_obey_robotstxt": True}),
+        (
+            {"retry_times": 1, "redirect_times": 2, "redirect_ttl": 18},
+            {"retry_times": 1, "redirect_times": 2, "redirect_ttl": 18},
+        ),
+        (
+            {"redirect_urls": ["http://a.test/", "http://b.test/"]},
+            {"redirect_urls": ["http://a.test/", "http://b.test/"]},
+        ),
+        (
+            {"download_timeout": 12.5, "dont_obey_robotstxt": True},
+            {"download_timeout": 12.5, "dont_obey_robotstxt": True},
+        ),
         ({"larbin_priority": 1}, {"larbin_priority": 1}),
         # one trip through the downloader: never stored (a user's keys are: test_codec_keeps.py)
-        ({"larbin_lease": "127.0.0.1", "larbin_rid": (2, 5), "download_slot": "127.0.0.1",
-          "larbin_ip": "127.0.0.1", "download_latency": 0.2, "larbin_output_done": True}, {}),
+        (
+            {
+                "larbin_lease": "127.0.0.1",
+                "larbin_rid": (2, 5),
+                "download_slot": "127.0.0.1",
+                "larbin_ip": "127.0.0.1",
+                "download_latency": 0.2,
+                "larbin_output_done": True,
+            },
+            {},
+        ),
     ],
 )
 def test_meta_kept_and_dropped(meta, kept):
@@ -124,8 +142,13 @@ def _linked(url: str, referer_header: str | None = PAGE, **meta) -> Request:
     """A request as the link gate makes it: depths, the page that linked, the gate's mark,
     the spider's errback, and the Referer header its referer policy chose."""
     headers = {"Referer": referer_header} if referer_header else None
-    meta = {"larbin_admitted": url, "depth": 3, "larbin_site_depth": 2,
-            "larbin_referer": PAGE, **meta}
+    meta = {
+        "larbin_admitted": url,
+        "depth": 3,
+        "larbin_site_depth": 2,
+        "larbin_referer": PAGE,
+        **meta,
+    }
     return Request(url, errback=SPIDER.on_error, meta=meta, headers=headers)
 
 
@@ -142,17 +165,31 @@ def _same(a: Request, b: Request) -> None:
         # the referer stored once, from its path: the header and the gate's mark are flags
         (_linked(URL), [URL, 0, [3, 2, "/a/index.html", 3], None, "on_error"]),
         # another origin: the referer whole; a policy that sends the origin only: flag 4
-        (_linked("http://other.test/x", referer_header="http://h01.test:8080/"),
-         ["http://other.test/x", 0, [3, 2, PAGE, 5], None, "on_error"]),
+        (
+            _linked("http://other.test/x", referer_header="http://h01.test:8080/"),
+            ["http://other.test/x", 0, [3, 2, PAGE, 5], None, "on_error"],
+        ),
         # a Referer header the referer does not explain is stored as it is
-        (_linked(URL, referer_header="http://else.test/"),
-         [URL, 0, [3, 2, "/a/index.html", 1], None, "on_error", "GET", "",
-          {"Referer": ["http://else.test/"]}]),
+        (
+            _linked(URL, referer_header="http://else.test/"),
+            [
+                URL,
+                0,
+                [3, 2, "/a/index.html", 1],
+                None,
+                "on_error",
+                "GET",
+                "",
+                {"Referer": ["http://else.test/"]},
+            ],
+        ),
         # a seed: depth 0 and site depth 0 are depths, not defaults
         (Request(URL, meta={"depth": 0, "larbin_site_depth": 0}), [URL, 0, [0, 0]]),
         # no header (a policy that sends none), other meta kept beside the fields
-        (_linked(URL, referer_header=None, retry_times=1),
-         [URL, 0, [3, 2, "/a/index.html", 1, {"retry_times": 1}], None, "on_error"]),
+        (
+            _linked(URL, referer_header=None, retry_times=1),
+            [URL, 0, [3, 2, "/a/index.html", 1, {"retry_times": 1}], None, "on_error"],
+        ),
     ],
 )
 def test_a_linked_request_is_stored_once_and_comes_back_whole(request_, record):
@@ -175,9 +212,18 @@ def test_the_plain_layout_holds_what_json_cannot_when_pickle_is_allowed():
 
 
 def test_records_with_the_referer_twice_still_read():
-    old = json.dumps([URL, 0, {"depth": 3, "larbin_site_depth": 2, "larbin_referer": PAGE,
-                               "larbin_admitted": 1}, None, "on_error", "GET", "",
-                      {"Referer": [PAGE]}]).encode()
+    old = json.dumps(
+        [
+            URL,
+            0,
+            {"depth": 3, "larbin_site_depth": 2, "larbin_referer": PAGE, "larbin_admitted": 1},
+            None,
+            "on_error",
+            "GET",
+            "",
+            {"Referer": [PAGE]},
+        ]
+    ).encode()
     _same(_linked(URL), codec.decode(old, SPIDER))
 
 
@@ -187,7 +233,7 @@ def test_records_with_the_referer_twice_still_read():
         Request(URL),
         Request("http://h03.test/é?q=ü"),
         Request(URL, method="POST", body=b"x", callback=SPIDER.parse_page),
-        Request(URL, meta={"depth": 4, "larbin_referer": "http://a.test/\"quoted\""}),
+        Request(URL, meta={"depth": 4, "larbin_referer": 'http://a.test/"quoted"'}),
     ],
 )
 def test_url_of(request_):
@@ -209,8 +255,13 @@ def test_unserializable_raises(request_):
 
 
 def test_dont_filter_cb_kwargs_and_flags_survive_the_disk():
-    request = Request("http://h.test/a", callback=SPIDER.parse_page, dont_filter=True,
-                      cb_kwargs={"page": 2, "tags": ["x"]}, flags=["seed"])
+    request = Request(
+        "http://h.test/a",
+        callback=SPIDER.parse_page,
+        dont_filter=True,
+        cb_kwargs={"page": 2, "tags": ["x"]},
+        flags=["seed"],
+    )
     back = _round_trip(request)
     assert back.dont_filter is True
     assert back.cb_kwargs == {"page": 2, "tags": ["x"]}

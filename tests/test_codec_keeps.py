@@ -63,8 +63,13 @@ class DiskFrontier:
     """A scheduler on a JOBDIR, closed and reopened between the push and the pop."""
 
     def __init__(self, tmp_path: Path, **settings: Any) -> None:
-        self.settings = settings_of(base, JOBDIR=str(tmp_path / "job"), DOWNLOAD_DELAY=0,
-                                    LARBIN_ALLOWED_NETWORKS="127.0.0.0/8", **settings)
+        self.settings = settings_of(
+            base,
+            JOBDIR=str(tmp_path / "job"),
+            DOWNLOAD_DELAY=0,
+            LARBIN_ALLOWED_NETWORKS="127.0.0.0/8",
+            **settings,
+        )
         self.spider = KeepSpider()
         self.sched = self._open()
 
@@ -90,12 +95,15 @@ def frontier(tmp_path: Path) -> DiskFrontier:
     return DiskFrontier(tmp_path)
 
 
-@pytest.mark.parametrize("meta", [
-    {"proxy": "http://127.0.0.1:3128"},
-    {"dont_redirect": True, "handle_httpstatus_list": [301, 302]},
-    {"cookiejar": 3},
-    {"my_key": {"nested": [1, "two", None]}, "playwright": True},
-])
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"proxy": "http://127.0.0.1:3128"},
+        {"dont_redirect": True, "handle_httpstatus_list": [301, 302]},
+        {"cookiejar": 3},
+        {"my_key": {"nested": [1, "two", None]}, "playwright": True},
+    ],
+)
 def test_meta_keys_survive_the_disk(frontier, meta):
     back = frontier.through_disk(Request(URL, meta=dict(meta)))
     assert back is not None
@@ -104,8 +112,12 @@ def test_meta_keys_survive_the_disk(frontier, meta):
 
 
 def test_form_request_survives(frontier):
-    request = FormRequest(URL, formdata={"q": "larbin", "page": "2"},
-                          callback=frontier.spider.parse_form, cb_kwargs={"page": 2})
+    request = FormRequest(
+        URL,
+        formdata={"q": "larbin", "page": "2"},
+        callback=frontier.spider.parse_form,
+        cb_kwargs={"page": 2},
+    )
     back = frontier.through_disk(request)
     assert type(back) is FormRequest
     assert back.method == "POST" and back.body == request.body
@@ -130,8 +142,9 @@ def test_a_subclass_survives_with_its_attribute(frontier):
 
 
 def test_transient_keys_are_dropped(frontier):
-    back = frontier.through_disk(Request(URL, meta={"download_latency": 0.3, "keep": 1,
-                                                    "larbin_output_done": True}))
+    back = frontier.through_disk(
+        Request(URL, meta={"download_latency": 0.3, "keep": 1, "larbin_output_done": True})
+    )
     assert back is not None
     assert "download_latency" not in back.meta and "larbin_output_done" not in back.meta
     assert back.meta["keep"] == 1

@@ -22,17 +22,31 @@ if TYPE_CHECKING:
 
 
 def _scrapy(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "scrapy", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, check=False,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 @pytest.mark.crawl
 def test_parse_shows_the_page_item_and_the_requests_the_gate_lets_through(web: RunningWeb):
     url = web.web.url("h00.test", "/kinds/a/b/page.html")
-    result = _scrapy("parse", "--spider", "larbin", "--nocolour",
-                     "-s", "LARBIN_RESOLVE=" + json.dumps(web.resolve),
-                     "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8", url)
+    result = _scrapy(
+        "parse",
+        "--spider",
+        "larbin",
+        "--nocolour",
+        "-s",
+        "LARBIN_RESOLVE=" + json.dumps(web.resolve),
+        "-s",
+        "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+        url,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     items, _, requests = out.partition("# Requests")
@@ -57,8 +71,9 @@ def test_addurls_without_a_running_crawl_exits_1_with_one_line(tmp_path: Path):
     lines = (result.stdout + result.stderr).strip().splitlines()
     assert len(lines) == 1 and str(jobdir) in lines[0] and "running" in lines[0], lines
     # A status page address that nobody answers at: the same.
-    result = _scrapy("addurls", "http://h00.test/", "--url",
-                     f"http://127.0.0.1:{free_port()}/#token=abc")
+    result = _scrapy(
+        "addurls", "http://h00.test/", "--url", f"http://127.0.0.1:{free_port()}/#token=abc"
+    )
     assert result.returncode == 1, result
     assert "is it running?" in result.stdout
     # A usage mistake (which crawl?) stays Scrapy's usage error, exit 2.

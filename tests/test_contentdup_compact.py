@@ -36,13 +36,16 @@ def _body(page: int, version: int) -> bytes:
 @pytest.mark.parametrize("near", [0, 3])
 def test_a_changing_page_keeps_one_record_and_duplicates_still_count(tmp_path: Path, near: int):
     directory = tmp_path / "contentdup"
-    pipeline = ContentDupPipeline(str(directory), near_distance=near, flush_interval=0,
-                                  compact_min=PAGES)
+    pipeline = ContentDupPipeline(
+        str(directory), near_distance=near, flush_interval=0, compact_min=PAGES
+    )
     pipeline.open_spider()
     for version in range(CHANGES):  # every page changes at every revisit
         for page in range(PAGES):
-            assert _kept(pipeline, _item(f"http://a.test/{page}", _body(page, version),
-                                         fetch_count=version + 1))
+            assert _kept(
+                pipeline,
+                _item(f"http://a.test/{page}", _body(page, version), fetch_count=version + 1),
+            )
         pipeline.checkpoint()  # what the crawl's checkpoint tick does
     assert not _kept(pipeline, _item("http://a.test/copy", _body(3, CHANGES - 1)))
     one_record = len(b"http://a.test/10") + 26

@@ -71,14 +71,19 @@ def _cycles(graph: grimp.ImportGraph, package: str) -> dict[tuple[str, str], lis
 
     reachable = {node: reach(node) for node in list(edges)}
     far = "(through others)"
-    return {(a, b): [witness.get((a, b), far), witness.get((b, a), far)]
-            for a in reachable for b in reachable[a] if a < b and a in reachable.get(b, ())}
+    return {
+        (a, b): [witness.get((a, b), far), witness.get((b, a), far)]
+        for a in reachable
+        for b in reachable[a]
+        if a < b and a in reachable.get(b, ())
+    }
 
 
 def test_the_stage_layers_hold():
     lint_imports = Path(sys.executable).parent / "lint-imports"  # import-linter's command
-    result = subprocess.run([str(lint_imports), "--no-cache"],
-                            cwd=ROOT, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
 
 
@@ -96,11 +101,13 @@ def test_the_cycle_count_sees_deferred_and_type_only_imports(tmp_path, monkeypat
         (root / sub / "__init__.py").write_text("")
     (root / "__init__.py").write_text("")
     (root / "a" / "m.py").write_text("def f():\n    from cyclepkg.b import m\n    return m\n")
-    (root / "b" / "m.py").write_text(textwrap.dedent("""\
+    (root / "b" / "m.py").write_text(
+        textwrap.dedent("""\
         from typing import TYPE_CHECKING
         if TYPE_CHECKING:
             from cyclepkg.a import m
-        """))
+        """)
+    )
     (root / "c" / "m.py").write_text("import cyclepkg.a.m\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = grimp.build_graph("cyclepkg", cache_dir=None)
@@ -111,43 +118,67 @@ def _literal_lookups(path: Path) -> list[tuple[int, str, str, str]]:
     """(line, function, object's last name, attribute) of each getattr/hasattr with a literal."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
             target = node.args[0]
-            name = (target.attr if isinstance(target, ast.Attribute)
-                    else target.id if isinstance(target, ast.Name) else ast.unparse(target))
+            name = (
+                target.attr
+                if isinstance(target, ast.Attribute)
+                else target.id
+                if isinstance(target, ast.Name)
+                else ast.unparse(target)
+            )
             found.append((node.lineno, node.func.id, name, node.args[1].value))
     return found
 
 
 def test_no_component_is_reached_by_a_literal_attribute_name_outside_lean():
     package = ROOT / "larbinscrapy"
-    wrong = [f"{path.relative_to(ROOT)}:{line}: {func}({name}, {attr!r})"
-             for path in sorted(package.rglob("*.py"))
-             if "lean" not in path.relative_to(package).parts
-             for line, func, name, attr in _literal_lookups(path)
-             if (name, attr) not in _NOT_COMPONENTS]
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}: {func}({name}, {attr!r})"
+        for path in sorted(package.rglob("*.py"))
+        if "lean" not in path.relative_to(package).parts
+        for line, func, name, attr in _literal_lookups(path)
+        if (name, attr) not in _NOT_COMPONENTS
+    ]
     assert not wrong, "\n".join(wrong)
 
 
 def test_the_lookup_scan_sees_what_it_looks_for(tmp_path):
     source = tmp_path / "x.py"
-    source.write_text('a = getattr(crawler.engine.scheduler, "df", None)\n'
-                      'b = hasattr(self.spider, "on_error")\n')
-    assert [(n, a) for _, _, n, a in _literal_lookups(source)] == [("scheduler", "df"),
-                                                                  ("spider", "on_error")]
+    source.write_text(
+        'a = getattr(crawler.engine.scheduler, "df", None)\nb = hasattr(self.spider, "on_error")\n'
+    )
+    assert [(n, a) for _, _, n, a in _literal_lookups(source)] == [
+        ("scheduler", "df"),
+        ("spider", "on_error"),
+    ]
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("larbinscrapy.status.gate.PauseGate", "larbinscrapy.middlewares.pause.PauseGate"),
-    ("larbinscrapy.fetch.checktype.ContentTypeMiddleware",
-     "larbinscrapy.middlewares.checktype.ContentTypeMiddleware"),
-    ("larbinscrapy.fetch.checktype.BoundedDecompressionMiddleware",
-     "larbinscrapy.middlewares.checktype.BoundedDecompressionMiddleware"),
-    ("larbinscrapy.revisit.middleware.ConditionalGetMiddleware",
-     "larbinscrapy.middlewares.conditional.ConditionalGetMiddleware"),
-])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("larbinscrapy.status.gate.PauseGate", "larbinscrapy.middlewares.pause.PauseGate"),
+        (
+            "larbinscrapy.fetch.checktype.ContentTypeMiddleware",
+            "larbinscrapy.middlewares.checktype.ContentTypeMiddleware",
+        ),
+        (
+            "larbinscrapy.fetch.checktype.BoundedDecompressionMiddleware",
+            "larbinscrapy.middlewares.checktype.BoundedDecompressionMiddleware",
+        ),
+        (
+            "larbinscrapy.revisit.middleware.ConditionalGetMiddleware",
+            "larbinscrapy.middlewares.conditional.ConditionalGetMiddleware",
+        ),
+    ],
+)
 def test_a_moved_middleware_loads_from_its_old_path_with_a_warning(old, new):
     from scrapy.utils.misc import load_object
 
@@ -170,12 +201,21 @@ def test_both_schedulers_offer_the_frontier_interface_and_their_dupefilters_the_
     from larbinscrapy.seen import SeenSet
     from larbinscrapy.seen.dupefilter import BitmapDupeFilter
 
-    members = {"seen", "robots", "sitemaps", "enqueue_request", "status", "host_set_aside",
-               "count_items"}
+    members = {
+        "seen",
+        "robots",
+        "sitemaps",
+        "enqueue_request",
+        "status",
+        "host_set_aside",
+        "count_items",
+    }
     assert all(hasattr(Frontier, m) for m in members)
     for scheduler in (LarbinScheduler, RedisScheduler):
         missing = {m for m in members if not hasattr(scheduler, m)}
         assert not missing, (scheduler, missing)
-    for dupefilter in (BitmapDupeFilter(bits=1 << 16),
-                       RedisBitmapDupeFilter(None, "t:seen", mode="bitmap", bits=1 << 16)):
+    for dupefilter in (
+        BitmapDupeFilter(bits=1 << 16),
+        RedisBitmapDupeFilter(None, "t:seen", mode="bitmap", bits=1 << 16),
+    ):
         assert isinstance(dupefilter, SeenSet), dupefilter

@@ -120,8 +120,11 @@ def test_each_site_is_asked_once_for_its_sitemap_quietly(default_crawl):
     assert crawl.stats["larbin/sitemaps/missing"] == len(truth)
     assert "larbin/sitemaps/broken" not in crawl.stats
     assert not any(urlsplit(i["url"]).path == "/sitemap.xml" for i in crawl.items)
-    noisy = [line for line in crawl.stderr.splitlines()
-             if "sitemap" in line.lower() and ("WARNING" in line or "ERROR" in line)]
+    noisy = [
+        line
+        for line in crawl.stderr.splitlines()
+        if "sitemap" in line.lower() and ("WARNING" in line or "ERROR" in line)
+    ]
     assert noisy == []
 
 

@@ -28,17 +28,24 @@ _ALARMS = re.compile(r"^\S+ \S+ \[[^]]+\] (WARNING|ERROR|CRITICAL): .*$", re.MUL
 
 
 def _status(address: str, token: str) -> dict:
-    request = urllib.request.Request(f"{address}/api/status",
-                                     headers={"Authorization": f"Bearer {token}"})
+    request = urllib.request.Request(
+        f"{address}/api/status", headers={"Authorization": f"Bearer {token}"}
+    )
     with _OPENER.open(request, timeout=10) as response:
         return json.loads(response.read())
 
 
 @pytest.mark.crawl
 def test_demo_keeps_the_status_page_up_until_ctrl_c(tmp_path: Path):
-    proc = subprocess.Popen([sys.executable, "-m", "testweb.demo", "--out", str(tmp_path)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testweb.demo", "--out", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
     output: list[str] = []

@@ -28,10 +28,27 @@ def test_demo_checks_its_own_run_and_takes_settings(tmp_path: Path):
     old = {"t": 0.0, "ip": "127.0.1.1", "host": "h00.test", "path": "/from-an-old-run.html"}
     log.write_text(json.dumps(old) + "\n")
     port = free_port()
-    demo = [sys.executable, "-m", "testweb.demo", "--once", "--out", str(tmp_path),
-            "-s", f"LARBIN_STATUS_PORT={port}", "-s", "LOG_LEVEL=INFO"]
-    result = subprocess.run(demo, cwd=ROOT, capture_output=True, text=True, timeout=240,
-                            check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    demo = [
+        sys.executable,
+        "-m",
+        "testweb.demo",
+        "--once",
+        "--out",
+        str(tmp_path),
+        "-s",
+        f"LARBIN_STATUS_PORT={port}",
+        "-s",
+        "LOG_LEVEL=INFO",
+    ]
+    result = subprocess.run(
+        demo,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-3000:]
     assert "missing 0, unexpected 0" in result.stdout

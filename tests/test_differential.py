@@ -22,15 +22,22 @@ DATALOSS = ("ResponseDataLossError", "ResponseFailed", "reset")
 CHUNKED = b"Transfer-Encoding: chunked\r\n\r\n"
 
 
-def _ok(headers: list[tuple[str, list[bytes]]], body: bytes = b"ok", status: int = 200,
-        protocol: str = "HTTP/1.1") -> tuple[Any, ...]:
+def _ok(
+    headers: list[tuple[str, list[bytes]]],
+    body: bytes = b"ok",
+    status: int = 200,
+    protocol: str = "HTTP/1.1",
+) -> tuple[Any, ...]:
     return ("TextResponse", status, headers, body, protocol)
 
 
 def _control(byte: bytes) -> tuple[list[Any], dict[str, Any], tuple[Any, ...]]:
     """A control byte inside a header value: kept as it is (Twisted does not check values)."""
-    return ([OK + b"X-C: a" + byte + b"b\r\nContent-Length: 2\r\n\r\nok"], {},
-            _ok([("Content-Length", [b"2"]), ("X-C", [b"a" + byte + b"b"])]))
+    return (
+        [OK + b"X-C: a" + byte + b"b\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        _ok([("Content-Length", [b"2"]), ("X-C", [b"a" + byte + b"b"])]),
+    )
 
 
 # path: (server actions, Request keyword arguments, expected outcome)
@@ -41,55 +48,101 @@ CASES: dict[str, tuple[list[Any], dict[str, Any], tuple[Any, ...]]] = {
     "/ctl-0c": _control(b"\x0c"),
     "/ctl-7f": _control(b"\x7f"),
     # a lone CR in a value: Twisted's Headers turn it into a space
-    "/ctl-cr": ([OK + b"X-C: a\rb\r\nContent-Length: 2\r\n\r\nok"], {},
-                _ok([("Content-Length", [b"2"]), ("X-C", [b"a b"])])),
+    "/ctl-cr": (
+        [OK + b"X-C: a\rb\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        _ok([("Content-Length", [b"2"]), ("X-C", [b"a b"])]),
+    ),
     # a chunked answer with a control byte: llhttp still frames the chunks
-    "/ctl-chunked": ([OK + b"X-C: a\x01b\r\nTransfer-Encoding: chunked\r\n\r\n"
-                      b"2\r\nok\r\n0\r\n\r\n"], {}, _ok([("X-C", [b"a\x01b"])])),
+    "/ctl-chunked": (
+        [OK + b"X-C: a\x01b\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"],
+        {},
+        _ok([("X-C", [b"a\x01b"])]),
+    ),
     # Content-Length is 1*DIGIT (RFC 9110 8.6): Python's int() would take these, Twisted does not
     "/length-plus": ([OK + b"Content-Length: +2\r\n\r\nok"], {}, MALFORMED),
     "/length-underscore": ([OK + b"Content-Length: 1_0\r\n\r\n0123456789"], {}, MALFORMED),
-    "/length-padded": ([OK + b"Content-Length: 007\r\n\r\n0123456"], {},
-                       _ok([("Content-Length", [b"7"])], b"0123456")),
+    "/length-padded": (
+        [OK + b"Content-Length: 007\r\n\r\n0123456"],
+        {},
+        _ok([("Content-Length", [b"7"])], b"0123456"),
+    ),
     # a length no body can have: the DOWNLOAD_MAXSIZE cancellation, not "malformed"
-    "/length-huge": ([OK + b"Content-Length: 99999999999999999999999\r\n\r\nok"], {},
-                     ("DownloadCancelledError", None, None)),
+    "/length-huge": (
+        [OK + b"Content-Length: 99999999999999999999999\r\n\r\nok"],
+        {},
+        ("DownloadCancelledError", None, None),
+    ),
     # a HEAD answer has no body: its lengths are not read, even two that disagree
-    "/head-two-lengths": ([OK + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n"],
-                          {"method": "HEAD"},
-                          _ok([("Content-Length", [b"2", b"3"])], b"")),
+    "/head-two-lengths": (
+        [OK + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n"],
+        {"method": "HEAD"},
+        _ok([("Content-Length", [b"2", b"3"])], b""),
+    ),
     # status lines Twisted reads: any proto/major.minor, any integer status
-    "/http-1.2": ([b"HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok"], {},
-                  _ok([("Content-Length", [b"2"])], protocol="HTTP/1.2")),
-    "/lower-case": ([b"http/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"], {},
-                    _ok([("Content-Length", [b"2"])], protocol="http/1.1")),
-    "/status-2000": ([b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok"], {},
-                     _ok([("Content-Length", [b"2"])], status=2000)),
-    "/version-zeros": ([b"HTTP/01.01 200 OK\r\nContent-Length: 2\r\n\r\nok"], {},
-                       _ok([("Content-Length", [b"2"])])),
+    "/http-1.2": (
+        [b"HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        _ok([("Content-Length", [b"2"])], protocol="HTTP/1.2"),
+    ),
+    "/lower-case": (
+        [b"http/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        _ok([("Content-Length", [b"2"])], protocol="http/1.1"),
+    ),
+    "/status-2000": (
+        [b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        _ok([("Content-Length", [b"2"])], status=2000),
+    ),
+    "/version-zeros": (
+        [b"HTTP/01.01 200 OK\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        _ok([("Content-Length", [b"2"])]),
+    ),
     "/no-version-dot": ([b"HTTP/1 200 OK\r\nContent-Length: 2\r\n\r\nok"], {}, MALFORMED),
     # issue #34: a 101 to a request that asked no upgrade is one more interim answer
-    "/interim-101": ([b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n"
-                      + OK + b"Content-Length: 2\r\n\r\nok"], {},
-                     _ok([("Content-Length", [b"2"])])),
-    "/interim-101-100": ([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching\r\n\r\n"
-                          + OK + b"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"],
-                         {}, _ok([])),
+    "/interim-101": (
+        [
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n"
+            + OK
+            + b"Content-Length: 2\r\n\r\nok"
+        ],
+        {},
+        _ok([("Content-Length", [b"2"])]),
+    ),
+    "/interim-101-100": (
+        [
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching\r\n\r\n"
+            + OK
+            + b"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+        ],
+        {},
+        _ok([]),
+    ),
     # chunk extensions: a bare ";" (no name) is ignored as Twisted ignores it; a space before
     # the ";" is not a chunk size (both: data loss)
-    "/chunk-ext-bare": ([OK + CHUNKED + b"66;\r\n" + b"x" * 0x66 + b"\r\n0\r\n\r\n"], {},
-                        _ok([], b"x" * 0x66)),
+    "/chunk-ext-bare": (
+        [OK + CHUNKED + b"66;\r\n" + b"x" * 0x66 + b"\r\n0\r\n\r\n"],
+        {},
+        _ok([], b"x" * 0x66),
+    ),
     "/chunk-ext-named": ([OK + CHUNKED + b"2;a=b;c\r\nok\r\n0;z\r\n\r\n"], {}, _ok([])),
     "/chunk-ext-space": ([OK + CHUNKED + b"2 ;\r\nok\r\n0\r\n\r\n"], {}, DATALOSS),
     "/chunk-ext-control": ([OK + CHUNKED + b"2;\x01\r\nok\r\n0\r\n\r\n"], {}, DATALOSS),
     # trailers are read and dropped, well-formed or not (neither handler keeps them)
     "/trailer-ok": ([OK + CHUNKED + b"2\r\nok\r\n0\r\nX-T: 1\r\n\r\n"], {}, _ok([])),
-    "/trailer-no-colon": ([OK + CHUNKED + b"2\r\nok\r\n0\r\nbad trailer line\r\n\r\n"], {},
-                          _ok([])),
-    "/trailer-folded": ([OK + CHUNKED + b"2\r\nok\r\n0\r\nX-T: 1\r\n  more\r\n\r\n"], {},
-                        _ok([])),
-    "/trailer-no-colon-close": ([OK + CHUNKED + b"2\r\nok\r\n0\r\nbad\r\n\r\n", "close"], {},
-                                _ok([])),
+    "/trailer-no-colon": (
+        [OK + CHUNKED + b"2\r\nok\r\n0\r\nbad trailer line\r\n\r\n"],
+        {},
+        _ok([]),
+    ),
+    "/trailer-folded": ([OK + CHUNKED + b"2\r\nok\r\n0\r\nX-T: 1\r\n  more\r\n\r\n"], {}, _ok([])),
+    "/trailer-no-colon-close": (
+        [OK + CHUNKED + b"2\r\nok\r\n0\r\nbad\r\n\r\n", "close"],
+        {},
+        _ok([]),
+    ),
     "/chunk-no-crlf": ([OK + CHUNKED + b"2\r\nokX\r\n0\r\n\r\n"], {}, DATALOSS),
 }
 
@@ -129,11 +182,13 @@ def test_both_handlers_agree(web: RawWeb, path: str) -> None:
     assert outcome("lean", path, web, kwargs) == expected
 
 
-
-@pytest.mark.parametrize("answer", [
-    OK + b"X-C: a\x01b\r\nContent-Length: 2\r\n\r\nok",  # control byte: the lenient read
-    b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",  # bare LF: the lenient read too
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        OK + b"X-C: a\x01b\r\nContent-Length: 2\r\n\r\nok",  # control byte: the lenient read
+        b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",  # bare LF: the lenient read too
+    ],
+)
 def test_a_lenient_read_keeps_the_connection_alive(answer: bytes) -> None:
     """An answer read the Twisted way is framed by llhttp: its keep-alive connection is reused
     (it was aborted: the clean parse's stop was taken for the first parse's error)."""

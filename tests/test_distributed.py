@@ -39,15 +39,15 @@ from testweb.harness import pages, sitemap_counts
 DELAY = WORKER_DELAY
 
 
-
 @pytest.mark.crawl
 def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
     client = redis.Redis.from_url(redis_url)
     client.lpush("larbin:start_urls", *web.seeds)  # the scrapy-redis way...
     # ...and on the command line of every worker
-    procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
-             for i in range(3)]
+    procs = [
+        start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds)) for i in range(3)
+    ]
     wait_workers(procs)
     assert [p.returncode for p in procs] == [0, 0, 0]
     assert_clean_logs(procs)
@@ -57,7 +57,8 @@ def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url)
     assert fetched_twice(records, web.port) == []
     # each site's sitemap read once, by one of the workers (larbinscrapy/distributed/sitemaps.py)
     assert sitemap_counts(records, web.port) == Counter(
-        dict.fromkeys(web.web.sitemap_truth(web.seeds, depth=5), 1))
+        dict.fromkeys(web.web.sitemap_truth(web.seeds, depth=5), 1)
+    )
     intervals = min_interval_per_ip(records)
     assert min(intervals.values()) >= DELAY - TOLERANCE, intervals
     # every worker did a share of the work, and the frontier is empty at the end
@@ -70,8 +71,9 @@ def test_three_workers_crawl_the_web_once_and_politely(web, tmp_path, redis_url)
 @pytest.mark.crawl
 def test_kill_one_worker_its_leases_come_back(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
-    procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
-             for i in range(3)]
+    procs = [
+        start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds)) for i in range(3)
+    ]
     wait_for(lambda: len(pages(web.read_log(), web.port)) >= 40, 60, "40 pages fetched")
     procs[0].send_signal(signal.SIGKILL)
     wait_workers(procs)
@@ -87,8 +89,9 @@ def test_kill_one_worker_its_leases_come_back(web, tmp_path, redis_url):
 @pytest.mark.crawl
 def test_stop_all_workers_and_resume_from_redis(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
-    first = [start_worker(web, tmp_path / f"a{i}", redis_url, *seeds_args(web.seeds))
-             for i in range(3)]
+    first = [
+        start_worker(web, tmp_path / f"a{i}", redis_url, *seeds_args(web.seeds)) for i in range(3)
+    ]
     wait_for(lambda: len(pages(web.read_log(), web.port)) >= 50, 60, "50 pages fetched")
     for proc in first:
         proc.send_signal(signal.SIGINT)
@@ -97,8 +100,9 @@ def test_stop_all_workers_and_resume_from_redis(web, tmp_path, redis_url):
     assert stopped_at < len(truth)
     status = redis.Redis.from_url(redis_url).hgetall("larbin:frontier:count")
     assert int(status[b"queued"]) > 0 and int(status[b"leased"]) == 0
-    second = [start_worker(web, tmp_path / f"b{i}", redis_url, *seeds_args(web.seeds))
-              for i in range(3)]
+    second = [
+        start_worker(web, tmp_path / f"b{i}", redis_url, *seeds_args(web.seeds)) for i in range(3)
+    ]
     wait_workers(second)
     assert [p.returncode for p in second] == [0, 0, 0]
     assert_clean_logs(first + second)
@@ -130,6 +134,7 @@ def test_frontier_leases_ip_until_release_and_reaps_dead_workers(redis_url):
     second = wait_for(lambda: f.pop("w2", 8, 10).leases, 5, "the released IP ready again")
     assert 0.2 - TOLERANCE <= time.monotonic() - released < 0.5
     assert [ip for _, ip, _ in second] == ["10.0.0.1"]
+
     # w2 dies: after the timeout its lease goes back, and its IP is free again
     def reaped() -> tuple[int, int] | None:
         counts = f.heartbeat("w1", 0.2, "t:start")
@@ -137,8 +142,7 @@ def test_frontier_leases_ip_until_release_and_reaps_dead_workers(redis_url):
 
     assert wait_for(reaped, 5, "w2 reaped") == (1, 1)
     again = f.pop("w1", 8, 20)
-    assert [codec.url_of(r) for _, _, r in again.leases] == [
-        codec.url_of(r) for _, _, r in second]
+    assert [codec.url_of(r) for _, _, r in again.leases] == [codec.url_of(r) for _, _, r in second]
     # acknowledging the leases empties the frontier's lease count
     f.admit("w1", df.key, 0, [], [lid for lid, _, _ in popped.leases + again.leases])
     assert f.status("t:start")["leased"] == 0
@@ -150,23 +154,42 @@ def test_keep_alive_worker_waits_for_new_seeds(web, tmp_path, redis_url):
     crawled. Without it the same worker closes by itself (the control)."""
     client = redis.Redis.from_url(redis_url)
     first, later = web.url("h03.test"), web.url("h04.test")
-    control = start_worker(web, tmp_path / "control", redis_url, "-a", f"urls={first}",
-                           DOWNLOAD_DELAY=0, LARBIN_DEPTH=0)
+    control = start_worker(
+        web,
+        tmp_path / "control",
+        redis_url,
+        "-a",
+        f"urls={first}",
+        DOWNLOAD_DELAY=0,
+        LARBIN_DEPTH=0,
+    )
     wait_workers([control], timeout=60)
     assert control.returncode == 0  # closed by itself once the frontier stayed empty
     client.flushdb()
     start = len(web.read_log())
-    worker = start_worker(web, tmp_path / "alive", redis_url, "-a", f"urls={first}",
-                          DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_REDIS_KEEP_ALIVE=True)
+    worker = start_worker(
+        web,
+        tmp_path / "alive",
+        redis_url,
+        "-a",
+        f"urls={first}",
+        DOWNLOAD_DELAY=0,
+        LARBIN_DEPTH=0,
+        LARBIN_REDIS_KEEP_ALIVE=True,
+    )
     try:
-        wait_for(lambda: first in pages(web.read_log()[start:], web.port), 30,
-                 "the first seed fetched")
+        wait_for(
+            lambda: first in pages(web.read_log()[start:], web.port), 30, "the first seed fetched"
+        )
         # the behaviour: 4 s on an empty frontier, past LARBIN_REDIS_IDLE_BEFORE_CLOSE
         time.sleep(4)
         assert worker.poll() is None, "a keep-alive worker closed on an empty frontier"
         client.lpush("larbin:start_urls", later)
-        wait_for(lambda: later in pages(web.read_log()[start:], web.port), 30,
-                 "a seed pushed to Redis later crawled")
+        wait_for(
+            lambda: later in pages(web.read_log()[start:], web.port),
+            30,
+            "a seed pushed to Redis later crawled",
+        )
         assert worker.poll() is None
     finally:
         worker.send_signal(signal.SIGINT)
@@ -185,10 +208,23 @@ def test_redis_seeds_follow_the_rule_of_command_line_seeds(web, tmp_path, redis_
     """
     inside, outside, outside_too = web.url("h03.test"), web.url("h04.test"), web.url("h05.test")
     client = redis.Redis.from_url(redis_url)
-    client.lpush("larbin:start_urls", outside_too, "ftp://h06.test/file", "not a url",
-                 json.dumps({"url": web.url("h07.test"), "meta": {"larbin_priority": 1}}))
-    worker = start_worker(web, tmp_path / "w", redis_url, "-a", f"urls={inside},{outside}",
-                          DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_DOMAINS="h03.test")
+    client.lpush(
+        "larbin:start_urls",
+        outside_too,
+        "ftp://h06.test/file",
+        "not a url",
+        json.dumps({"url": web.url("h07.test"), "meta": {"larbin_priority": 1}}),
+    )
+    worker = start_worker(
+        web,
+        tmp_path / "w",
+        redis_url,
+        "-a",
+        f"urls={inside},{outside}",
+        DOWNLOAD_DELAY=0,
+        LARBIN_DEPTH=0,
+        LARBIN_DOMAINS="h03.test",
+    )
     wait_workers([worker], timeout=60)
     assert worker.returncode == 0
     assert_clean_logs([worker])
@@ -209,8 +245,14 @@ def test_redis_seed_entries_plain_json_and_bad():
     assert plain.url == "http://a.test/x" and plain.meta == seed_meta()
     rich = seeds.request(json.dumps({"url": "https://b.test/", "meta": {"larbin_priority": 1}}))
     assert rich.url == "https://b.test/" and rich.meta == {**seed_meta(), "larbin_priority": 1}
-    bad = ["ftp://a.test/f", "not a url", "{broken json", json.dumps({"meta": {}}),
-           json.dumps({"url": 7}), "http://a b.test/"]
+    bad = [
+        "ftp://a.test/f",
+        "not a url",
+        "{broken json",
+        json.dumps({"meta": {}}),
+        json.dumps({"url": 7}),
+        "http://a b.test/",
+    ]
     assert [seeds.request(b) for b in bad] == [None] * len(bad)
     assert stats.values["larbin/seeds/invalid"] == len(bad)
     crawled: list[str] = []
@@ -235,8 +277,9 @@ def test_a_worker_whose_redis_goes_away_stops_with_one_line(web, tmp_path, redis
     LARBIN_REDIS_OUTAGE_TIMEOUT, saying so in one line, not one error line per Redis job.
     Everything stays in Redis: its leases come back to the workers of the next run."""
     client = redis.Redis.from_url(redis_url)
-    worker = start_worker(web, tmp_path / "w", redis_url, *seeds_args(web.seeds),
-                          LARBIN_REDIS_OUTAGE_TIMEOUT=2)
+    worker = start_worker(
+        web, tmp_path / "w", redis_url, *seeds_args(web.seeds), LARBIN_REDIS_OUTAGE_TIMEOUT=2
+    )
     start = len(web.read_log())
     deadline = time.monotonic() + 60
     while len(pages(web.read_log()[start:], web.port)) < 5:

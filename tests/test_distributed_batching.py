@@ -35,9 +35,14 @@ def test_a_batch_keeps_its_order_when_its_scripts_were_never_loaded(redis_url):
     first = f.pop("w1", 8, 0)
     assert [lease[0] for lease in first.leases] == ["0"]  # one connection: one lease
     server.script_flush()  # a restarted Redis forgets every script
-    release, ack, pop = run_calls(server, [
-        f.release_call("w1", "127.0.0.1", 0), f.admit_call("w1", "t:seen", 0, [], ["0"]),
-        f.pop_call("w1", 8, 1)])
+    release, ack, pop = run_calls(
+        server,
+        [
+            f.release_call("w1", "127.0.0.1", 0),
+            f.admit_call("w1", "t:seen", 0, [], ["0"]),
+            f.pop_call("w1", 8, 1),
+        ],
+    )
     assert (release.dropped, ack) == (0, (0, 0))
     assert [rec for _, _, rec in pop.leases] == [_record(urls[1])]
 
@@ -46,8 +51,9 @@ def test_a_batch_keeps_its_order_when_its_scripts_were_never_loaded(redis_url):
 def test_failed_call_fails_alone_and_parse_errors_stay_in_their_job(redis_url):
     server = redis.Redis.from_url(redis_url)
     server.set("s", "x")
-    ok, wrong, bad_parse = run_calls(server, [
-        Call(("GET", "s")), Call(("LPUSH", "s", "y")), Call(("GET", "s"), int)])
+    ok, wrong, bad_parse = run_calls(
+        server, [Call(("GET", "s")), Call(("LPUSH", "s", "y")), Call(("GET", "s"), int)]
+    )
     assert ok == b"x"
     assert isinstance(wrong, redis.exceptions.ResponseError)
     assert isinstance(bad_parse, ValueError)
@@ -56,15 +62,18 @@ def test_failed_call_fails_alone_and_parse_errors_stay_in_their_job(redis_url):
 
 
 @pytest.mark.crawl
-@pytest.mark.parametrize("url", [
-    "http://a.test/0.html",
-    "https://a.test/x?y=1",
-    "http://a.test:8080/x",
-    "https://www1.example.com:443/",
-    "http://127.9.1.3/p",
-    "http://a.test?q",
-    "http://xn--bcher-kva.example/#f",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://a.test/0.html",
+        "https://a.test/x?y=1",
+        "http://a.test:8080/x",
+        "https://www1.example.com:443/",
+        "http://127.9.1.3/p",
+        "http://a.test?q",
+        "http://xn--bcher-kva.example/#f",
+    ],
+)
 def test_compact_entry_gives_the_scripts_site_of_and_host_of(redis_url, url):
     """The record alone is stored; the sequencer's site list and DNS wait use the same site
     and host as the Python side computes."""
@@ -78,15 +87,19 @@ def test_compact_entry_gives_the_scripts_site_of_and_host_of(redis_url, url):
     assert server.smembers(f"t:frontier:hostsites:{host_of(url)}") == {site_of(url).encode()}
 
 
-@pytest.mark.parametrize(("site", "host", "url"), [
-    ("http://a.test", "a.test", "http://a.test/x"),  # a site not in site_of's form
-    ("http://a.test:80", "a.test", "http://A.test/x"),  # not lower-case
-    ("http://a.test:80", "b.test", "http://a.test/x"),  # another host
-    ("ftp://a.test:21", "a.test", "ftp://a.test/x"),
-])
+@pytest.mark.parametrize(
+    ("site", "host", "url"),
+    [
+        ("http://a.test", "a.test", "http://a.test/x"),  # a site not in site_of's form
+        ("http://a.test:80", "a.test", "http://A.test/x"),  # not lower-case
+        ("http://a.test:80", "b.test", "http://a.test/x"),  # another host
+        ("ftp://a.test:21", "a.test", "ftp://a.test/x"),
+    ],
+)
 def test_entries_the_scripts_cannot_derive_keep_site_and_host(site, host, url):
     assert RedisFrontier.entry(site, host, _record(url)) == (
-        f"{site}\t{host}\t".encode() + _record(url))
+        f"{site}\t{host}\t".encode() + _record(url)
+    )
 
 
 @pytest.mark.crawl

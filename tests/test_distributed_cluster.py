@@ -45,20 +45,26 @@ def test_shard_tags_fall_one_in_each_slot_range(count):
 
 def test_look_alike_hosts_spread_over_shards_and_masters():
     shards = Shards(12, "larbin:frontier", "larbin:seen", 10**6)
-    for hosts in ([f"127.9.1.{k}" for k in range(240)],
-                  [f"www{k}.example.com" for k in range(240)]):
+    for hosts in (
+        [f"127.9.1.{k}" for k in range(240)],
+        [f"www{k}.example.com" for k in range(240)],
+    ):
         per_shard = collections.Counter(shards.of(h) for h in hosts)
         assert len(per_shard) == 12 and min(per_shard.values()) >= 8, per_shard
         # three masters holding a third of the slots each
-        per_master = collections.Counter(key_slot(shards.prefix(shards.of(h))) * 3 // SLOTS
-                                         for h in hosts)
+        per_master = collections.Counter(
+            key_slot(shards.prefix(shards.of(h))) * 3 // SLOTS for h in hosts
+        )
         assert min(per_master.values()) >= 0.2 * len(hosts), per_master
 
 
 def test_one_shard_keeps_the_single_redis_keys():
     shards = Shards(1, "larbin:frontier", "larbin:seen", 10**6)
     assert (shards.prefix(0), shards.seen_key(0), shards.of("a.test")) == (
-        "larbin:frontier", "larbin:seen", 0)
+        "larbin:frontier",
+        "larbin:seen",
+        0,
+    )
     assert shards.positions([5, 10**6 - 1]) == [5, 10**6 - 1]
 
 
@@ -93,8 +99,10 @@ def test_two_workers_crawl_once_and_politely_on_a_cluster(web, tmp_path: Path):
 @pytest.mark.cluster
 def test_kill_one_worker_on_a_cluster_loses_nothing(web, tmp_path: Path):
     with redis_cluster(tmp_path / "cluster") as cluster:
-        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
-                               **CLUSTER) for i in range(2)]
+        procs = [
+            start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds), **CLUSTER)
+            for i in range(2)
+        ]
         deadline = time.monotonic() + 60
         while len(pages(web.read_log(), web.port)) < 40 and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -113,8 +121,9 @@ def test_kill_one_worker_on_a_cluster_loses_nothing(web, tmp_path: Path):
 @pytest.mark.cluster
 def test_unreachable_cluster_at_start_is_one_line_and_exit_1(web, tmp_path: Path):
     port = cluster_port()  # nothing listens there
-    proc = start_worker(web, tmp_path / "w", f"redis://127.0.0.1:{port}/0",
-                        *seeds_args(web.seeds), **CLUSTER)
+    proc = start_worker(
+        web, tmp_path / "w", f"redis://127.0.0.1:{port}/0", *seeds_args(web.seeds), **CLUSTER
+    )
     wait_workers([proc], timeout=90)
     log = (proc.out / "stderr.log").read_text()
     assert proc.returncode == 1, log[-2000:]
@@ -130,8 +139,17 @@ def test_master_restarted_mid_crawl_workers_wait_and_go_on(web, tmp_path: Path):
     tests, a restart that takes longer on a loaded machine gets a live worker's leases reaped
     and their pages fetched again (at-least-once, by design), which is not what this tests."""
     with redis_cluster(tmp_path / "cluster", appendonly=True) as cluster:
-        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
-                              **CLUSTER, LARBIN_REDIS_LEASE_TIMEOUT=30) for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                cluster.url,
+                *seeds_args(web.seeds),
+                **CLUSTER,
+                LARBIN_REDIS_LEASE_TIMEOUT=30,
+            )
+            for i in range(2)
+        ]
         deadline = time.monotonic() + 60
         while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -154,8 +172,17 @@ def test_reshard_mid_crawl_loses_nothing(web, tmp_path: Path):
     is the default's order, not the 3 s of the kill tests: a master busy with MIGRATE on a
     loaded machine must not get a live worker reaped (docs/distributed.md, limits)."""
     with redis_cluster(tmp_path / "cluster") as cluster:
-        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
-                              **CLUSTER, LARBIN_REDIS_LEASE_TIMEOUT=30) for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                cluster.url,
+                *seeds_args(web.seeds),
+                **CLUSTER,
+                LARBIN_REDIS_LEASE_TIMEOUT=30,
+            )
+            for i in range(2)
+        ]
         deadline = time.monotonic() + 60
         while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -40,8 +40,17 @@ def test_a_master_killed_mid_crawl_fails_over_to_its_replica(web, tmp_path: Path
     # the lease timeout is the default's order (as the restart and reshard tests): the failover
     # takes cluster-node-timeout (5 s) and more, and the workers' heartbeats on that shard fail
     with redis_cluster(tmp_path / "cluster", replicas=1) as cluster:
-        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
-                              **CLUSTER, LARBIN_REDIS_LEASE_TIMEOUT=30) for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                cluster.url,
+                *seeds_args(web.seeds),
+                **CLUSTER,
+                LARBIN_REDIS_LEASE_TIMEOUT=30,
+            )
+            for i in range(2)
+        ]
         deadline = time.monotonic() + 60
         while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
             time.sleep(0.1)

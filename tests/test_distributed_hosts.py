@@ -41,9 +41,18 @@ HOST_DELAY, IP_DELAY = 1.0, 0.1
 def _vhost_crawl(tmp_path, redis_url: str, **settings: Any) -> list[dict[str, Any]]:
     hosts = {f"v{i}.test": {"ip": SHARED, "pages": PAGES} for i in range(HOSTS)}
     with polite.start(tmp_path / "web", hosts) as web:
-        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
-                              DOWNLOAD_DELAY=HOST_DELAY, LARBIN_IP_DELAY=IP_DELAY, **settings)
-                 for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                redis_url,
+                *seeds_args(web.seeds),
+                DOWNLOAD_DELAY=HOST_DELAY,
+                LARBIN_IP_DELAY=IP_DELAY,
+                **settings,
+            )
+            for i in range(2)
+        ]
         wait_workers(procs)
         log = web.read_log()
         pages = web.pages()
@@ -88,9 +97,18 @@ def test_a_host_is_leased_once_at_a_time_on_an_ip_of_several_connections(tmp_pat
     # one fetch at a time across both workers, DOWNLOAD_DELAY apart
     hosts = {f"c{i}.test": {"ip": "127.0.9.45", "pages": 4} for i in range(4)}
     with polite.start(tmp_path / "web", hosts) as web:
-        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
-                              DOWNLOAD_DELAY=0.5, LARBIN_IP_DELAY=0, LARBIN_IP_CONNECTIONS=4)
-                 for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                redis_url,
+                *seeds_args(web.seeds),
+                DOWNLOAD_DELAY=0.5,
+                LARBIN_IP_DELAY=0,
+                LARBIN_IP_CONNECTIONS=4,
+            )
+            for i in range(2)
+        ]
         wait_workers(procs)
         log = web.read_log()
         ok = {f"http://{e['host']}:{web.port}{e['path']}" for e in log if e["status"] == 200}
@@ -106,18 +124,32 @@ def _throttled_pages(log: list[dict[str, Any]], host: str) -> list[dict[str, Any
     return [e for e in log if e["host"] == host and e["path"] not in (ROBOTS, SITEMAP)]
 
 
-def _throttle_crawl(tmp_path, redis_url: str, hosts: dict[str, dict[str, Any]], *,
-                    every_page: bool = False, **settings: Any
-                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[str]]:
+def _throttle_crawl(
+    tmp_path,
+    redis_url: str,
+    hosts: dict[str, dict[str, Any]],
+    *,
+    every_page: bool = False,
+    **settings: Any,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[str]]:
     """Two workers, sitemaps off: a sitemap's normal answer would end a throttling run in the
     middle. The server's log, each worker's stats, the pages not
     fetched. ``every_page``: every page is a seed (not only each host's root)."""
     with polite.start(tmp_path / "web", hosts) as web:
         seeds = sorted(web.pages()) if every_page else web.seeds
-        procs = [start_worker(web, tmp_path / f"w{i}", redis_url,
-                              *seeds_args(seeds), DOWNLOAD_DELAY=0.1,
-                              LARBIN_IP_DELAY=0.1, LARBIN_SITEMAPS=False, **settings)
-                 for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                redis_url,
+                *seeds_args(seeds),
+                DOWNLOAD_DELAY=0.1,
+                LARBIN_IP_DELAY=0.1,
+                LARBIN_SITEMAPS=False,
+                **settings,
+            )
+            for i in range(2)
+        ]
         wait_workers(procs)
         log = web.read_log()
         ok = {f"http://{e['host']}:{web.port}{e['path']}" for e in log if e["status"] == 200}
@@ -144,13 +176,20 @@ def _assert_backoff_doubles(tmp_path, redis_url: str, **settings: Any) -> None:
     # bo.test answers its first 5 page requests 429 without Retry-After: 0.2, 0.4, 0.8, 1.6 s
     # of back-off (and more after the 5th), whichever worker met the answer before. On a
     # cluster vhost.test shares bo.test's IP from another shard: the pauses hold it too.
-    hosts = {"bo.test": {"ip": "127.0.9.41", "pages": 4, "throttle": 5},
-             "calm.test": {"ip": "127.0.9.42", "pages": 40}}
+    hosts = {
+        "bo.test": {"ip": "127.0.9.41", "pages": 4, "throttle": 5},
+        "calm.test": {"ip": "127.0.9.42", "pages": 40},
+    }
     if settings:
         hosts["vhost.test"] = {"ip": "127.0.9.41", "pages": 6}
-    log, stats, missing = _throttle_crawl(tmp_path, redis_url, hosts,
-                                          LARBIN_THROTTLE_BACKOFF=0.2,
-                                          LARBIN_THROTTLE_IN_A_ROW_MAX=10, **settings)
+    log, stats, missing = _throttle_crawl(
+        tmp_path,
+        redis_url,
+        hosts,
+        LARBIN_THROTTLE_BACKOFF=0.2,
+        LARBIN_THROTTLE_IN_A_ROW_MAX=10,
+        **settings,
+    )
     assert missing == set()
     assert sum(s.get("larbin/throttled/429", 0) for s in stats) == 5
     print("429s met by each worker:", [s.get("larbin/throttled/429", 0) for s in stats])
@@ -167,14 +206,22 @@ def _assert_backoff_doubles(tmp_path, redis_url: str, **settings: Any) -> None:
 
 
 def test_a_host_is_set_aside_after_the_cap_of_answers_in_a_row_over_all_workers(
-        tmp_path, redis_url):
+    tmp_path, redis_url
+):
     # nag.test answers every page 429 without Retry-After; LARBIN_THROTTLE_IN_A_ROW_MAX 4:
     # 4 answers in all (not 4 per worker), then its pages are left by both workers
-    hosts = {"nag.test": {"ip": "127.0.9.43", "pages": 12, "throttle": 100},
-             "calm.test": {"ip": "127.0.9.44", "pages": 40}}
-    log, stats, missing = _throttle_crawl(tmp_path, redis_url, hosts, every_page=True,
-                                          LARBIN_THROTTLE_BACKOFF=0.1,
-                                          LARBIN_THROTTLE_IN_A_ROW_MAX=4)
+    hosts = {
+        "nag.test": {"ip": "127.0.9.43", "pages": 12, "throttle": 100},
+        "calm.test": {"ip": "127.0.9.44", "pages": 40},
+    }
+    log, stats, missing = _throttle_crawl(
+        tmp_path,
+        redis_url,
+        hosts,
+        every_page=True,
+        LARBIN_THROTTLE_BACKOFF=0.1,
+        LARBIN_THROTTLE_IN_A_ROW_MAX=4,
+    )
     print("429s met by each worker:", [s.get("larbin/throttled/429", 0) for s in stats])
     nag = _throttled_pages(log, "nag.test")
     assert [e["status"] for e in nag] == [429] * 4, nag
@@ -186,19 +233,24 @@ def test_a_host_is_set_aside_after_the_cap_of_answers_in_a_row_over_all_workers(
 def test_the_frontier_paces_hosts_apart_from_their_ip_and_shares_the_throttling_run(redis_url):
     server = redis.Redis.from_url(redis_url)
     df = RedisBitmapDupeFilter(server, "h:seen", mode="bloom", capacity=1000)
-    f = RedisFrontier(server, "h:frontier", max_per_site=4,
-                      throttle=Throttle(backoff=0.4, max_backoff=1.0, max_in_a_row=4))
+    f = RedisFrontier(
+        server,
+        "h:frontier",
+        max_per_site=4,
+        throttle=Throttle(backoff=0.4, max_backoff=1.0, max_in_a_row=4),
+    )
     urls = [f"http://{h}.test/{i}" for h in ("a", "b") for i in range(3)]
-    f.admit("w1", df.key, 0, [(2, df.positions(fingerprint_url(u)), frontier_entry(f, u))
-                              for u in urls])
+    f.admit(
+        "w1", df.key, 0, [(2, df.positions(fingerprint_url(u)), frontier_entry(f, u)) for u in urls]
+    )
     assert sorted(f.pop("w1", 8, 0).unresolved) == ["a.test", "b.test"]
     for host in ("a.test", "b.test"):
         f.resolved(host, "10.0.0.9")
-    (_, ip, first), = f.pop("w1", 8, 0).leases  # one connection on the IP
+    ((_, ip, first),) = f.pop("w1", 8, 0).leases  # one connection on the IP
     one = host_of(codec.url_of(first))
     f.release("w1", ip, 0.05, host=one, host_delay=5.0, outcome=ANSWERED)
     # the IP is ready after its own delay, for the other host only
-    (_, _, second), = wait_for(lambda: f.pop("w2", 8, 10).leases, 2, "the other host")
+    ((_, _, second),) = wait_for(lambda: f.pop("w2", 8, 10).leases, 2, "the other host")
     two = host_of(codec.url_of(second))
     assert two != one
     f.release("w2", ip, 0.05, host=two, host_delay=5.0, outcome=ANSWERED)
@@ -224,11 +276,12 @@ def test_an_ip_of_one_host_is_ready_when_its_host_is(redis_url):
     df = RedisBitmapDupeFilter(server, "o:seen", mode="bloom", capacity=1000)
     f = RedisFrontier(server, "o:frontier", max_per_site=4)
     urls = [f"http://c.test/{i}" for i in range(2)]
-    f.admit("w1", df.key, 0, [(2, df.positions(fingerprint_url(u)), frontier_entry(f, u))
-                              for u in urls])
+    f.admit(
+        "w1", df.key, 0, [(2, df.positions(fingerprint_url(u)), frontier_entry(f, u)) for u in urls]
+    )
     assert f.pop("w1", 8, 0).unresolved == ["c.test"]
     f.resolved("c.test", "10.0.0.10")
-    (_, ip, _), = f.pop("w1", 8, 0).leases
+    ((_, ip, _),) = f.pop("w1", 8, 0).leases
     f.release("w1", ip, 0.05, host="c.test", host_delay=3.0, outcome=ANSWERED)
     popped = f.pop("w2", 8, 10)
     assert not popped.leases and popped.wait is not None and 2.5 < popped.wait <= 3.0

@@ -30,8 +30,7 @@ IDLE_COMMANDS_PER_S_MAX = 15.0
 
 def _calls(client: redis.Redis) -> int:
     stats = client.info("commandstats")
-    return sum(v["calls"] for k, v in stats.items()
-               if k not in ("cmdstat_info", "cmdstat_ping"))
+    return sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_info", "cmdstat_ping"))
 
 
 @pytest.mark.crawl
@@ -42,20 +41,32 @@ def test_an_idle_worker_sends_few_commands_a_second(web, tmp_path, redis_url):
     first, later = web.url("h03.test"), web.url("h04.test")
     start = len(web.read_log())
     # the default lease timeout: a heartbeat every 2 s is enough
-    worker = start_worker(web, tmp_path / "idle", redis_url, "-a", f"urls={first}",
-                          DOWNLOAD_DELAY=0, LARBIN_DEPTH=0, LARBIN_REDIS_KEEP_ALIVE=True,
-                          LARBIN_REDIS_LEASE_TIMEOUT=60)
+    worker = start_worker(
+        web,
+        tmp_path / "idle",
+        redis_url,
+        "-a",
+        f"urls={first}",
+        DOWNLOAD_DELAY=0,
+        LARBIN_DEPTH=0,
+        LARBIN_REDIS_KEEP_ALIVE=True,
+        LARBIN_REDIS_LEASE_TIMEOUT=60,
+    )
     try:
-        wait_for(lambda: first in pages(web.read_log()[start:], web.port), 30,
-                 "the first seed fetched")
+        wait_for(
+            lambda: first in pages(web.read_log()[start:], web.port), 30, "the first seed fetched"
+        )
         time.sleep(3)  # past the page's own release, admit and the idle back-off's ramp
         calls0, t0 = _calls(client), time.monotonic()
         time.sleep(5)
         rate = (_calls(client) - calls0) / (time.monotonic() - t0)
         assert rate <= IDLE_COMMANDS_PER_S_MAX, f"an idle worker sends {rate:.1f} commands/s"
         client.lpush("larbin:start_urls", later)
-        wait_for(lambda: later in pages(web.read_log()[start:], web.port), 30,
-                 "a seed pushed to Redis later crawled")
+        wait_for(
+            lambda: later in pages(web.read_log()[start:], web.port),
+            30,
+            "a seed pushed to Redis later crawled",
+        )
     finally:
         worker.send_signal(signal.SIGINT)
         wait_workers([worker], timeout=60)

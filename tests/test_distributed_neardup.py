@@ -47,6 +47,7 @@ def check(server: Any, index: NearIndex, h: int, url: str, digest: bytes | None 
 
 # --- the index, pure ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("distance", [1, 3, 5, 6, 31])
 def test_blocks_split_the_64_bits_as_the_local_index_does(distance):
     index = NearIndex("t:near", distance)
@@ -76,6 +77,7 @@ def test_buckets_spread_over_the_shards_of_a_cluster():
 
 
 # --- one Redis: the whole check in one script -----------------------------------------------
+
 
 @pytest.mark.crawl
 @pytest.mark.parametrize("distance", [1, 3, 6])
@@ -134,8 +136,15 @@ def test_exact_copies_first_and_a_page_is_never_its_own_near_copy(redis_url):
 
 # --- a cluster: one script per slot, the home-bucket rule -------------------------------------
 
-def _run_slots(client: Any, index: NearIndex, h: int, url: str,
-               with_block: int | None = None, without_block: int | None = None) -> list[Any]:
+
+def _run_slots(
+    client: Any,
+    index: NearIndex,
+    h: int,
+    url: str,
+    with_block: int | None = None,
+    without_block: int | None = None,
+) -> list[Any]:
     """Run ``h``'s slot scripts (those holding ``with_block``, or those without one)."""
     twins = []
     for blocks, call in index.slot_calls(h, url):
@@ -187,8 +196,10 @@ def _twin_groups(index: NearIndex, groups: int, size: int) -> list[tuple[int, in
     pages = []
     for g in range(groups):
         base = rng.getrandbits(64)
-        pages += [(g, flip(base, [spread[k % len(spread)] - k // len(spread)]),
-                   f"http://g{g}.test/{k}") for k in range(size)]
+        pages += [
+            (g, flip(base, [spread[k % len(spread)] - k // len(spread)]), f"http://g{g}.test/{k}")
+            for k in range(size)
+        ]
     rng.shuffle(pages)
     return pages
 
@@ -225,8 +236,10 @@ def test_near_twins_checked_by_four_clients_at_once_one_kept_per_group(redis_url
     def check_batch(batch: list[tuple[int, int, str]]) -> list[bool]:
         if not hasattr(local, "server"):
             local.server = redis.Redis.from_url(redis_url)
-        calls = [index.check_call("t:contentdup", hashlib.md5(url.encode()).digest(), url, h)
-                 for _, h, url in batch]
+        calls = [
+            index.check_call("t:contentdup", hashlib.md5(url.encode()).digest(), url, h)
+            for _, h, url in batch
+        ]
         return [v == Verdict("kept") for v in run_calls(local.server, calls)]
 
     assert _race(pages, check_batch) == Counter(dict.fromkeys(range(40), 1))
@@ -259,6 +272,7 @@ def test_near_twins_checked_by_four_clients_at_once_on_a_cluster(tmp_path):
 
 # --- crawls: 2 workers against a local crawl --------------------------------------------------
 
+
 def _bodies_are_near_groups() -> None:
     """The web's premise: the copies of a path within DISTANCE, two paths far apart."""
     sims = {(k, i): simhash(neardup.body(k, i, PAGES)) for k in range(HOSTS) for i in range(PAGES)}
@@ -276,11 +290,21 @@ def _kept_paths(urls: list[str]) -> Counter[str]:
     return Counter("/" + u.split("/", 3)[3] for u in urls)
 
 
-def _two_workers(web: Any, tmp_path: Path, redis_url: str,
-                 **settings: Any) -> tuple[list[str], int]:
+def _two_workers(
+    web: Any, tmp_path: Path, redis_url: str, **settings: Any
+) -> tuple[list[str], int]:
     """The URLs both workers kept, and how many they dropped as near-duplicates."""
-    procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
-                          LARBIN_CONTENT_DUP_NEAR_DISTANCE=DISTANCE, **settings) for i in range(2)]
+    procs = [
+        start_worker(
+            web,
+            tmp_path / f"w{i}",
+            redis_url,
+            *seeds_args(web.seeds),
+            LARBIN_CONTENT_DUP_NEAR_DISTANCE=DISTANCE,
+            **settings,
+        )
+        for i in range(2)
+    ]
     wait_workers(procs)
     assert [p.returncode for p in procs] == [0, 0]
     assert_clean_logs(procs)
@@ -294,13 +318,20 @@ def _two_workers(web: Any, tmp_path: Path, redis_url: str,
 def test_two_workers_keep_one_page_per_near_duplicate_group_as_a_local_crawl(tmp_path, redis_url):
     _bodies_are_near_groups()
     with neardup.start(tmp_path / "web", HOSTS, PAGES) as web:
-        local = run_crawl(web, tmp_path / "local", *seeds_args(web.seeds),
-                          settings={"LARBIN_CONTENT_DUP_NEAR_DISTANCE": DISTANCE})
+        local = run_crawl(
+            web,
+            tmp_path / "local",
+            *seeds_args(web.seeds),
+            settings={"LARBIN_CONTENT_DUP_NEAR_DISTANCE": DISTANCE},
+        )
         assert local.returncode == 0, local.stderr[-3000:]
         web.log_path.write_text("")
         kept, dropped = _two_workers(web, tmp_path, redis_url)
-        fetched = Counter(f"http://{e['host']}:{web.port}{e['path']}" for e in web.read_log()
-                          if e["status"] == 200)
+        fetched = Counter(
+            f"http://{e['host']}:{web.port}{e['path']}"
+            for e in web.read_log()
+            if e["status"] == 200
+        )
     local_kept = _kept_paths([i["url"] for i in local.items])
     assert local_kept == Counter(dict.fromkeys(neardup.paths(PAGES), 1))  # one per group
     assert len(kept) == len(local.items) and len(set(kept)) == len(kept)  # none twice
@@ -312,10 +343,13 @@ def test_two_workers_keep_one_page_per_near_duplicate_group_as_a_local_crawl(tmp
 @pytest.mark.crawl
 @pytest.mark.cluster
 def test_two_workers_share_near_duplicates_on_a_cluster(tmp_path):
-    with redis_cluster(tmp_path / "cluster") as cluster, \
-            neardup.start(tmp_path / "web", HOSTS, PAGES) as web:
-        kept, dropped = _two_workers(web, tmp_path, cluster.url, LARBIN_REDIS_CLUSTER=True,
-                                     LARBIN_REDIS_SHARDS=12)
+    with (
+        redis_cluster(tmp_path / "cluster") as cluster,
+        neardup.start(tmp_path / "web", HOSTS, PAGES) as web,
+    ):
+        kept, dropped = _two_workers(
+            web, tmp_path, cluster.url, LARBIN_REDIS_CLUSTER=True, LARBIN_REDIS_SHARDS=12
+        )
         client = cluster.client()
         keys = NearIndex("larbin:contentdup:near", DISTANCE, shards=12).keys
         stored = sum(len(v) for k in keys for v in client.hvals(k))

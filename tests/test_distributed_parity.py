@@ -46,8 +46,9 @@ def _robots_counts(records: list[dict], port: int) -> Counter[str]:
 @pytest.mark.crawl
 def test_robots_txt_and_sitemaps_read_once_per_site_by_all_workers(web, tmp_path, redis_url):
     truth = web.web.ground_truth(web.seeds, depth=5)
-    procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds))
-             for i in range(2)]
+    procs = [
+        start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds)) for i in range(2)
+    ]
     wait_workers(procs)
     assert [p.returncode for p in procs] == [0, 0]
     assert_clean_logs(procs)
@@ -59,7 +60,8 @@ def test_robots_txt_and_sitemaps_read_once_per_site_by_all_workers(web, tmp_path
     assert set(robots) == sites
     assert {s: n for s, n in robots.items() if n != 1} == {}
     assert sitemap_counts(records, web.port) == Counter(
-        dict.fromkeys(web.web.sitemap_truth(web.seeds, depth=5), 1))  # a sitemap read once
+        dict.fromkeys(web.web.sitemap_truth(web.seeds, depth=5), 1)
+    )  # a sitemap read once
     assert min(min_interval_per_ip(records).values()) >= WORKER_DELAY - TOLERANCE
     shared = sum("larbin/robots/shared" in (p.out / "stderr.log").read_text() for p in procs)
     assert shared >= 1
@@ -69,14 +71,24 @@ def test_robots_txt_and_sitemaps_read_once_per_site_by_all_workers(web, tmp_path
 def test_a_host_set_aside_by_one_worker_is_not_asked_by_the_other(tmp_path, redis_url):
     # far.test answers every page 429 with a Retry-After past LARBIN_THROTTLE_RETRY_AFTER_MAX: the
     # first worker it answers sets it aside; its other pages (all seeds) are never asked, by either.
-    hosts = {"far.test": {"ip": "127.0.5.10", "pages": 8, "throttle": 8, "retry_after": "7200"},
-             "near.test": {"ip": "127.0.5.10", "pages": 8},
-             "calm.test": {"ip": "127.0.5.11", "pages": 12}}
+    hosts = {
+        "far.test": {"ip": "127.0.5.10", "pages": 8, "throttle": 8, "retry_after": "7200"},
+        "near.test": {"ip": "127.0.5.10", "pages": 8},
+        "calm.test": {"ip": "127.0.5.11", "pages": 12},
+    }
     with polite.start(tmp_path / "web", hosts) as web:
         seeds = sorted(web.pages())
-        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(seeds),
-                              DOWNLOAD_DELAY=0.2, LARBIN_THROTTLE_RETRY_AFTER_MAX=60)
-                 for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                redis_url,
+                *seeds_args(seeds),
+                DOWNLOAD_DELAY=0.2,
+                LARBIN_THROTTLE_RETRY_AFTER_MAX=60,
+            )
+            for i in range(2)
+        ]
         wait_workers(procs)
         log = web.read_log()
     assert [p.returncode for p in procs] == [0, 0]
@@ -97,8 +109,14 @@ def test_a_priority_url_is_its_sites_next_fetch_in_the_shared_frontier(web, tmp_
     workers: list[LiveCrawl] = []
     try:
         for name in ("w1", "w2"):
-            workers.append(LiveCrawl(web, tmp_path / name, settings=settings,
-                                     env={"SCRAPY_SETTINGS_MODULE": "settings.distributed"}))
+            workers.append(
+                LiveCrawl(
+                    web,
+                    tmp_path / name,
+                    settings=settings,
+                    env={"SCRAPY_SETTINGS_MODULE": "settings.distributed"},
+                )
+            )
         before = fetched_before_a_priority_url(web, workers[0])
         # the site's fetch in flight when the URL arrived may come first, nothing else
         assert len(before) <= 1, before
@@ -110,8 +128,10 @@ def test_a_priority_url_is_its_sites_next_fetch_in_the_shared_frontier(web, tmp_
 @pytest.mark.crawl
 def test_the_redis_schedule_forgets_a_gone_page(redis_url):
     store = RedisRevisitStore(redis.Redis.from_url(redis_url), "t:revisit", 10)
-    gone, kept = (Entry(fingerprint_url(f"http://a.test/{p}"), f"http://a.test/{p}", 100.0, 5.0)
-                  for p in ("gone", "kept"))
+    gone, kept = (
+        Entry(fingerprint_url(f"http://a.test/{p}"), f"http://a.test/{p}", 100.0, 5.0)
+        for p in ("gone", "kept")
+    )
     assert store.add(gone) and store.add(kept)
     taken = {e.url: e for e in store.take(200.0, 3600.0)[2]}
     assert store.forget(taken[gone.url])
@@ -126,11 +146,22 @@ def test_the_redis_schedule_forgets_a_gone_page(redis_url):
 @pytest.mark.crawl
 @pytest.mark.cluster
 def test_two_workers_revisit_on_a_cluster(tmp_path):
-    with redis_cluster(tmp_path / "cluster") as cluster, \
-            start_changing(tmp_path / "web", period=3.0) as web:
-        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
-                              CLOSESPIDER_TIMEOUT=12, LARBIN_REDIS_CLUSTER=True, **REVISIT)
-                 for i in range(2)]
+    with (
+        redis_cluster(tmp_path / "cluster") as cluster,
+        start_changing(tmp_path / "web", period=3.0) as web,
+    ):
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                cluster.url,
+                *seeds_args(web.seeds),
+                CLOSESPIDER_TIMEOUT=12,
+                LARBIN_REDIS_CLUSTER=True,
+                **REVISIT,
+            )
+            for i in range(2)
+        ]
         wait_workers(procs, timeout=60)
         log = web.read_log()
         state = sum(revisit_entries_per_master(cluster).values())  # every shard's entries
@@ -159,9 +190,17 @@ def test_hosts_on_one_ip_keep_both_delays_across_workers(tmp_path, redis_url):
     hosts["solo.test"] = {"ip": "127.0.5.21", "pages": 6}
     host_delay, ip_delay = 0.6, 0.2
     with polite.start(tmp_path / "web", hosts) as web:
-        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
-                              DOWNLOAD_DELAY=host_delay, LARBIN_IP_DELAY=ip_delay)
-                 for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                redis_url,
+                *seeds_args(web.seeds),
+                DOWNLOAD_DELAY=host_delay,
+                LARBIN_IP_DELAY=ip_delay,
+            )
+            for i in range(2)
+        ]
         wait_workers(procs)
         log = web.read_log()
     assert [p.returncode for p in procs] == [0, 0]

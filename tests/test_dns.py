@@ -314,11 +314,15 @@ def test_settings_deprecated_fixed_ttl_and_servers():
     cache = DnsCache.from_settings(Settings(LARBIN_DEFAULTS), task.Clock())
     assert (cache.rules.ttl_min, cache.rules.ttl_max) == (300, 86400)
     with pytest.warns(DeprecationWarning, match="LARBIN_DNS_TTL"):
-        cache = DnsCache.from_settings(Settings({**LARBIN_DEFAULTS, "LARBIN_DNS_TTL": 60}),
-                                       task.Clock())
+        cache = DnsCache.from_settings(
+            Settings({**LARBIN_DEFAULTS, "LARBIN_DNS_TTL": 60}), task.Clock()
+        )
     assert (cache.rules.ttl_min, cache.rules.ttl_max) == (60, 60)
     assert parse_servers("127.24.0.1, 127.24.0.2:5353,[::1]:53") == (
-        "127.24.0.1", "127.24.0.2:5353", "[::1]:53")
+        "127.24.0.1",
+        "127.24.0.2:5353",
+        "[::1]:53",
+    )
     with pytest.raises(ValueError, match="nameserver"):
         parse_servers("nameserver.test")
 
@@ -328,8 +332,11 @@ def test_hosts_file(tmp_path):
 
     path = tmp_path / "hosts"
     path.write_text("127.0.0.1 localhost vm # comment\n::1 localhost ip6-localhost\nbad line\n")
-    assert hosts_file(str(path)) == {"localhost": "127.0.0.1", "vm": "127.0.0.1",
-                                     "ip6-localhost": "::1"}
+    assert hosts_file(str(path)) == {
+        "localhost": "127.0.0.1",
+        "vm": "127.0.0.1",
+        "ip6-localhost": "::1",
+    }
     assert hosts_file(str(tmp_path / "none")) == {}
 
 
@@ -346,15 +353,22 @@ def test_the_frontier_asks_for_a_host_when_its_first_url_is_admitted(tmp_path, a
     class Frontier(Spider):
         name = "frontier"
 
-    crawler = get_crawler(Frontier, settings_of(
-        base, LARBIN_FRONTIER_LOADED_SITES_MAX=1, LARBIN_FRONTIER_URLS_PER_SITE_MAX=1,
-        DOWNLOAD_DELAY=0))
+    crawler = get_crawler(
+        Frontier,
+        settings_of(
+            base,
+            LARBIN_FRONTIER_LOADED_SITES_MAX=1,
+            LARBIN_FRONTIER_URLS_PER_SITE_MAX=1,
+            DOWNLOAD_DELAY=0,
+        ),
+    )
     sched = LarbinScheduler.from_crawler(crawler)
     sched.open(Frontier())
     clock = task.Clock()
     dns = DnsCache(clock, clock=clock.seconds, lookup=answers)
-    sched.politeness = Politeness(IpTable(0.0, 1, max_failures=3, backoff=1.0), crawler.stats,
-                                  dns, SsrfGuard(enabled=False))
+    sched.politeness = Politeness(
+        IpTable(0.0, 1, max_failures=3, backoff=1.0), crawler.stats, dns, SsrfGuard(enabled=False)
+    )
     try:
         for host in ("a.test", "b.test", "c.test", "a.test"):
             sched.enqueue_request(Request(f"http://{host}/x"))

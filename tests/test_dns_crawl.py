@@ -35,8 +35,19 @@ HOSTS, SEED = 3000, 35
 BASE = "127.24.0.0"  # the internet's addresses: base + 1 ...
 DNS_IP = "127.24.255.53"
 # DNS is under test: every other failure of the simulated internet off, seeds only
-MIX = Mix(nxdomain=0.025, servfail=0.025, silent_dns=0.01, cname=0.1, aaaa_only=0.01,
-          big_answer=0.005, dead=0, tarpit=0, https=0, www=0, robots=(("allow", 1.0),))
+MIX = Mix(
+    nxdomain=0.025,
+    servfail=0.025,
+    silent_dns=0.01,
+    cname=0.1,
+    aaaa_only=0.01,
+    big_answer=0.005,
+    dead=0,
+    tarpit=0,
+    https=0,
+    www=0,
+    robots=(("allow", 1.0),),
+)
 LATENCY = Latency(dns_ms=100)  # an uncached name: 50-500 ms on the web
 
 SERVE = """
@@ -70,10 +81,15 @@ def serve(namespace: Namespace, logdir: Path) -> subprocess.Popen[str]:
     """The simulated internet (DNS and web) in the namespace, started and listening."""
     params = {"MIX": repr(MIX.__dict__), "LATENCY": repr(LATENCY.__dict__)}
     code = SERVE.replace("Mix(**MIX)", f"Mix(**{params['MIX']})").replace(
-        "Latency(**LATENCY)", f"Latency(**{params['LATENCY']})")
-    proc = namespace.popen([sys.executable, "-c", code, str(HOSTS), str(SEED), BASE, DNS_IP,
-                            str(logdir)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        "Latency(**LATENCY)", f"Latency(**{params['LATENCY']})"
+    )
+    proc = namespace.popen(
+        [sys.executable, "-c", code, str(HOSTS), str(SEED), BASE, DNS_IP, str(logdir)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     assert line == "ready", f"the simulated internet did not start: {line!r}"
@@ -93,20 +109,31 @@ def test_every_live_host_crawled_through_the_system_resolver(tmp_path, namespace
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("\n".join(web.seeds()) + "\n")
         settings = {
-            "LARBIN_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128", "DOWNLOAD_DELAY": 0,
-            "LARBIN_STATS_FILE": tmp_path / "stats.json", "LOG_LEVEL": "INFO",
-            "LARBIN_DEPTH": 0, "LARBIN_EXTERNAL": False, "LARBIN_SITEMAPS": False,
+            "LARBIN_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
+            "DOWNLOAD_DELAY": 0,
+            "LARBIN_STATS_FILE": tmp_path / "stats.json",
+            "LOG_LEVEL": "INFO",
+            "LARBIN_DEPTH": 0,
+            "LARBIN_EXTERNAL": False,
+            "LARBIN_SITEMAPS": False,
             "ROBOTSTXT_OBEY": False,  # one request a host: the names are under test
             # a silent name costs resolv.conf's 2 x 5 s a try: one try again, soon
-            "LARBIN_DNS_RETRIES": 1, "LARBIN_DNS_RETRY_DELAY": 1,
+            "LARBIN_DNS_RETRIES": 1,
+            "LARBIN_DNS_RETRY_DELAY": 1,
         }
         cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}"]
         for key, value in settings.items():
             cmd += ["-s", f"{key}={value}"]
         with open(tmp_path / "crawl.log", "w") as err:
-            proc = subprocess.run(namespace.command(cmd), cwd=ROOT, stdout=err,
-                                  stderr=subprocess.STDOUT, timeout=180, check=False,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+            proc = subprocess.run(
+                namespace.command(cmd),
+                cwd=ROOT,
+                stdout=err,
+                stderr=subprocess.STDOUT,
+                timeout=180,
+                check=False,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
     finally:
         server.terminate()
         server.wait(30)
@@ -115,9 +142,11 @@ def test_every_live_host_crawled_through_the_system_resolver(tmp_path, namespace
     stats = json.loads((tmp_path / "stats.json").read_text())
     crawled = {e.host for e in read_web(str(tmp_path / "internet" / "web.log")) if e.path == "/"}
     missing = live - crawled
-    assert not missing, (f"{len(missing)} of {len(live)} live hosts never crawled, e.g. "
-                         f"{sorted(missing)[:5]}; dns stats: "
-                         f"{ {k: v for k, v in stats.items() if 'dns' in k} }")
+    assert not missing, (
+        f"{len(missing)} of {len(live)} live hosts never crawled, e.g. "
+        f"{sorted(missing)[:5]}; dns stats: "
+        f"{ {k: v for k, v in stats.items() if 'dns' in k} }"
+    )
     assert crawled <= live
     assert stats.get("larbin/dropped/dns") == len(failing)
     assert "Traceback" not in crawl_log
@@ -152,9 +181,19 @@ print(json.dumps(got))
 def test_the_resolver_reads_resolv_conf(namespace):
     """Nameserver, timeout and attempts from the system's configuration (c-ares alone: 3)."""
     (namespace.etc / "resolv.conf").write_text(
-        f"nameserver {DNS_IP}\noptions timeout:1 attempts:1\n")
-    out = subprocess.run(namespace.command([sys.executable, "-c", RESOLV_CONF_PROBE, DNS_IP]),
-                         cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert json.loads(out.stdout) == {"ok.test": "93.184.216.34", "silent.test": "timeout",
-                                      "silent_queries": 1}
+        f"nameserver {DNS_IP}\noptions timeout:1 attempts:1\n"
+    )
+    out = subprocess.run(
+        namespace.command([sys.executable, "-c", RESOLV_CONF_PROBE, DNS_IP]),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert json.loads(out.stdout) == {
+        "ok.test": "93.184.216.34",
+        "silent.test": "timeout",
+        "silent_queries": 1,
+    }

@@ -81,8 +81,14 @@ def cache(dns: DnsServer, **kwargs: Any) -> DnsCache:
 
 
 def cache_at(server: str, **kwargs: Any) -> DnsCache:
-    kwargs = {"ttl_min": 0.0, "ttl_max": 3600.0, "negative_ttl": 60.0, "timeout": 5.0,
-              "retries": 0, **kwargs}
+    kwargs = {
+        "ttl_min": 0.0,
+        "ttl_max": 3600.0,
+        "negative_ttl": 60.0,
+        "timeout": 5.0,
+        "retries": 0,
+        **kwargs,
+    }
     return DnsCache(installed_reactor(), servers=[server], **kwargs)
 
 
@@ -100,12 +106,24 @@ def resolve_all(c: DnsCache, *names: str) -> list[Any]:
 def test_each_outcome_and_its_stat(dns):
     c = cache(dns)
     p = gate(c)
-    names = ["ok.test", "nowhere.test", "servfail.test", "refused.test", "empty.test",
-             "loop1.test", "a" * 254 + ".test"]
+    names = [
+        "ok.test",
+        "nowhere.test",
+        "servfail.test",
+        "refused.test",
+        "empty.test",
+        "loop1.test",
+        "a" * 254 + ".test",
+    ]
     got = dict(zip(names, resolve_all(c, *names), strict=True))
     assert got["ok.test"] == PUBLIC
-    expected = {"nowhere.test": R.NXDOMAIN, "servfail.test": R.SERVFAIL,
-                "refused.test": R.REFUSED, "empty.test": R.NODATA, "loop1.test": R.CNAME_LOOP}
+    expected = {
+        "nowhere.test": R.NXDOMAIN,
+        "servfail.test": R.SERVFAIL,
+        "refused.test": R.REFUSED,
+        "empty.test": R.NODATA,
+        "loop1.test": R.CNAME_LOOP,
+    }
     for name, why in expected.items():
         assert isinstance(got[name], R.DnsError) and got[name].outcome == why, name
     assert got["a" * 254 + ".test"].outcome == R.BAD_NAME
@@ -130,8 +148,10 @@ def test_a_silent_name_times_out_and_delays_no_other(dns):
 def test_ttl_honoured_within_the_bounds(dns):
     c = cache(dns, ttl_min=30.0, ttl_max=3600.0)
     resolve_all(c, "ok.test", "short.test", "long.test", "alias.test")
-    expiry = {name: c._entries[name][0] - c._clock() for name in
-              ("ok.test", "short.test", "long.test", "alias.test")}
+    expiry = {
+        name: c._entries[name][0] - c._clock()
+        for name in ("ok.test", "short.test", "long.test", "alias.test")
+    }
     assert 70 < expiry["ok.test"] <= 77
     assert 25 < expiry["short.test"] <= 30  # 1 s raised to the minimum
     assert 3590 < expiry["long.test"] <= 3600  # cut to the maximum
@@ -142,7 +162,10 @@ def test_cname_chain_followed_and_aaaa_only_names(dns):
     c = cache(dns)
     p = gate(c)
     assert resolve_all(c, "alias.test", "six.test", "both.test") == [
-        PUBLIC, "2606:4700::1111", PUBLIC]
+        PUBLIC,
+        "2606:4700::1111",
+        PUBLIC,
+    ]
     assert dns.queries[("six.test", "AAAA")] == 1 and dns.queries[("both.test", "AAAA")] == 0
     assert p.stats.values["larbin/dns/cname"] == 1 and p.stats.values["larbin/dns/ipv6"] == 1
 
@@ -188,8 +211,9 @@ def test_temporary_failures_retried_with_backoff_then_answered(dns, zone):
     p = gate(c)
     dns.stopped = True
     got = outcome(c.resolve("ok.test"))
-    wait_for(lambda: p.stats.values.get("larbin/dns/retried", 0) >= 1, 10, "a retry",
-             pause=run_loop)
+    wait_for(
+        lambda: p.stats.values.get("larbin/dns/retried", 0) >= 1, 10, "a retry", pause=run_loop
+    )
     assert got == []
     dns.stopped = False
     settle(got)
@@ -228,8 +252,9 @@ def test_names_of_253_characters_and_idns(dns, zone):
 def test_ssrf_guard_on_every_resolved_address(dns):
     c = cache(dns)
     p = gate(c)
-    results = [outcome(p.resolve(n)) for n in ("intranet.test", "metadata.test", "ok.test",
-                                                "nowhere.test")]
+    results = [
+        outcome(p.resolve(n)) for n in ("intranet.test", "metadata.test", "ok.test", "nowhere.test")
+    ]
     settle(*results)
     got = [r[0] for r in results]
     assert [getattr(g, "reason", g) for g in got] == [SSRF, SSRF, PUBLIC, DNS]
@@ -257,8 +282,18 @@ def test_every_kind_of_name_of_the_simulated_internet():
     from testweb.internet.dns import DnsThread
     from testweb.internet.model import Internet, Mix
 
-    mix = Mix(nxdomain=0.1, servfail=0.1, silent_dns=0.05, cname=0.3, aaaa_only=0.1,
-              big_answer=0.1, dead=0, tarpit=0, https=0, www=0)
+    mix = Mix(
+        nxdomain=0.1,
+        servfail=0.1,
+        silent_dns=0.05,
+        cname=0.3,
+        aaaa_only=0.1,
+        big_answer=0.1,
+        dead=0,
+        tarpit=0,
+        https=0,
+        www=0,
+    )
     web = Internet(200, 7, base="127.24.8.0", mix=mix)
     hosts = [web.host(i) for i in range(200)]
     with DnsThread(web, "127.24.0.2", 0, latency=False) as dns:
@@ -269,8 +304,11 @@ def test_every_kind_of_name_of_the_simulated_internet():
     for host, answer in zip(hosts, got, strict=True):
         if host.dns == "ok":
             assert answer in host.addresses, host
-            kinds.add(("cname" if host.cname else "") + host.family
-                      + ("big" if len(host.addresses) > 1 else ""))
+            kinds.add(
+                ("cname" if host.cname else "")
+                + host.family
+                + ("big" if len(host.addresses) > 1 else "")
+            )
         else:
             assert isinstance(answer, R.DnsError) and answer.outcome == expected[host.dns], host
             kinds.add(host.dns)
@@ -304,8 +342,12 @@ def test_a_resolver_that_stops_answering_loses_nothing_queued(dns, zone):
         dns.stopped = True
         for name in names:
             sched.enqueue_request(Request(f"http://{name}/"))
-        wait_for(lambda: (stats.get_value("larbin/dns/retried") or 0) >= 20, 20,
-                 "every name asked again", pause=run_loop)
+        wait_for(
+            lambda: (stats.get_value("larbin/dns/retried") or 0) >= 20,
+            20,
+            "every name asked again",
+            pause=run_loop,
+        )
         dns.stopped = False
         got: list[str] = []
 

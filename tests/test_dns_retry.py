@@ -48,9 +48,13 @@ def test_retry_dns_fetches_the_pages_of_a_host_that_failed(web, tmp_path):
     lost = hosts[1]
     missing = {h: ip for h, ip in web.resolve.items() if h != lost}
     with DnsServer({}, ip="127.33.0.53") as dns:  # every name: NXDOMAIN
-        settings = {"JOBDIR": str(tmp_path / "job"), "LARBIN_DNS_SERVERS": dns.server,
-                    "LARBIN_RESOLVE": json.dumps(missing), "DEPTH_LIMIT": 1,
-                    "LARBIN_SITEMAPS": False}
+        settings = {
+            "JOBDIR": str(tmp_path / "job"),
+            "LARBIN_DNS_SERVERS": dns.server,
+            "LARBIN_RESOLVE": json.dumps(missing),
+            "DEPTH_LIMIT": 1,
+            "LARBIN_SITEMAPS": False,
+        }
         first = run_crawl(web, tmp_path / "out1", *seeds_args(seeds), settings=settings)
     assert first.returncode == 0, first.stderr[-3000:]
     assert first.stats.get("larbin/dropped/dns", 0) >= 1, first.stats
@@ -62,8 +66,9 @@ def test_retry_dns_fetches_the_pages_of_a_host_that_failed(web, tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert not any(urlsplit(u).hostname == lost for u in again.fetched(web.port))  # seen
 
-    retry = run_crawl(web, tmp_path / "out3", *seeds_args(seeds), "-a", "retry=dns",
-                      settings=settings)
+    retry = run_crawl(
+        web, tmp_path / "out3", *seeds_args(seeds), "-a", "retry=dns", settings=settings
+    )
     assert retry.returncode == 0, retry.stderr[-3000:]
     assert seeds[1] in retry.fetched(web.port), retry.stderr[-3000:]
     said = [line for line in retry.stderr.splitlines() if "DNS failed" in line]
@@ -71,7 +76,8 @@ def test_retry_dns_fetches_the_pages_of_a_host_that_failed(web, tmp_path):
     assert count >= 1 and len(said) == 1 and f" {count} URL" in said[0], retry.stderr[-3000:]
 
     # asked for once: a later run with the argument has nothing left to retry
-    later = run_crawl(web, tmp_path / "out4", *seeds_args(seeds), "-a", "retry=dns",
-                      settings=settings)
+    later = run_crawl(
+        web, tmp_path / "out4", *seeds_args(seeds), "-a", "retry=dns", settings=settings
+    )
     assert later.returncode == 0, later.stderr[-3000:]
     assert later.fetched(web.port) == set()

@@ -24,8 +24,9 @@ PLACEHOLDER = "NAME"  # "-s NAME=VALUE"
 
 
 def _known(name: str) -> bool:
-    return (name in SETTINGS or hasattr(default_settings, name) or name in OTHERS
-            or name == PLACEHOLDER)
+    return (
+        name in SETTINGS or hasattr(default_settings, name) or name in OTHERS or name == PLACEHOLDER
+    )
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
@@ -44,8 +45,14 @@ def _sections(text: str) -> dict[str, str]:
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
-STORAGE = ("LARBIN_CONTENT_DUP_FLUSH_INTERVAL", "LARBIN_ITEM_RECEIPTS", "LARBIN_SIMPLE_SAVE_DIR",
-           "LARBIN_MIRROR_DIR", "LARBIN_WARC_DIR", "LARBIN_WARC_SIZE_MAX")
+STORAGE = (
+    "LARBIN_CONTENT_DUP_FLUSH_INTERVAL",
+    "LARBIN_ITEM_RECEIPTS",
+    "LARBIN_SIMPLE_SAVE_DIR",
+    "LARBIN_MIRROR_DIR",
+    "LARBIN_WARC_DIR",
+    "LARBIN_WARC_SIZE_MAX",
+)
 
 
 def test_storage_settings_are_listed_under_storage():
@@ -54,8 +61,12 @@ def test_storage_settings_are_listed_under_storage():
         (title,) = [t for t, body in sections.items() if f"`{name}`" in body]
         assert "storage" in title.lower(), f"{name} is listed under {title!r}"
     storage = (ROOT / "docs" / "storage.md").read_text(encoding="utf-8")
-    for name in ("LARBIN_FRONTIER_SEGMENT_URLS", "LARBIN_FRONTIER_CHECKPOINT_INTERVAL",
-                 "LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL", *STORAGE):
+    for name in (
+        "LARBIN_FRONTIER_SEGMENT_URLS",
+        "LARBIN_FRONTIER_CHECKPOINT_INTERVAL",
+        "LARBIN_DUPEFILTER_SNAPSHOT_INTERVAL",
+        *STORAGE,
+    ):
         assert f"`{name}`" in storage, f"docs/storage.md does not list {name}"
 
 
@@ -85,10 +96,12 @@ def _same(doc: str, value: object) -> bool:
         return False
 
 
-@pytest.mark.parametrize("doc", [d for d in DOCS if d.name != "settings.md"],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", [d for d in DOCS if d.name != "settings.md"], ids=lambda p: p.name)
 def test_a_default_a_doc_gives_is_the_codes(doc):
     rows = DEFAULT_ROW.findall(doc.read_text(encoding="utf-8"))
-    wrong = {name: (given, SETTINGS[name].default) for name, given in rows
-             if name in SETTINGS and not _same(given, SETTINGS[name].default)}
+    wrong = {
+        name: (given, SETTINGS[name].default)
+        for name, given in rows
+        if name in SETTINGS and not _same(given, SETTINGS[name].default)
+    }
     assert not wrong, f"{doc.name}: {wrong}"

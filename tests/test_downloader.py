@@ -52,9 +52,11 @@ class Recording:
         if answer == "request":
             return Request(URL + "/" + self.name)
         if answer == "coroutine":
+
             async def later() -> Any:
                 await asyncio.sleep(0)
                 return default
+
             return later()
         if answer == "deferred":
             return succeed(default)
@@ -86,8 +88,9 @@ class AsyncMiddleware:
         return response.replace(body=response.body + b"+async")
 
 
-def _run(manager_cls: type, plans: list[dict[str, Any]], download: str = "ok",
-         with_async: bool = False) -> tuple[Any, list[str], list[str]]:
+def _run(
+    manager_cls: type, plans: list[dict[str, Any]], download: str = "ok", with_async: bool = False
+) -> tuple[Any, list[str], list[str]]:
     """(outcome, calls, warnings) of one request through a chain built from ``plans``."""
     calls: list[str] = []
     middlewares: list[Any] = [Recording(f"m{i}", calls, **plan) for i, plan in enumerate(plans)]
@@ -126,14 +129,15 @@ CASES = {
     "process_response swaps in a request": ([{}, {"process_response": "request"}], "ok"),
     "process_response replaces the response": ([{"process_response": "response"}, {}], "ok"),
     "coroutines": ([{"process_request": "coroutine", "process_response": "coroutine"}, {}], "ok"),
-    "a Deferred warns": ([{}, {"process_request": "deferred", "process_response": "deferred"}],
-                         "ok"),
+    "a Deferred warns": (
+        [{}, {"process_request": "deferred", "process_response": "deferred"}],
+        "ok",
+    ),
     "process_request returns a wrong type": ([{}, {"process_request": 42}], "ok"),
     "process_response returns None": ([{"process_response": None}], "ok"),
     "process_response returns a wrong type": ([{"process_response": "text"}], "ok"),
     "a download error nobody handles": ([{}, {}], "fail"),
-    "process_exception recovers with a response": ([{}, {"process_exception": "response"}],
-                                                   "fail"),
+    "process_exception recovers with a response": ([{}, {"process_exception": "response"}], "fail"),
     "process_exception answers with a request": ([{"process_exception": "request"}, {}], "fail"),
     "process_exception returns a wrong type": ([{"process_exception": 3.5}], "fail"),
     "process_exception as a Deferred": ([{"process_exception": "deferred"}], "fail"),

@@ -63,8 +63,13 @@ def any_filter(request):
 
     def make(**kwargs) -> RedisBitmapDupeFilter:
         kwargs.setdefault("bits", SMALL_BITS)
-        return RedisBitmapDupeFilter(server, "t:seen", mode=kind.removeprefix("redis-"),
-                                     fingerprinter=CanonicalUrlFingerprinter(), **kwargs)
+        return RedisBitmapDupeFilter(
+            server,
+            "t:seen",
+            mode=kind.removeprefix("redis-"),
+            fingerprinter=CanonicalUrlFingerprinter(),
+            **kwargs,
+        )
 
     return make
 

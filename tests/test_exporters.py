@@ -23,12 +23,22 @@ from larbinscrapy.lean.exporters import JsonLinesExporter
 from settings import base
 
 PAGE = {
-    "url": "http://127.0.0.1/s3/page12.html", "status": 200, "depth": 3,
-    "referer": "http://127.0.0.1/", "fetched_at": "2026-12-01T12:00:00+00:00",
-    "content_type": "text/html", "length": 18, "ip": "127.0.0.1", "body": b"<html>...</html>",
-    "headers": {"Server": "nginx"}, "title": "Caf\u00e9 \u2013 \u65e5\u672c", "keywords": None,
-    "description": "a \"quoted\"\nline", "links": ["http://127.0.0.1/a", "http://127.0.0.1/b"],
-    "noindex": False, "canonical": None,
+    "url": "http://127.0.0.1/s3/page12.html",
+    "status": 200,
+    "depth": 3,
+    "referer": "http://127.0.0.1/",
+    "fetched_at": "2026-12-01T12:00:00+00:00",
+    "content_type": "text/html",
+    "length": 18,
+    "ip": "127.0.0.1",
+    "body": b"<html>...</html>",
+    "headers": {"Server": "nginx"},
+    "title": "Caf\u00e9 \u2013 \u65e5\u672c",
+    "keywords": None,
+    "description": 'a "quoted"\nline',
+    "links": ["http://127.0.0.1/a", "http://127.0.0.1/b"],
+    "noindex": False,
+    "canonical": None,
 }
 
 
@@ -77,8 +87,11 @@ def test_pages_are_the_same_bytes(empty: bool, encoding: str | None) -> None:
     if encoding == "latin-1":  # text latin-1 can encode
         for page in items[:2]:
             page["title"] = "Caf\u00e9"
-    options = {"fields_to_export": base.FEED_EXPORT_FIELDS, "export_empty_fields": empty,
-               "encoding": encoding}
+    options = {
+        "fields_to_export": base.FEED_EXPORT_FIELDS,
+        "export_empty_fields": empty,
+        "encoding": encoding,
+    }
     ours = exported(JsonLinesExporter, items, **options)
     assert ours == exported(JsonLinesItemExporter, items, **options)
     first = json.loads(ours.splitlines()[0].decode(encoding or "ascii"))
@@ -89,28 +102,37 @@ def test_pages_are_the_same_bytes(empty: bool, encoding: str | None) -> None:
 
 @pytest.mark.parametrize("empty", [False, True])
 def test_a_declared_serializer_is_applied(empty: bool) -> None:
-    items = [Priced(name="tea", price=250, seen=datetime(2026, 12, 1, tzinfo=UTC)),
-             Priced(name="cup")]
-    options = {"fields_to_export": ["price", "name", "seen", "undeclared"],
-               "export_empty_fields": empty}
+    items = [
+        Priced(name="tea", price=250, seen=datetime(2026, 12, 1, tzinfo=UTC)),
+        Priced(name="cup"),
+    ]
+    options = {
+        "fields_to_export": ["price", "name", "seen", "undeclared"],
+        "export_empty_fields": empty,
+    }
     ours = exported(JsonLinesExporter, items, **options)
     assert ours == exported(JsonLinesItemExporter, items, **options)
     assert json.loads(ours.splitlines()[0])["price"] == "2.50"
 
 
-@pytest.mark.parametrize("options", [
-    {"fields_to_export": {"url": "address", "title": "name"}},
-    {"fields_to_export": None},
-    {"fields_to_export": ["url", ("title", "name")]},
-    {},
-], ids=["mapping", "none", "renamed", "default"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"fields_to_export": {"url": "address", "title": "name"}},
+        {"fields_to_export": None},
+        {"fields_to_export": ["url", ("title", "name")]},
+        {},
+    ],
+    ids=["mapping", "none", "renamed", "default"],
+)
 def test_other_shapes_take_scrapys_path(options: dict[str, Any]) -> None:
     items: list[Any] = pages()
     for page in items:  # with every field exported, bytes are not JSON: neither writes them
         page.pop("body", None)
     items.append({"url": "http://127.0.0.1/d", "title": "a dict item"})
     assert exported(JsonLinesExporter, items, **options) == exported(
-        JsonLinesItemExporter, items, **options)
+        JsonLinesItemExporter, items, **options
+    )
 
 
 def test_a_subclass_serialize_field_is_honoured() -> None:

@@ -53,9 +53,15 @@ def test_hostile_urls_never_drop_a_host_whose_pages_answer(tmp_path):
     # its reason), never against the host.
     with RawWeb(tmp_path / "web", _hostile_pages(), {"h.test": HOST_IP}) as web:
         urls = [web.url("h.test", p) for p in (*HOSTILE, *GOOD)]
-        crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", "-a", "urls=" + ",".join(urls),
-                          settings={"DOWNLOAD_TIMEOUT": 1, "ROBOTSTXT_OBEY": False,
-                                    "LARBIN_IP_BACKOFF": 0.2})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            "-a",
+            "depth=0",
+            "-a",
+            "urls=" + ",".join(urls),
+            settings={"DOWNLOAD_TIMEOUT": 1, "ROBOTSTXT_OBEY": False, "LARBIN_IP_BACKOFF": 0.2},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]
     fetched = {e["path"] for e in crawl.requests}
@@ -85,9 +91,16 @@ def test_a_host_that_never_answers_robots_txt_included_ends_its_part(tmp_path):
     with RawWeb(tmp_path / "web", pages, hosts) as web:
         urls = [web.url("t.test", f"/t{i}.html") for i in range(5)]
         urls += [web.url("h.test", p) for p in GOOD]
-        crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", "-a", "urls=" + ",".join(urls),
-                          settings={"DOWNLOAD_TIMEOUT": 1, "LARBIN_IP_BACKOFF": 0.2},
-                          timeout=60)
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            "-a",
+            "depth=0",
+            "-a",
+            "urls=" + ",".join(urls),
+            settings={"DOWNLOAD_TIMEOUT": 1, "LARBIN_IP_BACKOFF": 0.2},
+            timeout=60,
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]
     assert {item["url"] for item in crawl.items} == {web.url("h.test", p) for p in GOOD}
@@ -116,14 +129,21 @@ def test_dead_addresses_are_given_up_within_seconds(tmp_path):
     # the crawl must end a few seconds after its last good fetch (it waited 30 s with a
     # 10 s back-off per refusal before), and each dead IP is dropped.
     with RawWeb(tmp_path / "web", _dead_link_pages(), {"h.test": HOST_IP}) as web:
-        crawl = run_crawl(web, tmp_path / "out", "-a", "depth=10",
-                          "-a", "urls=" + web.url("h.test", "/p0.html"),
-                          settings={"DOWNLOAD_DELAY": 0.2})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            "-a",
+            "depth=10",
+            "-a",
+            "urls=" + web.url("h.test", "/p0.html"),
+            settings={"DOWNLOAD_DELAY": 0.2},
+        )
         ended = time.time()
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]
     assert {item["url"] for item in crawl.items} == {
-        web.url("h.test", f"/p{i}.html") for i in range(PAGES)}
+        web.url("h.test", f"/p{i}.html") for i in range(PAGES)
+    }
     last_good = max(e["t"] for e in crawl.requests)
     tail = ended - last_good
     print(f"exit {tail:.2f} s after the last good fetch")
@@ -152,18 +172,21 @@ def test_an_ip_that_answered_before_keeps_the_long_backoff():
     assert new.dead and not known.dead
 
 
-@pytest.mark.parametrize(("outcomes", "dead", "strikes"), [
-    # a host whose pages answer is never dropped for its hostile URLs
-    (["timeout", "reset", "malformed", "timeout", "timeout", "malformed"], False, 3),
-    (["reset", "timeout", "timeout", "timeout"], False, 3),
-    # an IP that never answered and only times out is as good as gone
-    (["timeout", "timeout", "timeout"], True, 3),
-    (["refused", "unreachable", "refused"], True, 0),
-    (["refused", "refused", False, "refused", "refused"], False, 0),  # an answer clears them
-    (["timeout", "reset", "refused", "refused"], False, 2),  # reset: a server is there...
-    (["timeout", "reset", "refused", "refused", "refused"], True, 2),  # ...refusals still count
-    ([None, None, None, None], False, 0),  # not the IP's fault (a drop before sending)
-])
+@pytest.mark.parametrize(
+    ("outcomes", "dead", "strikes"),
+    [
+        # a host whose pages answer is never dropped for its hostile URLs
+        (["timeout", "reset", "malformed", "timeout", "timeout", "malformed"], False, 3),
+        (["reset", "timeout", "timeout", "timeout"], False, 3),
+        # an IP that never answered and only times out is as good as gone
+        (["timeout", "timeout", "timeout"], True, 3),
+        (["refused", "unreachable", "refused"], True, 0),
+        (["refused", "refused", False, "refused", "refused"], False, 0),  # an answer clears them
+        (["timeout", "reset", "refused", "refused"], False, 2),  # reset: a server is there...
+        (["timeout", "reset", "refused", "refused", "refused"], True, 2),  # ...refusals still count
+        ([None, None, None, None], False, 0),  # not the IP's fault (a drop before sending)
+    ],
+)
 def test_whose_failure_it_is(outcomes, dead, strikes):
     table = ip_table(0.0, clock=_Clock(), max_failures=3, backoff=1.0)
     st = table.get("127.0.5.1")
@@ -182,24 +205,31 @@ def _wrapped(outer: type[Exception], cause: BaseException) -> Exception:
     return exc
 
 
-@pytest.mark.parametrize(("exc", "kind"), [
-    (DownloadConnectionRefusedError("refused"), failures.REFUSED),
-    (txerror.ConnectionRefusedError(), failures.REFUSED),
-    (txerror.NoRouteError(), failures.UNREACHABLE),
-    (txerror.TCPTimedOutError(), failures.UNREACHABLE),
-    (CannotResolveHostError("x"), failures.DNS),
-    (DownloadTimeoutError("took longer"), failures.TIMEOUT),
-    (txerror.TimeoutError(), failures.TIMEOUT),
-    (ResponseDataLossError("loss"), failures.RESET),
-    (_wrapped(DownloadFailedError, _failed(txerror.ConnectionLost(), _DataLoss())),
-     failures.RESET),
-    (_wrapped(DownloadFailedError, _failed(ParseError("non-integer status code", b"x"))),
-     failures.MALFORMED),
-    (_wrapped(DownloadFailedError, _failed(txerror.ConnectionDone())), failures.MALFORMED),
-    (_failed(txerror.ConnectionLost()), failures.RESET),
-    (IgnoreRequest("dropped"), None),
-    (ValueError("a bug"), None),
-])
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (DownloadConnectionRefusedError("refused"), failures.REFUSED),
+        (txerror.ConnectionRefusedError(), failures.REFUSED),
+        (txerror.NoRouteError(), failures.UNREACHABLE),
+        (txerror.TCPTimedOutError(), failures.UNREACHABLE),
+        (CannotResolveHostError("x"), failures.DNS),
+        (DownloadTimeoutError("took longer"), failures.TIMEOUT),
+        (txerror.TimeoutError(), failures.TIMEOUT),
+        (ResponseDataLossError("loss"), failures.RESET),
+        (
+            _wrapped(DownloadFailedError, _failed(txerror.ConnectionLost(), _DataLoss())),
+            failures.RESET,
+        ),
+        (
+            _wrapped(DownloadFailedError, _failed(ParseError("non-integer status code", b"x"))),
+            failures.MALFORMED,
+        ),
+        (_wrapped(DownloadFailedError, _failed(txerror.ConnectionDone())), failures.MALFORMED),
+        (_failed(txerror.ConnectionLost()), failures.RESET),
+        (IgnoreRequest("dropped"), None),
+        (ValueError("a bug"), None),
+    ],
+)
 def test_failure_kinds(exc, kind):
     assert failures.classify(exc) == kind
 
@@ -209,12 +239,23 @@ def test_distributed_workers_drop_dead_hosts_and_close(tmp_path, redis_url):
     # Two workers share a frontier whose only URLs left are on three dead IPs: they must
     # drop them from Redis (counted) and close, instead of idling at 0 pages/min forever.
     with RawWeb(tmp_path / "web", _dead_link_pages(), {"h.test": HOST_IP}) as web:
-        seeds = [web.url("h.test", "/p0.html"),
-                 *(f"http://{ip}:{web.port}/seed.html" for ip in DEAD_IPS)]
+        seeds = [
+            web.url("h.test", "/p0.html"),
+            *(f"http://{ip}:{web.port}/seed.html" for ip in DEAD_IPS),
+        ]
         args = ("-a", "depth=10", "-a", "urls=" + ",".join(seeds))
         # a short back-off, so that the IPs die while their URLs are still being discovered
-        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *args, DOWNLOAD_DELAY=1.0,
-                              LARBIN_IP_BACKOFF=0.05) for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                redis_url,
+                *args,
+                DOWNLOAD_DELAY=1.0,
+                LARBIN_IP_BACKOFF=0.05,
+            )
+            for i in range(2)
+        ]
         wait_workers(procs, timeout=90)
     assert [p.returncode for p in procs] == [0, 0]
     assert_clean_logs(procs)
@@ -240,10 +281,15 @@ def test_frontier_drops_urls_that_reach_a_dead_ip_later(redis_url):
     f.admit("w1", "t:seen", 0, first)
     assert f.pop("w1", 8, 0).unresolved == ["d.test"]
     f.resolved("d.test", "127.0.9.1")
-    (lease, ip, _), = f.pop("w1", 8, 0).leases
+    ((lease, ip, _),) = f.pop("w1", 8, 0).leases
     f.release("w1", ip, 0.0, dead=True)
-    f.admit("w1", "t:seen", 0, [(2, [], frontier_entry(f, f"http://d.test/{i}")) for i in (1, 2)],
-            [lease])
+    f.admit(
+        "w1",
+        "t:seen",
+        0,
+        [(2, [], frontier_entry(f, f"http://d.test/{i}")) for i in (1, 2)],
+        [lease],
+    )
     popped = f.pop("w1", 8, 10)
     assert not popped.leases
     assert popped.dropped == 2

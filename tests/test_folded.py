@@ -91,16 +91,39 @@ def recorder() -> Iterator[tuple[str, list[tuple[str, dict[str, str]]]]]:
         server.server_close()
 
 
-def _crawl(url: str, out: Path, settings: dict[str, Any] | None = None,
-           python_flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, *python_flags, "-m", "scrapy", "crawl", "larbin", "-a", f"urls={url}/",
-           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8", "-s", "DOWNLOAD_DELAY=0",
-           "-s", "LOG_LEVEL=INFO", "-o", str(out / "items.jsonl")]
+def _crawl(
+    url: str, out: Path, settings: dict[str, Any] | None = None, python_flags: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        *python_flags,
+        "-m",
+        "scrapy",
+        "crawl",
+        "larbin",
+        "-a",
+        f"urls={url}/",
+        "-s",
+        "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+        "-s",
+        "DOWNLOAD_DELAY=0",
+        "-s",
+        "LOG_LEVEL=INFO",
+        "-o",
+        str(out / "items.jsonl"),
+    ]
     for key, value in (settings or {}).items():
         cmd += ["-s", f"{key}={json.dumps(value) if isinstance(value, dict) else value}"]
     out.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=False)
+    result = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -143,11 +166,18 @@ def test_referer_settings_still_apply(recorder, tmp_path):
 def test_no_aiohttp_or_tldextract_at_start_up(recorder, tmp_path):
     url, _ = recorder
     result = _crawl(url, tmp_path / "imports", python_flags=("-X", "importtime"))
-    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
-                if line.startswith("import time:")}
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     assert "scrapy.core.engine" in imported  # the flag worked
-    assert not imported & {"aiohttp", "tldextract", "scrapy.extensions.remote_control",
-                           "scrapy.downloadermiddlewares.cookies"}
+    assert not imported & {
+        "aiohttp",
+        "tldextract",
+        "scrapy.extensions.remote_control",
+        "scrapy.downloadermiddlewares.cookies",
+    }
 
 
 def test_cookies_still_work_when_enabled(tmp_path):
@@ -169,14 +199,23 @@ def test_spider_output_chain_is_the_gate_alone():
     assert [type(m.__self__) for m in layers] == [LinkGateMiddleware]
     # still there for redirects and for the gate, and still setting is_start_request
     assert any(isinstance(mw, RefererMiddleware) for mw in manager.middlewares)
-    assert any(getattr(m, "__self__", None).__class__.__name__ == "StartOnlyMiddleware"
-               for m in manager.methods["process_start"])
+    assert any(
+        getattr(m, "__self__", None).__class__.__name__ == "StartOnlyMiddleware"
+        for m in manager.methods["process_start"]
+    )
 
 
-@pytest.mark.parametrize(("enabled", "level", "debug"), [
-    (True, "DEBUG", True), (True, "debug", True), (True, 10, True), (True, "INFO", False),
-    (True, "WARNING", False), (False, "DEBUG", False),
-])
+@pytest.mark.parametrize(
+    ("enabled", "level", "debug"),
+    [
+        (True, "DEBUG", True),
+        (True, "debug", True),
+        (True, 10, True),
+        (True, "INFO", False),
+        (True, "WARNING", False),
+        (False, "DEBUG", False),
+    ],
+)
 def test_debug_enabled(enabled, level, debug):
     assert debug_enabled(enabled, level) is debug
 
@@ -199,11 +238,17 @@ def test_quiet_formatter_skips_per_page_records_below_debug():
 
 # --- DownloaderStatsMiddleware: Scrapy's downloader/* stats, same values --------------------
 STATS_REQUESTS = [
-    Request("http://127.0.2.3:4567/s3/page45.html",
-            headers={"Referer": "http://127.0.2.3:4567/s2/", "User-Agent": "larbin"}),
+    Request(
+        "http://127.0.2.3:4567/s3/page45.html",
+        headers={"Referer": "http://127.0.2.3:4567/s2/", "User-Agent": "larbin"},
+    ),
     Request("http://h.test/"),
-    Request("https://h.test:8443/a;p?q=1&r=%20", method="POST", body=b"abc",
-            headers={"X-Many": ["1", "2"], "Accept": "*/*"}),
+    Request(
+        "https://h.test:8443/a;p?q=1&r=%20",
+        method="POST",
+        body=b"abc",
+        headers={"X-Many": ["1", "2"], "Accept": "*/*"},
+    ),
     Request("http://bücher.example/ä?ö=1"),
     Request("http://h.test/a?", headers={"Empty": ""}),
     Request("http://h.test/a;", method="HEAD"),
@@ -229,10 +274,13 @@ def test_downloader_stats_equal_scrapys():
     theirs = build_from_crawler(DownloaderStats, theirs_crawler)
     ours = build_from_crawler(DownloaderStatsMiddleware, ours_crawler)
     for i, request in enumerate(STATS_REQUESTS):
-        response = HtmlResponse(request.url, status=(200, 404, 301, 599)[i % 4],
-                                body=b"x" * (i * 1000), request=request,
-                                headers={"Server": "nginx", "Set-Cookie": ["a=1", "b=2"]}
-                                if i % 2 else {})
+        response = HtmlResponse(
+            request.url,
+            status=(200, 404, 301, 599)[i % 4],
+            body=b"x" * (i * 1000),
+            request=request,
+            headers={"Server": "nginx", "Set-Cookie": ["a=1", "b=2"]} if i % 2 else {},
+        )
         for mw in (theirs, ours):
             mw.process_request(request)
             assert mw.process_response(request, response) is response
@@ -261,6 +309,5 @@ def test_lean_stats_collector_behaves_as_scrapys_without_the_wrapper():
         stats.max_value("m", 1)
         stats.min_value("n", 3)
         stats.min_value("n", 1)
-    assert ours.get_stats() == theirs.get_stats() == {
-        "a": 3, "b": 11, "c": "x", "m": 3, "n": 1}
+    assert ours.get_stats() == theirs.get_stats() == {"a": 3, "b": 11, "c": "x", "m": 3, "n": 1}
     assert ours.get_value("missing", 5) == 5

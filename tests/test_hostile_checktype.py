@@ -15,11 +15,10 @@ PDF, ZIP, TXT = "/docs/report.pdf", "/dist/archive.zip", "/notes.txt"
 
 def _crawl(web, out, **settings):
     seeds = [web.url("h00.test")] + [web.url("h00.test", p) for p in (PDF, ZIP, TXT)]
-    crawl = run_crawl(web, out, "-a", "depth=0", "-a", "urls=" + ",".join(seeds),
-                      settings=settings)
+    crawl = run_crawl(web, out, "-a", "depth=0", "-a", "urls=" + ",".join(seeds), settings=settings)
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr
-    return crawl, {item["url"][len(web.url("h00.test")) - 1:] for item in crawl.items}
+    return crawl, {item["url"][len(web.url("h00.test")) - 1 :] for item in crawl.items}
 
 
 def test_non_html_is_dropped_at_the_headers_and_counted(web, tmp_path):
@@ -33,8 +32,12 @@ def test_non_html_is_dropped_at_the_headers_and_counted(web, tmp_path):
 
 def test_types_asked_for_are_downloaded(web, tmp_path):
     # by content type, and by larbin's specificSearch extensions
-    crawl, items = _crawl(web, tmp_path / "a", LARBIN_FETCH_CONTENT_TYPES="text/plain",
-                          LARBIN_FRONTIER_PRIORITY_EXTENSIONS=".zip")
+    crawl, items = _crawl(
+        web,
+        tmp_path / "a",
+        LARBIN_FETCH_CONTENT_TYPES="text/plain",
+        LARBIN_FRONTIER_PRIORITY_EXTENSIONS=".zip",
+    )
     assert items == {"/", TXT, ZIP}
     assert crawl.stats["larbin/dropped/content_type"] == 1  # the PDF: nobody asked for it
     crawl, items = _crawl(web, tmp_path / "c", LARBIN_FETCH_CONTENT_TYPES="application/*")

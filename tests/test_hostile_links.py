@@ -72,8 +72,16 @@ def test_invalid_urls(url):
 
 @pytest.mark.parametrize(
     "url",
-    [*GOOD_LINKS, "http://[::1]:8080/", "http://h.test:65535/", "http://caf\u00e9.test/",
-     "http://h.test/caf\u00e9?q=\u00e9", "http://H.TEST/X", "http://u:p@h.test/", "http://a_b.test/"],
+    [
+        *GOOD_LINKS,
+        "http://[::1]:8080/",
+        "http://h.test:65535/",
+        "http://caf\u00e9.test/",
+        "http://h.test/caf\u00e9?q=\u00e9",
+        "http://H.TEST/X",
+        "http://u:p@h.test/",
+        "http://a_b.test/",
+    ],
 )
 def test_valid_urls(url):
     assert is_valid_url(url)
@@ -82,8 +90,19 @@ def test_valid_urls(url):
 
 # -- properties ---------------------------------------------------------------------------------
 _URL_CHARS = st.sampled_from(
-    [*"abcxyz019-._~:/?#[]@!$&'()*+,;=% <>\"\\^`{|}\t\n\r\x00\x01\x7f",
-     "\u00e9", "\u3002", "\ud800", "\ufffd", "%zz", "%2F", ":99999", ":0", "[::1]", "//"]
+    [
+        *"abcxyz019-._~:/?#[]@!$&'()*+,;=% <>\"\\^`{|}\t\n\r\x00\x01\x7f",
+        "\u00e9",
+        "\u3002",
+        "\ud800",
+        "\ufffd",
+        "%zz",
+        "%2F",
+        ":99999",
+        ":0",
+        "[::1]",
+        "//",
+    ]
 )
 _HOST = st.from_regex(r"[a-z0-9]{1,8}(\.[a-z]{2,4}){0,2}", fullmatch=True)
 _SEGMENT = st.from_regex(r"[A-Za-z0-9_~-]{1,8}", fullmatch=True)
@@ -118,24 +137,72 @@ def mutated_urls(draw) -> str:
 
 
 any_links = st.lists(
-    st.one_of(mutated_urls(), valid_urls(), st.text(max_size=40),
-              st.lists(_URL_CHARS, max_size=12).map(lambda t: "http://" + "".join(t))),
+    st.one_of(
+        mutated_urls(),
+        valid_urls(),
+        st.text(max_size=40),
+        st.lists(_URL_CHARS, max_size=12).map(lambda t: "http://" + "".join(t)),
+    ),
     max_size=30,
 )
 _HTML_PIECES = st.sampled_from(
-    ["<a href=", "<a href='", '<a href="', '">', "'>", ">", "<", "</a>", "<!--", "-->",
-     "<script>", "</script>", "<style>", "<base href=", "<meta ", 'http-equiv="refresh" ',
-     'content="0; url=', 'name="robots" content="', "nofollow", "noindex", 'rel="', "canonical",
-     "<link ", "<frame src=", "<iframe src=", "<img src=", "<title>", "&amp;", "&#", "&#x",
-     "&lt;", "\x00", "\ud800", "\u00e9", " ", "\n", "=", "/", "?", "#", "http://", "https://",
-     "mailto:x", "javascript:", "//", "..", "./", ":99999", "[::1"]
+    [
+        "<a href=",
+        "<a href='",
+        '<a href="',
+        '">',
+        "'>",
+        ">",
+        "<",
+        "</a>",
+        "<!--",
+        "-->",
+        "<script>",
+        "</script>",
+        "<style>",
+        "<base href=",
+        "<meta ",
+        'http-equiv="refresh" ',
+        'content="0; url=',
+        'name="robots" content="',
+        "nofollow",
+        "noindex",
+        'rel="',
+        "canonical",
+        "<link ",
+        "<frame src=",
+        "<iframe src=",
+        "<img src=",
+        "<title>",
+        "&amp;",
+        "&#",
+        "&#x",
+        "&lt;",
+        "\x00",
+        "\ud800",
+        "\u00e9",
+        " ",
+        "\n",
+        "=",
+        "/",
+        "?",
+        "#",
+        "http://",
+        "https://",
+        "mailto:x",
+        "javascript:",
+        "//",
+        "..",
+        "./",
+        ":99999",
+        "[::1",
+    ]
 )
 html_pages = st.lists(st.one_of(_HTML_PIECES, mutated_urls(), st.text(max_size=10)), max_size=60)
 encodings = st.sampled_from(
     ["utf-8", "latin-1", "cp1252", "utf-16", "utf-16-le", "utf-32", "shift_jis", "x-unknown", ""]
 )
-HYPOTHESIS = settings(max_examples=200, deadline=None,
-                      suppress_health_check=[HealthCheck.too_slow])
+HYPOTHESIS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @HYPOTHESIS
@@ -145,8 +212,11 @@ def test_the_gate_never_raises_and_accounts_for_every_link(links):
     before = dict(stats.get_stats())
     requests = middleware.admit(page_response(), links)
     after = stats.get_stats()
-    counted = sum(v - before.get(k, 0) for k, v in after.items()
-                  if k.startswith("larbin/filtered/") or k == "larbin/dupefilter/filtered")
+    counted = sum(
+        v - before.get(k, 0)
+        for k, v in after.items()
+        if k.startswith("larbin/filtered/") or k == "larbin/dupefilter/filtered"
+    )
     assert len(requests) + counted == len(links)
     for request in requests:
         assert is_valid_url(request.url)
@@ -167,8 +237,9 @@ def test_valid_means_request_and_fingerprint_accept_it(url):
 
 
 @HYPOTHESIS
-@given(html_pages, st.sampled_from(["utf-8", "utf-16", "latin-1", "cp1252"]), encodings,
-       st.booleans())
+@given(
+    html_pages, st.sampled_from(["utf-8", "utf-16", "latin-1", "cp1252"]), encodings, st.booleans()
+)
 def test_extract_never_raises_on_any_html(pieces, real, declared, images):
     # the declared charset is often a lie: bytes of one encoding, a header naming another
     body = "".join(pieces).encode(real, "surrogatepass" if real.startswith("utf") else "replace")
@@ -180,13 +251,17 @@ def test_extract_never_raises_on_any_html(pieces, real, declared, images):
 
 
 @HYPOTHESIS
-@given(st.lists(valid_urls(), min_size=1, max_size=20, unique=True), st.lists(mutated_urls(),
-                                                                                max_size=20))
+@given(
+    st.lists(valid_urls(), min_size=1, max_size=20, unique=True),
+    st.lists(mutated_urls(), max_size=20),
+)
 def test_valid_links_survive_among_hostile_ones(good, bad):
     # hostile values, but well-formed attributes: a quote in a value cannot eat the next tag
-    body = "".join(f'<a href="{html.escape(u)}">x</a><a href="{html.escape(b)}">y</a>'
-                   for u, b in zip(good, bad + good, strict=False))
-    body += "".join(f'<a href="{u}">x</a>' for u in good[len(bad):])
+    body = "".join(
+        f'<a href="{html.escape(u)}">x</a><a href="{html.escape(b)}">y</a>'
+        for u, b in zip(good, bad + good, strict=False)
+    )
+    body += "".join(f'<a href="{u}">x</a>' for u in good[len(bad) :])
     page = extract(body.encode("utf-8", "surrogatepass"), PAGE_URL)
     assert {canonicalize(u) for u in good} <= {canonicalize(u) for u in page.links}
     middleware, _ = gate()
@@ -197,14 +272,28 @@ def test_valid_links_survive_among_hostile_ones(good, bad):
 # -- the raw-link cache (issue #18): a known link skips the URL-only filters ---------------------
 _CACHE_HOSTS = st.sampled_from(["h.test", "o.test", "x.test:8080"])
 _CACHE_PATHS = st.sampled_from(
-    ["a.html", "b.html", "c.pdf", "d?x=1", "e/e/e/e/e/e.html", "f/g/h/i/j/k/l/m/n/o/p.html",
-     "q%zz", "r.html#top"]
+    [
+        "a.html",
+        "b.html",
+        "c.pdf",
+        "d?x=1",
+        "e/e/e/e/e/e.html",
+        "f/g/h/i/j/k/l/m/n/o/p.html",
+        "q%zz",
+        "r.html#top",
+    ]
 )
-_cache_links = st.builds(lambda scheme, host, path: f"{scheme}://{host}/{path}",
-                         st.sampled_from(["http", "https", "ftp"]), _CACHE_HOSTS, _CACHE_PATHS)
-_cache_pages = st.lists(st.tuples(_CACHE_HOSTS, st.integers(0, 4), st.lists(_cache_links,
-                                                                             max_size=10)),
-                        min_size=1, max_size=15)
+_cache_links = st.builds(
+    lambda scheme, host, path: f"{scheme}://{host}/{path}",
+    st.sampled_from(["http", "https", "ftp"]),
+    _CACHE_HOSTS,
+    _CACHE_PATHS,
+)
+_cache_pages = st.lists(
+    st.tuples(_CACHE_HOSTS, st.integers(0, 4), st.lists(_cache_links, max_size=10)),
+    min_size=1,
+    max_size=15,
+)
 
 
 def _crawl_pages(cache: int, pages, **overrides) -> tuple[list[list[str]], dict]:
@@ -212,8 +301,11 @@ def _crawl_pages(cache: int, pages, **overrides) -> tuple[list[list[str]], dict]
     admitted = []
     for host, site_depth, links in pages:
         url = f"http://{host}/page.html"
-        response = HtmlResponse(url, body=b"", request=Request(
-            url, meta={"depth": site_depth, M.SITE_DEPTH: site_depth}))
+        response = HtmlResponse(
+            url,
+            body=b"",
+            request=Request(url, meta={"depth": site_depth, M.SITE_DEPTH: site_depth}),
+        )
         admitted.append([r.url for r in middleware.admit(response, links)])
     counts = {k: v for k, v in stats.get_stats().items() if k.startswith("larbin/")}
     return admitted, counts
@@ -224,8 +316,12 @@ def _crawl_pages(cache: int, pages, **overrides) -> tuple[list[list[str]], dict]
 def test_the_raw_link_cache_admits_and_counts_what_the_filters_would(pages, external):
     # cache 0 runs every filter on every link; a 3-link cache rotates within one example, and
     # links come back from pages of other hosts (external) and deeper in their site (depth)
-    settings = {"LARBIN_EXTERNAL": external, "LARBIN_DEPTH": 2, "LARBIN_GATE_PATH_REPEATS_MAX": 2,
-                "LARBIN_GATE_PATH_SEGMENTS_MAX": 8}
+    settings = {
+        "LARBIN_EXTERNAL": external,
+        "LARBIN_DEPTH": 2,
+        "LARBIN_GATE_PATH_REPEATS_MAX": 2,
+        "LARBIN_GATE_PATH_SEGMENTS_MAX": 8,
+    }
     assert _crawl_pages(3, pages, **settings) == _crawl_pages(0, pages, **settings)
 
 
@@ -249,8 +345,14 @@ def test_a_link_is_admitted_once_the_seen_set_found_through_the_scheduler():
 
 
 # -- SafeUrlRequest (issue #18): the URL Request() would give, without w3lib's parse --------
-PORTS = ["http://h.test:65535/", "http://h.test:65536/", "http://h.test:080/", "http://h.test:1/",
-         "http://h.test:" + "9" * 5000 + "/", "https://h.test:443/x?a=1&b=%41"]
+PORTS = [
+    "http://h.test:65535/",
+    "http://h.test:65536/",
+    "http://h.test:080/",
+    "http://h.test:1/",
+    "http://h.test:" + "9" * 5000 + "/",
+    "https://h.test:443/x?a=1&b=%41",
+]
 
 
 def _made(cls: type, url: object) -> tuple:

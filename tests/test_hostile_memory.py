@@ -64,8 +64,9 @@ def test_parse_holds_no_parser_output_while_it_waits_at_yield_item():
     crawler = get_crawler(LarbinSpider, {**SETTINGS, "LARBIN_LINKS_PER_PAGE_MAX": 5})
     spider = LarbinSpider.from_crawler(crawler, urls="http://h.test/")
     url = "http://h.test/p.html"
-    response = HtmlResponse(url, body=_anchors(50), request=Request(url),
-                            headers={"Content-Type": "text/html"})
+    response = HtmlResponse(
+        url, body=_anchors(50), request=Request(url), headers={"Content-Type": "text/html"}
+    )
     parsing = spider.parse(response)
     item = next(parsing)
     held = parsing.gi_frame.f_locals.values()  # type: ignore[attr-defined]
@@ -136,14 +137,23 @@ def big_web() -> Iterator[dict[str, int]]:
 def test_six_link_heavy_pages_at_once_stay_under_300_mb(big_web, tmp_path):
     assert len(_links_page("big1.test")) < base.DOWNLOAD_MAXSIZE  # each page is parsed, not dropped
     seeds = [f"http://{host}:{port}/" for host, port in big_web.items()]
-    cmd = crawl_command(SimpleNamespace(resolve=HOSTS), tmp_path, "-a", "urls=" + ",".join(seeds),
-                        settings={"CONCURRENT_REQUESTS": 256, "CLOSESPIDER_TIMEOUT": RUN_FOR,
-                                  "LARBIN_DOMAINS": "test"})
-    returncode, peak_mb = run_with_peak_rss(cmd, tmp_path / "crawl.log", TIMEOUT, cwd=ROOT,
-                                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    cmd = crawl_command(
+        SimpleNamespace(resolve=HOSTS),
+        tmp_path,
+        "-a",
+        "urls=" + ",".join(seeds),
+        settings={
+            "CONCURRENT_REQUESTS": 256,
+            "CLOSESPIDER_TIMEOUT": RUN_FOR,
+            "LARBIN_DOMAINS": "test",
+        },
+    )
+    returncode, peak_mb = run_with_peak_rss(
+        cmd, tmp_path / "crawl.log", TIMEOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     log_text = (tmp_path / "crawl.log").read_text()
     assert returncode == 0, log_text[-3000:]
-    assert "Traceback" not in log_text, log_text[log_text.find("Traceback") - 2000:][:5000]
+    assert "Traceback" not in log_text, log_text[log_text.find("Traceback") - 2000 :][:5000]
     items = [json.loads(line) for line in (tmp_path / "items.jsonl").read_text().splitlines()]
     homes = {i["url"] for i in items} & set(seeds)
     assert homes == set(seeds), "the crawl closed before every big page was handled"

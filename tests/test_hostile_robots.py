@@ -47,8 +47,12 @@ def test_robots_directives_are_obeyed(head, headers, noindex, links):
 
 def test_obeying_can_be_turned_off():
     head = b'<head><meta name="robots" content="noindex, nofollow"></head>'
-    item, stats = parse(head + LINKS, {"X-Robots-Tag": "none"},
-                        LARBIN_OBEY_NOFOLLOW=False, LARBIN_OBEY_NOINDEX=False)
+    item, stats = parse(
+        head + LINKS,
+        {"X-Robots-Tag": "none"},
+        LARBIN_OBEY_NOFOLLOW=False,
+        LARBIN_OBEY_NOINDEX=False,
+    )
     assert item["noindex"] is False
     assert sorted(item["links"]) == ["http://h.test/a", "http://h.test/b", "http://h.test/c"]
     assert stats.get_value("larbin/filtered/nofollow") is None

@@ -57,11 +57,14 @@ class HostileCrawl:
 
 def _run(cmd: list[str], out: Path) -> tuple[int, float]:
     """Run to the end; return (exit code, peak RSS in MB of that process)."""
-    returncode, peak_mb = run_with_peak_rss(cmd, out / "crawl.log", TIMEOUT, cwd=ROOT,
-                                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    returncode, peak_mb = run_with_peak_rss(
+        cmd, out / "crawl.log", TIMEOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     if returncode == -9:
-        raise AssertionError(f"the hostile crawl did not end in {TIMEOUT} s:\n"
-                             + (out / "crawl.log").read_text()[-3000:])
+        raise AssertionError(
+            f"the hostile crawl did not end in {TIMEOUT} s:\n"
+            + (out / "crawl.log").read_text()[-3000:]
+        )
     return returncode, peak_mb
 
 
@@ -71,19 +74,25 @@ def crawl(tmp_path_factory) -> HostileCrawl:
     with start_web(tmp / "web", web="hostile") as web:
         out = tmp / "out"
         out.mkdir()
-        cmd = crawl_command(web, out, "-a", "urls=" + ",".join(web.seeds),
-                            settings=CRAWL_SETTINGS)
+        cmd = crawl_command(web, out, "-a", "urls=" + ",".join(web.seeds), settings=CRAWL_SETTINGS)
         returncode, rss = _run(cmd, out)
         items_path = out / "items.jsonl"
         items = [json.loads(line) for line in items_path.read_text().splitlines() if line]
         stats = json.loads((out / "stats.json").read_text())
-        yield HostileCrawl(web, returncode, (out / "crawl.log").read_text(), stats,
-                           {i["url"]: i for i in items}, web.read_log(), rss)
+        yield HostileCrawl(
+            web,
+            returncode,
+            (out / "crawl.log").read_text(),
+            stats,
+            {i["url"]: i for i in items},
+            web.read_log(),
+            rss,
+        )
 
 
 def test_hostile_crawl_ends_cleanly_within_memory(crawl):
     assert crawl.returncode == 0, crawl.log[-3000:]
-    assert "Traceback" not in crawl.log, crawl.log[crawl.log.find("Traceback") - 2000:][:5000]
+    assert "Traceback" not in crawl.log, crawl.log[crawl.log.find("Traceback") - 2000 :][:5000]
     assert crawl.stats["finish_reason"] == "finished"
     assert crawl.peak_rss_mb < RSS_LIMIT_MB, f"peak RSS {crawl.peak_rss_mb:.0f} MB"
 
@@ -130,7 +139,10 @@ def test_traps_end_at_their_caps(crawl):
     assert sum(n for p, n in traps.items() if p.startswith("/cal?")) <= cap
     assert {p for p in traps if p.startswith("/loop/")} == {"/loop/", "/loop/x/", "/loop/x/x/"}
     assert {p for p in traps if p.startswith("/spiral/")} == {
-        "/spiral/", "/spiral/a/b/", "/spiral/a/b/a/b/"}
+        "/spiral/",
+        "/spiral/a/b/",
+        "/spiral/a/b/a/b/",
+    }
     deepest = max(p.count("/") for p in traps if p.startswith("/deep/"))
     # a segment per "/" (Heritrix)
     assert deepest == CRAWL_SETTINGS["LARBIN_GATE_PATH_SEGMENTS_MAX"]
@@ -164,4 +176,5 @@ def test_hostile_redirects_obey_the_filters(crawl):
     host outside LARBIN_DOMAINS or to a robots-disallowed path is never followed."""
     requested = crawl.requested()
     assert not requested & crawl.web.web.redirect_forbidden, sorted(
-        requested & crawl.web.web.redirect_forbidden)
+        requested & crawl.web.web.redirect_forbidden
+    )

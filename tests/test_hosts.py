@@ -107,8 +107,7 @@ def test_throttle_with_retry_after_pauses_host_and_ip_and_counts(clock, caplog):
 
 
 def test_backoff_without_retry_after_doubles_to_the_cap_and_a_normal_answer_resets_it(clock):
-    hosts = host_table(1.0, clock=clock, throttle_backoff=60.0, max_backoff=400.0,
-                       rng=lambda: 1.0)
+    hosts = host_table(1.0, clock=clock, throttle_backoff=60.0, max_backoff=400.0, rng=lambda: 1.0)
     hs = hosts.get("a.test")
     pauses = [hosts.throttle(hs, None) for _ in range(5)]
     assert pauses == pytest.approx([66.0, 132.0, 264.0, 440.0, 440.0])  # +10% jitter at most

@@ -25,98 +25,218 @@ PAGE = OK + b"Content-Type: text/html\r\nContent-Length: 5\r\nX-A: 1\r\nX-A: 2\r
 
 # path: (server actions, request meta, expected outcome)
 CASES: dict[str, tuple[list[Any], dict[str, Any], tuple[Any, ...]]] = {
-    "/page": ([PAGE], {}, ("HtmlResponse", 200, [
-        ("Content-Length", ["5"]), ("Content-Type", ["text/html"]), ("X-A", ["1", "2"])],
-        b"hello", [])),
-    "/chunked": ([OK + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n"],
-                 {}, ("TextResponse", 200, [], b"helloabc", [])),
-    "/close-delimited": ([b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello", "close"],
-                         {}, ("TextResponse", 200, [("Content-Type", ["text/plain"])],
-                              b"hello", ["partial"])),
+    "/page": (
+        [PAGE],
+        {},
+        (
+            "HtmlResponse",
+            200,
+            [("Content-Length", ["5"]), ("Content-Type", ["text/html"]), ("X-A", ["1", "2"])],
+            b"hello",
+            [],
+        ),
+    ),
+    "/chunked": (
+        [OK + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\nabc\r\n0\r\n\r\n"],
+        {},
+        ("TextResponse", 200, [], b"helloabc", []),
+    ),
+    "/close-delimited": (
+        [b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello", "close"],
+        {},
+        ("TextResponse", 200, [("Content-Type", ["text/plain"])], b"hello", ["partial"]),
+    ),
     # names as any casing, one header given twice in two casings: stored as Scrapy's Headers do
-    "/casing": ([OK + b"content-TYPE: text/plain\r\nx-lower: a\r\nX-LOWER: b\r\n"
-                 b"content-length: 2\r\n\r\nok"], {},
-                ("TextResponse", 200, [("Content-Length", ["2"]), ("Content-Type", ["text/plain"]),
-                                       ("X-Lower", ["a", "b"])], b"ok", [])),
-    "/no-phrase": ([b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok"], {},
-                   ("TextResponse", 200, [("Content-Length", ["2"])], b"ok", [])),
-    "/bare-lf": ([b"HTTP/1.1 200 OK\nContent-Length: 2\nX-B:  spaced  \n\nok"], {},
-                 ("TextResponse", 200, [("Content-Length", ["2"]), ("X-B", ["spaced"])], b"ok",
-                  [])),
-    "/no-colon": ([OK + b"BadLine\r\nContent-Length: 2\r\nX-C: c\r\n\r\nok"], {},
-                  ("TextResponse", 200, [("Content-Length", ["2"]), ("X-C", ["c"])], b"ok", [])),
-    "/folded": ([OK + b"X-F: one\r\n two\r\nContent-Length: 2\r\n\r\nok"], {},
-                ("TextResponse", 200, [("Content-Length", ["2"]), ("X-F", ["one two"])], b"ok",
-                 [])),
-    "/same-lengths": ([OK + b"Content-Length: 2\r\nContent-Length: 2\r\n\r\nok"], {},
-                      ("TextResponse", 200, [("Content-Length", ["2"])], b"ok", [])),
-    "/te-and-cl": ([OK + b"Content-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    b"2\r\nok\r\n0\r\n\r\n"],
-                   {}, ("TextResponse", 200, [], b"ok", [])),
-    "/te-identity": ([OK + b"Transfer-Encoding: identity\r\n\r\nok", "close"], {},
-                     ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/te-gzip-chunked": ([OK + b"Transfer-Encoding: gzip, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"],
-                         {}, ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/space-before-colon": ([OK + b"X-A : v\r\nContent-Length: 2\r\n\r\nok"], {},
-                            ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/empty-name": ([OK + b": v\r\nContent-Length: 2\r\n\r\nok"], {},
-                    ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/no-content": ([b"HTTP/1.1 204 No Content\r\nX-D: d\r\n\r\n"], {},
-                    ("TextResponse", 204, [("Content-Length", ["0"]), ("X-D", ["d"])], b"", [])),
-    "/not-modified": ([b"HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n"], {},
-                      ("TextResponse", 304, [("Content-Length", ["0"])], b"", [])),
-    "/continue": ([b"HTTP/1.1 100 Continue\r\n\r\n" + PAGE], {}, ("HtmlResponse", 200, [
-        ("Content-Length", ["5"]), ("Content-Type", ["text/html"]), ("X-A", ["1", "2"])],
-        b"hello", [])),
-    "/short-body": ([OK + b"Content-Length: 2\r\n\r\nokEXTRA"], {},
-                    ("TextResponse", 200, [("Content-Length", ["2"])], b"ok", [])),
+    "/casing": (
+        [
+            OK + b"content-TYPE: text/plain\r\nx-lower: a\r\nX-LOWER: b\r\n"
+            b"content-length: 2\r\n\r\nok"
+        ],
+        {},
+        (
+            "TextResponse",
+            200,
+            [("Content-Length", ["2"]), ("Content-Type", ["text/plain"]), ("X-Lower", ["a", "b"])],
+            b"ok",
+            [],
+        ),
+    ),
+    "/no-phrase": (
+        [b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        ("TextResponse", 200, [("Content-Length", ["2"])], b"ok", []),
+    ),
+    "/bare-lf": (
+        [b"HTTP/1.1 200 OK\nContent-Length: 2\nX-B:  spaced  \n\nok"],
+        {},
+        ("TextResponse", 200, [("Content-Length", ["2"]), ("X-B", ["spaced"])], b"ok", []),
+    ),
+    "/no-colon": (
+        [OK + b"BadLine\r\nContent-Length: 2\r\nX-C: c\r\n\r\nok"],
+        {},
+        ("TextResponse", 200, [("Content-Length", ["2"]), ("X-C", ["c"])], b"ok", []),
+    ),
+    "/folded": (
+        [OK + b"X-F: one\r\n two\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        ("TextResponse", 200, [("Content-Length", ["2"]), ("X-F", ["one two"])], b"ok", []),
+    ),
+    "/same-lengths": (
+        [OK + b"Content-Length: 2\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        ("TextResponse", 200, [("Content-Length", ["2"])], b"ok", []),
+    ),
+    "/te-and-cl": (
+        [OK + b"Content-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"],
+        {},
+        ("TextResponse", 200, [], b"ok", []),
+    ),
+    "/te-identity": (
+        [OK + b"Transfer-Encoding: identity\r\n\r\nok", "close"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/te-gzip-chunked": (
+        [OK + b"Transfer-Encoding: gzip, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/space-before-colon": (
+        [OK + b"X-A : v\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/empty-name": (
+        [OK + b": v\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/no-content": (
+        [b"HTTP/1.1 204 No Content\r\nX-D: d\r\n\r\n"],
+        {},
+        ("TextResponse", 204, [("Content-Length", ["0"]), ("X-D", ["d"])], b"", []),
+    ),
+    "/not-modified": (
+        [b"HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n"],
+        {},
+        ("TextResponse", 304, [("Content-Length", ["0"])], b"", []),
+    ),
+    "/continue": (
+        [b"HTTP/1.1 100 Continue\r\n\r\n" + PAGE],
+        {},
+        (
+            "HtmlResponse",
+            200,
+            [("Content-Length", ["5"]), ("Content-Type", ["text/html"]), ("X-A", ["1", "2"])],
+            b"hello",
+            [],
+        ),
+    ),
+    "/short-body": (
+        [OK + b"Content-Length: 2\r\n\r\nokEXTRA"],
+        {},
+        ("TextResponse", 200, [("Content-Length", ["2"])], b"ok", []),
+    ),
     "/garbage": ([b"GARBAGE\r\n\r\n"], {}, ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/bad-status": ([b"HTTP/1.1 2x0 OK\r\n\r\n"], {},
-                    ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/conflicting-lengths": ([OK + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\nok"], {},
-                             ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/bad-length": ([OK + b"Content-Length: x\r\n\r\nok"], {},
-                    ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/close-at-once": (["close"], {},
-                       ("DownloadFailedError", "ResponseNeverReceived", "malformed")),
+    "/bad-status": (
+        [b"HTTP/1.1 2x0 OK\r\n\r\n"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/conflicting-lengths": (
+        [OK + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\nok"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/bad-length": (
+        [OK + b"Content-Length: x\r\n\r\nok"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/close-at-once": (
+        ["close"],
+        {},
+        ("DownloadFailedError", "ResponseNeverReceived", "malformed"),
+    ),
     "/reset-at-once": (["reset"], {}, ("DownloadFailedError", "ResponseNeverReceived", "reset")),
-    "/close-in-head": ([OK + b"Content-Le", "close"], {},
-                       ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/reset-in-head": ([OK + b"Content-Le", 0.2, "reset"], {},
-                       ("DownloadFailedError", "ResponseFailed", "reset")),
-    "/big-header": ([OK + b"X-Big: " + b"a" * (1024 * 1024) + b"\r\n\r\n"], {},
-                    ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/long-line": ([OK + b"X-Long: " + b"a" * 20000 + b"\r\nContent-Length: 2\r\n\r\nok"], {},
-                   ("DownloadFailedError", "ResponseFailed", "malformed")),
-    "/many-lines": ([OK + b"".join(b"X-H%d: v\r\n" % i for i in range(3000))
-                     + b"Content-Length: 2\r\n\r\nok"], {}, ("TextResponse", 200, [
-                         ("Content-Length", ["2"]), *((f"X-H{i}", ["v"]) for i in range(3000))],
-                         b"ok", [])),
-    "/reset-in-body": ([OK + b"Content-Length: 100\r\n\r\nhalf", 0.2, "reset"], {},
-                       ("ResponseDataLossError", "ResponseFailed", "reset")),
-    "/lying-length": ([OK + b"Content-Length: 100\r\n\r\nhalf", "close"], {},
-                      ("ResponseDataLossError", "ResponseFailed", "reset")),
-    "/lying-length-allowed": ([OK + b"Content-Length: 100\r\n\r\nhalf", "close"],
-                              {"download_fail_on_dataloss": False},
-                              ("TextResponse", 200, [("Content-Length", ["100"])], b"half",
-                               ["dataloss"])),
-    "/chunked-cut": ([OK + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhel", "close"], {},
-                     ("ResponseDataLossError", "ResponseFailed", "reset")),
-    "/bad-chunk": ([OK + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"], {},
-                   ("ResponseDataLossError", "ResponseFailed", "reset")),
-    "/bad-chunk-allowed": ([OK + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"],
-                           {"download_fail_on_dataloss": False},
-                           ("TextResponse", 200, [], b"hello", ["dataloss"])),
+    "/close-in-head": (
+        [OK + b"Content-Le", "close"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/reset-in-head": (
+        [OK + b"Content-Le", 0.2, "reset"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "reset"),
+    ),
+    "/big-header": (
+        [OK + b"X-Big: " + b"a" * (1024 * 1024) + b"\r\n\r\n"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/long-line": (
+        [OK + b"X-Long: " + b"a" * 20000 + b"\r\nContent-Length: 2\r\n\r\nok"],
+        {},
+        ("DownloadFailedError", "ResponseFailed", "malformed"),
+    ),
+    "/many-lines": (
+        [OK + b"".join(b"X-H%d: v\r\n" % i for i in range(3000)) + b"Content-Length: 2\r\n\r\nok"],
+        {},
+        (
+            "TextResponse",
+            200,
+            [("Content-Length", ["2"]), *((f"X-H{i}", ["v"]) for i in range(3000))],
+            b"ok",
+            [],
+        ),
+    ),
+    "/reset-in-body": (
+        [OK + b"Content-Length: 100\r\n\r\nhalf", 0.2, "reset"],
+        {},
+        ("ResponseDataLossError", "ResponseFailed", "reset"),
+    ),
+    "/lying-length": (
+        [OK + b"Content-Length: 100\r\n\r\nhalf", "close"],
+        {},
+        ("ResponseDataLossError", "ResponseFailed", "reset"),
+    ),
+    "/lying-length-allowed": (
+        [OK + b"Content-Length: 100\r\n\r\nhalf", "close"],
+        {"download_fail_on_dataloss": False},
+        ("TextResponse", 200, [("Content-Length", ["100"])], b"half", ["dataloss"]),
+    ),
+    "/chunked-cut": (
+        [OK + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhel", "close"],
+        {},
+        ("ResponseDataLossError", "ResponseFailed", "reset"),
+    ),
+    "/bad-chunk": (
+        [OK + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"],
+        {},
+        ("ResponseDataLossError", "ResponseFailed", "reset"),
+    ),
+    "/bad-chunk-allowed": (
+        [OK + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"],
+        {"download_fail_on_dataloss": False},
+        ("TextResponse", 200, [], b"hello", ["dataloss"]),
+    ),
     "/tarpit": (["hang"], {"download_timeout": 0.5}, ("DownloadTimeoutError", None, "timeout")),
-    "/expected-too-big": ([OK + b"Content-Length: 50\r\n\r\n" + b"x" * 50],
-                          {"download_maxsize": 10}, ("DownloadCancelledError", None, None)),
-    "/too-big": ([OK + b"Transfer-Encoding: chunked\r\n\r\n20\r\n" + b"x" * 32 + b"\r\n0\r\n\r\n"],
-                 {"download_maxsize": 10}, ("DownloadCancelledError", "CancelledError", None)),
+    "/expected-too-big": (
+        [OK + b"Content-Length: 50\r\n\r\n" + b"x" * 50],
+        {"download_maxsize": 10},
+        ("DownloadCancelledError", None, None),
+    ),
+    "/too-big": (
+        [OK + b"Transfer-Encoding: chunked\r\n\r\n20\r\n" + b"x" * 32 + b"\r\n0\r\n\r\n"],
+        {"download_maxsize": 10},
+        ("DownloadCancelledError", "CancelledError", None),
+    ),
 }
 
 
-def outcome(handler_name: str, path: str, web: RawWeb, meta: dict[str, Any],
-            **settings: Any) -> tuple[Any, ...]:
+def outcome(
+    handler_name: str, path: str, web: RawWeb, meta: dict[str, Any], **settings: Any
+) -> tuple[Any, ...]:
     """What a download of ``path`` gives, in comparable form."""
     handler, _ = make_handler(handler_name, **settings)
     try:
@@ -131,8 +251,7 @@ def outcome(handler_name: str, path: str, web: RawWeb, meta: dict[str, Any],
     assert str(response.ip_address) == "127.0.0.1"
     assert response.protocol in {"HTTP/1.1", "HTTP/1.0"}
     headers = [(k.decode(), [v.decode() for v in vs]) for k, vs in response.headers.items()]
-    return (type(response).__name__, response.status, headers, response.body,
-            list(response.flags))
+    return (type(response).__name__, response.status, headers, response.body, list(response.flags))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -176,9 +295,20 @@ def test_request_bytes_as_twisted_writes_them(handler: str) -> None:
     try:
         h, _ = make_handler(handler)
         port = web.port.getHost().port
-        run(h.download_request(Request(web.url("/p?q=1;x"), headers={
-            "User-Agent": "larbin", "x-lower": "a", "Etag": "e", "X-Two": ["1", "2"],
-            "X-Nl": "a\r\nb"})))
+        run(
+            h.download_request(
+                Request(
+                    web.url("/p?q=1;x"),
+                    headers={
+                        "User-Agent": "larbin",
+                        "x-lower": "a",
+                        "Etag": "e",
+                        "X-Two": ["1", "2"],
+                        "X-Nl": "a\r\nb",
+                    },
+                )
+            )
+        )
         run(h.download_request(Request(web.url("/p"), method="POST", body=b"abc")))
         run(h.download_request(Request(web.url("/p"), method="POST")))
         run(h.download_request(Request(web.url("/p"), headers={"Host": "other.test"})))
@@ -232,8 +362,9 @@ def test_stale_connection_sent_again_once(handler: str) -> None:
 
 @pytest.mark.parametrize("handler", BOTH)
 def test_head_keeps_its_length_and_no_body(handler: str) -> None:
-    web = RawWeb({"/h": [OK + b"Content-Length: 1234\r\nContent-Type: text/html\r\n\r\n"],
-                  "/p": [PAGE]})
+    web = RawWeb(
+        {"/h": [OK + b"Content-Length: 1234\r\nContent-Type: text/html\r\n\r\n"], "/p": [PAGE]}
+    )
     try:
         h, _ = make_handler(handler)
         response = run(h.download_request(Request(web.url("/h"), method="HEAD")))
@@ -383,12 +514,15 @@ def test_idle_connections_bounded_per_host(handler: str) -> None:
         h, _ = make_handler(handler, CONCURRENT_REQUESTS_PER_DOMAIN=2)
 
         async def four() -> None:
-            await asyncio.gather(*(h.download_request(Request(web.url("/slow")))
-                                   for _ in range(4)))
+            await asyncio.gather(*(h.download_request(Request(web.url("/slow"))) for _ in range(4)))
 
         run(four())
-        wait_for(lambda: web.connections == 4 and len(web.open) == 2, 5,
-                 "4 connections made, 2 kept open", pause=settle)
+        wait_for(
+            lambda: web.connections == 4 and len(web.open) == 2,
+            5,
+            "4 connections made, 2 kept open",
+            pause=settle,
+        )
         run(h.close())
     finally:
         web.stop()
@@ -417,8 +551,9 @@ def test_proxy_and_https_go_to_scrapys_handler() -> None:
     web = RawWeb({"http://example.test/p": [PAGE]})
     try:
         h, crawler = make_handler("lean")
-        response = run(h.download_request(Request("http://example.test/p",
-                                                  meta={"proxy": web.base})))
+        response = run(
+            h.download_request(Request("http://example.test/p", meta={"proxy": web.base}))
+        )
         assert response.body == b"hello"
         assert web.requests[0].startswith(b"GET http://example.test/p HTTP/1.1\r\n")
         assert crawler.stats.get_value("larbin/http1/delegated") == 1

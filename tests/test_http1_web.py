@@ -21,8 +21,16 @@ pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in mak
 
 def _summary(response: Any) -> tuple[Any, ...]:
     headers = [(k, v) for k, v in response.headers.items() if k != b"Date"]
-    return (type(response).__name__, response.url, response.status, headers, response.body,
-            response.flags, str(response.ip_address), response.protocol)
+    return (
+        type(response).__name__,
+        response.url,
+        response.status,
+        headers,
+        response.body,
+        response.flags,
+        str(response.ip_address),
+        response.protocol,
+    )
 
 
 async def _fetch(handler: Any, requests: list[Request]) -> list[tuple[Any, ...]]:
@@ -41,9 +49,10 @@ def test_same_answers_from_nginx() -> None:
         extra = [web.seeds[0] + "robots.txt", web.seeds[0] + "missing.html"]
 
         def requests() -> list[Request]:
-            return ([Request(u) for u in urls + extra]
-                    + [Request(urls[3], method="HEAD"),
-                       Request(urls[4], headers={"Accept-Encoding": "gzip"})])
+            return [Request(u) for u in urls + extra] + [
+                Request(urls[3], method="HEAD"),
+                Request(urls[4], headers={"Accept-Encoding": "gzip"}),
+            ]
 
         got = {}
         for name in ("scrapy", "lean"):

@@ -42,8 +42,17 @@ NET = "127.0.45"  # this module's loopback addresses (nginx binds a free port on
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SynthWeb]:
-    with plain_reactor(), SynthWeb(hosts=2, pages_per_host=20, dead=0, tls=True, net=NET,
-                                   workdir=str(tmp_path_factory.mktemp("web"))) as served:
+    with (
+        plain_reactor(),
+        SynthWeb(
+            hosts=2,
+            pages_per_host=20,
+            dead=0,
+            tls=True,
+            net=NET,
+            workdir=str(tmp_path_factory.mktemp("web")),
+        ) as served,
+    ):
         yield served
 
 
@@ -59,9 +68,17 @@ def _logged(web: SynthWeb, start: int, count: int) -> list[LogEntry]:
 def _summary(response: Any) -> tuple[Any, ...]:
     headers = [(k, v) for k, v in response.headers.items() if k != b"Date"]
     cert = response.certificate
-    return (type(response).__name__, response.url, response.status, headers, response.body,
-            response.flags, str(response.ip_address), response.protocol,
-            cert and cert.digest())
+    return (
+        type(response).__name__,
+        response.url,
+        response.status,
+        headers,
+        response.body,
+        response.flags,
+        str(response.ip_address),
+        response.protocol,
+        cert and cert.digest(),
+    )
 
 
 async def _fetch(handler: Any, requests: list[Request], at_once: int = 8) -> list[Any]:
@@ -79,9 +96,10 @@ def test_same_answers_as_scrapy(web: SynthWeb) -> None:
     extra = [web.seeds[0] + "robots.txt", web.seeds[0] + "missing.html"]
 
     def requests() -> list[Request]:
-        return ([Request(u) for u in urls + extra]
-                + [Request(urls[3], method="HEAD"),
-                   Request(urls[4], headers={"Accept-Encoding": "gzip"})])
+        return [Request(u) for u in urls + extra] + [
+            Request(urls[3], method="HEAD"),
+            Request(urls[4], headers={"Accept-Encoding": "gzip"}),
+        ]
 
     got = {}
     for name in ("scrapy", "lean"):
@@ -124,8 +142,9 @@ def test_sessions_resumed_and_counted(web: SynthWeb) -> None:
 @pytest.mark.filterwarnings("ignore:Passing method:DeprecationWarning")  # Scrapy passes it
 def test_tls_method_and_ciphers_as_in_scrapy(web: SynthWeb) -> None:
     cipher = "ECDHE-ECDSA-AES128-GCM-SHA256"
-    handler, _ = make_handler("lean", DOWNLOADER_CLIENT_TLS_METHOD="TLSv1.2",
-                              DOWNLOADER_CLIENT_TLS_CIPHERS=cipher)
+    handler, _ = make_handler(
+        "lean", DOWNLOADER_CLIENT_TLS_METHOD="TLSv1.2", DOWNLOADER_CLIENT_TLS_CIPHERS=cipher
+    )
     with pytest.warns(ScrapyDeprecationWarning, match="DOWNLOADER_CLIENT_TLS_METHOD"):
         response = run(handler.download_request(Request(web.seeds[0])))
     assert response.status == 200
@@ -140,12 +159,15 @@ def test_verbose_logging_as_in_scrapy(web: SynthWeb, caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.DEBUG, logger="scrapy.utils.ssl"):
         run(handler.download_request(Request(web.seeds[0])))
     run(handler.close())
-    assert any(f"SSL connection to {NET}.1 using protocol TLSv1.3" in r.getMessage()
-               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert any(
+        f"SSL connection to {NET}.1 using protocol TLSv1.3" in r.getMessage()
+        for r in caplog.records
+    ), [r.getMessage() for r in caplog.records]
 
 
 def test_verification_fails_on_self_signed_and_passes_when_trusted(
-        web: SynthWeb, monkeypatch: pytest.MonkeyPatch) -> None:
+    web: SynthWeb, monkeypatch: pytest.MonkeyPatch
+) -> None:
     handler, _ = make_handler("lean", DOWNLOAD_VERIFY_CERTIFICATES=True)
     with pytest.raises(DownloadFailedError) as info:
         run(handler.download_request(Request(web.seeds[0])))
@@ -177,9 +199,11 @@ def test_https_crawl_through_the_lean_handler(web: SynthWeb, tmp_path: Path) -> 
 def test_certificate_failures_counted_under_their_reason(web: SynthWeb, tmp_path: Path) -> None:
     start = web.log_offset()
     # robots.txt and sitemaps off: only the seeds are asked for, each fails its handshake
-    stats = crawl_synthweb(web, tmp_path / "out", {"DOWNLOAD_VERIFY_CERTIFICATES": True,
-                                                    "ROBOTSTXT_OBEY": False,
-                                                    "LARBIN_SITEMAPS": False})
+    stats = crawl_synthweb(
+        web,
+        tmp_path / "out",
+        {"DOWNLOAD_VERIFY_CERTIFICATES": True, "ROBOTSTXT_OBEY": False, "LARBIN_SITEMAPS": False},
+    )
     assert web.access_log_entries(start) == []  # no request got past the handshake
     assert stats.get("larbin/dropped/tls_certificate") == len(web.seeds), stats
 
@@ -208,11 +232,11 @@ def test_a_host_name_with_sni_like_scrapy_mock_server(web: SynthWeb, tmp_path: P
     options = PrivateCertificate.loadPEM(cert.read_bytes() + key.read_bytes()).options()
     names: list[bytes | None] = []
     options.getContext().set_tlsext_servername_callback(
-        lambda conn: names.append(conn.get_servername()))
+        lambda conn: names.append(conn.get_servername())
+    )
     page = Data(b"<html>hello</html>", "text/html")
     page.isLeaf = True
-    port = reactor.listenSSL(0, Site(page), options,
-                             interface="127.0.0.1")  # type: ignore[attr-defined]
+    port = reactor.listenSSL(0, Site(page), options, interface="127.0.0.1")  # type: ignore[attr-defined]
     try:
         url = f"https://localhost:{port.getHost().port}/"
         got = {}
@@ -234,8 +258,15 @@ def test_benchmark_peers_accept_the_self_signed_certificate(web: SynthWeb, tmp_p
     from benchmarks.run import analyze_fetches
 
     def cmd(crawler: str) -> list[str]:
-        return peers.command(crawler, web=web, work=tmp_path, items=tmp_path / "i.jsonl",
-                             delay=0, per_domain=8, concurrent=100)[0]
+        return peers.command(
+            crawler,
+            web=web,
+            work=tmp_path,
+            items=tmp_path / "i.jsonl",
+            delay=0,
+            per_domain=8,
+            concurrent=100,
+        )[0]
 
     assert "--no-check-certificate" in cmd("wget")
     assert "--insecure" in cmd("crawlee")
@@ -265,7 +296,8 @@ class CountingContextFactory(_ScrapyClientContextFactory):
 
 def test_one_creator_per_site_from_the_configured_factory(web: SynthWeb) -> None:
     handler, _ = make_handler(
-        "lean", DOWNLOADER_CLIENTCONTEXTFACTORY="tests.test_https.CountingContextFactory")
+        "lean", DOWNLOADER_CLIENTCONTEXTFACTORY="tests.test_https.CountingContextFactory"
+    )
 
     async def go() -> None:
         for _ in range(2):  # new connections the second time round, the same creators
@@ -278,5 +310,4 @@ def test_one_creator_per_site_from_the_configured_factory(web: SynthWeb) -> None
     port = int(web.seeds[0].rsplit(":", 1)[1].strip("/"))
     factory = handler._tls.factory
     assert type(factory).__name__ == "CountingContextFactory"
-    assert sorted(factory.asked) == [(ip.encode(), port)
-                                                    for ip in sorted(web.ips.values())]
+    assert sorted(factory.asked) == [(ip.encode(), port) for ip in sorted(web.ips.values())]

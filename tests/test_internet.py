@@ -45,8 +45,7 @@ if TYPE_CHECKING:
 BASE = "127.100.0.0"
 DNS_IP = "127.100.200.53"
 # failures common enough that 400 hosts hold each kind
-MIX = Mix(nxdomain=0.05, servfail=0.05, silent_dns=0.05, cname=0.2, aaaa_only=0.05,
-          big_answer=0.03)
+MIX = Mix(nxdomain=0.05, servfail=0.05, silent_dns=0.05, cname=0.2, aaaa_only=0.05, big_answer=0.03)
 
 
 def _find(net: Internet, want: Callable[[Host], bool]) -> Host:
@@ -65,32 +64,38 @@ def dns(net: Internet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dns
         yield server
 
 
-def _ask(dns: DnsThread, name: str, qtype: str = "A", *, tcp: bool = False,
-         timeout: float = 5) -> DNSRecord:
+def _ask(
+    dns: DnsThread, name: str, qtype: str = "A", *, tcp: bool = False, timeout: float = 5
+) -> DNSRecord:
     query = DNSRecord.question(name, qtype)
     return DNSRecord.parse(query.send(dns.address, dns.port, tcp=tcp, timeout=timeout))
 
 
 def test_dns_answers_an_address_with_the_names_ttl(net: Internet, dns: DnsThread) -> None:
-    host = _find(net, lambda h: h.dns == "ok" and h.family == "4" and not h.cname
-                 and len(h.addresses) == 1)
+    host = _find(
+        net, lambda h: h.dns == "ok" and h.family == "4" and not h.cname and len(h.addresses) == 1
+    )
     reply = _ask(dns, host.name)
     assert reply.header.rcode == RCODE.NOERROR and reply.header.aa
     assert [(rr.rtype, str(rr.rdata), rr.ttl) for rr in reply.rr] == [
-        (QTYPE.A, host.addresses[0], host.ttl)]
+        (QTYPE.A, host.addresses[0], host.ttl)
+    ]
     assert _ask(dns, host.name, "AAAA").rr == []  # NODATA: no AAAA for an IPv4 host
     assert len({h.ttl for h in map(net.host, range(100))}) > 2  # TTLs differ per name
 
 
 def test_dns_follows_a_cname_chain(net: Internet, dns: DnsThread) -> None:
-    host = _find(net, lambda h: h.dns == "ok" and h.family == "4" and h.cname >= 2
-                 and len(h.addresses) == 1)
+    host = _find(
+        net, lambda h: h.dns == "ok" and h.family == "4" and h.cname >= 2 and len(h.addresses) == 1
+    )
     reply = _ask(dns, host.name)
-    chain = [(QTYPE[rr.rtype], str(rr.rname).rstrip("."), str(rr.rdata).rstrip("."))
-             for rr in reply.rr]
+    chain = [
+        (QTYPE[rr.rtype], str(rr.rname).rstrip("."), str(rr.rdata).rstrip(".")) for rr in reply.rr
+    ]
     names = [host.name] + [f"c{s}-h{host.index}.cdn.sim.test" for s in range(1, host.cname + 1)]
     assert chain == [("CNAME", a, b) for a, b in itertools.pairwise(names)] + [
-        ("A", names[-1], host.addresses[0])]
+        ("A", names[-1], host.addresses[0])
+    ]
     middle = _ask(dns, names[1])  # a name inside the chain answers the rest of it
     assert str(middle.rr[-1].rdata) == host.addresses[0] and len(middle.rr) == host.cname
 
@@ -122,17 +127,31 @@ def test_dns_aaaa_only_names_answer_ipv6_loopback(net: Internet, dns: DnsThread)
     assert not [rr for rr in a_reply.rr if rr.rtype == QTYPE.A]
 
 
-def test_dns_truncates_big_answers_over_udp_and_tcp_gets_all(
-        net: Internet, dns: DnsThread) -> None:
+def test_dns_truncates_big_answers_over_udp_and_tcp_gets_all(net: Internet, dns: DnsThread) -> None:
     host = _find(net, lambda h: h.dns == "ok" and h.family == "4" and len(h.addresses) > 1)
     udp = _ask(dns, host.name)
     assert udp.header.tc and not udp.rr and str(udp.q.qname).rstrip(".") == host.name
     tcp = _ask(dns, host.name, tcp=True)
     assert not tcp.header.tc and sorted(str(rr.rdata) for rr in tcp.rr) == sorted(host.addresses)
     # dig, as a resolver does, retries over TCP on its own when the TC bit is set
-    out = subprocess.run(["dig", f"@{dns.address}", "-p", str(dns.port), "+noedns", "+tries=1",
-                          "+time=5", "+short", host.name, "A"],
-                         capture_output=True, text=True, timeout=30, check=True).stdout
+    out = subprocess.run(
+        [
+            "dig",
+            f"@{dns.address}",
+            "-p",
+            str(dns.port),
+            "+noedns",
+            "+tries=1",
+            "+time=5",
+            "+short",
+            host.name,
+            "A",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     assert sorted(out.split()) == sorted(host.addresses)
 
 
@@ -145,7 +164,10 @@ def test_dns_log_has_one_line_a_query(net: Internet, tmp_path: Path) -> None:
         _ask(dns, _find(net, lambda h: len(h.addresses) > 1 and h.dns == "ok").name)
     entries = read_dns(str(log))
     assert [(e.proto, e.qtype, e.answer) for e in entries] == [
-        ("udp", "A", host.addresses[0]), ("udp", "AAAA", "NXDOMAIN"), ("udp", "A", "TC")]
+        ("udp", "A", host.addresses[0]),
+        ("udp", "AAAA", "NXDOMAIN"),
+        ("udp", "A", "TC"),
+    ]
     assert entries[0].name == host.name
 
 
@@ -172,7 +194,8 @@ def test_the_generator_is_deterministic() -> None:
     # latency changes the delays and nothing else of the web
     slow = Internet(2000, seed=11, latency=Latency(dns_ms=30, ttfb_ms=100, bandwidth=1e6))
     assert [(h.pages, h.links_seed, h.addresses) for h in map(slow.host, range(300))] == [
-        (h.pages, h.links_seed, h.addresses) for h in map(a.host, range(300))]
+        (h.pages, h.links_seed, h.addresses) for h in map(a.host, range(300))
+    ]
     # the host is a function of (seed, index) only: the cache changes nothing
     small = Internet(2000, seed=11, cache=1)
     assert [small.host(i) for i in range(0, 2000, 7)] == [a.host(i) for i in range(0, 2000, 7)]
@@ -196,8 +219,10 @@ def test_the_generator_has_the_webs_shape() -> None:
 
 def test_write_seeds_without_serving(tmp_path: Path) -> None:
     seeds = tmp_path / "seeds.txt"
-    assert internet_main(["--hosts", "50", "--seed", "3", "--write-seeds", str(seeds),
-                          "--no-serve"]) == 0
+    assert (
+        internet_main(["--hosts", "50", "--seed", "3", "--write-seeds", str(seeds), "--no-serve"])
+        == 0
+    )
     lines = seeds.read_text().splitlines()
     assert lines == Internet(50, 3).seeds() and lines[0] == "http://h0.sim.test/"
 
@@ -211,10 +236,13 @@ def _get(net: Internet, url: str, ca: str, timeout: float = 10) -> tuple[int, st
     sock = socket.create_connection((host.addresses[0], parts.port or 80), timeout=timeout)
     if parts.scheme == "https":
         sock = ssl.create_default_context(cafile=ca).wrap_socket(
-            sock, server_hostname=parts.hostname)
+            sock, server_hostname=parts.hostname
+        )
     with sock:
-        sock.sendall(f"GET {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-                     "Connection: close\r\n\r\n".encode())
+        sock.sendall(
+            f"GET {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
@@ -232,7 +260,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Internet,
 
 
 def test_the_web_serves_what_the_truth_says_and_coverage_is_full(
-        served: tuple[Internet, InternetThread]) -> None:
+    served: tuple[Internet, InternetThread],
+) -> None:
     net, running = served
     log = running.logdir / "web.log"
     start = len(read_web(str(log))) if log.exists() else 0
@@ -270,13 +299,19 @@ def _wait_log(running: InternetThread, count: int) -> list[WebEntry]:
 
 
 def test_robots_variants_redirects_and_broken_hosts(
-        served: tuple[Internet, InternetThread]) -> None:
+    served: tuple[Internet, InternetThread],
+) -> None:
     net, running = served
     ca = str(running.ca.ca_path)
     hosts = [net.host(i) for i in range(net.hosts)]
     ok = [h for h in hosts if h.dns == "ok" and not h.dead and not h.tarpit and h.family == "4"]
-    for variant, status in (("allow", 200), ("disallow", 200), ("delay", 200), ("404", 404),
-                            ("5xx", 503)):
+    for variant, status in (
+        ("allow", 200),
+        ("disallow", 200),
+        ("delay", 200),
+        ("404", 404),
+        ("5xx", 503),
+    ):
         host = next(h for h in ok if h.robots == variant)
         got, _, body = _get(net, net.url(host)[:-1] + "/robots.txt", ca)
         assert got == status, variant
@@ -298,8 +333,15 @@ def test_robots_variants_redirects_and_broken_hosts(
 
 
 def test_time_to_first_byte_is_applied(tmp_path: Path) -> None:
-    net = Internet(30, seed=2, base=BASE, http_port=0, https_port=0, mix=Mix.none(),
-                   latency=Latency(ttfb_ms=300))
+    net = Internet(
+        30,
+        seed=2,
+        base=BASE,
+        http_port=0,
+        https_port=0,
+        mix=Mix.none(),
+        latency=Latency(ttfb_ms=300),
+    )
     with InternetThread(net, tmp_path) as running:
         host = net.host(0)
         started = time.monotonic()
@@ -319,23 +361,34 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     require_crawl_marker("a crawl of the simulated internet")
     work = tmp_path_factory.mktemp("e2e")
     logdir = work / "internet"
-    args = ["--hosts", str(E2E_HOSTS), "--seed", str(E2E_SEED), "--base", BASE,
-            "--write-seeds", str(logdir / "seeds.txt")]
+    args = [
+        "--hosts",
+        str(E2E_HOSTS),
+        "--seed",
+        str(E2E_SEED),
+        "--base",
+        BASE,
+        "--write-seeds",
+        str(logdir / "seeds.txt"),
+    ]
     with Namespace(dns_address(BASE)) as ns:
         with InternetProcess(logdir, args, netns=ns) as running:
             env = {**os.environ, "PYTHONPATH": str(ROOT), "SSL_CERT_FILE": running.ca}
-            cmd = ns.command(crawl_command(logdir / "seeds.txt", work,
-                                           ["DOWNLOAD_TIMEOUT=3"]))
+            cmd = ns.command(crawl_command(logdir / "seeds.txt", work, ["DOWNLOAD_TIMEOUT=3"]))
             run = run_watched(cmd, env, work, logdir / "web.log", timeout=90, stall=6, grace=3)
         name = ns.name
     assert name not in leftovers()  # the namespace and its /etc/netns directory are gone
     assert not (ETC_NETNS / name).exists()
     internet, seeds, web, dns = load(logdir)
     stats_path = work / "stats.json"
-    return {"run": run, "logdir": logdir, "report": analyze(internet, seeds, web, dns),
-            "internet": internet,
-            "stats": json.loads(stats_path.read_text()) if stats_path.exists() else {},
-            "crawl_log": (work / "crawl.log").read_text(errors="replace")}
+    return {
+        "run": run,
+        "logdir": logdir,
+        "report": analyze(internet, seeds, web, dns),
+        "internet": internet,
+        "stats": json.loads(stats_path.read_text()) if stats_path.exists() else {},
+        "crawl_log": (work / "crawl.log").read_text(errors="replace"),
+    }
 
 
 @pytest.mark.crawl
@@ -346,22 +399,29 @@ def test_a_crawl_through_the_system_resolver_is_polite_and_exact(e2e: dict[str, 
     # every live name was asked of the simulated DNS through /etc/resolv.conf (no LARBIN_RESOLVE)
     assert report["dns_live_hosts_never_asked"] == 0, report
     # a truncated answer: glibc's resolver asked again over TCP
-    assert any(len(net.host(i).addresses) > 1 and net.host(i).dns == "ok"
-               for i in range(net.hosts))
+    assert any(len(net.host(i).addresses) > 1 and net.host(i).dns == "ok" for i in range(net.hosts))
     assert report["dns_truncated"] >= 1 and report["dns_tcp"] >= 1, report
     assert report["disallowed_fetched"] == 0, report
     assert report["fetched_outside_truth"] == 0, report
     assert report["fetched_twice"] == 0, report
     assert report["coverage"] > 0.5 and report["host_coverage"] > 0.5, report
     # the command line gives the same report
-    out = subprocess.run([sys.executable, "-m", "testweb.internet.analyze", str(e2e["logdir"])],
-                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "testweb.internet.analyze", str(e2e["logdir"])],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
     assert json.loads(out) == report
 
 
 @pytest.mark.crawl
-@pytest.mark.xfail(strict=True, reason="issue 35: live hosts lost with real DNS (AAAA-only names "
-                   "are not resolved; a shared address can stop being crawled)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 35: live hosts lost with real DNS (AAAA-only names "
+    "are not resolved; a shared address can stop being crawled)",
+)
 def test_a_crawl_through_the_system_resolver_covers_every_live_host(e2e: dict[str, Any]) -> None:
     report = e2e["report"]
     assert report["coverage"] == 1.0 and report["host_coverage"] == 1.0, report

@@ -66,8 +66,9 @@ def test_items_survive_kill9_at_random_moments(web, tmp_path, seed):
     log: list[dict] = []
     for run in range(3):  # three kills, each after a random share of what is left
         out = tmp_path / f"killed{run}"
-        log += run_until(web, out, job, rng.randint(10, max(11, pages // 4)),
-                         signal.SIGKILL).requests
+        log += run_until(
+            web, out, job, rng.randint(10, max(11, pages // 4)), signal.SIGKILL
+        ).requests
         items.update(items_of(out))
     last = run_crawl(web, tmp_path / "last", *seeds_args(web.seeds), settings=job)
     assert last.returncode == 0, last.stderr[-3000:]
@@ -132,6 +133,7 @@ def test_dropped_items_settle_at_once(tmp_path):
     receipts, done, crawler = _receipts(tmp_path)
     receipts.pages.page_done(7, 2)  # type: ignore[union-attr]
     for url in ("http://a.test/x", "http://a.test/y"):
-        crawler.signals.send_catch_log(signals.item_dropped, item={"url": url},
-                                       response=_Page(7), exception=DropItem("dup"))
+        crawler.signals.send_catch_log(
+            signals.item_dropped, item={"url": url}, response=_Page(7), exception=DropItem("dup")
+        )
     assert done == [7]

@@ -24,8 +24,15 @@ def _overwrite_run(web: RunningWeb, out: Path, settings: dict) -> subprocess.Com
     """The same crawl with ``-O`` (overwrite the items file) instead of ``-o``."""
     cmd = crawl_command(web, out, *seeds_args(web.seeds), settings=settings)
     cmd[cmd.index("-o")] = "-O"
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def test_a_finished_crawl_run_again_says_so_and_minus_O_keeps_its_items(web, tmp_path):

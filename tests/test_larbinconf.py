@@ -90,33 +90,41 @@ def test_larbin_263_default_file():
         "LARBIN_GATE_FORBIDDEN_EXTENSIONS": (
             ".tar .gz .tgz .zip .Z .rpm .deb .ps .dvi .pdf .png .jpg .jpeg .bmp .smi .tiff .gif"
             " .mov .avi .mpeg .mpg .mp3 .qt .wav .ram .rm .jar .java .class .diff .doc .xls .ppt"
-            " .mdb .rtf .exe .pps .so .psd"),
+            " .mdb .rtf .exe .pps .so .psd"
+        ),
     }
 
 
-@pytest.mark.parametrize(("line", "settings"), [
-    ("From me@example.org", {"DEFAULT_REQUEST_HEADERS": {"From": "me@example.org"}}),
-    ("UserAgent mybot/1.0", {"USER_AGENT": "mybot/1.0"}),
-    ("useragent mybot", {"USER_AGENT": "mybot"}),  # larbin compares keys with strcasecmp
-    ("httpPort 9090", {"LARBIN_STATUS_PORT": [9090, 9090]}),
-    ("httpPort 0", {"LARBIN_STATUS_PORT": 0}),
-    ("inputPort 1976", {}),
-    ("pagesConnexions 20", {"CONCURRENT_REQUESTS": 20}),
-    ("dnsConnexions 3", {"REACTOR_THREADPOOL_MAXSIZE": 3}),
-    ("depthInSite 2", {"LARBIN_DEPTH": 2}),
-    ("noExternalLinks", {"LARBIN_EXTERNAL": False}),
-    ("waitDuration 30", {"DOWNLOAD_DELAY": 30.0}),
-    ("waitDuration 0.5", {"DOWNLOAD_DELAY": 0.5}),
-    ("startUrl http://a.example/", {"LARBIN_URLS": "http://a.example/"}),
-    ("StartUrl http://a.example/\nstartUrl http://b.example/x",
-     {"LARBIN_URLS": "http://a.example/,http://b.example/x"}),
-    ("limitToDomain .fr .dk .uk end", {"LARBIN_DOMAINS": ".fr,.dk,.uk"}),
-    ("forbiddenExtensions\n.tar .gz\n.pdf\nend",
-     {"LARBIN_GATE_FORBIDDEN_EXTENSIONS": ".tar .gz .pdf"}),
-    ("depthInSite 3 # a comment after the value", {"LARBIN_DEPTH": 3}),
-    ("#depthInSite 3", {}),
-    ("", {}),
-])
+@pytest.mark.parametrize(
+    ("line", "settings"),
+    [
+        ("From me@example.org", {"DEFAULT_REQUEST_HEADERS": {"From": "me@example.org"}}),
+        ("UserAgent mybot/1.0", {"USER_AGENT": "mybot/1.0"}),
+        ("useragent mybot", {"USER_AGENT": "mybot"}),  # larbin compares keys with strcasecmp
+        ("httpPort 9090", {"LARBIN_STATUS_PORT": [9090, 9090]}),
+        ("httpPort 0", {"LARBIN_STATUS_PORT": 0}),
+        ("inputPort 1976", {}),
+        ("pagesConnexions 20", {"CONCURRENT_REQUESTS": 20}),
+        ("dnsConnexions 3", {"REACTOR_THREADPOOL_MAXSIZE": 3}),
+        ("depthInSite 2", {"LARBIN_DEPTH": 2}),
+        ("noExternalLinks", {"LARBIN_EXTERNAL": False}),
+        ("waitDuration 30", {"DOWNLOAD_DELAY": 30.0}),
+        ("waitDuration 0.5", {"DOWNLOAD_DELAY": 0.5}),
+        ("startUrl http://a.example/", {"LARBIN_URLS": "http://a.example/"}),
+        (
+            "StartUrl http://a.example/\nstartUrl http://b.example/x",
+            {"LARBIN_URLS": "http://a.example/,http://b.example/x"},
+        ),
+        ("limitToDomain .fr .dk .uk end", {"LARBIN_DOMAINS": ".fr,.dk,.uk"}),
+        (
+            "forbiddenExtensions\n.tar .gz\n.pdf\nend",
+            {"LARBIN_GATE_FORBIDDEN_EXTENSIONS": ".tar .gz .pdf"},
+        ),
+        ("depthInSite 3 # a comment after the value", {"LARBIN_DEPTH": 3}),
+        ("#depthInSite 3", {}),
+        ("", {}),
+    ],
+)
 def test_lines(line, settings):
     conf = parse(line)
     assert conf.warnings == []
@@ -133,12 +141,12 @@ def test_unknown_keys_and_bad_values_are_warned_with_line_numbers(tmp_path: Path
     path.write_text(
         "# my old larbin.conf\n"
         "From me@example.org\n"
-        "saveDir /var/larbin 2\n"          # line 3: unknown, its values skipped
-        "depthInSite deep\n"                # line 4: not a number
+        "saveDir /var/larbin 2\n"  # line 3: unknown, its values skipped
+        "depthInSite deep\n"  # line 4: not a number
         "pagesConnexions 50\n"
-        "proxy www 8080\n"                  # line 6: explained
-        "startUrl ftp://old.example/\n"     # line 8? no: line 7
-        "limitToDomain .fr\n"               # line 8: no end
+        "proxy www 8080\n"  # line 6: explained
+        "startUrl ftp://old.example/\n"  # line 8? no: line 7
+        "limitToDomain .fr\n"  # line 8: no end
     )
     conf = read(str(path))
     where = str(path)
@@ -151,8 +159,11 @@ def test_unknown_keys_and_bad_values_are_warned_with_line_numbers(tmp_path: Path
         "got 'ftp'",
         f"{where}:8: limitToDomain has no closing 'end'; the list runs to the end of the file",
     ]
-    assert conf.settings == {"DEFAULT_REQUEST_HEADERS": {"From": "me@example.org"},
-                             "CONCURRENT_REQUESTS": 50, "LARBIN_DOMAINS": ".fr"}
+    assert conf.settings == {
+        "DEFAULT_REQUEST_HEADERS": {"From": "me@example.org"},
+        "CONCURRENT_REQUESTS": 50,
+        "LARBIN_DOMAINS": ".fr",
+    }
 
 
 def test_missing_file_is_one_clear_error(tmp_path: Path):
@@ -185,8 +196,9 @@ def test_a_crawl_configured_by_larbin_conf(web: RunningWeb, tmp_path: Path):
     assert "Status page:" not in crawl.stderr  # httpPort 0
     assert crawl.fetched(web.port) == {seed}  # depthInSite 0: the seed only
 
-    deeper = run_crawl(web, tmp_path / "deeper",
-                       settings={"LARBIN_CONF": str(conf), "LARBIN_DEPTH": 1})
+    deeper = run_crawl(
+        web, tmp_path / "deeper", settings={"LARBIN_CONF": str(conf), "LARBIN_DEPTH": 1}
+    )
     assert deeper.returncode == 0, deeper.stderr[-3000:]
     assert len(deeper.fetched(web.port)) > 1  # -s LARBIN_DEPTH=1 beats depthInSite 0
 
@@ -194,10 +206,26 @@ def test_a_crawl_configured_by_larbin_conf(web: RunningWeb, tmp_path: Path):
 @pytest.mark.crawl
 def test_a_missing_larbin_conf_fails_the_crawl_in_one_line(tmp_path: Path):
     done = subprocess.run(
-        [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", "urls=http://127.0.0.1:9/",
-         "-s", f"LARBIN_CONF={tmp_path / 'nope.conf'}", "-s", "LARBIN_STATUS_PORT=0"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-        timeout=60, check=False)
+        [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "crawl",
+            "larbin",
+            "-a",
+            "urls=http://127.0.0.1:9/",
+            "-s",
+            f"LARBIN_CONF={tmp_path / 'nope.conf'}",
+            "-s",
+            "LARBIN_STATUS_PORT=0",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 1
     assert f"ERROR: LARBIN_CONF: cannot read {tmp_path / 'nope.conf'}" in done.stderr
     assert "Traceback" not in done.stderr

@@ -79,29 +79,35 @@ def test_off_scrapys_own_components():
     assert s.getwithbase("FEED_EXPORTERS")["jsonl"] == "scrapy.exporters.JsonLinesItemExporter"
     names = _components(crawler)
     assert {"DownloaderStats", "StartSpiderMiddleware", "RefererMiddleware"} <= names
-    assert not names & {"DownloaderStatsMiddleware", "StartOnlyMiddleware",
-                        "GateRefererMiddleware"}
+    assert not names & {"DownloaderStatsMiddleware", "StartOnlyMiddleware", "GateRefererMiddleware"}
     assert not any(k.startswith("larbinscrapy.lean") for k in s.getwithbase("EXTENSIONS"))
     assert request_class(s) is Request
 
 
 def test_a_users_own_setting_wins_over_the_addon():
-    crawler = _crawler(STATS_CLASS="scrapy.statscollectors.DummyStatsCollector",
-                       LARBIN_FETCH_HANDLER=SCRAPY_HANDLER)
+    crawler = _crawler(
+        STATS_CLASS="scrapy.statscollectors.DummyStatsCollector",
+        LARBIN_FETCH_HANDLER=SCRAPY_HANDLER,
+    )
     assert type(crawler.stats) is DummyStatsCollector
     assert crawler.settings["LARBIN_FETCH_HANDLER"] == SCRAPY_HANDLER
     assert type(crawler.logformatter) is QuietLogFormatter  # the others are still lean
 
 
-@pytest.mark.parametrize("entry", [
-    NO_SUCH,
-    ("scrapy.statscollectors", "StatsCollector.__getattribute__", "000000000000"),
-    ("scrapy.no_such_module", "Anything"),
-], ids=["missing", "changed", "no-module"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        NO_SUCH,
+        ("scrapy.statscollectors", "StatsCollector.__getattribute__", "000000000000"),
+        ("scrapy.no_such_module", "Anything"),
+    ],
+    ids=["missing", "changed", "no-module"],
+)
 def test_a_replacement_whose_check_fails_is_left_out_with_one_warning(entry, caplog):
     settings = Settings(settings_of(base))
-    replacements = tuple(dataclasses.replace(r, extra=(entry,)) if r.name == "stats" else r
-                         for r in REPLACEMENTS)
+    replacements = tuple(
+        dataclasses.replace(r, extra=(entry,)) if r.name == "stats" else r for r in REPLACEMENTS
+    )
     with caplog.at_level(logging.WARNING, logger="larbinscrapy.lean.addon"):
         used = LeanEngineAddon.apply(settings, replacements)
     assert "stats" not in used and "downloader" in used
@@ -114,8 +120,9 @@ def test_a_replacement_whose_check_fails_is_left_out_with_one_warning(entry, cap
 
 def test_the_http_handler_falls_back_to_scrapys():
     settings = Settings(settings_of(base))
-    replacements = tuple(dataclasses.replace(r, extra=(NO_SUCH,)) if r.name == "http1" else r
-                         for r in REPLACEMENTS)
+    replacements = tuple(
+        dataclasses.replace(r, extra=(NO_SUCH,)) if r.name == "http1" else r for r in REPLACEMENTS
+    )
     LeanEngineAddon.apply(settings, replacements)
     assert settings["LARBIN_FETCH_HANDLER"] == SCRAPY_HANDLER
 
@@ -135,17 +142,20 @@ def test_problem_says_what_is_missing_or_changed():
 
 
 def test_gate_referer_is_scrapys_with_no_output_layer():
-    assert issubclass(GateRefererMiddleware, load_object(
-        "scrapy.spidermiddlewares.referer.RefererMiddleware"))
-    assert issubclass(DownloaderStatsMiddleware, load_object(
-        "scrapy.downloadermiddlewares.stats.DownloaderStats"))
+    assert issubclass(
+        GateRefererMiddleware, load_object("scrapy.spidermiddlewares.referer.RefererMiddleware")
+    )
+    assert issubclass(
+        DownloaderStatsMiddleware, load_object("scrapy.downloadermiddlewares.stats.DownloaderStats")
+    )
 
 
 @pytest.mark.crawl
 @pytest.mark.parametrize("lean", [True, False], ids=["lean", "scrapy"])
 def test_the_test_web_is_crawled_completely_either_way(web, tmp_path, lean):
-    crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds),
-                      settings={"LARBIN_LEAN_ENGINE": lean})
+    crawl = run_crawl(
+        web, tmp_path / "out", *seeds_args(web.seeds), settings={"LARBIN_LEAN_ENGINE": lean}
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert crawl.stats["finish_reason"] == "finished"
     assert crawl.fetched(web.port) == web.web.ground_truth(web.seeds, depth=5)
@@ -177,8 +187,11 @@ def test_digests_tell_decorated_functions_apart():
 
     from larbinscrapy.lean.requires import digest
 
-    methods = (DownloaderStats.process_request, DownloaderStats.process_response,
-               DownloaderStats.process_exception)
+    methods = (
+        DownloaderStats.process_request,
+        DownloaderStats.process_response,
+        DownloaderStats.process_exception,
+    )
     assert len({digest(m) for m in methods}) == 3
 
 

@@ -195,7 +195,7 @@ def test_tags(html: str, expected: list[str]) -> None:
 
 @pytest.mark.parametrize(
     ("html", "expected"),
-    [('<a href="x<y" title=t>', "x%3Cy"), ('<a href="x>y">', "x%3Ey"), ("<a href=\"x'y\">", "x'y")],
+    [('<a href="x<y" title=t>', "x%3Cy"), ('<a href="x>y">', "x%3Ey"), ('<a href="x\'y">', "x'y")],
 )
 def test_brackets_and_quotes_in_a_first_href(html: str, expected: str) -> None:
     assert links_of(html) == [urljoin(PAGE, expected)]
@@ -204,18 +204,43 @@ def test_brackets_and_quotes_in_a_first_href(html: str, expected: str) -> None:
 def test_the_scans_own_href_is_the_attribute_matchers() -> None:
     """Group 3 (a first ``href="..."``) must be what ``_HREF`` finds in the tag's attributes."""
     rng = random.Random(18)
-    attrs = ['href="/a b"', "href='/q'", "href=/u", 'HREF="/U"', 'href = "/s"', 'href="/<x"',
-             'href="/>x"', 'src="/s"', 'rel="nofollow"', 'title="x>y"', "title='<'", "class=a",
-             "/", "href", "href=", 'data-href="/no"', 'hrefx="/no"', 'href="&amp;x"', '"', "'",
-             "<", "=", '\n href="/nl"', '\thref\t=\t"/tab"']
+    attrs = [
+        'href="/a b"',
+        "href='/q'",
+        "href=/u",
+        'HREF="/U"',
+        'href = "/s"',
+        'href="/<x"',
+        'href="/>x"',
+        'src="/s"',
+        'rel="nofollow"',
+        'title="x>y"',
+        "title='<'",
+        "class=a",
+        "/",
+        "href",
+        "href=",
+        'data-href="/no"',
+        'hrefx="/no"',
+        'href="&amp;x"',
+        '"',
+        "'",
+        "<",
+        "=",
+        '\n href="/nl"',
+        '\thref\t=\t"/tab"',
+    ]
     tags = ["a", "A", "area", "link", "frame", "iframe", "base", "img", "meta", "p", "/a"]
     separators, ends = [" ", "\n", "/", ""], [">", "", "/>"]
     checked = 0
     for _ in range(3000):
         html = "".join(
-            "<" + rng.choice(tags) + rng.choice(separators)
+            "<"
+            + rng.choice(tags)
+            + rng.choice(separators)
             + " ".join(rng.choice(attrs) for _ in range(rng.randrange(4)))
-            + rng.choice(ends) + "text"
+            + rng.choice(ends)
+            + "text"
             for _ in range(rng.randrange(1, 12))
         )
         for m in links._SCAN_IMAGES.finditer(html):
@@ -552,7 +577,10 @@ def test_same_links_as_link_extractor(url: str, encoding: str, html: str) -> Non
         ('<meta http-equiv="refresh" content="0; url=/next.html">', ["http://h.test/next.html"]),
         ("<META HTTP-EQUIV=Refresh CONTENT=\"5;URL='http://o.test/a'\">", ["http://o.test/a"]),
         ('<meta http-equiv="refresh" content="5, url=page2.html">', ["http://h.test/d/page2.html"]),
-        ('<meta http-equiv="refresh" content="5; url=&quot;q.html&quot;">', ["http://h.test/d/q.html"]),
+        (
+            '<meta http-equiv="refresh" content="5; url=&quot;q.html&quot;">',
+            ["http://h.test/d/q.html"],
+        ),
         ('<meta http-equiv="refresh" content="5">', []),  # a reload, no target
         ('<meta http-equiv="refresh" content="0; url=javascript:go()">', []),
         ('<meta name="refresh" content="0; url=/x">', []),  # only http-equiv means refresh
@@ -572,8 +600,10 @@ ROBOTS_META = [
     ('<meta name="googlebot" content="noindex">', set()),  # another robot's
     ('<meta content="noindex" name=robots>', {"noindex"}),
     ('<meta name="robots" content="index, follow">', {"index", "follow"}),
-    ('<meta name="robots" content="noindex"><meta name="larbinscrapy" content="nofollow">',
-     {"noindex", "nofollow"}),
+    (
+        '<meta name="robots" content="noindex"><meta name="larbinscrapy" content="nofollow">',
+        {"noindex", "nofollow"},
+    ),
 ]
 
 
@@ -601,11 +631,18 @@ def test_x_robots_tag(value: str, expected: set[str]) -> None:
 
 
 def test_rel_nofollow_links_are_apart_and_canonical_is_recorded() -> None:
-    html = (b'<link rel="Canonical" href="/canon.html"><a href="/a" rel="nofollow">a</a>'
-            b"<a href=/b rel='external NOFOLLOW'>b</a><a href=/c>c</a><a href=/a>again</a>"
-            b'<link rel="stylesheet" href="/s.css"><a rel=canonical href="/not-link-tag">x</a>')
+    html = (
+        b'<link rel="Canonical" href="/canon.html"><a href="/a" rel="nofollow">a</a>'
+        b"<a href=/b rel='external NOFOLLOW'>b</a><a href=/c>c</a><a href=/a>again</a>"
+        b'<link rel="stylesheet" href="/s.css"><a rel=canonical href="/not-link-tag">x</a>'
+    )
     page = extract(html, PAGE)
-    assert page.links == ["http://a.com/canon.html", "http://a.com/c", "http://a.com/a",
-                          "http://a.com/s.css", "http://a.com/not-link-tag"]
+    assert page.links == [
+        "http://a.com/canon.html",
+        "http://a.com/c",
+        "http://a.com/a",
+        "http://a.com/s.css",
+        "http://a.com/not-link-tag",
+    ]
     assert page.nofollow == ("http://a.com/b",)  # /a is also linked without nofollow
     assert page.canonical == "http://a.com/canon.html"

@@ -51,8 +51,9 @@ def html5(html: str, base: str = PAGE) -> list[str]:
         tag = el.tag if isinstance(el.tag, str) else ""
         if tag in FOREIGN_A:  # an <a href> of SVG (a hyperlink) or MathML: read as a link
             tag = "a"
-        attr = {"a": "href", "area": "href", "link": "href", "frame": "src",
-                "iframe": "src"}.get(tag)
+        attr = {"a": "href", "area": "href", "link": "href", "frame": "src", "iframe": "src"}.get(
+            tag
+        )
         if attr is None or attr not in el.attrib:
             continue
         url = links._link(el.get(attr), page, "utf-8", False)
@@ -86,8 +87,7 @@ SPEC = [
     ("<title>unclosed <a href=/no>", []),
     ("<a href=/x><plaintext><a href=/no></plaintext><a href=/no2>", absolute("/x")),
     # escaped scripts: "<!--" then "<script" hides the next "</script"
-    ("<script><!--<script></script><a href=/no></script>--></script><a href=/x>",
-     absolute("/x")),
+    ("<script><!--<script></script><a href=/no></script>--></script><a href=/x>", absolute("/x")),
     ("<script><!-- </script><a href=/x>", absolute("/x")),
     ("<script><!--><a href=/no></script><a href=/x>", absolute("/x")),
     ("<script>a<b</script><a href=/x>", absolute("/x")),
@@ -134,15 +134,57 @@ def test_spec_case(html: str, expected: list[str]) -> None:
 
 
 FRAGMENTS = [
-    '<a href="/a{i}">', "<a href=/u{i}>", "<a href='/s{i}'>", "<a href>", "<a href=>",
-    "<area href=/ar{i}>", "<link href=/l{i}>", '<a title="t>t" href="/t{i}">',
-    "<!-->", "<!--->", "<!--", "-->", "--!>", "<!-- c -->", "<!- x ->", "<!DOCTYPE html>",
-    "<![CDATA[", "]]>", "<?php x ?>", "<title>", "</title>", "<textarea>", "</textarea>",
-    "<xmp>", "</xmp>", "<noembed>", "</noembed>", "<script>", "</script>", "<!--<script>",
-    "</script>-->", "<style>", "</style>", '<base href="/b{i}/">', "<base href>", "<p>",
-    "text", "<div class=x>", "</a>", "</p>", "<br/>", "<b>", "\n", "<a href=\"\x01/c{i} \">",
-    "<A HREF=/U{i}>", "<a href=/n\x00{i}>", "<SCRIPT>", "</SCRIPT >", "</a href=/no>",
-    "<table><tr><td>", "<li>",
+    '<a href="/a{i}">',
+    "<a href=/u{i}>",
+    "<a href='/s{i}'>",
+    "<a href>",
+    "<a href=>",
+    "<area href=/ar{i}>",
+    "<link href=/l{i}>",
+    '<a title="t>t" href="/t{i}">',
+    "<!-->",
+    "<!--->",
+    "<!--",
+    "-->",
+    "--!>",
+    "<!-- c -->",
+    "<!- x ->",
+    "<!DOCTYPE html>",
+    "<![CDATA[",
+    "]]>",
+    "<?php x ?>",
+    "<title>",
+    "</title>",
+    "<textarea>",
+    "</textarea>",
+    "<xmp>",
+    "</xmp>",
+    "<noembed>",
+    "</noembed>",
+    "<script>",
+    "</script>",
+    "<!--<script>",
+    "</script>-->",
+    "<style>",
+    "</style>",
+    '<base href="/b{i}/">',
+    "<base href>",
+    "<p>",
+    "text",
+    "<div class=x>",
+    "</a>",
+    "</p>",
+    "<br/>",
+    "<b>",
+    "\n",
+    '<a href="\x01/c{i} ">',
+    "<A HREF=/U{i}>",
+    "<a href=/n\x00{i}>",
+    "<SCRIPT>",
+    "</SCRIPT >",
+    "</a href=/no>",
+    "<table><tr><td>",
+    "<li>",
 ]
 
 
@@ -151,8 +193,9 @@ def corpus(count: int, seed: int = 26) -> list[str]:
     rng = random.Random(seed)
     pages = []
     for n in range(count):
-        page = "".join(rng.choice(FRAGMENTS).format(i=f"{n}-{k}")
-                       for k in range(rng.randrange(2, 14)))
+        page = "".join(
+            rng.choice(FRAGMENTS).format(i=f"{n}-{k}") for k in range(rng.randrange(2, 14))
+        )
         if rng.random() < 0.25:
             page = page[: rng.randrange(1, len(page) + 1)]
         pages.append(page)
@@ -160,24 +203,57 @@ def corpus(count: int, seed: int = 26) -> list[str]:
 
 
 def test_a_malformed_corpus_reads_as_html5lib_reads_it() -> None:
-    differ = [(page, ours(page), html5(page)) for page in corpus(600)
-              if ours(page) != html5(page)]
+    differ = [(page, ours(page), html5(page)) for page in corpus(600) if ours(page) != html5(page)]
     assert differ == []
 
 
 HAZARDS = [  # what the tokenizer reads unlike a naive scan (issue #34), for generated pages
-    "<a =href=/e{i} href=/f{i}>", "<a href=/q'{i}>", "<a href=/d\"{i}>", "<a \"x=1 href=/g{i}>",
-    "<svg>", "</svg>", "<math>", "</math>", "<svg/>", "<title>", "</title>", "<style>",
-    "</style>", "<![CDATA[", "]]>", "<p>", "<img src=/i>", "<desc>", "<a href='java&#9;s:x'>",
-    '<a href="http://a.com:99999/p{i}">', "<a href=/j&#x0A;{i}>", "<a href=/r{i}/>", "=",
-    "'", '"', " ", " href", "=/z{i}", ">", "<br>", "</p>",
+    "<a =href=/e{i} href=/f{i}>",
+    "<a href=/q'{i}>",
+    '<a href=/d"{i}>',
+    '<a "x=1 href=/g{i}>',
+    "<svg>",
+    "</svg>",
+    "<math>",
+    "</math>",
+    "<svg/>",
+    "<title>",
+    "</title>",
+    "<style>",
+    "</style>",
+    "<![CDATA[",
+    "]]>",
+    "<p>",
+    "<img src=/i>",
+    "<desc>",
+    "<a href='java&#9;s:x'>",
+    '<a href="http://a.com:99999/p{i}">',
+    "<a href=/j&#x0A;{i}>",
+    "<a href=/r{i}/>",
+    "=",
+    "'",
+    '"',
+    " ",
+    " href",
+    "=/z{i}",
+    ">",
+    "<br>",
+    "</p>",
 ]  # not "<a" alone: "<a<a href=x>" is one tag named "a<a" (a "<" ends our tag names: linear)
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(FRAGMENTS + HAZARDS), st.integers(0, 9)),
-                min_size=1, max_size=16))
+@settings(
+    max_examples=400,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(FRAGMENTS + HAZARDS), st.integers(0, 9)), min_size=1, max_size=16
+    )
+)
 def test_generated_markup_reads_as_html5lib_reads_it(parts: list[tuple[str, int]]) -> None:
     page = "".join(fragment.format(i=n) for fragment, n in parts)
     # not read as the spec does (larbinscrapy/parse/scanner.py): an HTML </p> inside <svg> or

@@ -13,15 +13,16 @@ from tests.support.crawl import ROOT
 if TYPE_CHECKING:
     from pathlib import Path
 
-RUNTIME = 'pip install --quiet -e .\n'
+RUNTIME = "pip install --quiet -e .\n"
 TEST = 'pip install --quiet -e ".[test]"'
 BENCH = 'pip install --quiet -e ".[bench]"'
 
 
 def _plan(venv: Path, target: str) -> str:
     """The commands ``make TARGET`` would run with ``VENV=venv`` (printed, not run)."""
-    result = subprocess.run(["make", "-n", f"VENV={venv}", target], cwd=ROOT, text=True,
-                            capture_output=True, check=True)
+    result = subprocess.run(
+        ["make", "-n", f"VENV={venv}", target], cwd=ROOT, text=True, capture_output=True, check=True
+    )
     return result.stdout
 
 

@@ -28,9 +28,16 @@ if TYPE_CHECKING:
 
 # Levels that go up and down during any crawl of the test web (politeness gauges sampled every
 # LARBIN_STATS_INTERVAL; the revisit schedule's pending pages).
-UP_AND_DOWN = ("larbin_host_active", "larbin_host_cooling", "larbin_host_seen",
-               "larbin_ip_active", "larbin_ip_cooling", "larbin_ip_seen", "larbin_queued",
-               "larbin_revisit_pending")
+UP_AND_DOWN = (
+    "larbin_host_active",
+    "larbin_host_cooling",
+    "larbin_host_seen",
+    "larbin_ip_active",
+    "larbin_ip_cooling",
+    "larbin_ip_seen",
+    "larbin_queued",
+    "larbin_revisit_pending",
+)
 _SET_VALUE = re.compile(r"""set_value\(\s*f?["'](larbin/[^"'{]*)(\{)?""")
 
 
@@ -59,8 +66,11 @@ def _sample(text: str) -> tuple[dict[str, str], dict[tuple, float]]:
 
 @pytest.mark.crawl
 def test_metrics_types_follow_the_stats_of_a_live_crawl(web: RunningWeb, tmp_path: Path):
-    crawl = LiveCrawl(web, tmp_path / "out", settings={
-        "DOWNLOAD_DELAY": 0.2, "LARBIN_STATS_INTERVAL": 0.1, "LARBIN_REVISIT": True})
+    crawl = LiveCrawl(
+        web,
+        tmp_path / "out",
+        settings={"DOWNLOAD_DELAY": 0.2, "LARBIN_STATS_INTERVAL": 0.1, "LARBIN_REVISIT": True},
+    )
     types: dict[str, str] = {}
     series: dict[tuple, list[float]] = defaultdict(list)
     try:
@@ -84,8 +94,9 @@ def test_metrics_types_follow_the_stats_of_a_live_crawl(web: RunningWeb, tmp_pat
     for name, kind in types.items():
         for suffix in ("", "_total"):
             family_of[name + suffix] = (name, kind)
-    went_down = {key[0] for key, values in series.items()
-                 if any(b < a for a, b in pairwise(values))}
+    went_down = {
+        key[0] for key, values in series.items() if any(b < a for a, b in pairwise(values))
+    }
     counters_down = sorted(n for n in went_down if family_of[n][1] == "counter")
     assert not counters_down, f"counters that went down: {counters_down}"
     assert went_down & {"larbin_host_active", "larbin_ip_active", "larbin_queued"}  # seen moving

@@ -41,27 +41,45 @@ def test_a_normal_crawl_of_the_test_web_logs_no_warning_or_error(web: RunningWeb
 
 @pytest.mark.crawl
 def test_real_web_seed_with_the_placeholder_agent_logs_how_to_set_a_contact(
-        web: RunningWeb, tmp_path: Path):
+    web: RunningWeb, tmp_path: Path
+):
     seed = f"http://{REAL_LOOKING}:{web.port}/"
     resolve = json.dumps({**web.resolve, REAL_LOOKING: web.resolve["h00.test"]})
-    crawl = run_crawl(web, tmp_path / "out", *seeds_args([seed]),
-                      settings={"LARBIN_RESOLVE": resolve, "CLOSESPIDER_PAGECOUNT": 3})
+    crawl = run_crawl(
+        web,
+        tmp_path / "out",
+        *seeds_args([seed]),
+        settings={"LARBIN_RESOLVE": resolve, "CLOSESPIDER_PAGECOUNT": 3},
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     hints = [line for line in crawl.stderr.splitlines() if _CONTACT_HINT in line]
     assert len(hints) == 1, crawl.stderr[-3000:]
     assert "USER_AGENT" in hints[0] and "WARNING" in hints[0]
     # With a contact, the same crawl says nothing.
-    crawl = run_crawl(web, tmp_path / "out2", *seeds_args([seed]),
-                      settings={"LARBIN_RESOLVE": resolve, "CLOSESPIDER_PAGECOUNT": 3,
-                                "LARBIN_FROM": "ops@larbinscrapy-contact-check.net"})
+    crawl = run_crawl(
+        web,
+        tmp_path / "out2",
+        *seeds_args([seed]),
+        settings={
+            "LARBIN_RESOLVE": resolve,
+            "CLOSESPIDER_PAGECOUNT": 3,
+            "LARBIN_FROM": "ops@larbinscrapy-contact-check.net",
+        },
+    )
     assert crawl.returncode == 0
     assert _CONTACT_HINT not in crawl.stderr
 
 
 def test_contact_decision():
     real = ["https://www.debian.org/", "http://127.0.0.1:8000/"]
-    loopback = ["http://127.0.0.1:8000/", "http://[::1]/", "http://localhost:8080/",
-                "http://h00.test:80/", "http://a.localhost/", "http://x.invalid/"]
+    loopback = [
+        "http://127.0.0.1:8000/",
+        "http://[::1]/",
+        "http://localhost:8080/",
+        "http://h00.test:80/",
+        "http://a.localhost/",
+        "http://x.invalid/",
+    ]
     for agent in (base.USER_AGENT, SCRAPY_USER_AGENT, ""):
         assert contact.missing(agent, "", real)
         assert not contact.missing(agent, "", loopback)  # a test or a demo: nobody to contact

@@ -63,8 +63,9 @@ def overflow_settings(tmp_path) -> dict:
 
 def served_truth(web) -> set[str]:
     """The ground truth without the dead addresses (the server never sees those)."""
-    return {u for u in web.web.ground_truth(web.seeds, depth=5)
-            if urlsplit(u).hostname not in DEAD_IPS}
+    return {
+        u for u in web.web.ground_truth(web.seeds, depth=5) if urlsplit(u).hostname not in DEAD_IPS
+    }
 
 
 @pytest.mark.crawl
@@ -76,8 +77,9 @@ def test_kill9_three_times_with_overflowing_sites(overflow_web, tmp_path):
         run = run_until(web, tmp_path / f"run{n}", settings, after, sig=signal.SIGKILL)
         assert run.returncode == -signal.SIGKILL
         runs.append(run)
-    final = run_crawl(web, tmp_path / "final", *seeds_args(web.seeds), settings=settings,
-                      timeout=180)
+    final = run_crawl(
+        web, tmp_path / "final", *seeds_args(web.seeds), settings=settings, timeout=180
+    )
     assert final.returncode == 0, final.stderr[-3000:]
     assert final.stats["finish_reason"] == "finished"
     runs.append(final)
@@ -120,8 +122,9 @@ def test_sigint_then_resume_with_overflowing_sites_fetches_nothing_twice(overflo
     settings = overflow_settings(tmp_path)
     first = run_until(web, tmp_path / "run1", settings, 300, sig=signal.SIGINT)
     assert first.returncode == 0, first.stderr[-3000:]
-    second = run_crawl(web, tmp_path / "run2", *seeds_args(web.seeds), settings=settings,
-                       timeout=180)
+    second = run_crawl(
+        web, tmp_path / "run2", *seeds_args(web.seeds), settings=settings, timeout=180
+    )
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Resuming" in second.stderr
     counts = first.fetch_counts(web.port) + second.fetch_counts(web.port)

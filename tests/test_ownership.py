@@ -24,8 +24,9 @@ NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_d
 
 
 def _modules() -> list[tuple[Path, ast.Module]]:
-    return [(p, ast.parse(p.read_text(encoding="utf-8"), str(p)))
-            for p in sorted(PACKAGE.rglob("*.py"))]
+    return [
+        (p, ast.parse(p.read_text(encoding="utf-8"), str(p))) for p in sorted(PACKAGE.rglob("*.py"))
+    ]
 
 
 def _where(path: Path, node: ast.AST) -> str:
@@ -55,8 +56,12 @@ def _init_attributes(init: ast.FunctionDef) -> set[str]:
     """The ``self.<name>`` an ``__init__`` sets (assigned or declared)."""
     names = set()
     for node in ast.walk(init):
-        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-                and isinstance(node.value, ast.Name) and node.value.id == "self"):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
             names.add(node.attr)
     return names
 
@@ -79,14 +84,16 @@ def test_private_attributes_are_reached_only_by_their_owner() -> None:
     assert len(outside) <= MAX_PRIVATE_REACHES, (
         f"{len(outside)} accesses to another object's private attributes outside lean/ "
         f"(at most {MAX_PRIVATE_REACHES}; {len(wall)} inside lean/, not counted):\n"
-        + "\n".join(outside))
+        + "\n".join(outside)
+    )
 
 
 def test_no_init_sets_more_than_twenty_attributes() -> None:
     crowded = crowded_inits()
     assert not crowded, (
         f"{len(crowded)} __init__ set more than {MAX_INIT_ATTRIBUTES} attributes (split the "
-        f"class into the parts that own them):\n" + "\n".join(crowded))
+        f"class into the parts that own them):\n" + "\n".join(crowded)
+    )
 
 
 def test_the_scan_sees_what_it_counts(tmp_path: Path) -> None:
@@ -97,10 +104,15 @@ def test_the_scan_sees_what_it_counts(tmp_path: Path) -> None:
         + "".join(f"        self.a{i} = {i}\n" for i in range(21))
         + "    def f(self, b):\n"
         "        self._mine = b._theirs\n"
-        "        return b._replace(x=1)\n")
+        "        return b._replace(x=1)\n"
+    )
     init = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))
     assert len(_init_attributes(init)) == 21
-    reaches = [n.attr for n in ast.walk(tree)
-               if isinstance(n, ast.Attribute) and _is_private(n.attr)
-               and not (isinstance(n.value, ast.Name) and n.value.id == "self")]
+    reaches = [
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute)
+        and _is_private(n.attr)
+        and not (isinstance(n.value, ast.Name) and n.value.id == "self")
+    ]
     assert reaches == ["_theirs"]

@@ -434,7 +434,10 @@ def test_mirror_pipeline_refuses_a_planted_symlink_and_unmappable_urls(tmp_path)
 
 def warcio_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "warcio.cli", *args], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "warcio.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
     )
 

@@ -38,7 +38,6 @@ pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in mak
 SKIPPED_IN_REPO = {".git", ".pytest_cache", ".ruff_cache", "__pycache__", ".mypy_cache"}
 
 
-
 def store_settings(out: Path, **more: Any) -> dict[str, Any]:
     """Every store on, each writing under ``out``."""
     return {
@@ -280,7 +279,10 @@ def test_mirror_holds_every_copy_without_contentdup(control):
 # -- WARC -------------------------------------------------------------------------------
 def warcio_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "warcio.cli", *args], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "warcio.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
     )
 

@@ -24,8 +24,9 @@ IP_DELAY = 0.2  # LARBIN_IP_DELAY of the polite runs
 SLACK = 0.001
 
 
-def too_close(requests: list[dict[str, Any]], delay: float, gaps_by=gaps_by_host
-              ) -> dict[str, float]:
+def too_close(
+    requests: list[dict[str, Any]], delay: float, gaps_by=gaps_by_host
+) -> dict[str, float]:
     """Host (or IP) -> its shortest interval, where two requests came closer than ``delay``."""
     return {
         key: min(gaps)
@@ -40,8 +41,12 @@ def polite_and_control(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("polite")
     with start_web(tmp / "web") as web:
         args = seeds_args(web.seeds)
-        polite = run_crawl(web, tmp / "polite", *args,
-                           settings={"DOWNLOAD_DELAY": DELAY, "LARBIN_IP_DELAY": IP_DELAY})
+        polite = run_crawl(
+            web,
+            tmp / "polite",
+            *args,
+            settings={"DOWNLOAD_DELAY": DELAY, "LARBIN_IP_DELAY": IP_DELAY},
+        )
         control = run_crawl(
             web,
             tmp / "control",
@@ -197,10 +202,14 @@ def test_ip_that_keeps_timing_out_or_refusing_is_dropped(tmp_path):
     assert "Dropping IP 127.0.1.10" in crawl.stderr
 
 
-@pytest.mark.parametrize("handler", [
-    "larbinscrapy.lean.http1.LeanHttpDownloadHandler",  # times its own pages
-    "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",  # PageDeadlineHandler times
-], ids=["lean", "scrapy"])
+@pytest.mark.parametrize(
+    "handler",
+    [
+        "larbinscrapy.lean.http1.LeanHttpDownloadHandler",  # times its own pages
+        "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler",  # PageDeadlineHandler times
+    ],
+    ids=["lean", "scrapy"],
+)
 @pytest.mark.crawl
 def test_page_timeout_grows_with_the_bytes_received(web, tmp_path, handler):
     # larbin's page timeout: DOWNLOAD_TIMEOUT (1 s here) + 1 s per 2,000 bytes received.

@@ -113,18 +113,24 @@ def test_listeners_hear_changes_and_releases_in_that_order(clock):
     p = core(clock, delay=1.0)
     heard: list[tuple[str, ...]] = []
     p.table.add_listener(lambda st: heard.append(("changed", st.ip)))
-    p.table.add_release_listener(lambda st, host, outcome: heard.append(
-        ("released", st.ip, host, outcome)))
+    p.table.add_release_listener(
+        lambda st, host, outcome: heard.append(("released", st.ip, host, outcome))
+    )
     st = p.table.get("10.0.0.1")
     p.table.acquire(st)
     p.fetch_ended(st.ip, release=False, failed=False)
     p.lease_returned(st.ip, "a.test", ANSWERED)
     p.table.pause(st, 2.0)  # a throttling answer
-    assert heard == [("changed", "10.0.0.1"), ("changed", "10.0.0.1"),
-                     ("released", "10.0.0.1", "a.test", ANSWERED), ("changed", "10.0.0.1")]
+    assert heard == [
+        ("changed", "10.0.0.1"),
+        ("changed", "10.0.0.1"),
+        ("released", "10.0.0.1", "a.test", ANSWERED),
+        ("changed", "10.0.0.1"),
+    ]
 
 
 # -- the host gate: DNS -> SSRF guard -> dead IP ------------------------------------------------
+
 
 def gate(clock: ManualClock, answers: dict[str, str | None], allowed: str = "") -> Politeness:
     """A gate over a real DnsCache whose lookups answer from ``answers`` (None: no address)."""

@@ -32,23 +32,36 @@ _PRIVATE_ENGINE = re.compile(
 
 def _outside_the_wall() -> dict[str, str]:
     package = ROOT / "larbinscrapy"
-    return {str(p.relative_to(ROOT)): p.read_text() for p in sorted(package.rglob("*.py"))
-            if "lean" not in p.relative_to(package).parts}
+    return {
+        str(p.relative_to(ROOT)): p.read_text()
+        for p in sorted(package.rglob("*.py"))
+        if "lean" not in p.relative_to(package).parts
+    }
 
 
 def test_no_module_outside_lean_names_a_private_scrapy_or_twisted_name():
-    found = {name: m.group(0).strip() for name, text in _outside_the_wall().items()
-             for m in [_PRIVATE_IMPORT.search(text) or _PRIVATE_ENGINE.search(text)] if m}
+    found = {
+        name: m.group(0).strip()
+        for name, text in _outside_the_wall().items()
+        for m in [_PRIVATE_IMPORT.search(text) or _PRIVATE_ENGINE.search(text)]
+        if m
+    }
     assert not found, found
 
 
 def test_the_patterns_see_what_they_look_for():
     # the test above could fail: each shape the project used before the wall is caught
-    for line in ("from twisted.web import _newclient", "from scrapy.utils._download_handlers "
-                 "import x", "import twisted.web._newclient"):
+    for line in (
+        "from twisted.web import _newclient",
+        "from scrapy.utils._download_handlers import x",
+        "import twisted.web._newclient",
+    ):
         assert _PRIVATE_IMPORT.search(line), line
-    for line in ('slot = getattr(self._engine(), "_slot", None)', "super()._redirect(r, q, s)",
-                 "pipe._policy_resolver = self._policy_resolver"):
+    for line in (
+        'slot = getattr(self._engine(), "_slot", None)',
+        "super()._redirect(r, q, s)",
+        "pipe._policy_resolver = self._policy_resolver",
+    ):
         assert _PRIVATE_ENGINE.search(line), line
     assert _PRIVATE_IMPORT.search("from redis._parsers.commands import CommandPolicies")
 
@@ -65,22 +78,33 @@ def test_the_installed_redis_py_has_every_private_name_the_cluster_client_uses()
 
 def test_a_changed_redis_py_name_is_one_warning_and_redis_pys_own_client(caplog, monkeypatch):
     with caplog.at_level(logging.WARNING, logger="larbinscrapy.lean.rediscluster"):
-        found = rediscluster.check((("redis.cluster", "RedisCluster.pipeline", "000000000000"),
-                                    ("redis._parsers.commands", "NoSuchPolicy")))
+        found = rediscluster.check(
+            (
+                ("redis.cluster", "RedisCluster.pipeline", "000000000000"),
+                ("redis._parsers.commands", "NoSuchPolicy"),
+            )
+        )
     assert len(found) == 2
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
     built = []
     monkeypatch.setattr(rediscluster, "usable", lambda: False)
-    monkeypatch.setattr(rediscluster.RedisCluster, "from_url",
-                        classmethod(lambda cls, url, **kw: built.append((cls, kw)) or cls))
+    monkeypatch.setattr(
+        rediscluster.RedisCluster,
+        "from_url",
+        classmethod(lambda cls, url, **kw: built.append((cls, kw)) or cls),
+    )
     assert rediscluster.cluster_client("redis://127.21.0.1:1") is rediscluster.RedisCluster
     assert built == [(rediscluster.RedisCluster, {})]  # no policy resolver: redis-py's defaults
 
 
 def test_a_changed_private_name_is_one_warning_naming_it(caplog):
     with caplog.at_level(logging.WARNING, logger="larbinscrapy.lean.private"):
-        found = private.check((("scrapy.core.engine", "_Slot.__init__", "000000000000"),
-                               ("twisted.web._newclient", "NoSuchClass")))
+        found = private.check(
+            (
+                ("scrapy.core.engine", "_Slot.__init__", "000000000000"),
+                ("twisted.web._newclient", "NoSuchClass"),
+            )
+        )
     assert len(found) == 2
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1

@@ -44,27 +44,33 @@ def _name(path: Path, node: ast.AST) -> str:
 
 
 def _function_lengths() -> dict[str, int]:
-    return {_name(path, node): node.end_lineno - node.lineno + 1
-            for path, node in _nodes()
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno}
+    return {
+        _name(path, node): node.end_lineno - node.lineno + 1
+        for path, node in _nodes()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
+    }
 
 
 def test_docstrings_are_at_most_15_lines():
-    long = sorted(f"{_name(path, node)}: {lines} lines" for path, node in _nodes()
-                  if isinstance(node, _DEFS)
-                  and (lines := _docstring_lines(node)) > DOCSTRING_LINES)
+    long = sorted(
+        f"{_name(path, node)}: {lines} lines"
+        for path, node in _nodes()
+        if isinstance(node, _DEFS) and (lines := _docstring_lines(node)) > DOCSTRING_LINES
+    )
     assert long == []
 
 
 def test_functions_are_at_most_60_lines():
-    long = sorted(f"{name}: {n} lines" for name, n in _function_lengths().items()
-                  if n > FUNCTION_LINES)
+    long = sorted(
+        f"{name}: {n} lines" for name, n in _function_lengths().items() if n > FUNCTION_LINES
+    )
     assert long == []
 
 
 def test_at_most_5_functions_run_over_40_lines():
-    long = sorted(f"{name}: {n} lines" for name, n in _function_lengths().items()
-                  if n > LONG_FUNCTION_LINES)
+    long = sorted(
+        f"{name}: {n} lines" for name, n in _function_lengths().items() if n > LONG_FUNCTION_LINES
+    )
     assert len(long) <= LONG_FUNCTIONS, long
 
 
@@ -74,8 +80,9 @@ def test_design_reads_in_one_sitting():
 
 
 def test_the_design_tables_are_generated_from_the_code():
-    spec = importlib.util.spec_from_file_location("design_tables",
-                                                  ROOT / "docs" / "design_tables.py")
+    spec = importlib.util.spec_from_file_location(
+        "design_tables", ROOT / "docs" / "design_tables.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     text = (ROOT / "docs" / "DESIGN.md").read_text()

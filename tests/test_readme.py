@@ -7,9 +7,15 @@ from tests.support.crawl import ROOT
 
 
 def test_readme_starts_with_the_two_commands():
-    commands = [line.split("#")[0].strip() for line in
-                (ROOT / "README.md").read_text().split("```sh", 1)[1].split("```", 1)[0]
-                .splitlines() if line.strip()]
+    commands = [
+        line.split("#")[0].strip()
+        for line in (ROOT / "README.md")
+        .read_text()
+        .split("```sh", 1)[1]
+        .split("```", 1)[0]
+        .splitlines()
+        if line.strip()
+    ]
     assert commands[:2] == ["make crawl", "make test"]
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in ci

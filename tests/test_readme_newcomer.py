@@ -10,8 +10,9 @@ from larbinscrapy.spiders.larbin import _read_seeds
 from tests.support.crawl import ROOT
 
 README = ROOT / "README.md"
-GUIDES = [ROOT / "docs" / name for name in ("running.md", "politeness.md", "storage.md",
-                                            "status.md")]
+GUIDES = [
+    ROOT / "docs" / name for name in ("running.md", "politeness.md", "storage.md", "status.md")
+]
 # Written by the other parts of issue 27 (the settings reference, the add-on, the fast and the
 # conformance test targets), in branches merged with this one.
 ELSEWHERE = {"conformance"}  # made by `make conformance` (another branch)
@@ -25,8 +26,10 @@ def _anchor(heading: str) -> str:
 
 
 def _sh_blocks(text: str) -> list[list[str]]:
-    return [[line.strip() for line in block.split("```", 1)[0].splitlines() if line.strip()]
-            for block in text.split("```sh")[1:]]
+    return [
+        [line.strip() for line in block.split("```", 1)[0].splitlines() if line.strip()]
+        for block in text.split("```sh")[1:]
+    ]
 
 
 def test_readme_is_short_and_its_contents_lead_to_its_sections():
@@ -61,7 +64,7 @@ def test_every_scrapy_command_runs_from_the_virtualenv_as_written():
         text = doc.read_text()
         for line in (line.strip() for line in text.splitlines()):
             if line.startswith("scrapy "):
-                above = text[:text.index(line)]
+                above = text[: text.index(line)]
                 assert "source .venv/bin/activate" in above, (doc.name, line)
     assert ".venv/bin/scrapy crawl larbin" in README.read_text()
 
@@ -69,13 +72,20 @@ def test_every_scrapy_command_runs_from_the_virtualenv_as_written():
 def test_readme_names_the_five_things_a_broad_crawl_sets():
     section = README.read_text().split("## Five things every broad crawl sets", 1)[1]
     section = section.split("\n## ", 1)[0]
-    for words in (["-a seeds="], ["USER_AGENT", "LARBIN_FROM"], ["JOBDIR"], ["-o "],
-                  ["DOWNLOAD_DELAY", "LARBIN_IP_DELAY"]):
+    for words in (
+        ["-a seeds="],
+        ["USER_AGENT", "LARBIN_FROM"],
+        ["JOBDIR"],
+        ["-o "],
+        ["DOWNLOAD_DELAY", "LARBIN_IP_DELAY"],
+    ):
         assert all(w in section for w in words), words
     # and all of them in one command a newcomer can copy
     command = " ".join(_sh_blocks(section)[0])
-    assert all(w in command for w in ("-a seeds=", "USER_AGENT=", "LARBIN_FROM=", "JOBDIR=",
-                                      "-o ", "DOWNLOAD_DELAY="))
+    assert all(
+        w in command
+        for w in ("-a seeds=", "USER_AGENT=", "LARBIN_FROM=", "JOBDIR=", "-o ", "DOWNLOAD_DELAY=")
+    )
 
 
 def test_readme_says_what_each_make_target_installs_and_its_size():
@@ -83,7 +93,8 @@ def test_readme_says_what_each_make_target_installs_and_its_size():
     makefile = (ROOT / "Makefile").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `make ")]
     assert {"crawl", "test", "bench", "install"} <= {
-        m for row in rows for m in re.findall(r"`make ([\w-]+)`", row)}
+        m for row in rows for m in re.findall(r"`make ([\w-]+)`", row)
+    }
     assert all(re.search(r"\| \d+ MB \|$", row) for row in rows), rows
     for target in set(re.findall(r"`make ([\w-]+)", text)) - ELSEWHERE:
         assert re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE), target

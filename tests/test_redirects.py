@@ -21,8 +21,12 @@ OUTSIDE_IP = "127.0.6.1"  # loopback, but outside the crawl's allowed networks
 
 
 def test_redirect_targets_are_filtered_like_links(tmp_path):
-    hosts = {"h.test": HOST_IP, "other.test": HOST_IP, "h.example": HOST_IP,
-             "inside.test": OUTSIDE_IP}
+    hosts = {
+        "h.test": HOST_IP,
+        "other.test": HOST_IP,
+        "h.example": HOST_IP,
+        "inside.test": OUTSIDE_IP,
+    }
     port = "{port}"  # the server's own port, filled in by the server
     base = f"http://h.test:{port}"
     targets = {
@@ -44,16 +48,31 @@ def test_redirect_targets_are_filtered_like_links(tmp_path):
     pages["/new-home.html"] = {"links": []}
     # the SSRF cases are seeds, whose redirects pass no link filter: only the guard stops them
     ssrf = [p for p in pages if p.startswith("/ssrf-")]
-    linked = [p for p in pages if p not in ("/target.html", "/moved.html", "/new-home.html")
-              and p not in ssrf]
+    linked = [
+        p
+        for p in pages
+        if p not in ("/target.html", "/moved.html", "/new-home.html") and p not in ssrf
+    ]
     pages["/"] = {"links": linked}
     with RawWeb(tmp_path / "web", pages, hosts) as web:
         seeds = [web.url("h.test", p) for p in ("/", "/moved.html", *ssrf)]
         crawl = run_crawl(
-            web, tmp_path / "out", "-a", "depth=3", "-a", "external=false", "-a", "domains=test",
-            "-a", "urls=" + ",".join(seeds),
-            settings={"LARBIN_ALLOWED_NETWORKS": "127.0.5.0/24", "LARBIN_GATE_CGI_LEVEL": 1,
-                      "ROBOTSTXT_OBEY": False})
+            web,
+            tmp_path / "out",
+            "-a",
+            "depth=3",
+            "-a",
+            "external=false",
+            "-a",
+            "domains=test",
+            "-a",
+            "urls=" + ",".join(seeds),
+            settings={
+                "LARBIN_ALLOWED_NETWORKS": "127.0.5.0/24",
+                "LARBIN_GATE_CGI_LEVEL": 1,
+                "ROBOTSTXT_OBEY": False,
+            },
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]
     everything = {(e["ip"], e["host"], e["path"]) for e in crawl.requests}
@@ -61,13 +80,19 @@ def test_redirect_targets_are_filtered_like_links(tmp_path):
     # each site's sitemap is looked for too; the rest is what the seeds and redirects led to
     requested = {r for r in everything if r[2] != "/sitemap.xml"}
     assert {(h, p) for _, h, p in requested} == {
-        ("h.test", "/"), *(("h.test", p) for p in linked), ("h.test", "/target.html"),
-        ("h.test", "/moved.html"), ("other.test", "/new-home.html"),
-        *(("h.test", p) for p in ssrf)}, requested
+        ("h.test", "/"),
+        *(("h.test", p) for p in linked),
+        ("h.test", "/target.html"),
+        ("h.test", "/moved.html"),
+        ("other.test", "/new-home.html"),
+        *(("h.test", p) for p in ssrf),
+    }, requested
     stats = crawl.stats
     for reason in ("extension", "domain", "external", "length", "cgi"):
         assert stats.get(f"larbin/filtered/{reason}") == 1, (reason, stats)
     assert stats.get("larbin/dropped/ssrf") == 4, stats
     assert {item["url"] for item in crawl.items} == {
-        web.url("h.test", "/"), web.url("h.test", "/target.html"),
-        web.url("other.test", "/new-home.html")}
+        web.url("h.test", "/"),
+        web.url("h.test", "/target.html"),
+        web.url("other.test", "/new-home.html"),
+    }

@@ -11,8 +11,12 @@ pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in mak
 
 def _seeds(web) -> list[str]:
     # Seeds skip the link filters, so forbidden-extension files can be asked for directly.
-    return [web.url("h00.test"), web.url("h00.test", "/docs/report.pdf"),
-            web.url("h00.test", "/dist/archive.zip"), web.url("h00.test", "/notes.txt")]
+    return [
+        web.url("h00.test"),
+        web.url("h00.test", "/docs/report.pdf"),
+        web.url("h00.test", "/dist/archive.zip"),
+        web.url("h00.test", "/notes.txt"),
+    ]
 
 
 # larbin checkType stops other types at their headers (tests/test_hostile_checktype.py): asked for
@@ -20,8 +24,9 @@ KEEP = {"LARBIN_FETCH_CONTENT_TYPES": "application/pdf application/zip text/plai
 
 
 def test_binary_responses_become_items_without_links(web, tmp_path):
-    crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", *seeds_args(_seeds(web)),
-                      settings=KEEP)
+    crawl = run_crawl(
+        web, tmp_path / "out", "-a", "depth=0", *seeds_args(_seeds(web)), settings=KEEP
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr
     items = {item["url"]: item for item in crawl.items}
@@ -35,8 +40,14 @@ def test_binary_responses_become_items_without_links(web, tmp_path):
 
 def test_responses_over_download_maxsize_are_dropped_and_counted(web, tmp_path):
     # The binary files are 2,048 bytes: over a 1,900-byte DOWNLOAD_MAXSIZE they are cancelled.
-    crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", *seeds_args(_seeds(web)),
-                      settings={"DOWNLOAD_MAXSIZE": 1900, **KEEP})
+    crawl = run_crawl(
+        web,
+        tmp_path / "out",
+        "-a",
+        "depth=0",
+        *seeds_args(_seeds(web)),
+        settings={"DOWNLOAD_MAXSIZE": 1900, **KEEP},
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr
     stored = {item["url"] for item in crawl.items}

@@ -32,7 +32,6 @@ def job_settings(tmp_path: Path, **more) -> dict:
     return {"JOBDIR": str(tmp_path / "job"), "DOWNLOAD_DELAY": DELAY, **more}
 
 
-
 def sitemap_reads(web, first: Crawl, second: Crawl) -> Counter[str]:
     """How often each site's /sitemap.xml was asked for over both runs; every site was."""
     reads = first.sitemap_counts(web.port) + second.sitemap_counts(web.port)
@@ -76,8 +75,10 @@ def test_torn_segment_is_reported_and_the_crawl_completes(web, tmp_path):
     settings = job_settings(tmp_path)
     first = run_until(web, tmp_path / "run1", settings, after_requests=40, sig=signal.SIGKILL)
     assert first.returncode == -signal.SIGKILL
-    segments = sorted((tmp_path / "job" / "frontier").glob("*/*.seg"),
-                      key=lambda p: (p.stat().st_size > 64, p.stat().st_mtime))
+    segments = sorted(
+        (tmp_path / "job" / "frontier").glob("*/*.seg"),
+        key=lambda p: (p.stat().st_size > 64, p.stat().st_mtime),
+    )
     assert segments, "no segment file to tear"
     torn = segments[-1]
     size = torn.stat().st_size
@@ -97,10 +98,18 @@ def test_small_hosts_are_not_starved_by_a_big_one(tmp_path):
         # 600 pages on one host take a minute at this delay: stop once the small hosts are
         # done and the big host has gone on alone for a while.
         big_host = "big.test"
-        small_pages = {u for u in web.web.ground_truth(web.seeds, depth=5)
-                       if not u.startswith(f"http://{big_host}:")}
-        crawl = run_until(web, tmp_path / "out", {"DOWNLOAD_DELAY": delay},
-                          after_requests=len(small_pages) + 80, sig=signal.SIGINT)
+        small_pages = {
+            u
+            for u in web.web.ground_truth(web.seeds, depth=5)
+            if not u.startswith(f"http://{big_host}:")
+        }
+        crawl = run_until(
+            web,
+            tmp_path / "out",
+            {"DOWNLOAD_DELAY": delay},
+            after_requests=len(small_pages) + 80,
+            sig=signal.SIGINT,
+        )
     log = [e for e in crawl.requests if e["path"] != "/robots.txt"]
     fetched = crawl.fetched(web.port)
     assert small_pages <= fetched, sorted(small_pages - fetched)[:5]

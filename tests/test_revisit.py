@@ -36,8 +36,13 @@ def changing(tmp_path: Path):
 
 
 def test_intervals_double_for_unchanged_pages_and_halve_for_changing_ones(changing, tmp_path):
-    crawl = run_crawl(changing, tmp_path / "out", *seeds_args(changing.seeds),
-                      settings={**RULE, "CLOSESPIDER_TIMEOUT": 12}, timeout=60)
+    crawl = run_crawl(
+        changing,
+        tmp_path / "out",
+        *seeds_args(changing.seeds),
+        settings={**RULE, "CLOSESPIDER_TIMEOUT": 12},
+        timeout=60,
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "closespider_timeout" in crawl.stderr
     pages = by_page(crawl.requests)
@@ -76,8 +81,9 @@ def test_intervals_double_for_unchanged_pages_and_halve_for_changing_ones(changi
     # items: a 304 is an item with changed=False; a changed page's items say so
     items = crawl.items
     not_modified = [i for i in items if i["status"] == 304]
-    assert not_modified and all(i["changed"] is False and i["fetch_count"] > 1
-                                for i in not_modified)
+    assert not_modified and all(
+        i["changed"] is False and i["fetch_count"] > 1 for i in not_modified
+    )
     always = [i for i in items if "/always/" in i["url"]]
     assert all(i["changed"] is True for i in always)
     assert max(i["fetch_count"] for i in always) >= 12
@@ -88,8 +94,13 @@ def test_intervals_double_for_unchanged_pages_and_halve_for_changing_ones(changi
 
 
 def test_one_pass_crawl_is_unchanged_without_revisit(changing, tmp_path):
-    crawl = run_crawl(changing, tmp_path / "out", *seeds_args(changing.seeds),
-                      settings={"CLOSESPIDER_TIMEOUT": 20}, timeout=60)
+    crawl = run_crawl(
+        changing,
+        tmp_path / "out",
+        *seeds_args(changing.seeds),
+        settings={"CLOSESPIDER_TIMEOUT": 20},
+        timeout=60,
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "finished" in crawl.stderr
     pages = by_page(crawl.requests)
@@ -110,11 +121,15 @@ def test_kill_9_keeps_every_schedule_and_fetches_nothing_early(changing, tmp_pat
     settings = {**RULE, "JOBDIR": str(tmp_path / "job"), "LARBIN_REVISIT_INTERVAL_MAX": 4.0}
     out1 = tmp_path / "run1"
     out1.mkdir()
-    cmd = crawl_command(changing, out1, *seeds_args(changing.seeds),
-                        settings=settings)
+    cmd = crawl_command(changing, out1, *seeds_args(changing.seeds), settings=settings)
     with open(out1 / "stderr.log", "w") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=err,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         deadline = time.monotonic() + 40
         # kill once every page was fetched at least three times (a schedule well under way)
         while True:
@@ -129,8 +144,13 @@ def test_kill_9_keeps_every_schedule_and_fetches_nothing_early(changing, tmp_pat
     before = by_page(changing.read_log())
     log_len = len(changing.read_log())
     time.sleep(1.0)
-    crawl = run_crawl(changing, tmp_path / "run2", *seeds_args(changing.seeds),
-                      settings={**settings, "CLOSESPIDER_TIMEOUT": 8}, timeout=60)
+    crawl = run_crawl(
+        changing,
+        tmp_path / "run2",
+        *seeds_args(changing.seeds),
+        settings={**settings, "CLOSESPIDER_TIMEOUT": 8},
+        timeout=60,
+    )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     after = by_page(changing.read_log()[log_len:])
     rule = RevisitRule(1.0, 0.25, 4.0, 2, 2.0)
@@ -152,8 +172,13 @@ def test_a_corrupt_schedule_stops_the_crawl_with_one_line(changing, tmp_path):
     job = tmp_path / "job"
     (job / "revisit").mkdir(parents=True)
     (job / "revisit" / "checkpoint").write_bytes(b'{"epoch": 1}\n' + b"\0" * 8)
-    crawl = run_crawl(changing, tmp_path / "out", *seeds_args(changing.seeds),
-                      settings={**RULE, "JOBDIR": str(job)}, timeout=60)
+    crawl = run_crawl(
+        changing,
+        tmp_path / "out",
+        *seeds_args(changing.seeds),
+        settings={**RULE, "JOBDIR": str(job)},
+        timeout=60,
+    )
     assert "revisit: cannot open the schedule" in crawl.stderr and "CRC" in crawl.stderr
     assert crawl.returncode != 0 and not crawl.requests  # refused before fetching anything
     assert "Traceback" not in crawl.stderr

@@ -46,10 +46,10 @@ def _page(host: str, path: str, due: float) -> Entry:
     return Entry(fingerprint_url(url), url, due, 10.0)
 
 
-def _store(cluster: RedisClusterProcess, key: str, shards: int = 4,
-           inflight: int = 1000) -> RedisRevisitStore:
-    return RedisRevisitStore(None, key, inflight, connect=cluster.client,
-                             shards=HostShards(shards))
+def _store(
+    cluster: RedisClusterProcess, key: str, shards: int = 4, inflight: int = 1000
+) -> RedisRevisitStore:
+    return RedisRevisitStore(None, key, inflight, connect=cluster.client, shards=HostShards(shards))
 
 
 def _hosts_by_shard(shards: HostShards, per_shard: int) -> dict[int, list[str]]:
@@ -68,13 +68,11 @@ def test_one_shard_keeps_the_keys_of_earlier_versions():
     one = RedisRevisitStore(None, "t:revisit", 10, shards=HostShards(1))
     assert one.shard_keys == [("t:revisit:due", "t:revisit:flight", "t:revisit:state")]
     on_cluster = RedisRevisitStore(None, "t:revisit", 10, connect=lambda: None)
-    assert on_cluster.shard_keys == [
-        ("{t:revisit}:due", "{t:revisit}:flight", "{t:revisit}:state")]
+    assert on_cluster.shard_keys == [("{t:revisit}:due", "{t:revisit}:flight", "{t:revisit}:state")]
 
 
 def test_shard_keys_share_a_slot_and_inflight_is_shared_out():
-    store = RedisRevisitStore(None, "t:revisit", 10, connect=lambda: None,
-                              shards=HostShards(4))
+    store = RedisRevisitStore(None, "t:revisit", 10, connect=lambda: None, shards=HostShards(4))
     assert len({key_slot(k) for k in store.shard_keys[2]}) == 1
     assert len({key_slot(keys[0]) for keys in store.shard_keys}) == 4
     assert store.inflight == 2  # 4 shards x 2: never more than 10 in flight
@@ -104,8 +102,12 @@ def test_due_order_per_shard_and_each_shards_share_of_the_inflight_limit(cluster
     hosts = _hosts_by_shard(store.shards, 2)
     for k in range(4):
         a, b = hosts[k]
-        for page in (_page(a, "3", 103.0), _page(b, "1", 101.0), _page(a, "4", 104.0),
-                     _page(b, "2", 102.0)):
+        for page in (
+            _page(a, "3", 103.0),
+            _page(b, "1", 101.0),
+            _page(a, "4", 104.0),
+            _page(b, "2", 102.0),
+        ):
             assert store.add(page)
     assert store.take(100.0, lease=60) == (0, 16, [])  # nothing due yet
     expired, total, taken = store.take(200.0, lease=60)
@@ -201,17 +203,30 @@ def test_a_take_is_one_script_call_per_shard_and_no_key_lookups(cluster):
         node.close()
     store.take(101.0, lease=60)
     assert (_command_calls(cluster, "evalsha"), _command_calls(cluster, "command|getkeys")) == (
-        32, 0)
+        32,
+        0,
+    )
 
 
 @pytest.mark.crawl
 @pytest.mark.cluster
 def test_two_workers_revisit_sharded_over_every_master(tmp_path):
-    with redis_cluster(tmp_path / "cluster") as cluster, \
-            start_changing(tmp_path / "web", period=3.0, hosts=HOSTS) as web:
-        procs = [start_worker(web, tmp_path / f"w{i}", cluster.url, *seeds_args(web.seeds),
-                              CLOSESPIDER_TIMEOUT=12, LARBIN_REDIS_CLUSTER=True, **REVISIT)
-                 for i in range(2)]
+    with (
+        redis_cluster(tmp_path / "cluster") as cluster,
+        start_changing(tmp_path / "web", period=3.0, hosts=HOSTS) as web,
+    ):
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                cluster.url,
+                *seeds_args(web.seeds),
+                CLOSESPIDER_TIMEOUT=12,
+                LARBIN_REDIS_CLUSTER=True,
+                **REVISIT,
+            )
+            for i in range(2)
+        ]
         wait_workers(procs, timeout=90)
         log = web.read_log()
         entries = revisit_entries_per_master(cluster)

@@ -31,10 +31,8 @@ SETTINGS = {**RULE, "DOWNLOAD_DELAY": 0, "LARBIN_REVISIT_LEASE": 2.0}
 def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis_url):
     with start_changing(tmp_path / "web", period=3.0) as web:
         seeds = seeds_args(web.seeds)
-        a = start_worker(web, tmp_path / "a", redis_url, *seeds, CLOSESPIDER_TIMEOUT=14,
-                         **SETTINGS)
-        b = start_worker(web, tmp_path / "b", redis_url, *seeds, CLOSESPIDER_TIMEOUT=6,
-                         **SETTINGS)
+        a = start_worker(web, tmp_path / "a", redis_url, *seeds, CLOSESPIDER_TIMEOUT=14, **SETTINGS)
+        b = start_worker(web, tmp_path / "b", redis_url, *seeds, CLOSESPIDER_TIMEOUT=6, **SETTINGS)
         time.sleep(5)
         b.send_signal(signal.SIGKILL)  # before its CLOSESPIDER_TIMEOUT: holding due pages
         killed = time.time()
@@ -67,8 +65,10 @@ def test_redis_store_schedules_once_applies_a_fetch_once_and_leases(redis_url):
 
     server = redis.Redis.from_url(redis_url)
     store = RedisRevisitStore(server, "t:revisit", inflight=3)
-    pages = [Entry(fingerprint_url(f"http://a.test/{i}"), f"http://a.test/{i}", 100.0 + i, 10.0)
-             for i in range(5)]
+    pages = [
+        Entry(fingerprint_url(f"http://a.test/{i}"), f"http://a.test/{i}", 100.0 + i, 10.0)
+        for i in range(5)
+    ]
     assert all(store.add(p) for p in pages)
     assert not store.add(pages[0].evolve(due=1.0))  # a second worker's first fetch: ignored
     assert store.take(99.0, lease=60) == (0, 5, [])  # nothing due yet

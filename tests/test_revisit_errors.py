@@ -29,8 +29,9 @@ def _revisits(clock: ManualClock, **settings: Any) -> RevisitExtension:
     return ext
 
 
-def _fetch(ext: RevisitExtension, status: int, entry: Entry | None = None,
-           body: bytes = b"<p>x</p>") -> None:
+def _fetch(
+    ext: RevisitExtension, status: int, entry: Entry | None = None, body: bytes = b"<p>x</p>"
+) -> None:
     meta = {M.REVISIT: entry.pack().hex()} if entry else {}
     request = Request(URL, meta=meta)
     ext.fetched(request, HtmlResponse(URL, status=status, body=body, request=request))
@@ -50,9 +51,14 @@ def _next(ext: RevisitExtension, clock: ManualClock, limit: float = 1e6) -> tupl
 
 def test_a_page_answering_5xx_backs_off_then_leaves_the_schedule_counted():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(clock, LARBIN_REVISIT_INTERVAL_MIN=10.0, LARBIN_REVISIT_INTERVAL=10.0,
-                    LARBIN_REVISIT_INTERVAL_MAX=100_000.0, LARBIN_REVISIT_BUCKET=1.0,
-                    LARBIN_REVISIT_ERRORS_MAX=4)
+    ext = _revisits(
+        clock,
+        LARBIN_REVISIT_INTERVAL_MIN=10.0,
+        LARBIN_REVISIT_INTERVAL=10.0,
+        LARBIN_REVISIT_INTERVAL_MAX=100_000.0,
+        LARBIN_REVISIT_BUCKET=1.0,
+        LARBIN_REVISIT_ERRORS_MAX=4,
+    )
     _fetch(ext, 200)
     waited, entry = _next(ext, clock)
     assert waited <= 13
@@ -71,9 +77,14 @@ def test_a_page_answering_5xx_backs_off_then_leaves_the_schedule_counted():
 
 def test_a_page_back_after_5xx_starts_the_rule_over_and_its_content_is_compared():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(clock, LARBIN_REVISIT_INTERVAL_MIN=10.0, LARBIN_REVISIT_INTERVAL=10.0,
-                    LARBIN_REVISIT_INTERVAL_MAX=100_000.0, LARBIN_REVISIT_BUCKET=1.0,
-                    LARBIN_REVISIT_ERRORS_MAX=4)
+    ext = _revisits(
+        clock,
+        LARBIN_REVISIT_INTERVAL_MIN=10.0,
+        LARBIN_REVISIT_INTERVAL=10.0,
+        LARBIN_REVISIT_INTERVAL_MAX=100_000.0,
+        LARBIN_REVISIT_BUCKET=1.0,
+        LARBIN_REVISIT_ERRORS_MAX=4,
+    )
     _fetch(ext, 200)
     _, entry = _next(ext, clock)
     for _ in range(2):

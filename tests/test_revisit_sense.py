@@ -64,8 +64,13 @@ def _taken(ext: RevisitExtension, now: float) -> list[Entry]:
 @pytest.mark.parametrize(("minimum", "interval"), [(1.0, 2.0), (60.0, 60.0), (3600.0, 86400.0)])
 def test_no_page_is_revisited_later_than_its_interval_and_a_quarter(minimum, interval):
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(clock, LARBIN_REVISIT_INTERVAL_MIN=minimum, LARBIN_REVISIT_INTERVAL=interval,
-                    LARBIN_REVISIT_BUCKET=300.0, LARBIN_REVISIT_LEASE=1e9)
+    ext = _revisits(
+        clock,
+        LARBIN_REVISIT_INTERVAL_MIN=minimum,
+        LARBIN_REVISIT_INTERVAL=interval,
+        LARBIN_REVISIT_BUCKET=300.0,
+        LARBIN_REVISIT_LEASE=1e9,
+    )
     rng = random.Random(7)
     fetched = {}
     for n in range(200):  # pages fetched at random moments over two intervals
@@ -96,8 +101,13 @@ def _fetch(ext: RevisitExtension, url: str, status: int, token: str | None = Non
 
 def test_a_gone_page_waits_its_own_interval_and_backs_off():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(clock, LARBIN_REVISIT_INTERVAL_MIN=1.0, LARBIN_REVISIT_INTERVAL=2.0,
-                    LARBIN_REVISIT_GONE_INTERVAL=1000.0, LARBIN_REVISIT_INTERVAL_MAX=10_000.0)
+    ext = _revisits(
+        clock,
+        LARBIN_REVISIT_INTERVAL_MIN=1.0,
+        LARBIN_REVISIT_INTERVAL=2.0,
+        LARBIN_REVISIT_GONE_INTERVAL=1000.0,
+        LARBIN_REVISIT_INTERVAL_MAX=10_000.0,
+    )
     _fetch(ext, "http://a.test/missing", 404)
     _fetch(ext, "http://a.test/here", 200)
     clock.now += 10
@@ -114,8 +124,12 @@ def test_a_gone_page_waits_its_own_interval_and_backs_off():
 
 def test_with_gone_interval_0_a_gone_page_is_never_revisited():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(clock, LARBIN_REVISIT_INTERVAL_MIN=1.0, LARBIN_REVISIT_INTERVAL=2.0,
-                    LARBIN_REVISIT_GONE_INTERVAL=0)
+    ext = _revisits(
+        clock,
+        LARBIN_REVISIT_INTERVAL_MIN=1.0,
+        LARBIN_REVISIT_INTERVAL=2.0,
+        LARBIN_REVISIT_GONE_INTERVAL=0,
+    )
     _fetch(ext, "http://a.test/missing", 404)
     _fetch(ext, "http://a.test/later-gone", 200)
     clock.now += 10
@@ -168,8 +182,9 @@ def test_a_clean_stop_hands_nothing_out_again_and_a_crash_does(tmp_path):
     schedule = _schedule(tmp_path / "clean", clock)
     schedule.open()
     for n in range(5):
-        schedule.add(Entry(fingerprint_url(f"http://a.test/{n}"), f"http://a.test/{n}",
-                           clock.now + 5, 5.0))
+        schedule.add(
+            Entry(fingerprint_url(f"http://a.test/{n}"), f"http://a.test/{n}", clock.now + 5, 5.0)
+        )
     clock.now += 20
     in_flight: list[Entry] = []
     schedule.take(clock.now).addCallback(in_flight.extend)
@@ -193,9 +208,13 @@ class PrioritySpider(Spider):
 
 
 def test_a_priority_url_is_the_sites_next_fetch_not_behind_its_queue(tmp_path):
-    settings = settings_of(base, JOBDIR=str(tmp_path / "job"), DOWNLOAD_DELAY=0,
-                           LARBIN_ALLOWED_NETWORKS="127.0.0.0/8",
-                           LARBIN_FRONTIER_URLS_PER_SITE_MAX=50)
+    settings = settings_of(
+        base,
+        JOBDIR=str(tmp_path / "job"),
+        DOWNLOAD_DELAY=0,
+        LARBIN_ALLOWED_NETWORKS="127.0.0.0/8",
+        LARBIN_FRONTIER_URLS_PER_SITE_MAX=50,
+    )
     crawler = get_crawler(PrioritySpider, settings)
     sched = LarbinScheduler.from_crawler(crawler)
     spider = PrioritySpider()
@@ -211,8 +230,9 @@ def test_a_priority_url_is_the_sites_next_fetch_not_behind_its_queue(tmp_path):
             assert time.monotonic() < deadline
             asyncio.get_event_loop().run_until_complete(asyncio.sleep(0.01))
         order.append(request.url)
-        crawler.signals.send_catch_log(signals.request_left_downloader, request=request,
-                                       spider=spider)
+        crawler.signals.send_catch_log(
+            signals.request_left_downloader, request=request, spider=spider
+        )
         crawler.signals.send_catch_log(larbin_signals.request_done, request=request)
 
     fetch()
@@ -222,26 +242,42 @@ def test_a_priority_url_is_the_sites_next_fetch_not_behind_its_queue(tmp_path):
     fetch()
     fetch()
     fetch()
-    assert order == [f"{site}/page0", f"{site}/page1", f"{site}/injected", f"{site}/injected2",
-                     f"{site}/page2"]
+    assert order == [
+        f"{site}/page0",
+        f"{site}/page1",
+        f"{site}/injected",
+        f"{site}/injected2",
+        f"{site}/page2",
+    ]
     sched.close("shutdown")
 
 
 @pytest.mark.crawl
 # -- finding 8, end to end: a continuous crawl stopped with Ctrl-C resumes without copies ------
 def test_a_sigint_resume_hands_no_due_page_out_twice(tmp_path):
-    settings = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0,
-                "LARBIN_REVISIT_INTERVAL_MIN": 0.25, "LARBIN_REVISIT_INTERVAL_MAX": 2.0,
-                "LARBIN_REVISIT_STREAK": 2, "LARBIN_FRONTIER_CHECKPOINT_INTERVAL": 0.2,
-                "LARBIN_REVISIT_BUCKET": 0.05, "DOWNLOAD_DELAY": 0.3,
-                "JOBDIR": str(tmp_path / "job")}
+    settings = {
+        "LARBIN_REVISIT": True,
+        "LARBIN_REVISIT_INTERVAL": 1.0,
+        "LARBIN_REVISIT_INTERVAL_MIN": 0.25,
+        "LARBIN_REVISIT_INTERVAL_MAX": 2.0,
+        "LARBIN_REVISIT_STREAK": 2,
+        "LARBIN_FRONTIER_CHECKPOINT_INTERVAL": 0.2,
+        "LARBIN_REVISIT_BUCKET": 0.05,
+        "DOWNLOAD_DELAY": 0.3,
+        "JOBDIR": str(tmp_path / "job"),
+    }
     with start_changing(tmp_path / "web", period=3.0) as web:
         out = tmp_path / "run1"
         out.mkdir()
         cmd = crawl_command(web, out, *seeds_args(web.seeds), settings=settings)
         with open(out / "stderr.log", "w") as err:
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
-                                    env={**os.environ, "PYTHONPATH": str(ROOT)})
+            proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                stdout=err,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
             deadline = time.monotonic() + 60
             while len(web.read_log()) < 150:  # revisits well under way, due pages queued
                 assert proc.poll() is None, (out / "stderr.log").read_text()[-3000:]
@@ -251,8 +287,13 @@ def test_a_sigint_resume_hands_no_due_page_out_twice(tmp_path):
             assert proc.wait(timeout=60) == 0
         first = json.loads((out / "stats.json").read_text())
         assert first["finish_reason"] == "shutdown"
-        second = run_crawl(web, tmp_path / "run2", *seeds_args(web.seeds),
-                           settings={**settings, "CLOSESPIDER_TIMEOUT": 4}, timeout=60)
+        second = run_crawl(
+            web,
+            tmp_path / "run2",
+            *seeds_args(web.seeds),
+            settings={**settings, "CLOSESPIDER_TIMEOUT": 4},
+            timeout=60,
+        )
     assert second.returncode == 0, second.stderr[-3000:]
     assert "handed out again" not in second.stderr
     assert second.stats.get("larbin/revisit/stale", 0) == 0

@@ -62,15 +62,18 @@ def test_bounds_and_hints():
         RevisitRule(initial=1, minimum=10, maximum=5)
 
 
-@pytest.mark.parametrize(("cc", "expires", "date", "expected"), [
-    (b"public, max-age=600", None, None, 600.0),
-    (b"max-age=600", b"Thu, 01 Dec 1994 16:00:00 GMT", None, 600.0),  # max-age wins
-    (None, b"Thu, 01 Jan 2026 01:00:00 GMT", b"Thu, 01 Jan 2026 00:00:00 GMT", 3600.0),
-    (None, b"not a date", None, 0.0),
-    (b"no-store", None, None, None),
-    (b"max-age=oops", None, None, None),
-    (None, None, None, None),
-])
+@pytest.mark.parametrize(
+    ("cc", "expires", "date", "expected"),
+    [
+        (b"public, max-age=600", None, None, 600.0),
+        (b"max-age=600", b"Thu, 01 Dec 1994 16:00:00 GMT", None, 600.0),  # max-age wins
+        (None, b"Thu, 01 Jan 2026 01:00:00 GMT", b"Thu, 01 Jan 2026 00:00:00 GMT", 3600.0),
+        (None, b"not a date", None, 0.0),
+        (b"no-store", None, None, None),
+        (b"max-age=oops", None, None, None),
+        (None, None, None, None),
+    ],
+)
 def test_freshness(cc, expires, date, expected):
     assert freshness(cc, expires, date, now=0.0) == expected
 
@@ -81,8 +84,17 @@ def entry(url: str, due: float, **kw) -> Entry:
 
 
 def test_entry_round_trip_and_size():
-    e = entry("http://a.test/x?y=1", 123.5, streak=-3, fetch_count=7, digest=b"12345678",
-              last_modified=1_700_000_000, etag=b'"abc"', depth=3, site_depth=2)
+    e = entry(
+        "http://a.test/x?y=1",
+        123.5,
+        streak=-3,
+        fetch_count=7,
+        digest=b"12345678",
+        last_modified=1_700_000_000,
+        etag=b'"abc"',
+        depth=3,
+        site_depth=2,
+    )
     assert Entry.unpack(e.pack()) == e
     assert e.state_size() == 51 + 5
     big = e.evolve(etag=b"x" * MAX_ETAG)
@@ -103,19 +115,57 @@ def test_frames_stop_at_a_torn_or_corrupt_record():
 def test_observe_first_fetch_304_and_change():
     headers = {b"ETag": b'"v1"', b"Last-Modified": b"Mon, 30 Nov 2026 08:00:00 GMT"}
     rule = RevisitRule(initial=10, minimum=1, maximum=100, streak=1)
-    first, changed = observe(None, fp=b"f" * 16, url="http://a.test/", status=200, body=b"<p>a</p>",
-                             headers=headers, now=1000.0, rule=rule, near_distance=0)
+    first, changed = observe(
+        None,
+        fp=b"f" * 16,
+        url="http://a.test/",
+        status=200,
+        body=b"<p>a</p>",
+        headers=headers,
+        now=1000.0,
+        rule=rule,
+        near_distance=0,
+    )
     assert changed and first.fetch_count == 1 and first.due == 1010.0 and first.etag == b'"v1"'
-    assert conditional_headers(first) == {"If-None-Match": b'"v1"',
-                                          "If-Modified-Since": b"Mon, 30 Nov 2026 08:00:00 GMT"}
-    again, changed = observe(first, fp=first.fp, url=first.url, status=304, body=b"", headers={},
-                             now=1010.0, rule=rule, near_distance=0)
+    assert conditional_headers(first) == {
+        "If-None-Match": b'"v1"',
+        "If-Modified-Since": b"Mon, 30 Nov 2026 08:00:00 GMT",
+    }
+    again, changed = observe(
+        first,
+        fp=first.fp,
+        url=first.url,
+        status=304,
+        body=b"",
+        headers={},
+        now=1010.0,
+        rule=rule,
+        near_distance=0,
+    )
     assert not changed and again.interval == 20 and again.etag == b'"v1"' and again.fetch_count == 2
-    same, changed = observe(again, fp=first.fp, url=first.url, status=200, body=b"<p> a </p>\n",
-                            headers={}, now=1030.0, rule=rule, near_distance=0)
+    same, changed = observe(
+        again,
+        fp=first.fp,
+        url=first.url,
+        status=200,
+        body=b"<p> a </p>\n",
+        headers={},
+        now=1030.0,
+        rule=rule,
+        near_distance=0,
+    )
     assert not changed  # the duplicate pipeline's hash ignores whitespace
-    other, changed = observe(same, fp=first.fp, url=first.url, status=200, body=b"<p>b</p>",
-                             headers={}, now=1070.0, rule=rule, near_distance=0)
+    other, changed = observe(
+        same,
+        fp=first.fp,
+        url=first.url,
+        status=200,
+        body=b"<p>b</p>",
+        headers={},
+        now=1070.0,
+        rule=rule,
+        near_distance=0,
+    )
     assert changed and other.interval == 20
 
 
@@ -207,7 +257,8 @@ def test_a_torn_journal_tail_is_cut_and_the_rest_kept(tmp_path):
         f.write(frame(b"A" + entry("http://a.test/torn", 1001.0).pack())[:-3])
     again = open_store(tmp_path, clock)
     assert sorted(e.url for e in again.take_due(1010.0, 100)) == [
-        f"http://a.test/{i}" for i in range(5)]
+        f"http://a.test/{i}" for i in range(5)
+    ]
     again.close()
 
 
@@ -273,32 +324,95 @@ def test_with_near_duplicates_on_a_small_edit_is_no_change():
     rule = RevisitRule(initial=10, minimum=1, maximum=100, streak=1)
     words = " ".join(f"w{i} common{i % 7} text{i % 13}" for i in range(200))
     body = f"<html><body><p>{words}</p></body></html>".encode()
-    first, _ = observe(None, fp=b"f" * 16, url="http://a.test/", status=200, body=body,
-                       headers={}, now=0.0, rule=rule, near_distance=3)
+    first, _ = observe(
+        None,
+        fp=b"f" * 16,
+        url="http://a.test/",
+        status=200,
+        body=body,
+        headers={},
+        now=0.0,
+        rule=rule,
+        near_distance=3,
+    )
     assert first.flags & SIMHASH
     edited = body.replace(b"w5 ", b"w5 edited ")  # one word more: a few shingles differ
-    same, changed = observe(first, fp=first.fp, url=first.url, status=200, body=edited,
-                            headers={}, now=10.0, rule=rule, near_distance=3)
+    same, changed = observe(
+        first,
+        fp=first.fp,
+        url=first.url,
+        status=200,
+        body=edited,
+        headers={},
+        now=10.0,
+        rule=rule,
+        near_distance=3,
+    )
     assert not changed and same.interval == 20
-    plain, _ = observe(None, fp=b"f" * 16, url="http://a.test/", status=200, body=body,
-                       headers={}, now=0.0, rule=rule, near_distance=0)
-    _, changed = observe(plain, fp=plain.fp, url=plain.url, status=200, body=edited,
-                         headers={}, now=10.0, rule=rule, near_distance=0)
+    plain, _ = observe(
+        None,
+        fp=b"f" * 16,
+        url="http://a.test/",
+        status=200,
+        body=body,
+        headers={},
+        now=0.0,
+        rule=rule,
+        near_distance=0,
+    )
+    _, changed = observe(
+        plain,
+        fp=plain.fp,
+        url=plain.url,
+        status=200,
+        body=edited,
+        headers={},
+        now=10.0,
+        rule=rule,
+        near_distance=0,
+    )
     assert changed  # without simhash any change of the hash counts
     other = f"<html><body><p>{words[::-1]}</p></body></html>".encode()
-    _, changed = observe(first, fp=first.fp, url=first.url, status=200, body=other,
-                         headers={}, now=10.0, rule=rule, near_distance=3)
+    _, changed = observe(
+        first,
+        fp=first.fp,
+        url=first.url,
+        status=200,
+        body=other,
+        headers={},
+        now=10.0,
+        rule=rule,
+        near_distance=3,
+    )
     assert changed
 
 
 def test_a_fresh_response_is_not_asked_again_while_fresh():
     rule = RevisitRule(initial=10, minimum=1, maximum=1000)
     fresh = {b"Cache-Control": b"max-age=300"}
-    first, _ = observe(None, fp=b"f" * 16, url="http://a.test/", status=200, body=b"x",
-                       headers=fresh, now=0.0, rule=rule, near_distance=0)
+    first, _ = observe(
+        None,
+        fp=b"f" * 16,
+        url="http://a.test/",
+        status=200,
+        body=b"x",
+        headers=fresh,
+        now=0.0,
+        rule=rule,
+        near_distance=0,
+    )
     assert first.interval == 300 and first.due == 300  # the hint starts the interval
-    again, _ = observe(first.evolve(interval=10.0), fp=first.fp, url=first.url, status=304,
-                       body=b"", headers=fresh, now=300.0, rule=rule, near_distance=0)
+    again, _ = observe(
+        first.evolve(interval=10.0),
+        fp=first.fp,
+        url=first.url,
+        status=304,
+        body=b"",
+        headers=fresh,
+        now=300.0,
+        rule=rule,
+        near_distance=0,
+    )
     assert again.interval == 10 and again.due == 600  # the rule's interval, the wait is longer
 
 

@@ -29,8 +29,12 @@ def test_every_request_waiting_on_robots_txt_is_checked(tmp_path):
         disallowed = {u for u in urls if not web.web.can_fetch(u)}
         assert len(urls) == 60 and len(disallowed) == 30
         args = ("-a", "depth=0", *seeds_args(urls))
-        settings = {"DOWNLOAD_DELAY": 0, "CONCURRENT_REQUESTS_PER_DOMAIN": 64,
-                    "LARBIN_IP_DELAY": 0, "LARBIN_IP_CONNECTIONS": 64}
+        settings = {
+            "DOWNLOAD_DELAY": 0,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": 64,
+            "LARBIN_IP_DELAY": 0,
+            "LARBIN_IP_CONNECTIONS": 64,
+        }
         ours = run_crawl(web, tmp_path / "ours", *args, settings=settings)
         stock_mw = {**DOWNLOADER_MIDDLEWARES, OURS: None, STOCK: 100}
         stock = run_crawl(

@@ -26,8 +26,16 @@ from testweb.rawweb import RawWeb
 
 RULES = "User-agent: *\nDisallow: /secret\n"
 # each site on its own loopback IP, so no site waits on another's politeness
-SITES = {"s500": "127.0.6.1", "s503": "127.0.6.2", "s404": "127.0.6.3", "s403": "127.0.6.4",
-         "tarpit": "127.0.6.5", "r5": "127.0.6.6", "r6": "127.0.6.7", "big": "127.0.6.8"}
+SITES = {
+    "s500": "127.0.6.1",
+    "s503": "127.0.6.2",
+    "s404": "127.0.6.3",
+    "s403": "127.0.6.4",
+    "tarpit": "127.0.6.5",
+    "r5": "127.0.6.6",
+    "r6": "127.0.6.7",
+    "big": "127.0.6.8",
+}
 PAGES = ("/p.html", "/secret")
 
 
@@ -40,19 +48,25 @@ def _redirects(host: str, hops: int) -> dict[str, dict]:
 
 
 def _pages() -> dict[str, dict]:
-    padding = "".join(f"# line {i:06d} of padding to push the rule past 500 KiB\n"
-                      for i in range(12000))
+    padding = "".join(
+        f"# line {i:06d} of padding to push the rule past 500 KiB\n" for i in range(12000)
+    )
     pages: dict[str, dict] = {p: {"links": []} for p in PAGES}
-    pages.update({
-        "//s500.test/robots.txt": {"status": 500, "body": "oops"},
-        "//s503.test/robots.txt": {"status": 503, "body": "down"},
-        "//s404.test/robots.txt": {"status": 404, "body": RULES},
-        "//s403.test/robots.txt": {"status": 403, "body": RULES},
-        "//tarpit.test/robots.txt": {"behaviour": "tarpit"},
-        "//big.test/robots.txt": {"status": 200, "body": "User-agent: *\n" + padding
-                                  + "Disallow: /secret\n"},
-        **_redirects("r5.test", 5), **_redirects("r6.test", 6),
-    })
+    pages.update(
+        {
+            "//s500.test/robots.txt": {"status": 500, "body": "oops"},
+            "//s503.test/robots.txt": {"status": 503, "body": "down"},
+            "//s404.test/robots.txt": {"status": 404, "body": RULES},
+            "//s403.test/robots.txt": {"status": 403, "body": RULES},
+            "//tarpit.test/robots.txt": {"behaviour": "tarpit"},
+            "//big.test/robots.txt": {
+                "status": 200,
+                "body": "User-agent: *\n" + padding + "Disallow: /secret\n",
+            },
+            **_redirects("r5.test", 5),
+            **_redirects("r6.test", 6),
+        }
+    )
     assert len(pages["//big.test/robots.txt"]["body"]) > 600 * 1024
     return pages
 
@@ -66,9 +80,15 @@ def test_answers_read_as_rfc_9309_says(tmp_path):
     hosts = {f"{name}.test": ip for name, ip in SITES.items()}
     with RawWeb(tmp_path / "web", _pages(), hosts) as web:
         urls = [web.url(h, p) for h in hosts for p in PAGES]
-        crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", "-a", "urls=" + ",".join(urls),
-                          settings={"DOWNLOAD_TIMEOUT": 1, "LARBIN_IP_BACKOFF": 0.2,
-                                    "LARBIN_SITEMAPS": False})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            "-a",
+            "depth=0",
+            "-a",
+            "urls=" + ",".join(urls),
+            settings={"DOWNLOAD_TIMEOUT": 1, "LARBIN_IP_BACKOFF": 0.2, "LARBIN_SITEMAPS": False},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]
     # 5xx and unreachable: nothing of the site is fetched (robots.txt retried once by Scrapy)
@@ -80,7 +100,8 @@ def test_answers_read_as_rfc_9309_says(tmp_path):
         assert sorted(_fetched(crawl, host)) == ["/p.html", "/robots.txt", "/secret"], host
     # five redirects are followed and the rules obeyed; robots.txt fetched once per site
     assert sorted(_fetched(crawl, "r5.test")) == sorted(
-        ["/robots.txt", "/h1", "/h2", "/h3", "/h4", "/h5", "/p.html"])
+        ["/robots.txt", "/h1", "/h2", "/h3", "/h4", "/h5", "/p.html"]
+    )
     # a sixth is not: robots.txt unavailable, everything allowed
     r6 = _fetched(crawl, "r6.test")
     assert "/h6" not in r6 and {"/p.html", "/secret"} <= set(r6), r6
@@ -95,9 +116,15 @@ def test_rules_expire_and_are_fetched_again_before_the_next_page(tmp_path):
     pages["/robots.txt"] = {"status": 200, "body": RULES}
     with RawWeb(tmp_path / "web", pages, {"ttl.test": "127.0.6.9"}) as web:
         urls = [web.url("ttl.test", p) for p in (*pages, "/secret") if p != "/robots.txt"]
-        crawl = run_crawl(web, tmp_path / "out", "-a", "depth=0", "-a", "urls=" + ",".join(urls),
-                          settings={"DOWNLOAD_DELAY": delay, "LARBIN_ROBOTS_TTL": ttl,
-                                    "LARBIN_SITEMAPS": False})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            "-a",
+            "depth=0",
+            "-a",
+            "urls=" + ",".join(urls),
+            settings={"DOWNLOAD_DELAY": delay, "LARBIN_ROBOTS_TTL": ttl, "LARBIN_SITEMAPS": False},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     robots = [e["t"] for e in crawl.requests if e["path"] == "/robots.txt"]
     fetched = [e for e in crawl.requests if e["path"] != "/robots.txt"]
@@ -109,11 +136,22 @@ def test_rules_expire_and_are_fetched_again_before_the_next_page(tmp_path):
     assert crawl.stats["larbin/robots/refetched"] == len(robots) - 1
 
 
-@pytest.mark.parametrize(("status", "expected"), [
-    (200, PARSE), (204, PARSE), (404, ALLOW_ALL), (403, ALLOW_ALL), (401, ALLOW_ALL),
-    (429, ALLOW_ALL), (301, ALLOW_ALL), (500, DISALLOW_ALL), (503, DISALLOW_ALL),
-    (599, DISALLOW_ALL), (None, DISALLOW_ALL),
-])
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (200, PARSE),
+        (204, PARSE),
+        (404, ALLOW_ALL),
+        (403, ALLOW_ALL),
+        (401, ALLOW_ALL),
+        (429, ALLOW_ALL),
+        (301, ALLOW_ALL),
+        (500, DISALLOW_ALL),
+        (503, DISALLOW_ALL),
+        (599, DISALLOW_ALL),
+        (None, DISALLOW_ALL),
+    ],
+)
 def test_verdict(status, expected):
     assert verdict(status) == expected
 
@@ -156,14 +194,25 @@ def test_an_unreachable_robots_txt_is_asked_again_after_a_growing_back_off(tmp_p
     retry, chain = 0.3, 10
     pages: dict[str, dict] = {
         f"/g{i}.html": {"links": [f"/g{i + 1}.html", f"http://u.test:{{port}}/u{i}.html"]}
-        for i in range(chain)}
+        for i in range(chain)
+    }
     pages["//u.test/robots.txt"] = {"status": 503, "body": "down"}
     hosts = {"g.test": "127.0.6.10", "u.test": "127.0.6.11"}
     with RawWeb(tmp_path / "web", pages, hosts) as web:
-        crawl = run_crawl(web, tmp_path / "out", "-a", "depth=20",
-                          "-a", "urls=" + web.url("g.test", "/g0.html"),
-                          settings={"DOWNLOAD_DELAY": 0.4, "RETRY_TIMES": 0,
-                                    "LARBIN_ROBOTS_RETRY": retry, "LARBIN_SITEMAPS": False})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            "-a",
+            "depth=20",
+            "-a",
+            "urls=" + web.url("g.test", "/g0.html"),
+            settings={
+                "DOWNLOAD_DELAY": 0.4,
+                "RETRY_TIMES": 0,
+                "LARBIN_ROBOTS_RETRY": retry,
+                "LARBIN_SITEMAPS": False,
+            },
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert len(_fetched(crawl, "g.test")) == chain + 2  # its pages, a 404 and robots.txt
     tries = [e["t"] for e in crawl.requests if e["host"] == "u.test"]

@@ -32,8 +32,13 @@ class _Engine:
 
 
 def test_a_robots_txt_cut_by_a_stop_drops_its_waiting_pages_unsent_and_reads_nothing():
-    crawler = get_crawler(settings_dict={**LARBIN_DEFAULTS, "ROBOTSTXT_OBEY": True,
-                                         "ROBOTSTXT_PARSER": ROBOTSTXT_PARSER})
+    crawler = get_crawler(
+        settings_dict={
+            **LARBIN_DEFAULTS,
+            "ROBOTSTXT_OBEY": True,
+            "ROBOTSTXT_PARSER": ROBOTSTXT_PARSER,
+        }
+    )
     mw = RobotsMiddleware.from_crawler(crawler)
     engine = _Engine()
     crawler.engine = engine  # type: ignore[assignment]

@@ -31,41 +31,87 @@ def limit_fds(limit: int) -> Callable[[], None]:
     def preexec() -> None:
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+
     return preexec
 
 
-def run_limited(tmp_path: Path, *, hosts: int, pages: int, fd_limit: int, timeout: float,
-                settings: dict[str, object] | None = None, hosts_per_ip: int = 1,
-                ) -> tuple[int, str, dict, list, int]:
+def run_limited(
+    tmp_path: Path,
+    *,
+    hosts: int,
+    pages: int,
+    fd_limit: int,
+    timeout: float,
+    settings: dict[str, object] | None = None,
+    hosts_per_ip: int = 1,
+) -> tuple[int, str, dict, list, int]:
     """Serve the many-host web, crawl it under ``fd_limit`` descriptors; (exit code, log,
     stats, the server's request log, port). A crawl still running at ``timeout`` fails."""
     require_crawl_marker("a crawl subprocess")
-    proc, info, _ = launch(tmp_path / "web", [
-        "testweb.manyhosts", "--hosts", str(hosts), "--pages", str(pages),
-        "--first-ip", FIRST_IP, "--hosts-per-ip", str(hosts_per_ip)])
+    proc, info, _ = launch(
+        tmp_path / "web",
+        [
+            "testweb.manyhosts",
+            "--hosts",
+            str(hosts),
+            "--pages",
+            str(pages),
+            "--first-ip",
+            FIRST_IP,
+            "--hosts-per-ip",
+            str(hosts_per_ip),
+        ],
+    )
     try:
         port = info["port"]
-        seeds, env = manyhosts.write_crawl_files(tmp_path / "crawl", hosts, FIRST_IP,
-                                                 hosts_per_ip, port)
+        seeds, env = manyhosts.write_crawl_files(
+            tmp_path / "crawl", hosts, FIRST_IP, hosts_per_ip, port
+        )
         out = tmp_path / "out"
         out.mkdir()
-        cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}",
-               "-s", f"JOBDIR={tmp_path / 'job'}", "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
-               "-s", f"LARBIN_STATS_FILE={out / 'stats.json'}", "-s", "LOG_LEVEL=INFO",
-               "-s", "DOWNLOAD_DELAY=0", "-s", "LARBIN_IP_DELAY=0", "-s", "LARBIN_STATUS_PORT=0"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "crawl",
+            "larbin",
+            "-a",
+            f"seeds={seeds}",
+            "-s",
+            f"JOBDIR={tmp_path / 'job'}",
+            "-s",
+            "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+            "-s",
+            f"LARBIN_STATS_FILE={out / 'stats.json'}",
+            "-s",
+            "LOG_LEVEL=INFO",
+            "-s",
+            "DOWNLOAD_DELAY=0",
+            "-s",
+            "LARBIN_IP_DELAY=0",
+            "-s",
+            "LARBIN_STATUS_PORT=0",
+        ]
         for key, value in (settings or {}).items():
             cmd += ["-s", f"{key}={value}"]
         with open(out / "crawl.log", "w") as log:
-            crawl = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **env}, preexec_fn=limit_fds(fd_limit))  # noqa: PLW1509
+            crawl = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env},
+                preexec_fn=limit_fds(fd_limit),
+            )  # noqa: PLW1509
             try:
                 crawl.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 crawl.kill()
                 crawl.wait()
                 text = (out / "crawl.log").read_text(errors="replace")
-                raise AssertionError(f"the crawl was still running after {timeout} s (stuck?):\n"
-                                     + text[-4000:]) from None
+                raise AssertionError(
+                    f"the crawl was still running after {timeout} s (stuck?):\n" + text[-4000:]
+                ) from None
         stats_path = out / "stats.json"
         stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
         text = (out / "crawl.log").read_text(errors="replace")
@@ -79,8 +125,9 @@ def run_limited(tmp_path: Path, *, hosts: int, pages: int, fd_limit: int, timeou
 @pytest.mark.crawl
 def test_2000_hosts_under_256_descriptors_finish_with_every_page(tmp_path: Path) -> None:
     hosts, pages = 2000, 2
-    code, log, stats, records, port = run_limited(tmp_path, hosts=hosts, pages=pages,
-                                                  fd_limit=256, timeout=600, hosts_per_ip=10)
+    code, log, stats, records, port = run_limited(
+        tmp_path, hosts=hosts, pages=pages, fd_limit=256, timeout=600, hosts_per_ip=10
+    )
     assert code == 0, log[-4000:]
     assert "Unhandled error in Deferred" not in log
     assert stats.get("finish_reason") == "finished", stats
@@ -97,8 +144,14 @@ def test_out_of_descriptors_never_leaves_a_live_process_doing_nothing(tmp_path: 
     it never hangs (it did: the failure path itself needed a descriptor)."""
     hosts, pages = 2000, 2
     code, log, stats, records, port = run_limited(
-        tmp_path, hosts=hosts, pages=pages, fd_limit=256, timeout=600, hosts_per_ip=10,
-        settings={"LARBIN_FETCH_CONNECTIONS_MAX": 100_000})
+        tmp_path,
+        hosts=hosts,
+        pages=pages,
+        fd_limit=256,
+        timeout=600,
+        hosts_per_ip=10,
+        settings={"LARBIN_FETCH_CONNECTIONS_MAX": 100_000},
+    )
     # no traceback through the frontier or the failure path (other periodic writers, the stats
     # file's, may still log one of their own: not this test's subject)
     assert "larbinscrapy/frontier/" not in log and "larbinscrapy/fatal.py" not in log, log[-4000:]

@@ -39,7 +39,11 @@ def test_evicted_hosts_come_back_with_their_clock_pause_and_back_off() -> None:
     assert back.ready_at == 102.0 and back.busy == 0
     again = table.get("paused.test")
     assert (again.backoff, again.paused_until, again.throttled, again.in_a_row) == (
-        backoff, until, 1, 1)
+        backoff,
+        until,
+        1,
+        1,
+    )
     assert table.delay(table.get("slow.test")) == 7.0
 
 
@@ -90,7 +94,11 @@ def test_evicted_ips_come_back_backing_off_and_dropped_ones_stay() -> None:
     assert table.ips["127.25.0.1"].dead  # stays: the robots middleware reads ``ips``
     back = table.get("127.25.0.2")
     assert (list(back.recent), back.recent_failed, back.strikes, back.answered) == (
-        window, 1, strikes, answered)
+        window,
+        1,
+        strikes,
+        answered,
+    )
 
 
 def test_packed_state_is_not_tracked_by_the_cyclic_collector() -> None:

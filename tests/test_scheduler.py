@@ -82,8 +82,9 @@ def wait_for(d: defer.Deferred | None, timeout: float = 10.0) -> None:
 class Harness:
     """One scheduler variant: ``push`` enqueues (and, reopening, closes and reopens)."""
 
-    def __init__(self, variant: str, tmp_path: Path, settings: dict,
-                 redis_url: str | None = None) -> None:
+    def __init__(
+        self, variant: str, tmp_path: Path, settings: dict, redis_url: str | None = None
+    ) -> None:
         self.variant = variant
         self.redis = variant in REDIS
         self.reports_duplicates = not self.redis  # enqueue_request() returns False for one
@@ -148,8 +149,9 @@ class Harness:
     def finish(self, request: Request) -> None:
         """What the downloader and the link gate signal for a fetched and parsed page."""
         signals_ = self.crawler.signals
-        signals_.send_catch_log(signals.request_left_downloader, request=request,
-                                spider=self.spider)
+        signals_.send_catch_log(
+            signals.request_left_downloader, request=request, spider=self.spider
+        )
         signals_.send_catch_log(larbin_signals.request_done, request=request)
 
     def fetch(self) -> Request | None:
@@ -219,6 +221,7 @@ def reqs(*urls: str, **kwargs) -> list[Request]:
 
 # -- behaviour, once for every variant ---------------------------------------------------------
 
+
 def test_fifo_within_a_site(make):
     h = make()
     urls = [url("a", n) for n in range(11)]
@@ -230,8 +233,11 @@ def test_priority_tier_before_normal(make):
     h = make(LARBIN_FRONTIER_PRIORITY_EXTENSIONS=".pdf .ps")
     normal = [url("a", n) for n in range(3)]
     h.push(*reqs(*normal))
-    h.push(Request(url("a", "p1"), priority=1), Request(url("a", "doc", ".pdf")),
-           Request(url("a", "p2"), meta={"larbin_priority": 1}))
+    h.push(
+        Request(url("a", "p1"), priority=1),
+        Request(url("a", "doc", ".pdf")),
+        Request(url("a", "p2"), meta={"larbin_priority": 1}),
+    )
     assert len(h.sched) == 6
     assert h.drain() == [url("a", "p1"), url("a", "doc", ".pdf"), url("a", "p2"), *normal]
 
@@ -293,8 +299,9 @@ def test_len_and_has_pending_requests(make):
 
 def test_duplicates_filtered(make):
     h = make()
-    accepted = h.push(Request(url("a", 1)), Request(url("a", 1) + "#frag"),
-                      Request(url("a", 1), dont_filter=True))
+    accepted = h.push(
+        Request(url("a", 1)), Request(url("a", 1) + "#frag"), Request(url("a", 1), dont_filter=True)
+    )
     assert h.drain() == [url("a", 1), url("a", 1)]
     # Redis tests the seen bits later, in its admit script: enqueue_request cannot tell
     assert accepted == ([True, False, True] if h.reports_duplicates else [True, True, True])
@@ -348,6 +355,7 @@ def test_left_queued_counted_at_close(make):
 
 # -- what a restart gives back: JOBDIR, and Redis to the next worker ---------------------------
 
+
 @pytest.fixture(params=server_params(["jobdir", "redis"], REDIS.__contains__))
 def make_persistent(request, tmp_path):
     factory, made = _factory(request.param, tmp_path, request)
@@ -385,8 +393,9 @@ def test_redirect_reenqueue_acks_the_old_record(make_persistent):
     h = make_persistent()
     h.push(Request(url("a", "old")))
     handed = h.next_request()
-    h.crawler.signals.send_catch_log(signals.request_left_downloader, request=handed,
-                                     spider=h.spider)
+    h.crawler.signals.send_catch_log(
+        signals.request_left_downloader, request=handed, spider=h.spider
+    )
     redirected = handed.replace(url=url("a", "new"))  # what RedirectMiddleware builds
     assert h.sched.enqueue_request(redirected)
     assert M.RID not in redirected.meta and M.DOWNLOAD_SLOT not in redirected.meta
@@ -395,6 +404,7 @@ def test_redirect_reenqueue_acks_the_old_record(make_persistent):
 
 
 # -- a full site's overflow: written once, moved atomically (#13) -----------------------------
+
 
 def test_a_full_site_costs_no_write_per_refill(make_local):
     h = make_local(LARBIN_FRONTIER_URLS_PER_SITE_MAX=3, LARBIN_DUPEFILTER_BITS=1 << 22)
@@ -453,8 +463,11 @@ def test_a_move_to_the_wait_fifo_survives_a_crash_at_every_write_boundary(tmp_pa
     cuts += [len(wait_data) + a for a in range(8, ack_size + 1, 8)]
     for n, cut in enumerate(cuts):
         case = tmp_path / f"crash{n}"
-        _crash_copy(job, case / "job", {wait_seg: min(cut, len(wait_data)),
-                                        acks: max(0, cut - len(wait_data))})
+        _crash_copy(
+            job,
+            case / "job",
+            {wait_seg: min(cut, len(wait_data)), acks: max(0, cut - len(wait_data))},
+        )
         again = Harness("jobdir", case, settings)
         got = again.drain()
         assert sorted(got) == sorted(urls), f"cut at byte {cut}: {sorted(got)}"
@@ -498,6 +511,7 @@ def test_a_wait_fifo_of_the_older_layout_is_moved_into_its_tier(tmp_path):
 
 
 # -- IpRing and Site with a real IpTable ---------------------------------------------------------
+
 
 def ready_site(key: str, ip: str, n: int) -> Site:
     site = Site(key, key, state=READY, ip=ip)
@@ -569,8 +583,9 @@ def _closed_port_client() -> redis.Redis:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1,
-                       retry=Retry(NoBackoff(), 0))
+    return redis.Redis(
+        host="127.0.0.1", port=port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+    )
 
 
 def test_redis_outage_is_one_line_then_counts_and_its_end_is_logged(caplog):

@@ -361,8 +361,9 @@ def test_crawl_scheduled_with_urls_equals_ground_truth(project: Scrapyd, web: Ru
     items = Counter(item["url"] for item in job_items(project, entry))
     assert [u for u, n in items.items() if n > 1] == []
     # Non-HTML answers are stopped at their headers (larbin checkType): requested, no item.
-    ok_pages = {u for u in truth if 200 <= web.web.pages[u].status < 300
-                and web.web.pages[u].is_html}
+    ok_pages = {
+        u for u in truth if 200 <= web.web.pages[u].status < 300 and web.web.pages[u].is_html
+    }
     duplicates = {u for group in web.web.duplicate_groups for u in group}
     assert set(items) <= ok_pages
     assert ok_pages - set(items) <= duplicates

@@ -121,7 +121,8 @@ def test_a_seed_over_the_url_length_limit_is_reported_with_its_line_number():
     assert seeds.urls == ["http://a.com/", "http://b.com/"]
     assert len(seeds.errors) == 1
     assert seeds.errors[0].startswith(
-        "seeds.txt:2: longer than URLLENGTH_LIMIT (613 > 512 characters): 'http://a.com/xxx")
+        "seeds.txt:2: longer than URLLENGTH_LIMIT (613 > 512 characters): 'http://a.com/xxx"
+    )
     assert parse_url_list(f"http://a.com/,{long_url}", 512).errors[0].startswith("urls:2: longer")
     assert parse_lines([long_url], "s").urls == [long_url]  # 0: no limit
 

@@ -389,6 +389,7 @@ def test_torn_or_garbled_ack_journal(qdir: Path, caplog: pytest.LogCaptureFixtur
 
 # -- records kept in place: read by id, leases given back, stale copies dropped (#13) ---------
 
+
 def test_read_at_hands_out_a_record_by_id_and_ack_accepts_it(qdir: Path) -> None:
     fifo = SegmentFifo(qdir, segment_records=SEG)
     placed = []

@@ -24,12 +24,28 @@ if TYPE_CHECKING:
     from testweb.harness import RunningWeb
 
 
-def _crawl(web: RunningWeb, out: Path, *args: str, timeout: float = 60
-           ) -> subprocess.CompletedProcess[str]:
-    cmd = crawl_command(web, out, "-a", "urls=" + web.seeds[0], "-a", "depth=0", *args,
-                        settings={"LARBIN_STATUS_PORT": 0})
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+def _crawl(
+    web: RunningWeb, out: Path, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    cmd = crawl_command(
+        web,
+        out,
+        "-a",
+        "urls=" + web.seeds[0],
+        "-a",
+        "depth=0",
+        *args,
+        settings={"LARBIN_STATUS_PORT": 0},
+    )
+    return subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
 
 
 def _lines(log: str, level: str) -> list[str]:
@@ -40,23 +56,33 @@ def _fetched(web: RunningWeb) -> set[str]:
     return pages(web.read_log(), web.port)  # robots.txt and /sitemap.xml set apart
 
 
-@pytest.mark.parametrize(("setting", "words"), [
-    ("LARBIN_DUPEFILTER_MODE=nonsense",
-     ["LARBIN_DUPEFILTER_MODE='nonsense'", "one of 'scalable', 'bloom', 'bitmap'"]),
-    ("LARBIN_IP_DELAY=abc", ["LARBIN_IP_DELAY='abc'", "a number >= 0"]),
-    ("LARBIN_RESOLVE=not a mapping", ["LARBIN_RESOLVE='not a mapping'", "a mapping of host to IP"]),
-    ("LARBIN_FRONTIER_URLS_PER_SITE_MAX=-5",
-     ["LARBIN_FRONTIER_URLS_PER_SITE_MAX='-5'", "an integer >= 1"]),
-    ("LARBIN_IP_DELAY=-1", ["LARBIN_IP_DELAY='-1'", "a number >= 0"]),
-    # issue 34: Scrapy's own settings too; inf hung after "Spider opened", -1 fetched nothing
-    # silently, 0 was ignored, LARBIN_IP_DELAY=inf was capped without a word
-    ("DOWNLOAD_DELAY=inf", ["DOWNLOAD_DELAY='inf'", "a number >= 0 (a finite one)"]),
-    ("DOWNLOAD_TIMEOUT=-1", ["DOWNLOAD_TIMEOUT='-1'", "a number > 0"]),
-    ("CONCURRENT_REQUESTS=0", ["CONCURRENT_REQUESTS='0'", "an integer >= 1"]),
-    ("LARBIN_IP_DELAY=inf", ["LARBIN_IP_DELAY='inf'", "(a finite one)"]),
-    # a renamed setting's old name is still read: the message names the new one
-    ("LARBIN_MAX_URLS_PER_SITE=-5", ["LARBIN_FRONTIER_URLS_PER_SITE_MAX='-5'", "an integer"]),
-])
+@pytest.mark.parametrize(
+    ("setting", "words"),
+    [
+        (
+            "LARBIN_DUPEFILTER_MODE=nonsense",
+            ["LARBIN_DUPEFILTER_MODE='nonsense'", "one of 'scalable', 'bloom', 'bitmap'"],
+        ),
+        ("LARBIN_IP_DELAY=abc", ["LARBIN_IP_DELAY='abc'", "a number >= 0"]),
+        (
+            "LARBIN_RESOLVE=not a mapping",
+            ["LARBIN_RESOLVE='not a mapping'", "a mapping of host to IP"],
+        ),
+        (
+            "LARBIN_FRONTIER_URLS_PER_SITE_MAX=-5",
+            ["LARBIN_FRONTIER_URLS_PER_SITE_MAX='-5'", "an integer >= 1"],
+        ),
+        ("LARBIN_IP_DELAY=-1", ["LARBIN_IP_DELAY='-1'", "a number >= 0"]),
+        # issue 34: Scrapy's own settings too; inf hung after "Spider opened", -1 fetched nothing
+        # silently, 0 was ignored, LARBIN_IP_DELAY=inf was capped without a word
+        ("DOWNLOAD_DELAY=inf", ["DOWNLOAD_DELAY='inf'", "a number >= 0 (a finite one)"]),
+        ("DOWNLOAD_TIMEOUT=-1", ["DOWNLOAD_TIMEOUT='-1'", "a number > 0"]),
+        ("CONCURRENT_REQUESTS=0", ["CONCURRENT_REQUESTS='0'", "an integer >= 1"]),
+        ("LARBIN_IP_DELAY=inf", ["LARBIN_IP_DELAY='inf'", "(a finite one)"]),
+        # a renamed setting's old name is still read: the message names the new one
+        ("LARBIN_MAX_URLS_PER_SITE=-5", ["LARBIN_FRONTIER_URLS_PER_SITE_MAX='-5'", "an integer"]),
+    ],
+)
 @pytest.mark.crawl
 def test_wrong_value_stops_the_crawl_with_one_line(web, tmp_path, setting, words):
     # The command line's own -s LARBIN_RESOLVE comes first: this one, later, wins.
@@ -103,8 +129,9 @@ def test_an_old_setting_name_still_works_and_warns_once(web, tmp_path):
     assert result.returncode == 0, log[-3000:]
     warnings = [line for line in _lines(log, "WARNING") if "LARBIN_MAX_LINKS_PER_PAGE" in line]
     assert len(warnings) == 1, log[-3000:]
-    assert ("setting LARBIN_MAX_LINKS_PER_PAGE is deprecated: it is now "
-            "LARBIN_LINKS_PER_PAGE_MAX") in warnings[0]
+    assert (
+        "setting LARBIN_MAX_LINKS_PER_PAGE is deprecated: it is now LARBIN_LINKS_PER_PAGE_MAX"
+    ) in warnings[0]
     assert _fetched(web) == {web.seeds[0]}, log[-3000:]
 
 

@@ -31,9 +31,12 @@ def _with(priority: str = "cmdline", **values: object) -> Settings:
 
 
 def test_bounds_end_in_max_or_min_and_no_prefix_is_a_bound():
-    wrong = [name for name in SETTINGS if name.startswith("LARBIN_")
-             and (name.startswith(("LARBIN_MAX_", "LARBIN_MIN_"))
-                  or re.search(r"_(MAX|MIN)_", name))]
+    wrong = [
+        name
+        for name in SETTINGS
+        if name.startswith("LARBIN_")
+        and (name.startswith(("LARBIN_MAX_", "LARBIN_MIN_")) or re.search(r"_(MAX|MIN)_", name))
+    ]
     assert wrong == []
 
 
@@ -51,25 +54,32 @@ def test_one_component_per_prefix():
 def test_every_old_name_is_an_alias_of_one_new_name_and_no_code_reads_it():
     assert len(RENAMED) == len({spec.old for spec in SETTINGS.values() if spec.old})
     assert not set(RENAMED) & set(SETTINGS)
-    code = "\n".join(p.read_text() for p in sorted((ROOT / "larbinscrapy").rglob("*.py"))
-                     if p.name != "defaults.py")
+    code = "\n".join(
+        p.read_text()
+        for p in sorted((ROOT / "larbinscrapy").rglob("*.py"))
+        if p.name != "defaults.py"
+    )
     assert sorted(old for old in RENAMED if re.search(rf"\b{old}\b", code)) == []
 
 
-@pytest.mark.parametrize(("old", "value", "read"), [
-    ("LARBIN_MAX_URLS_PER_SITE", "7", 7),
-    ("LARBIN_HTTP_PORT", "0", "0"),
-    ("LARBIN_DUPEFILTER_URL_CACHE", "0", "0"),
-    ("LARBIN_MAX_URL_LENGTH", "300", "300"),
-    ("LARBIN_REVISIT_MIN", "60", "60"),
-])
+@pytest.mark.parametrize(
+    ("old", "value", "read"),
+    [
+        ("LARBIN_MAX_URLS_PER_SITE", "7", 7),
+        ("LARBIN_HTTP_PORT", "0", "0"),
+        ("LARBIN_DUPEFILTER_URL_CACHE", "0", "0"),
+        ("LARBIN_MAX_URL_LENGTH", "300", "300"),
+        ("LARBIN_REVISIT_MIN", "60", "60"),
+    ],
+)
 def test_a_value_under_the_old_name_is_read_under_the_new_one_with_one_warning(old, value, read):
     settings = _with(**{old: value})
     warnings = config.check(settings)
     new = RENAMED[old]
     assert settings[new] == read or str(settings[new]) == str(read)
-    assert warnings == [f"setting {old} is deprecated: it is now {new} "
-                        "(the old name still works, for now)"]
+    assert warnings == [
+        f"setting {old} is deprecated: it is now {new} (the old name still works, for now)"
+    ]
 
 
 def test_the_new_name_wins_when_both_are_set_at_the_same_priority():
@@ -89,8 +99,12 @@ def test_the_reference_lists_the_old_names():
 
 
 # Files that name old settings on purpose: the declarations, the reference, the alias tests.
-_MAY_NAME_OLD = {"larbinscrapy/conf/defaults.py", "docs/settings.md",
-                 "tests/test_settings_names.py", "tests/test_settings_errors.py"}
+_MAY_NAME_OLD = {
+    "larbinscrapy/conf/defaults.py",
+    "docs/settings.md",
+    "tests/test_settings_names.py",
+    "tests/test_settings_errors.py",
+}
 _TEXT = (".py", ".md", ".cfg", ".toml", ".txt", ".sh", ".html", ".js", "")
 
 

@@ -39,9 +39,16 @@ def _site(with_broken: bool) -> dict[str, dict]:
 def _timed_crawl(tmp_path, name: str, with_broken: bool):
     with RawWeb(tmp_path / name, _site(with_broken), {"h.test": HOST_IP}) as web:
         started = time.monotonic()
-        crawl = run_crawl(web, tmp_path / f"{name}-out", "-a", "depth=2",
-                          "-a", "urls=" + web.url("h.test", "/index.html"),
-                          settings={"DOWNLOAD_DELAY": DELAY}, timeout=240)
+        crawl = run_crawl(
+            web,
+            tmp_path / f"{name}-out",
+            "-a",
+            "depth=2",
+            "-a",
+            "urls=" + web.url("h.test", "/index.html"),
+            settings={"DOWNLOAD_DELAY": DELAY},
+            timeout=240,
+        )
         took = time.monotonic() - started
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]
@@ -54,8 +61,10 @@ def test_broken_urls_cost_themselves_not_the_site(tmp_path):
     mixed, mixed_took = _timed_crawl(tmp_path, "mixed", with_broken=True)
     want = {f"h.test{p}" for p in ("/index.html", *GOOD)}
     for crawl in (good_only, mixed):
-        assert {i["url"].replace(f":{i['url'].split(':')[2].split('/')[0]}", "")
-                .removeprefix("http://") for i in crawl.items} == want
+        assert {
+            i["url"].replace(f":{i['url'].split(':')[2].split('/')[0]}", "").removeprefix("http://")
+            for i in crawl.items
+        } == want
     tries = [e["path"] for e in mixed.requests]
     assert {p: tries.count(p) for p in BROKEN} == dict.fromkeys(BROKEN, 2)  # tried, retried
     assert mixed.stats["larbin/dropped/malformed"] == len(BROKEN)
@@ -72,18 +81,21 @@ class _Clock:
         return self.now
 
 
-@pytest.mark.parametrize(("outcomes", "backs_off"), [
-    # one URL failure among answers: the normal delay
-    ([False] * 5 + [failures.MALFORMED], False),
-    # a third of the recent answers fail, in any order: still the normal delay
-    ([False, False, failures.RESET] * 10, False),
-    ([failures.TIMEOUT] * 10 + [False] * 10 + [failures.MALFORMED], False),
-    # more than half of the last 20 fail: back off as before
-    ([False] * 9 + [failures.MALFORMED] * 11, True),
-    ([failures.RESET, False] * 5 + [failures.RESET] * 6, True),
-    # the window moves on: old failures are forgotten
-    ([failures.RESET] * 11 + [False] * 19 + [failures.RESET], False),
-])
+@pytest.mark.parametrize(
+    ("outcomes", "backs_off"),
+    [
+        # one URL failure among answers: the normal delay
+        ([False] * 5 + [failures.MALFORMED], False),
+        # a third of the recent answers fail, in any order: still the normal delay
+        ([False, False, failures.RESET] * 10, False),
+        ([failures.TIMEOUT] * 10 + [False] * 10 + [failures.MALFORMED], False),
+        # more than half of the last 20 fail: back off as before
+        ([False] * 9 + [failures.MALFORMED] * 11, True),
+        ([failures.RESET, False] * 5 + [failures.RESET] * 6, True),
+        # the window moves on: old failures are forgotten
+        ([failures.RESET] * 11 + [False] * 19 + [failures.RESET], False),
+    ],
+)
 def test_url_failures_back_off_only_at_a_high_recent_rate(outcomes, backs_off):
     table = ip_table(0.5, clock=_Clock(), backoff=10.0, failure_window=20, failure_rate=0.5)
     st = table.get("127.0.5.22")

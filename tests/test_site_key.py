@@ -26,8 +26,15 @@ if TYPE_CHECKING:
 
 @pytest.mark.parametrize(("tls", "port"), [(False, 80), (True, 443)])
 def test_robots_once_per_site_on_default_port(tmp_path: Path, tls: bool, port: int) -> None:
-    with SynthWeb(hosts=2, pages_per_host=8, dead=0, port=port, tls=tls, net="127.0.44",
-                  workdir=str(tmp_path / "web")) as web:
+    with SynthWeb(
+        hosts=2,
+        pages_per_host=8,
+        dead=0,
+        port=port,
+        tls=tls,
+        net="127.0.44",
+        workdir=str(tmp_path / "web"),
+    ) as web:
         assert all(":" not in seed.split("//")[1] for seed in web.seeds)  # no port in the seeds
         stats = crawl_synthweb(web, tmp_path / "out", {})
         entries = web.access_log_entries()

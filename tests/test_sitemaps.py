@@ -80,9 +80,13 @@ def test_a_sitemap_a_kill_cut_short_is_read_on_resume(sites, tmp_path):
     out.mkdir()
     log_start = len(sites.read_log())
     with open(out / "stderr.log", "w") as err:
-        proc = subprocess.Popen(crawl_command(sites, out, *seeds, settings=settings), cwd=ROOT,
-                                stdout=err, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen(
+            crawl_command(sites, out, *seeds, settings=settings),
+            cwd=ROOT,
+            stdout=err,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     try:
         deadline = time.monotonic() + 30
         while not any(r["path"] == "/robots.txt" for r in sites.read_log()[log_start:]):
@@ -106,8 +110,13 @@ def test_a_sitemap_a_kill_cut_short_is_read_on_resume(sites, tmp_path):
 
 @pytest.mark.crawl
 def test_files_and_urls_per_site_are_bounded(sites, tmp_path):
-    crawl, fetched = crawl_sites(sites, tmp_path / "capped", LARBIN_SITEMAPS=True,
-                                 LARBIN_SITEMAP_FILES_MAX=2, LARBIN_SITEMAP_URLS_MAX=2)
+    crawl, fetched = crawl_sites(
+        sites,
+        tmp_path / "capped",
+        LARBIN_SITEMAPS=True,
+        LARBIN_SITEMAP_FILES_MAX=2,
+        LARBIN_SITEMAP_URLS_MAX=2,
+    )
     s1 = {url for url in fetched if url.startswith("s1.test/only/")}
     assert s1 == {"s1.test/only/a0.html", "s1.test/only/a1.html"}  # 2 URLs of a.xml; no b
     assert "s1.test/maps/b.xml.gz" not in fetched  # s1's third file: index, a.xml, b.xml.gz
@@ -115,30 +124,42 @@ def test_files_and_urls_per_site_are_bounded(sites, tmp_path):
     assert crawl.stats["larbin/sitemaps/truncated"] == 2  # a.xml (5 URLs), s2's (3)
 
 
-URLSET = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-          b"<url><loc>http://a.test/1</loc><lastmod>2026-01-01</lastmod></url>"
-          b"<url><loc>http://a.test/2</loc><changefreq>weekly</changefreq></url></urlset>")
+URLSET = (
+    b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+    b"<url><loc>http://a.test/1</loc><lastmod>2026-01-01</lastmod></url>"
+    b"<url><loc>http://a.test/2</loc><changefreq>weekly</changefreq></url></urlset>"
+)
 
 
-@pytest.mark.parametrize(("body", "kind", "n"), [
-    (URLSET, "urlset", 2),
-    (gzip.compress(URLSET), "urlset", 2),
-    (b'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap>'
-     b"<loc>http://a.test/s.xml</loc></sitemap></sitemapindex>", "sitemapindex", 1),
-])
+@pytest.mark.parametrize(
+    ("body", "kind", "n"),
+    [
+        (URLSET, "urlset", 2),
+        (gzip.compress(URLSET), "urlset", 2),
+        (
+            b'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap>'
+            b"<loc>http://a.test/s.xml</loc></sitemap></sitemapindex>",
+            "sitemapindex",
+            1,
+        ),
+    ],
+)
 def test_parse_sitemap(body, kind, n):
     got_kind, entries, truncated = parse_sitemap(body, 1 << 20, 10)
     assert (got_kind, len(entries), truncated) == (kind, n, False)
 
 
-@pytest.mark.parametrize("body", [
-    b"<html><body>no</body></html>",  # not a sitemap
-    b"\x1f\x8b\x08\x00garbage",  # bad gzip
-    b"",  # empty
-    b"\x00\xff binary",
-    b'<!DOCTYPE x [<!ENTITY a "aaaa">]><urlset>&a;&a;</urlset>' * 1,  # entities not expanded
-    gzip.compress(b"<urlset>" + b"<url><loc>http://a.test/</loc></url>" * 40000 + b"</urlset>"),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"<html><body>no</body></html>",  # not a sitemap
+        b"\x1f\x8b\x08\x00garbage",  # bad gzip
+        b"",  # empty
+        b"\x00\xff binary",
+        b'<!DOCTYPE x [<!ENTITY a "aaaa">]><urlset>&a;&a;</urlset>' * 1,  # entities not expanded
+        gzip.compress(b"<urlset>" + b"<url><loc>http://a.test/</loc></url>" * 40000 + b"</urlset>"),
+    ],
+)
 def test_broken_sitemaps_raise_one_exception(body):
     try:
         kind, entries, _ = parse_sitemap(body, 1 << 20, 10)
@@ -163,10 +184,13 @@ def test_sitemap_hints():
     assert sitemap_hint(None, "2099-01-01", now) is None  # in the future: no hint
 
 
-@pytest.mark.parametrize(("site", "url"), [
-    ("https://a.test:443", "https://a.test/sitemap.xml"),
-    ("http://a.test:80", "http://a.test/sitemap.xml"),
-    ("https://a.test:8443", "https://a.test:8443/sitemap.xml"),
-])
+@pytest.mark.parametrize(
+    ("site", "url"),
+    [
+        ("https://a.test:443", "https://a.test/sitemap.xml"),
+        ("http://a.test:80", "http://a.test/sitemap.xml"),
+        ("https://a.test:8443", "https://a.test:8443/sitemap.xml"),
+    ],
+)
 def test_the_guessed_sitemap_is_written_as_a_browser_writes_it(site, url):
     assert guessed_sitemap(site) == url

@@ -17,11 +17,21 @@ pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in mak
 def test_scrapy_reads_our_settings_package(tmp_path):
     # A top-level package named "settings" can be shadowed by any other module of that name:
     # run from the repo root as users do and check Scrapy sees ours.
-    result = subprocess.run([sys.executable, "-m", "scrapy", "settings", "--get", "BOT_NAME"],
-                            cwd=ROOT, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "scrapy", "settings", "--get", "BOT_NAME"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert result.stdout.strip() == "larbinscrapy"
-    result = subprocess.run([sys.executable, "-m", "scrapy", "settings", "--get", "SCHEDULER"],
-                            cwd=ROOT, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "scrapy", "settings", "--get", "SCHEDULER"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert result.stdout.strip() == "larbinscrapy.frontier.scheduler.LarbinScheduler"
 
 
@@ -37,8 +47,15 @@ def test_make_demo_crawls_the_test_web_to_its_ground_truth(tmp_path):
     # `make demo` is the README's no-internet walk-through; `--once` (the quick mode, which ends
     # by itself) must end with the oracle's verdict.
     demo = [sys.executable, "-m", "testweb.demo", "--once", "--out", str(tmp_path)]
-    result = subprocess.run(demo, cwd=ROOT, capture_output=True, text=True, timeout=180,
-                            check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run(
+        demo,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "missing 0, unexpected 0" in result.stdout
     # and nothing a newcomer would stop at: the test web's 500 page and 404s are counted, not logged

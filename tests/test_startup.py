@@ -56,18 +56,25 @@ OFF_BY_DEFAULT = {
 }
 
 
-def crawl_modules(web: RunningWeb, out: Path,
-                  **settings: object) -> tuple[set[str], int, str]:
+def crawl_modules(web: RunningWeb, out: Path, **settings: object) -> tuple[set[str], int, str]:
     """Run a one-page crawl of ``web``: the modules its process had imported at exit, how many
     objects were frozen then, and its log."""
     out.mkdir(parents=True, exist_ok=True)
-    cmd = crawl_command(web, out, *seeds_args(web.seeds),
-                        settings={"CLOSESPIDER_PAGECOUNT": 1, **settings})
+    cmd = crawl_command(
+        web, out, *seeds_args(web.seeds), settings={"CLOSESPIDER_PAGECOUNT": 1, **settings}
+    )
     assert cmd[1:3] == ["-m", "scrapy"]
     modules = out / "modules.txt"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LARBIN_TEST_MODULES": str(modules)}
-    result = subprocess.run([cmd[0], "-c", WRAPPER, *cmd[3:]], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [cmd[0], "-c", WRAPPER, *cmd[3:]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     items = (out / "items.jsonl").read_text().splitlines()
     assert items and json.loads(items[0])["status"] == 200
@@ -92,12 +99,15 @@ def test_the_same_features_turned_on_load_and_work(web, tmp_path):
     out = tmp_path / "on"
     port = free_port()
     modules, frozen, log = crawl_modules(
-        web, out,
-        LARBIN_WARC=True, LARBIN_WARC_DIR=out / "warc",
+        web,
+        out,
+        LARBIN_WARC=True,
+        LARBIN_WARC_DIR=out / "warc",
         LARBIN_SQLITE_PATH=out / "pages.db",
         LARBIN_REVISIT=True,
         LARBIN_GC_FREEZE=False,
-        TELNETCONSOLE_ENABLED=True, TELNETCONSOLE_PORT=f"{port},{port + 20}",
+        TELNETCONSOLE_ENABLED=True,
+        TELNETCONSOLE_PORT=f"{port},{port + 20}",
     )
     for name in ("warcio", "sqlite3", "larbinscrapy.revisit.store", "twisted.conch"):
         assert loaded(modules, name), name

@@ -45,9 +45,13 @@ def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> N
         assert mode == 0o600, oct(mode)
 
         # No token, a wrong one: 401 everywhere; ?token= works for a browser's first load.
-        for method, path in (("GET", "/api/status"), ("GET", "/metrics"),
-                             ("GET", "/api/history"), ("POST", "/api/pause"),
-                             ("POST", "/api/urls")):
+        for method, path in (
+            ("GET", "/api/status"),
+            ("GET", "/metrics"),
+            ("GET", "/api/history"),
+            ("POST", "/api/pause"),
+            ("POST", "/api/urls"),
+        ):
             assert crawl.call(method, path, token=None)[0] == 401, path
             assert crawl.call(method, path, token="wrong" + crawl.token)[0] == 401, path
         assert crawl.call("GET", f"/api/status?token={crawl.token}", token=None)[0] == 200
@@ -61,10 +65,15 @@ def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> N
         for key in ("pages", "items", "queued", "rates", "paused", "stats", "frontier", "ips"):
             assert key in first, key
         assert set(first["rates"]) >= {"pages_per_s", "bytes_per_s", "items_per_s"}
-        assert set(first["frontier"]["fifos"]) == {"priority", "priority-overflow", "normal",
-                                                   "normal-overflow"}
-        crawl.wait_until(lambda: crawl.status()["pages"] >= first["pages"] + 5, 30,
-                         "pages did not grow")
+        assert set(first["frontier"]["fifos"]) == {
+            "priority",
+            "priority-overflow",
+            "normal",
+            "normal-overflow",
+        }
+        crawl.wait_until(
+            lambda: crawl.status()["pages"] >= first["pages"] + 5, 30, "pages did not grow"
+        )
         later = crawl.status()
         assert any(k.startswith("larbin/") for k in later["stats"])
         assert later["rates"]["pages_per_s"] > 0
@@ -72,19 +81,31 @@ def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> N
         # POST /api/urls: a new URL is queued and fetched; private targets and bad URLs refused.
         port = web.port
         added = f"http://h03.test:{port}/added-by-api"
-        code, answer = crawl.call("POST", "/api/urls", {
-            "urls": [added, "http://10.0.0.1/", "http://169.254.169.254/latest/meta-data/",
-                     "ftp://h01.test/x", web.seeds[0]],
-            "priority": True,
-        })
+        code, answer = crawl.call(
+            "POST",
+            "/api/urls",
+            {
+                "urls": [
+                    added,
+                    "http://10.0.0.1/",
+                    "http://169.254.169.254/latest/meta-data/",
+                    "ftp://h01.test/x",
+                    web.seeds[0],
+                ],
+                "priority": True,
+            },
+        )
         assert code == 200, answer
         assert (answer["queued"], answer["seen"], answer["refused"]) == (1, 1, 3), answer
         reasons = {r["url"]: r["reason"] for r in answer["refusals"]}
         assert reasons["http://10.0.0.1/"].startswith("ssrf")
         assert reasons["http://169.254.169.254/latest/meta-data/"].startswith("ssrf")
         assert "scheme" in reasons["ftp://h01.test/x"]
-        crawl.wait_until(lambda: added in pages(crawl.requests(), port), 20,
-                         "the URL added through the API was not fetched")
+        crawl.wait_until(
+            lambda: added in pages(crawl.requests(), port),
+            20,
+            "the URL added through the API was not fetched",
+        )
         assert crawl.call("POST", "/api/urls", {"urls": "not a list"})[0] == 400
         huge = {"urls": ["http://h01.test/" + "x" * 1000] * 1100}  # over LARBIN_STATUS_BODY_MAX
         assert crawl.call("POST", "/api/urls", huge)[0] == 413
@@ -93,22 +114,50 @@ def test_token_status_urls_addurls_metrics(web: RunningWeb, tmp_path: Path) -> N
 
         # scrapy addurls: token and address from the job directory.
         by_command = f"http://h05.test:{port}/added-by-command"
-        cmd = [sys.executable, "-m", "scrapy", "addurls", by_command, "--priority", "--depth",
-               "0", "--jobdir", str(crawl.jobdir)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "addurls",
+            by_command,
+            "--priority",
+            "--depth",
+            "0",
+            "--jobdir",
+            str(crawl.jobdir),
+        ]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=60, check=False)
+        done = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "queued 1, already seen 0, refused 0" in done.stdout
-        crawl.wait_until(lambda: by_command in pages(crawl.requests(), port), 20,
-                         "the URL added by scrapy addurls was not fetched")
-        again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                               timeout=60, check=False)
+        crawl.wait_until(
+            lambda: by_command in pages(crawl.requests(), port),
+            20,
+            "the URL added by scrapy addurls was not fetched",
+        )
+        again = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
         assert "queued 0, already seen 1" in again.stdout, again.stdout + again.stderr
         refused = subprocess.run(
-            [sys.executable, "-m", "scrapy", "addurls", "http://192.168.1.1/", "--url",
-             f"{crawl.address}/#token={crawl.token}"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+            [
+                sys.executable,
+                "-m",
+                "scrapy",
+                "addurls",
+                "http://192.168.1.1/",
+                "--url",
+                f"{crawl.address}/#token={crawl.token}",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert refused.returncode == 2, refused.stdout + refused.stderr
         assert "refused http://192.168.1.1/: ssrf" in refused.stdout
 
@@ -155,8 +204,14 @@ def test_pause_holds_requests_stop_is_resumable(web: RunningWeb, tmp_path: Path)
         resumed_at = time.time()
         assert crawl.call("POST", "/api/resume")[0] == 200
         # a page, not only robots.txt or a sitemap: the first run must fetch part of the web
-        crawl.wait_until(lambda: any(e["t"] >= resumed_at and e["path"] not in (ROBOTS, SITEMAP)
-                                     for e in crawl.requests()), 10, "no page after resume")
+        crawl.wait_until(
+            lambda: any(
+                e["t"] >= resumed_at and e["path"] not in (ROBOTS, SITEMAP)
+                for e in crawl.requests()
+            ),
+            10,
+            "no page after resume",
+        )
         assert crawl.status()["paused"] is False
 
         assert crawl.call("POST", "/api/stop")[0] == 200
@@ -170,19 +225,25 @@ def test_pause_holds_requests_stop_is_resumable(web: RunningWeb, tmp_path: Path)
 
     # The same command with the same JOBDIR continues: together the two runs fetch the ground
     # truth, nothing twice (test_resume's rules: a retried 5xx page counts once).
-    again = run_crawl(web, tmp_path / "again", *seeds_args(web.seeds),
-                      settings={"JOBDIR": str(out / "job"), "LARBIN_STATUS_PORT": port_range()})
+    again = run_crawl(
+        web,
+        tmp_path / "again",
+        *seeds_args(web.seeds),
+        settings={"JOBDIR": str(out / "job"), "LARBIN_STATUS_PORT": port_range()},
+    )
     assert "Resuming" in again.stderr
     assert twice(check_resumed(web, first, again)) == {}
 
 
 def test_two_crawls_serve_two_pages(web: RunningWeb, tmp_path: Path) -> None:
     ports = port_range(10)
-    one = LiveCrawl(web, tmp_path / "one", settings={"DOWNLOAD_DELAY": 0.5,
-                                                     "LARBIN_STATUS_PORT": ports})
+    one = LiveCrawl(
+        web, tmp_path / "one", settings={"DOWNLOAD_DELAY": 0.5, "LARBIN_STATUS_PORT": ports}
+    )
     try:
-        two = LiveCrawl(web, tmp_path / "two", settings={"DOWNLOAD_DELAY": 0.5,
-                                                         "LARBIN_STATUS_PORT": ports})
+        two = LiveCrawl(
+            web, tmp_path / "two", settings={"DOWNLOAD_DELAY": 0.5, "LARBIN_STATUS_PORT": ports}
+        )
         try:
             assert one.address != two.address
             assert one.status()["worker"] != two.status()["worker"]
@@ -203,8 +264,14 @@ def test_no_free_port_is_one_error_and_the_crawl_goes_on(web: RunningWeb, tmp_pa
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        crawl = run_crawl(web, tmp_path / "run", *seeds_args(web.seeds[:1]), "-a", "depth=0",
-                          settings={"LARBIN_STATUS_PORT": f"{port},{port}"})
+        crawl = run_crawl(
+            web,
+            tmp_path / "run",
+            *seeds_args(web.seeds[:1]),
+            "-a",
+            "depth=0",
+            settings={"LARBIN_STATUS_PORT": f"{port},{port}"},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert f"ERROR: Status page: no free port in {port}-{port} on 127.0.0.1" in crawl.stderr
     assert "Traceback" not in crawl.stderr

@@ -24,8 +24,16 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
 TWO_OR_MORE = re.compile(r"^([2-9]|[1-9][0-9]+)$")
 
 
@@ -34,8 +42,12 @@ def test_status_page_in_chromium(web: RunningWeb, tmp_path: Path) -> None:
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=CHROMIUM, args=ARGS, headless=True,
-                viewport={"width": 1280, "height": 900})
+                str(tmp_path / "profile"),
+                executable_path=CHROMIUM,
+                args=ARGS,
+                headless=True,
+                viewport={"width": 1280, "height": 900},
+            )
             try:
                 page = browser.new_page()
                 errors: list[str] = []
@@ -46,8 +58,9 @@ def test_status_page_in_chromium(web: RunningWeb, tmp_path: Path) -> None:
                 expect(page.locator("#state")).to_have_text("running", timeout=15000)
                 # Every chart has drawn points within a few seconds.
                 for chart in ("#chart-pages", "#chart-items", "#chart-bytes"):
-                    expect(page.locator(chart)).to_have_attribute("data-points", TWO_OR_MORE,
-                                                                  timeout=15000)
+                    expect(page.locator(chart)).to_have_attribute(
+                        "data-points", TWO_OR_MORE, timeout=15000
+                    )
                 assert int(page.text_content("#numbers b") or "0") > 0  # pages
                 assert page.locator("#t-hosts td").count() >= 2
 
@@ -57,10 +70,13 @@ def test_status_page_in_chromium(web: RunningWeb, tmp_path: Path) -> None:
                 page.check("#add-priority")
                 page.click("#add-submit")
                 expect(page.locator("#add-result")).to_have_text(
-                    re.compile(r"^queued 1, already seen 0, refused 0"), timeout=15000)
-                crawl.wait_until(lambda: any(e["path"] == "/added-by-browser"
-                                             for e in crawl.requests()), 20,
-                                 "the URL added through the form was not fetched")
+                    re.compile(r"^queued 1, already seen 0, refused 0"), timeout=15000
+                )
+                crawl.wait_until(
+                    lambda: any(e["path"] == "/added-by-browser" for e in crawl.requests()),
+                    20,
+                    "the URL added through the form was not fetched",
+                )
 
                 page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
 
@@ -85,14 +101,26 @@ def test_status_page_in_chromium(web: RunningWeb, tmp_path: Path) -> None:
 def test_what_a_person_sees_adds_up(web: RunningWeb, tmp_path: Path) -> None:
     """Issue 34, point 7: no "offline" badge for a page opened without its token, every figure
     named (the worker too), revisits due and done shown. The screenshot is kept."""
-    crawl = LiveCrawl(web, tmp_path / "run", settings={
-        "DOWNLOAD_DELAY": 0.2, "LARBIN_REVISIT": "true", "LARBIN_REVISIT_INTERVAL": 2,
-        "LARBIN_REVISIT_INTERVAL_MIN": 2, "LARBIN_REVISIT_BUCKET": 0.25})
+    crawl = LiveCrawl(
+        web,
+        tmp_path / "run",
+        settings={
+            "DOWNLOAD_DELAY": 0.2,
+            "LARBIN_REVISIT": "true",
+            "LARBIN_REVISIT_INTERVAL": 2,
+            "LARBIN_REVISIT_INTERVAL_MIN": 2,
+            "LARBIN_REVISIT_BUCKET": 0.25,
+        },
+    )
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=CHROMIUM, args=ARGS, headless=True,
-                viewport={"width": 1280, "height": 1000})
+                str(tmp_path / "profile"),
+                executable_path=CHROMIUM,
+                args=ARGS,
+                headless=True,
+                viewport={"width": 1280, "height": 1000},
+            )
             try:
                 page = browser.new_page()
                 errors: list[str] = []

@@ -23,16 +23,23 @@ DISTRIBUTED = {"SCRAPY_SETTINGS_MODULE": "settings.distributed"}
 def test_each_worker_its_page_and_urls_go_to_the_shared_frontier(
     web: RunningWeb, tmp_path: Path, redis_url: str
 ) -> None:
-    settings = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": 0.5, "LARBIN_REDIS_KEEP_ALIVE": True,
-                "LARBIN_STATUS_PORT": port_range(10)}
+    settings = {
+        "REDIS_URL": redis_url,
+        "DOWNLOAD_DELAY": 0.5,
+        "LARBIN_REDIS_KEEP_ALIVE": True,
+        "LARBIN_STATUS_PORT": port_range(10),
+    }
     workers: list[LiveCrawl] = []
     try:
         for name in ("w1", "w2"):
             workers.append(LiveCrawl(web, tmp_path / name, settings=settings, env=DISTRIBUTED))
         one, two = workers
         assert one.address != two.address
-        one.wait_until(lambda: one.status()["frontier"].get("shared", {}).get("workers") == 2,
-                       20, "the status page does not show the two workers from Redis")
+        one.wait_until(
+            lambda: one.status()["frontier"].get("shared", {}).get("workers") == 2,
+            20,
+            "the status page does not show the two workers from Redis",
+        )
         shared = one.status()["frontier"]["shared"]
         assert {"queued", "leased", "seeds", "workers"} <= set(shared)
         _, metrics = one.call("GET", "/metrics")
@@ -41,17 +48,25 @@ def test_each_worker_its_page_and_urls_go_to_the_shared_frontier(
         added = f"http://h04.test:{web.port}/added-to-the-shared-frontier"
         code, answer = two.call("POST", "/api/urls", {"urls": [added], "priority": True})
         assert code == 200 and answer["queued"] == 1, answer
-        two.wait_until(lambda: any(e["path"] == "/added-to-the-shared-frontier"
-                                   for e in two.requests()), 30,
-                       "the URL posted to a worker was not fetched")
+        two.wait_until(
+            lambda: any(e["path"] == "/added-to-the-shared-frontier" for e in two.requests()),
+            30,
+            "the URL posted to a worker was not fetched",
+        )
         assert answer["seen_test"] == "shared frontier, at admission"
         # The seen-set is shared too: posted again to the other worker, Redis drops it. Both
         # paused, so no page adds links meanwhile: the counters move for this URL only.
         for worker in workers:
             assert worker.call("POST", "/api/pause")[0] == 200
+
         def counters() -> list[tuple[int, int]]:
-            return [(w.status()["stats"].get("larbin/frontier/enqueued", 0),
-                     w.status()["stats"].get("larbin/dupefilter/filtered", 0)) for w in workers]
+            return [
+                (
+                    w.status()["stats"].get("larbin/frontier/enqueued", 0),
+                    w.status()["stats"].get("larbin/dupefilter/filtered", 0),
+                )
+                for w in workers
+            ]
 
         wait_stable(counters, 1.0, 20, "what was in flight, parsed and admitted")
         before = one.status()["stats"]
@@ -61,11 +76,15 @@ def test_each_worker_its_page_and_urls_go_to_the_shared_frontier(
         def filtered() -> int:
             return one.status()["stats"].get("larbin/dupefilter/filtered", 0)
 
-        one.wait_until(lambda: filtered() > before.get("larbin/dupefilter/filtered", 0), 20,
-                       "the shared seen test did not drop the URL posted twice")
+        one.wait_until(
+            lambda: filtered() > before.get("larbin/dupefilter/filtered", 0),
+            20,
+            "the shared seen test did not drop the URL posted twice",
+        )
         after = one.status()["stats"]
         assert after.get("larbin/dupefilter/filtered", 0) == (
-            before.get("larbin/dupefilter/filtered", 0) + 1)
+            before.get("larbin/dupefilter/filtered", 0) + 1
+        )
         assert after.get("larbin/frontier/enqueued") == before.get("larbin/frontier/enqueued")
         for worker in workers:
             assert worker.call("POST", "/api/stop")[0] == 200

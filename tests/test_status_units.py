@@ -29,18 +29,21 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-@pytest.mark.parametrize(("value", "ports"), [
-    ([8081, 8181], [8081, 8181]),
-    ("8081,8181", [8081, 8181]),
-    ("8081", [8081]),
-    (8081, [8081]),
-    (["9000", "9010"], [9000, 9010]),
-    (0, None),
-    ("0", None),
-    ("", None),
-    ([], None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("value", "ports"),
+    [
+        ([8081, 8181], [8081, 8181]),
+        ("8081,8181", [8081, 8181]),
+        ("8081", [8081]),
+        (8081, [8081]),
+        (["9000", "9010"], [9000, 9010]),
+        (0, None),
+        ("0", None),
+        ("", None),
+        ([], None),
+        (None, None),
+    ],
+)
 def test_port_range(value, ports):
     assert parse_port_range(value) == ports
 
@@ -51,17 +54,28 @@ def test_bad_port_range_is_one_clear_error(value):
         parse_port_range(value)
 
 
-@pytest.mark.parametrize(("host", "loopback"), [
-    ("127.0.0.1", True), ("127.0.1.5", True), ("::1", True), ("localhost", True),
-    ("0.0.0.0", False), ("192.168.1.2", False), ("example.org", False),
-])
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.1.5", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("192.168.1.2", False),
+        ("example.org", False),
+    ],
+)
 def test_loopback(host, loopback):
     assert is_loopback(host) is loopback
 
 
 def _stats(pages, items, size):
-    return {"response_received_count": pages, "item_scraped_count": items,
-            "downloader/response_bytes": size}
+    return {
+        "response_received_count": pages,
+        "item_scraped_count": items,
+        "downloader/response_bytes": size,
+    }
 
 
 def test_rates_and_series():
@@ -69,8 +83,11 @@ def test_rates_and_series():
     assert history.rates() == {"pages_per_s": 0.0, "items_per_s": 0.0, "bytes_per_s": 0.0}
     for t in range(21):
         history.sample(1000.0 + t, _stats(10 * t, 5 * t, 1000 * t))
-    assert history.rates(window=10) == {"pages_per_s": 10.0, "items_per_s": 5.0,
-                                        "bytes_per_s": 1000.0}
+    assert history.rates(window=10) == {
+        "pages_per_s": 10.0,
+        "items_per_s": 5.0,
+        "bytes_per_s": 1000.0,
+    }
     series = history.series()
     assert len(series["t"]) == 20 and set(series["pages_per_s"]) == {10.0}
     assert history.series(since=1015.0)["t"] == [1016.0, 1017.0, 1018.0, 1019.0, 1020.0]
@@ -94,16 +111,19 @@ def test_host_counter_keeps_the_busiest_when_pruning():
     assert counter.top(1) == [("big.example", 50)]
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    (b"not json", "not JSON"),
-    (b'["http://a.example/"]', "expected"),
-    (b'{"urls": "http://a.example/"}', "expected"),
-    (b'{"urls": [1]}', "must be a string"),
-    (b'{"urls": [], "priority": "yes"}', "priority"),
-    (b'{"urls": [], "depth": -1}', "depth"),
-    (b'{"urls": [], "depth": true}', "depth"),
-    (json.dumps({"urls": ["http://a.example/"] * 11}).encode(), "at most 10"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"not json", "not JSON"),
+        (b'["http://a.example/"]', "expected"),
+        (b'{"urls": "http://a.example/"}', "expected"),
+        (b'{"urls": [1]}', "must be a string"),
+        (b'{"urls": [], "priority": "yes"}', "priority"),
+        (b'{"urls": [], "depth": -1}', "depth"),
+        (b'{"urls": [], "depth": true}', "depth"),
+        (json.dumps({"urls": ["http://a.example/"] * 11}).encode(), "at most 10"),
+    ],
+)
 def test_bad_payloads(body, message):
     with pytest.raises(BadPayload, match=message):
         parse_batch(body, max_urls=10)
@@ -115,32 +135,46 @@ def test_payload():
 
 
 STATS = {
-    "response_received_count": 120, "item_scraped_count": 100,
+    "response_received_count": 120,
+    "item_scraped_count": 100,
     "downloader/response_bytes": 50_000,
-    "larbin/filtered/extension": 7, "larbin/filtered/depth": 3,
+    "larbin/filtered/extension": 7,
+    "larbin/filtered/depth": 3,
     "larbin/dropped/ssrf": 2,
     "larbin/errors/TimeoutError": 1,
     "downloader/exception_type_count/twisted.internet.error.TimeoutError": 1,
     "downloader/exception_type_count/scrapy.exceptions.IgnoreRequest": 9,
-    "downloader/response_status_count/200": 118, "downloader/response_status_count/404": 2,
-    "larbin/frontier/to_wait": 4, "larbin/ip/cooling": 3, "larbin/dupefilter/fill_ratio": 0.25,
-    "larbin/status/urls/queued": 1, "larbin/frontier/enqueued": 300,
+    "downloader/response_status_count/200": 118,
+    "downloader/response_status_count/404": 2,
+    "larbin/frontier/to_wait": 4,
+    "larbin/ip/cooling": 3,
+    "larbin/dupefilter/fill_ratio": 0.25,
+    "larbin/status/urls/queued": 1,
+    "larbin/frontier/enqueued": 300,
     "start_time": "2026-01-01T00:00:00",
 }
 FRONTIER = {
-    "queued": 42, "fifos": {"priority": 1, "priority-overflow": 0, "normal": 40,
-                             "normal-overflow": 1},
-    "in_memory": 10, "sites": {"in_memory": 3, "resolving": 1, "dead": 0},
+    "queued": 42,
+    "fifos": {"priority": 1, "priority-overflow": 0, "normal": 40, "normal-overflow": 1},
+    "in_memory": 10,
+    "sites": {"in_memory": 3, "resolving": 1, "dead": 0},
     "ips": {"ready": 2, "fetching": 1, "cooling": 3, "throttled": 1, "dead": 0},
     "seen": {"fill_ratio": 0.25, "estimated_fp_rate": 0.0039},
 }
 
 
 def _doc(**kw):
-    args = {"stats": STATS, "frontier": FRONTIER,
-            "rates": {"pages_per_s": 2.0, "items_per_s": 1.0, "bytes_per_s": 900.0},
-            "paused": False, "stopping": False, "uptime": 12.0,
-            "busiest": [("a.example", 9)], "dns_cached": 5, "worker": "w:1"}
+    args = {
+        "stats": STATS,
+        "frontier": FRONTIER,
+        "rates": {"pages_per_s": 2.0, "items_per_s": 1.0, "bytes_per_s": 900.0},
+        "paused": False,
+        "stopping": False,
+        "uptime": 12.0,
+        "busiest": [("a.example", 9)],
+        "dns_cached": 5,
+        "worker": "w:1",
+    }
     args.update(kw)
     return build_status(**args)
 
@@ -182,10 +216,12 @@ def test_metrics_parse_with_help_and_types():
 
 def test_log_line():
     line, prev = format_line(STATS, FRONTIER, (60, 40, 4), interval=60.0)
-    assert line == ("Crawled 120 pages (60/min), 100 items (60/min); queued 42 (priority 1, "
-                    "priority-overflow 0, normal 40, normal-overflow 1, in memory 10), 3 sites "
-                    "in memory; IPs ready 2, fetching 1, cooling 3, throttled 1, dead 0; "
-                    "filtered 6 since the last line")
+    assert line == (
+        "Crawled 120 pages (60/min), 100 items (60/min); queued 42 (priority 1, "
+        "priority-overflow 0, normal 40, normal-overflow 1, in memory 10), 3 sites "
+        "in memory; IPs ready 2, fetching 1, cooling 3, throttled 1, dead 0; "
+        "filtered 6 since the last line"
+    )
     assert prev == (120, 100, 10)
     shared = {"queued": 9, "shared": {"queued": 500, "leased": 7}, "ips": {}}
     line, _ = format_line(STATS, shared, prev, interval=30.0)
@@ -235,7 +271,8 @@ def test_a_port_lost_between_bind_and_listen_moves_on(rival_between_bind_and_lis
 
 
 def test_the_last_port_lost_between_bind_and_listen_is_cannot_listen(
-        rival_between_bind_and_listen: int) -> None:
+    rival_between_bind_and_listen: int,
+) -> None:
     port = rival_between_bind_and_listen
     with pytest.raises(CannotListenError) as raised:
         listen_first_free([port], "127.0.0.1", ServerFactory())

@@ -42,22 +42,29 @@ def _pages(requests: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
 
 
 def _fetched_ok(requests: list[dict[str, Any]], port: int) -> set[str]:
-    return {f"http://{e['host']}:{port}{e['path']}" for e in requests
-            if e["status"] == 200}
+    return {f"http://{e['host']}:{port}{e['path']}" for e in requests if e["status"] == 200}
 
 
 def test_retry_after_pauses_the_host_and_its_ip_and_the_pages_come_later(tmp_path):
     hosts = {
         "ra.test": {"ip": "127.0.5.1", "pages": 4, "throttle": 2, "retry_after": "3"},
-        "rd.test": {"ip": "127.0.5.2", "pages": 3, "throttle": 1, "status": 503,
-                    "retry_after": "date:3"},
+        "rd.test": {
+            "ip": "127.0.5.2",
+            "pages": 3,
+            "throttle": 1,
+            "status": 503,
+            "retry_after": "date:3",
+        },
         "ra-vhost.test": {"ip": "127.0.5.1", "pages": 3},  # shares ra.test's IP
         "calm.test": {"ip": "127.0.5.3", "pages": 12},
     }
     with polite.start(tmp_path / "web", hosts) as web:
-        crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds),
-                          settings={"DOWNLOAD_DELAY": 0.3, "LARBIN_IP_DELAY": 0.1,
-                                    "RETRY_TIMES": 0})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            *seeds_args(web.seeds),
+            settings={"DOWNLOAD_DELAY": 0.3, "LARBIN_IP_DELAY": 0.1, "RETRY_TIMES": 0},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     log = crawl.requests
     assert _fetched_ok(log, web.port) == web.pages()  # nothing lost
@@ -83,8 +90,12 @@ def test_retry_after_pauses_the_host_and_its_ip_and_the_pages_come_later(tmp_pat
 def test_without_retry_after_the_backoff_doubles(tmp_path):
     hosts = {"bo.test": {"ip": "127.0.5.4", "pages": 2, "throttle": 3}}
     with polite.start(tmp_path / "web", hosts) as web:
-        crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds),
-                          settings={"DOWNLOAD_DELAY": 0.1, "LARBIN_THROTTLE_BACKOFF": 0.5})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            *seeds_args(web.seeds),
+            settings={"DOWNLOAD_DELAY": 0.1, "LARBIN_THROTTLE_BACKOFF": 0.5},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert _fetched_ok(crawl.requests, web.port) == web.pages()
     starts = [e["t"] for e in _pages(crawl.requests, "bo.test")]
@@ -96,17 +107,24 @@ def test_without_retry_after_the_backoff_doubles(tmp_path):
 
 
 def test_retry_after_past_the_cap_sets_the_host_aside(tmp_path):
-    hosts = {"far.test": {"ip": "127.0.5.5", "pages": 3, "throttle": 1, "retry_after": "7200"},
-             "near.test": {"ip": "127.0.5.5", "pages": 2}}
+    hosts = {
+        "far.test": {"ip": "127.0.5.5", "pages": 3, "throttle": 1, "retry_after": "7200"},
+        "near.test": {"ip": "127.0.5.5", "pages": 2},
+    }
     with polite.start(tmp_path / "web", hosts) as web:
-        crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds),
-                          settings={"DOWNLOAD_DELAY": 0.1, "LARBIN_THROTTLE_RETRY_AFTER_MAX": 60})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            *seeds_args(web.seeds),
+            settings={"DOWNLOAD_DELAY": 0.1, "LARBIN_THROTTLE_RETRY_AFTER_MAX": 60},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert crawl.stats["larbin/host/set_aside"] == 1
     assert crawl.stats["larbin/dropped/throttled"] == 1
     assert len(_pages(crawl.requests, "far.test")) == 1  # asked once, then left alone
     assert _fetched_ok(crawl.requests, web.port) == polite.page_urls(
-        {"near.test": hosts["near.test"]}, web.port)
+        {"near.test": hosts["near.test"]}, web.port
+    )
 
 
 SHARED = "127.0.6.1"
@@ -116,13 +134,18 @@ def test_vhosts_on_one_ip_are_crawled_at_the_ip_delay(tmp_path):
     # 20 hostnames on one IP + 5 one-host IPs. DOWNLOAD_DELAY 2 s per host, LARBIN_IP_DELAY
     # 0.25 s per IP: the shared IP may serve 4 requests a second (the host limit would allow
     # 10), where pacing by IP alone at DOWNLOAD_DELAY allowed 1 every 2 s, 1/8 of it.
-    hosts: dict[str, dict[str, Any]] = {f"v{i:02d}.test": {"ip": SHARED, "pages": 2}
-                                        for i in range(20)}
+    hosts: dict[str, dict[str, Any]] = {
+        f"v{i:02d}.test": {"ip": SHARED, "pages": 2} for i in range(20)
+    }
     hosts.update({f"solo{i}.test": {"ip": f"127.0.6.{i + 2}", "pages": 3} for i in range(5)})
     host_delay, ip_delay = 2.0, 0.25
     with polite.start(tmp_path / "web", hosts) as web:
-        crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds),
-                          settings={"DOWNLOAD_DELAY": host_delay, "LARBIN_IP_DELAY": ip_delay})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            *seeds_args(web.seeds),
+            settings={"DOWNLOAD_DELAY": host_delay, "LARBIN_IP_DELAY": ip_delay},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     log = crawl.requests
     assert _fetched_ok(log, web.port) == web.pages()
@@ -133,24 +156,31 @@ def test_vhosts_on_one_ip_are_crawled_at_the_ip_delay(tmp_path):
     shared = sorted(e["t"] for e in log if e["ip"] == SHARED)
     assert len(shared) == 20 * 4  # robots.txt, /sitemap.xml and 2 pages per hostname
     efficiency = (len(shared) - 1) * ip_delay / (shared[-1] - shared[0])
-    print(f"shared IP: {len(shared)} requests in {shared[-1] - shared[0]:.2f} s, "
-          f"efficiency {efficiency:.3f} of the IP limit")
+    print(
+        f"shared IP: {len(shared)} requests in {shared[-1] - shared[0]:.2f} s, "
+        f"efficiency {efficiency:.3f} of the IP limit"
+    )
     assert efficiency >= 0.9
 
 
 def test_bandwidth_cap_holds_over_every_10_s_window(tmp_path):
     cap = 100_000  # bytes/s; 5 IPs with 6 pages of 40 kB each: 1.2 MB, ~12 s at the cap
-    hosts = {f"big{i}.test": {"ip": f"127.0.7.{i + 1}", "pages": 6, "size": 40_000}
-             for i in range(5)}
+    hosts = {
+        f"big{i}.test": {"ip": f"127.0.7.{i + 1}", "pages": 6, "size": 40_000} for i in range(5)
+    }
     with polite.start(tmp_path / "web", hosts) as web:
-        crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds),
-                          settings={"DOWNLOAD_DELAY": 0.1, "LARBIN_IP_DELAY": 0.1,
-                                    "LARBIN_BANDWIDTH_MAX": cap})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            *seeds_args(web.seeds),
+            settings={"DOWNLOAD_DELAY": 0.1, "LARBIN_IP_DELAY": 0.1, "LARBIN_BANDWIDTH_MAX": cap},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     log = sorted(crawl.requests, key=lambda e: e["t"])
     assert _fetched_ok(log, web.port) == web.pages()
-    worst = max(sum(e["bytes"] for e in log if start["t"] <= e["t"] < start["t"] + 10)
-                for start in log)
+    worst = max(
+        sum(e["bytes"] for e in log if start["t"] <= e["t"] < start["t"] + 10) for start in log
+    )
     print(f"largest 10 s window: {worst} bytes, {worst / (10 * cap):.3f} of the cap")
     assert worst <= 1.1 * 10 * cap
     # every site made progress before the last one finished: none waited for the others
@@ -160,15 +190,24 @@ def test_bandwidth_cap_holds_over_every_10_s_window(tmp_path):
 
 
 def test_autothrottle_gives_the_slow_host_longer_gaps(tmp_path):
-    hosts = {"slow.test": {"ip": "127.0.8.1", "pages": 8, "slow": 0.4},
-             "quick.test": {"ip": "127.0.8.2", "pages": 8}}
+    hosts = {
+        "slow.test": {"ip": "127.0.8.1", "pages": 8, "slow": 0.4},
+        "quick.test": {"ip": "127.0.8.2", "pages": 8},
+    }
     base = {"DOWNLOAD_DELAY": 0.1, "LARBIN_IP_DELAY": 0.1}
     with polite.start(tmp_path / "web", hosts) as web:
-        adaptive = run_crawl(web, tmp_path / "auto", *seeds_args(web.seeds),
-                             settings={**base, "AUTOTHROTTLE_ENABLED": True,
-                                       "AUTOTHROTTLE_START_DELAY": 0.1,
-                                       "AUTOTHROTTLE_TARGET_CONCURRENCY": 0.5,
-                                       "LARBIN_FROM": "crawler-ops@example.org"})
+        adaptive = run_crawl(
+            web,
+            tmp_path / "auto",
+            *seeds_args(web.seeds),
+            settings={
+                **base,
+                "AUTOTHROTTLE_ENABLED": True,
+                "AUTOTHROTTLE_START_DELAY": 0.1,
+                "AUTOTHROTTLE_TARGET_CONCURRENCY": 0.5,
+                "LARBIN_FROM": "crawler-ops@example.org",
+            },
+        )
         fixed = run_crawl(web, tmp_path / "fixed", *seeds_args(web.seeds), settings=base)
     for crawl in (adaptive, fixed):
         assert crawl.returncode == 0, crawl.stderr[-3000:]
@@ -178,8 +217,10 @@ def test_autothrottle_gives_the_slow_host_longer_gaps(tmp_path):
         by_host: dict[str, list[float]] = defaultdict(list)
         for e in crawl.requests:
             by_host[e["host"]].append(e["t"])
-        return {h: statistics.median([b - a for a, b in pairwise(sorted(ts))][3:])
-                for h, ts in by_host.items()}
+        return {
+            h: statistics.median([b - a for a, b in pairwise(sorted(ts))][3:])
+            for h, ts in by_host.items()
+        }
 
     auto, plain = late_gaps(adaptive), late_gaps(fixed)
     print(f"median gaps, autothrottle {auto}, fixed {plain}")
@@ -192,8 +233,10 @@ def test_autothrottle_gives_the_slow_host_longer_gaps(tmp_path):
 
 
 def test_retry_after_holds_across_sigint_and_resume(tmp_path):
-    hosts = {"ra.test": {"ip": "127.0.5.6", "pages": 3, "throttle": 1, "retry_after": "6"},
-             "calm.test": {"ip": "127.0.5.7", "pages": 30}}
+    hosts = {
+        "ra.test": {"ip": "127.0.5.6", "pages": 3, "throttle": 1, "retry_after": "6"},
+        "calm.test": {"ip": "127.0.5.7", "pages": 30},
+    }
     settings = {"JOBDIR": str(tmp_path / "job"), "DOWNLOAD_DELAY": 0.2, "LARBIN_IP_DELAY": 0.1}
     with polite.start(tmp_path / "web", hosts) as web:
         first = run_until(web, tmp_path / "first", settings, after_requests=6, sig=signal.SIGINT)
@@ -210,13 +253,23 @@ def test_retry_after_holds_across_sigint_and_resume(tmp_path):
 
 
 def test_retry_after_holds_across_two_distributed_workers(tmp_path, redis_url):
-    hosts = {"ra.test": {"ip": "127.0.5.8", "pages": 4, "throttle": 1, "retry_after": "4"},
-             "ra-vhost.test": {"ip": "127.0.5.8", "pages": 3},
-             "calm.test": {"ip": "127.0.5.9", "pages": 20}}
+    hosts = {
+        "ra.test": {"ip": "127.0.5.8", "pages": 4, "throttle": 1, "retry_after": "4"},
+        "ra-vhost.test": {"ip": "127.0.5.8", "pages": 3},
+        "calm.test": {"ip": "127.0.5.9", "pages": 20},
+    }
     with polite.start(tmp_path / "web", hosts) as web:
-        procs = [start_worker(web, tmp_path / f"w{i}", redis_url, *seeds_args(web.seeds),
-                              DOWNLOAD_DELAY=0.2, LARBIN_IP_DELAY=0.1)
-                 for i in range(2)]
+        procs = [
+            start_worker(
+                web,
+                tmp_path / f"w{i}",
+                redis_url,
+                *seeds_args(web.seeds),
+                DOWNLOAD_DELAY=0.2,
+                LARBIN_IP_DELAY=0.1,
+            )
+            for i in range(2)
+        ]
         wait_workers(procs)
         log = web.read_log()
     assert [p.returncode for p in procs] == [0, 0]
@@ -240,11 +293,14 @@ def tinyproxy(workdir: Path) -> Iterator[str]:
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     conf = workdir / "tinyproxy.conf"
-    conf.write_text(f"Port {port}\nListen 127.0.0.1\nTimeout 30\nAllow 127.0.0.1\n"
-                    "MaxClients 20\nLogLevel Info\n")
+    conf.write_text(
+        f"Port {port}\nListen 127.0.0.1\nTimeout 30\nAllow 127.0.0.1\n"
+        "MaxClients 20\nLogLevel Info\n"
+    )
     with open(workdir / "tinyproxy.log", "wb") as log:
-        proc = subprocess.Popen([TINYPROXY, "-d", "-c", str(conf)], stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [TINYPROXY, "-d", "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT
+        )
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -270,9 +326,12 @@ def test_crawl_through_a_real_proxy_groups_by_host_and_keeps_the_guard(tmp_path,
         monkeypatch.setenv("HTTP_PROXY", proxy)
         monkeypatch.setenv("http_proxy", proxy)
         refused = [f"http://127.0.5.12:{web.port}/", f"http://10.0.0.1:{web.port}/"]
-        crawl = run_crawl(web, tmp_path / "out", *seeds_args(web.seeds + refused),
-                          settings={"DOWNLOAD_DELAY": 0.3, "LARBIN_ALLOWED_NETWORKS": "",
-                                    "LARBIN_RESOLVE": "{}"})
+        crawl = run_crawl(
+            web,
+            tmp_path / "out",
+            *seeds_args(web.seeds + refused),
+            settings={"DOWNLOAD_DELAY": 0.3, "LARBIN_ALLOWED_NETWORKS": "", "LARBIN_RESOLVE": "{}"},
+        )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     log = crawl.requests
     assert _fetched_ok(log, web.port) == web.pages()

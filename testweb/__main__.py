@@ -46,8 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     placeholder = build_hostile(0) if hostile else build_web(args.web, 0)
     ips = list(dict.fromkeys(placeholder.hosts.values()))
     log = RequestLog(args.log)
-    site: Any = (HostileFactory(placeholder, log, reactor) if hostile  # type: ignore[arg-type]
-                 else make_site(placeholder, log, args.slow_delay, reactor))  # type: ignore[arg-type]
+    site: Any = (
+        HostileFactory(placeholder, log, reactor)
+        if hostile  # type: ignore[arg-type]
+        else make_site(placeholder, log, args.slow_delay, reactor)
+    )  # type: ignore[arg-type]
     try:
         port, _ = listen_all(site, ips, args.port, reactor)
     except CannotListenError as exc:

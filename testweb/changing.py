@@ -53,15 +53,18 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-
 def revisit_hosts(n: int) -> dict[str, str]:
     """``r<i>.test`` -> its own IP, for ``n`` hosts (up to 245; clear of the sitemap hosts')."""
     return {f"r{i}.test": f"127.0.4.{i + 1 if i < 10 else i + 11}" for i in range(n)}
 
 
 REVISIT_HOSTS = revisit_hosts(4)
-SITEMAP_HOSTS = {"s1.test": "127.0.4.11", "s2.test": "127.0.4.12", "s3.test": "127.0.4.13",
-                 "s4.test": "127.0.4.14"}
+SITEMAP_HOSTS = {
+    "s1.test": "127.0.4.11",
+    "s2.test": "127.0.4.12",
+    "s3.test": "127.0.4.13",
+    "s4.test": "127.0.4.14",
+}
 KINDS = {"never": 3, "always": 3, "periodic": 2, "lmonly": 1, "plain": 1}  # kind -> pages per host
 PADDING = 4000  # body bytes per page, so a 304 visibly saves them
 _FILLER = (b"revisit schedule interval streak validator " * 100)[:PADDING]
@@ -107,8 +110,10 @@ class ChangingWeb:
         links = ""
         if path == "/":
             links = "".join(f'<a href="{p}">{p}</a>\n' for p in self.pages(host))
-        head = (f"<html><head><title>{host}{path} v{version.number}</title></head><body>"
-                f"<p>version {version.number}</p>\n{links}<p>")
+        head = (
+            f"<html><head><title>{host}{path} v{version.number}</title></head><body>"
+            f"<p>version {version.number}</p>\n{links}<p>"
+        )
         return head.encode() + _FILLER + b"</p></body></html>"
 
     def validators(self, host: str, path: str, version: Version) -> dict[str, str]:
@@ -143,15 +148,21 @@ def sitemap_files(web: ChangingWeb) -> dict[tuple[str, str], tuple[bytes, str]]:
     s1, s2 = (lambda p: web.url("s1.test", p)), (lambda p: web.url("s2.test", p))
 
     def urlset(urls: list[str]) -> bytes:
-        entries = "".join(f"<url><loc>{u}</loc><lastmod>2026-11-01</lastmod>"
-                          f"<changefreq>daily</changefreq></url>" for u in urls)
-        return (f'<?xml version="1.0" encoding="UTF-8"?><urlset '
-                f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>').encode()
+        entries = "".join(
+            f"<url><loc>{u}</loc><lastmod>2026-11-01</lastmod><changefreq>daily</changefreq></url>"
+            for u in urls
+        )
+        return (
+            f'<?xml version="1.0" encoding="UTF-8"?><urlset '
+            f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'
+        ).encode()
 
-    index = ('<?xml version="1.0" encoding="UTF-8"?><sitemapindex '
-             'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-             f'<sitemap><loc>{s1("/maps/a.xml")}</loc></sitemap>'
-             f'<sitemap><loc>{s1("/maps/b.xml.gz")}</loc></sitemap></sitemapindex>').encode()
+    index = (
+        '<?xml version="1.0" encoding="UTF-8"?><sitemapindex '
+        'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<sitemap><loc>{s1('/maps/a.xml')}</loc></sitemap>"
+        f"<sitemap><loc>{s1('/maps/b.xml.gz')}</loc></sitemap></sitemapindex>"
+    ).encode()
     xml, gz, text = "application/xml", "application/gzip", "text/plain"
     robots = f"User-agent: *\nDisallow:\nSitemap: {s1('/maps/index.xml')}\n"
     b_urls = urlset([s1(f"/only/b{i}.html") for i in range(5)])
@@ -163,7 +174,9 @@ def sitemap_files(web: ChangingWeb) -> dict[tuple[str, str], tuple[bytes, str]]:
         ("s2.test", "/sitemap.xml"): (urlset([s2(f"/only/c{i}.html") for i in range(3)]), xml),
         ("s3.test", "/robots.txt"): (
             f"User-agent: *\nSitemap: {web.url('s3.test', '/bad.xml')}\n"
-            f"Sitemap: {web.url('s3.test', '/bad.xml.gz')}\n".encode(), text),
+            f"Sitemap: {web.url('s3.test', '/bad.xml.gz')}\n".encode(),
+            text,
+        ),
         ("s3.test", "/bad.xml"): (b"<html><body>not a sitemap</body></html>", xml),
         ("s3.test", "/bad.xml.gz"): (b"\x1f\x8b\x08\x00garbage, not gzip", gz),
         ("s4.test", "/sitemap.xml"): (b"<html><body>Page not found</body></html>", "text/html"),
@@ -192,13 +205,22 @@ class ChangingResource(Resource):
             request.setHeader(name, value)
         if status != 304:
             request.setHeader("Content-Length", str(len(body)))
-        self.log.write({"t": now, "host": host, "path": path, "status": status,
-                        "bytes": len(body), "inm": request.getHeader("if-none-match"),
-                        "ims": request.getHeader("if-modified-since")})
+        self.log.write(
+            {
+                "t": now,
+                "host": host,
+                "path": path,
+                "status": status,
+                "bytes": len(body),
+                "inm": request.getHeader("if-none-match"),
+                "ims": request.getHeader("if-modified-since"),
+            }
+        )
         return body
 
-    def _answer(self, request: Request, host: str, path: str,
-                now: float) -> tuple[int, bytes, dict[str, str]]:
+    def _answer(
+        self, request: Request, host: str, path: str, now: float
+    ) -> tuple[int, bytes, dict[str, str]]:
         if (host, path) in self.files:
             body, ctype = self.files[(host, path)]
             return 200, body, {"Content-Type": ctype}
@@ -233,11 +255,13 @@ class RunningChangingWeb(RunningWeb):
         return self.changing.url(host, path)
 
 
-def start_changing(tmp_path: str | Path, period: float = 3.0,
-                   hosts: int = len(REVISIT_HOSTS)) -> RunningChangingWeb:
+def start_changing(
+    tmp_path: str | Path, period: float = 3.0, hosts: int = len(REVISIT_HOSTS)
+) -> RunningChangingWeb:
     """Start ``python -m testweb.changing`` with its files in ``tmp_path``."""
     proc, info, stderr_path = launch(
-        tmp_path, ["testweb.changing", "--period", str(period), "--hosts", str(hosts)])
+        tmp_path, ["testweb.changing", "--period", str(period), "--hosts", str(hosts)]
+    )
     return RunningChangingWeb(proc, info, stderr_path)
 
 
@@ -245,8 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testweb.changing", description=__doc__)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--period", type=float, default=3.0, help="seconds between versions")
-    parser.add_argument("--hosts", type=int, default=len(REVISIT_HOSTS),
-                        help="revisited hosts r0.test ... (at most 245)")
+    parser.add_argument(
+        "--hosts",
+        type=int,
+        default=len(REVISIT_HOSTS),
+        help="revisited hosts r0.test ... (at most 245)",
+    )
     parser.add_argument("--log", default=None)
     parser.add_argument("--info", default=None)
     args, _ = parser.parse_known_args(argv)
@@ -264,9 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     resource.files = sitemap_files(web)
     resource.revisit_hosts = revisited
     seeds = [web.url(h) for h in revisited]
-    info = {"port": port, "hosts": hosts, "seeds": seeds, "revisit_hosts": list(revisited),
-            "log": args.log,
-            "period": args.period, "start": web.start}
+    info = {
+        "port": port,
+        "hosts": hosts,
+        "seeds": seeds,
+        "revisit_hosts": list(revisited),
+        "log": args.log,
+        "period": args.period,
+        "start": web.start,
+    }
     if args.info:
         write_info(args.info, info)
     reactor.addSystemEventTrigger("after", "shutdown", log.close)

@@ -49,13 +49,25 @@ ONCE_SETTINGS = {"DOWNLOAD_DELAY": "0.05", "LOGSTATS_INTERVAL": "1"}
 
 def crawl_command(web: RunningWeb, out: Path, settings: dict[str, str]) -> list[str]:
     networks = ",".join(f"{ip}/32" for ip in sorted(set(web.resolve.values())))
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin",
-           "-a", "urls=" + ",".join(web.seeds),
-           "-s", "LARBIN_RESOLVE=" + json.dumps(web.resolve),
-           "-s", f"LARBIN_ALLOWED_NETWORKS={networks}",  # the SSRF guard refuses loopback
-           "-s", f"JOBDIR={out / 'job'}",
-           "-s", f"LARBIN_STATS_FILE={out / 'stats.json'}",
-           "-O", str(out / "items.jsonl")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "larbin",
+        "-a",
+        "urls=" + ",".join(web.seeds),
+        "-s",
+        "LARBIN_RESOLVE=" + json.dumps(web.resolve),
+        "-s",
+        f"LARBIN_ALLOWED_NETWORKS={networks}",  # the SSRF guard refuses loopback
+        "-s",
+        f"JOBDIR={out / 'job'}",
+        "-s",
+        f"LARBIN_STATS_FILE={out / 'stats.json'}",
+        "-O",
+        str(out / "items.jsonl"),
+    ]
     for key, value in settings.items():
         cmd += ["-s", f"{key}={value}"]
     return cmd
@@ -80,8 +92,10 @@ def wait_through_ctrl_c(proc: subprocess.Popen[bytes]) -> int:
         try:
             return proc.wait()
         except KeyboardInterrupt:
-            print("\nstopping: the crawl finishes what is in flight (Ctrl-C again forces it)",
-                  flush=True)
+            print(
+                "\nstopping: the crawl finishes what is in flight (Ctrl-C again forces it)",
+                flush=True,
+            )
 
 
 def watch(web: RunningWeb, out: Path, settings: dict[str, str]) -> int:
@@ -92,17 +106,23 @@ def watch(web: RunningWeb, out: Path, settings: dict[str, str]) -> int:
         page = None
     if page is not None:
         address, token = page
-        print(f"\n  Status page: {address}/#token={token}\n"
-              f"  Open it in a browser to watch the crawl (pages/s, queues, IPs, filters).\n"
-              f"  API token: {token}  (curl -H 'Authorization: Bearer {token}' "
-              f"{address}/api/status)\n"
-              f"  The crawl revisits pages until Ctrl-C.\n", flush=True)
+        print(
+            f"\n  Status page: {address}/#token={token}\n"
+            f"  Open it in a browser to watch the crawl (pages/s, queues, IPs, filters).\n"
+            f"  API token: {token}  (curl -H 'Authorization: Bearer {token}' "
+            f"{address}/api/status)\n"
+            f"  The crawl revisits pages until Ctrl-C.\n",
+            flush=True,
+        )
     return wait_through_ctrl_c(proc)
 
 
 def once(web: RunningWeb, out: Path, settings: dict[str, str]) -> int:
-    print("The last seconds are politeness: h03.test asks for Crawl-delay: 1, slow.test answers "
-          "slowly (the log line every second shows what is still queued).", flush=True)
+    print(
+        "The last seconds are politeness: h03.test asks for Crawl-delay: 1, slow.test answers "
+        "slowly (the log line every second shows what is still queued).",
+        flush=True,
+    )
     started = time.monotonic()
     code = subprocess.call(crawl_command(web, out, {**ONCE_SETTINGS, **settings}), cwd=ROOT)
     print(f"\ncrawl exit code {code} in {time.monotonic() - started:.1f} s")
@@ -117,14 +137,27 @@ def _setting(text: str) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testweb.demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--once", action="store_true",
-                        help="crawl the test web once and exit (compared with its ground truth)")
+    parser = argparse.ArgumentParser(
+        prog="python -m testweb.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="crawl the test web once and exit (compared with its ground truth)",
+    )
     parser.add_argument("--out", type=Path, default=OUT, help="where items, stats and state go")
     parser.add_argument("--port", type=int, default=0, help="the test web's port (0: any free one)")
-    parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
-                        type=_setting, help="a setting for the crawl (repeatable)")
+    parser.add_argument(
+        "-s",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_setting,
+        help="a setting for the crawl (repeatable)",
+    )
     args = parser.parse_args(argv)
     out: Path = args.out
     settings = dict(args.settings)
@@ -132,17 +165,24 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(out / fresh, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     with start_web(out / "web", slow_delay=0.5, port=args.port, own_session=True) as web:
-        print(f"test web: {len(web.hosts)} hostnames on {len(set(web.hosts.values()))} loopback "
-              f"IPs, port {web.port}, seeds {' '.join(web.seeds)}", flush=True)
+        print(
+            f"test web: {len(web.hosts)} hostnames on {len(set(web.hosts.values()))} loopback "
+            f"IPs, port {web.port}, seeds {' '.join(web.seeds)}",
+            flush=True,
+        )
         code = once(web, out, settings) if args.once else watch(web, out, settings)
         fetched = pages(web.read_log(), web.port)  # robots.txt and /sitemap.xml set apart
         truth = web.web.ground_truth(web.seeds, depth=5)
     feed = out / "items.jsonl"
     items = feed.read_text().splitlines() if feed.exists() else []
-    print(f"{len(fetched)} distinct URLs fetched, {len(items)} items in {feed} (content "
-          f"duplicates dropped{'' if args.once else ', revisits included'})")
-    print(f"ground truth {len(truth)} URLs: missing {len(truth - fetched)}, "
-          f"unexpected {len(fetched - truth)}")
+    print(
+        f"{len(fetched)} distinct URLs fetched, {len(items)} items in {feed} (content "
+        f"duplicates dropped{'' if args.once else ', revisits included'})"
+    )
+    print(
+        f"ground truth {len(truth)} URLs: missing {len(truth - fetched)}, "
+        f"unexpected {len(fetched - truth)}"
+    )
     return code or int(args.once and fetched != truth)
 
 

@@ -97,7 +97,8 @@ class RunningWeb:
         self.seeds: list[str] = info["seeds"]
         self.log_path = Path(info["log"])
         self.web: Web | HostileWeb = (
-            build_hostile(self.port, bombs=False) if web_name == "hostile"
+            build_hostile(self.port, bombs=False)
+            if web_name == "hostile"
             else build_web(web_name, self.port)
         )
         self.stderr_path = stderr_path
@@ -138,8 +139,12 @@ class RunningWeb:
 
 
 def start_web(
-    tmp_path: str | os.PathLike[str], web: str = "default", slow_delay: float = 1.5, port: int = 0,
-    *, own_session: bool = False,
+    tmp_path: str | os.PathLike[str],
+    web: str = "default",
+    slow_delay: float = 1.5,
+    port: int = 0,
+    *,
+    own_session: bool = False,
 ) -> RunningWeb:
     """Start the server with its log and info files in ``tmp_path``; wait until it listens.
 
@@ -147,15 +152,20 @@ def start_web(
     the crawl it serves has closed).
     """
     proc, info, stderr_path = launch(
-        tmp_path, ["testweb", "--web", web, "--slow-delay", str(slow_delay)], port,
+        tmp_path,
+        ["testweb", "--web", web, "--slow-delay", str(slow_delay)],
+        port,
         own_session=own_session,
     )
     return RunningWeb(proc, info, web, stderr_path)
 
 
 def launch(
-    tmp_path: str | os.PathLike[str], module_args: list[str], port: int = 0,
-    *, own_session: bool = False,
+    tmp_path: str | os.PathLike[str],
+    module_args: list[str],
+    port: int = 0,
+    *,
+    own_session: bool = False,
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any], Path]:
     """Run ``python -m <module_args>`` with ``--port/--log/--info`` in ``tmp_path``; wait for it."""
     tmp = Path(tmp_path)
@@ -180,8 +190,9 @@ def launch(
         str(info_path),
     ]
     with open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env,
-                                start_new_session=own_session)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=own_session
+        )
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while not info_path.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -195,7 +206,11 @@ def launch(
 
 
 def run_with_peak_rss(
-    cmd: list[str], log_path: Path, timeout: float, *, cwd: str | os.PathLike[str],
+    cmd: list[str],
+    log_path: Path,
+    timeout: float,
+    *,
+    cwd: str | os.PathLike[str],
     env: dict[str, str],
 ) -> tuple[int, float]:
     """Run ``cmd`` to its end: (exit code, its own peak RSS in MB); exit code -9 on timeout.
@@ -207,8 +222,9 @@ def run_with_peak_rss(
     result.unlink(missing_ok=True)
     launcher = [sys.executable, "-m", "testweb.peakrss", str(result), "--", *cmd]
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(launcher, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            launcher, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -66,8 +66,10 @@ _HTML = b"text/html; charset=utf-8"
 
 def page(title: str, links: Sequence[str] = (), head: str = "") -> bytes:
     anchors = "".join(f'<a href="{href}">{href}</a>\n' for href in links)
-    return (f"<html><head><title>{title}</title>{head}</head><body><h1>{title}</h1>\n"
-            f"{anchors}</body></html>\n").encode()
+    return (
+        f"<html><head><title>{title}</title>{head}</head><body><h1>{title}</h1>\n"
+        f"{anchors}</body></html>\n"
+    ).encode()
 
 
 @dataclass
@@ -113,8 +115,12 @@ def _html(body: bytes, *headers: tuple[bytes, bytes], status: int = 200) -> Answ
 
 
 def _redirect(location: str) -> Answer:
-    return Answer("static", 302, [(b"Location", location.encode()),
-                                  (b"Content-Type", b"text/plain")], b"moved")
+    return Answer(
+        "static",
+        302,
+        [(b"Location", location.encode()), (b"Content-Type", b"text/plain")],
+        b"moved",
+    )
 
 
 @cache  # the model is built twice per server (before and after the port is known)
@@ -144,17 +150,48 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
     # main.test: the three socket-level hostile URLs come first on its home page, in a row
     good_paths = [f"/good/{i}.html" for i in range(1, 6)]
     homes = [u(h) for h in HOSTS if h not in ("main.test", "outside.example")]
-    add("main.test", "/", _html(page("main", ["/tarpit", "/reset", "/giant-header", *good_paths,
-                                              "/private/secret.html", "/setup.exe", *homes])),
-        is_good=True)
-    add("main.test", "/robots.txt", Answer("static", 200, [(b"Content-Type", b"text/plain")],
-                                           b"User-agent: *\nDisallow: /private/\n"))
+    add(
+        "main.test",
+        "/",
+        _html(
+            page(
+                "main",
+                [
+                    "/tarpit",
+                    "/reset",
+                    "/giant-header",
+                    *good_paths,
+                    "/private/secret.html",
+                    "/setup.exe",
+                    *homes,
+                ],
+            )
+        ),
+        is_good=True,
+    )
+    add(
+        "main.test",
+        "/robots.txt",
+        Answer(
+            "static",
+            200,
+            [(b"Content-Type", b"text/plain")],
+            b"User-agent: *\nDisallow: /private/\n",
+        ),
+    )
     for path in good_paths:
         add("main.test", path, _html(page(path)), is_good=True)
     add("main.test", "/tarpit", Answer("tarpit"))
-    add("main.test", "/reset", Answer("reset", 200, [(b"Content-Type", _HTML),
-                                                     (b"Content-Length", b"100000")],
-                                      b"<html><body>" + b"r" * 5000))
+    add(
+        "main.test",
+        "/reset",
+        Answer(
+            "reset",
+            200,
+            [(b"Content-Type", _HTML), (b"Content-Length", b"100000")],
+            b"<html><body>" + b"r" * 5000,
+        ),
+    )
     add("main.test", "/giant-header", _html(page("giant"), (b"X-Giant", b"g" * 1024 * 1024)))
     forbidden |= {u("main.test", "/private/secret.html"), u("main.test", "/setup.exe")}
 
@@ -162,25 +199,42 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
     rng = random.Random(14)
     unclosed = "".join(f'<a href="/u{i}' if i % 2 else f"<div class='x{i}" for i in range(20_000))
     cases = {
-        "/gzip-bomb": Answer("static", 200, [(b"Content-Type", _HTML),
-                                             (b"Content-Encoding", b"gzip")],
-                             _bomb("gzip") if bombs else b""),
-        "/deflate-bomb": Answer("static", 200, [(b"Content-Type", _HTML),
-                                                (b"Content-Encoding", b"deflate")],
-                                _bomb("deflate") if bombs else b""),
-        "/br-bomb": Answer("static", 200, [(b"Content-Type", _HTML),
-                                           (b"Content-Encoding", b"br")],
-                           _bomb("br") if bombs else b""),
+        "/gzip-bomb": Answer(
+            "static",
+            200,
+            [(b"Content-Type", _HTML), (b"Content-Encoding", b"gzip")],
+            _bomb("gzip") if bombs else b"",
+        ),
+        "/deflate-bomb": Answer(
+            "static",
+            200,
+            [(b"Content-Type", _HTML), (b"Content-Encoding", b"deflate")],
+            _bomb("deflate") if bombs else b"",
+        ),
+        "/br-bomb": Answer(
+            "static",
+            200,
+            [(b"Content-Type", _HTML), (b"Content-Encoding", b"br")],
+            _bomb("br") if bombs else b"",
+        ),
         "/big.html": Answer("stream", 200, [(b"Content-Type", _HTML)], size=BIG_BYTES),
-        "/big.bin": Answer("stream", 200, [(b"Content-Type", b"application/octet-stream")],
-                           size=BIG_BYTES),
+        "/big.bin": Answer(
+            "stream", 200, [(b"Content-Type", b"application/octet-stream")], size=BIG_BYTES
+        ),
         "/endless": Answer("endless", 200, [(b"Content-Type", _HTML)]),
         "/random": _html(rng.randbytes(200 * 1024)),
-        "/lying-type": Answer("static", 200, [(b"Content-Type", b"image/png")],
-                              page("a page that says it is a PNG", ["/lie-secret.html"])),
-        "/bad-charset": Answer("static", 200,
-                               [(b"Content-Type", b"text/html; charset=x-klingon-42")],
-                               page("unknown charset", ["/charset-ok.html"])),
+        "/lying-type": Answer(
+            "static",
+            200,
+            [(b"Content-Type", b"image/png")],
+            page("a page that says it is a PNG", ["/lie-secret.html"]),
+        ),
+        "/bad-charset": Answer(
+            "static",
+            200,
+            [(b"Content-Type", b"text/html; charset=x-klingon-42")],
+            page("unknown charset", ["/charset-ok.html"]),
+        ),
     }
     add("bombs.test", "/", _html(page("bombs", [*cases, "/ok.html"])), is_good=True)
     for path, answer in cases.items():
@@ -197,8 +251,9 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
     add("many.test", "/unclosed", _html(unclosed.encode()), is_good=True)
 
     # storm.test: 429 for every page
-    storm = Answer("static", 429, [(b"Content-Type", b"text/plain"), (b"Retry-After", b"1")],
-                   b"slow down")
+    storm = Answer(
+        "static", 429, [(b"Content-Type", b"text/plain"), (b"Retry-After", b"1")], b"slow down"
+    )
     # Its robots.txt is a 429 too: a polite crawler waits out each Retry-After, then sets the
     # host aside (LARBIN_THROTTLE_IN_A_ROW_MAX) and never fetches its pages: none is "good".
     add("storm.test", "/", _html(page("storm", [f"/s{i}.html" for i in range(10)])))
@@ -213,8 +268,16 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
     }
     redir_links = ["/loop-a", "/self", "/to-good", *redirect_targets]
     add("redir.test", "/", _html(page("redirects", redir_links)), is_good=True)
-    add("redir.test", "/robots.txt", Answer("static", 200, [(b"Content-Type", b"text/plain")],
-                                            b"User-agent: *\nDisallow: /private/\n"))
+    add(
+        "redir.test",
+        "/robots.txt",
+        Answer(
+            "static",
+            200,
+            [(b"Content-Type", b"text/plain")],
+            b"User-agent: *\nDisallow: /private/\n",
+        ),
+    )
     add("redir.test", "/loop-a", _redirect("/loop-b"))
     add("redir.test", "/loop-b", _redirect("/loop-a"))
     add("redir.test", "/self", _redirect("/self"))
@@ -222,17 +285,23 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
     add("redir.test", "/final.html", _html(page("redirected here")), is_good=True)
     for path, target in redirect_targets.items():
         add("redir.test", path, _redirect(target))
-    redirect_forbidden = {t for t in redirect_targets.values() if "127.0" in t or ".test" in t
-                          or ".example" in t}
+    redirect_forbidden = {
+        t for t in redirect_targets.values() if "127.0" in t or ".test" in t or ".example" in t
+    }
     for target in redirect_forbidden:  # served, so a request for one shows in the log
         host = target.split("//")[1].split(":")[0]
         routes[(host, target.split(str(port), 1)[1])] = _html(page("must not be here"))
 
     # traps.test
     sessions = [f"/s.html;jsessionid=SESS{i:04d}" for i in range(5)] + [
-        f"/s.html?PHPSESSID=p{i:08d}" for i in range(5)]
-    add("traps.test", "/", _html(page("traps", ["/loop/", "/spiral/", "/deep/", "/cal?day=0",
-                                                "/sessions.html"])), is_good=True)
+        f"/s.html?PHPSESSID=p{i:08d}" for i in range(5)
+    ]
+    add(
+        "traps.test",
+        "/",
+        _html(page("traps", ["/loop/", "/spiral/", "/deep/", "/cal?day=0", "/sessions.html"])),
+        is_good=True,
+    )
     add("traps.test", "/sessions.html", _html(page("sessions", sessions)), is_good=True)
     session_variants = {u("traps.test", s) for s in sessions}
 
@@ -265,17 +334,23 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
 
     # meta.test: robots meta, X-Robots-Tag, rel="nofollow", canonical
     meta_pages = {
-        "/nofollow-meta.html": _html(page("nofollow", ["/secret-1.html"],
-                                          '<meta name="robots" content="nofollow">')),
-        "/nofollow-bot.html": _html(page("none for us", ["/secret-2.html"],
-                                         '<meta name="larbinscrapy" content="none">')),
-        "/nofollow-header.html": _html(page("header", ["/secret-3.html"]),
-                                       (b"X-Robots-Tag", b"nofollow")),
-        "/rel.html": _html(b'<html><body><a rel="nofollow" href="/secret-4.html">s</a>'
-                           b'<a href="/after-rel.html">a</a></body></html>'),
+        "/nofollow-meta.html": _html(
+            page("nofollow", ["/secret-1.html"], '<meta name="robots" content="nofollow">')
+        ),
+        "/nofollow-bot.html": _html(
+            page("none for us", ["/secret-2.html"], '<meta name="larbinscrapy" content="none">')
+        ),
+        "/nofollow-header.html": _html(
+            page("header", ["/secret-3.html"]), (b"X-Robots-Tag", b"nofollow")
+        ),
+        "/rel.html": _html(
+            b'<html><body><a rel="nofollow" href="/secret-4.html">s</a>'
+            b'<a href="/after-rel.html">a</a></body></html>'
+        ),
         "/noindex.html": _html(page("noindex", [], '<meta name="robots" content="noindex">')),
-        "/canonical.html": _html(page("canonical", [],
-                                      '<link rel="canonical" href="/canonical-target.html">')),
+        "/canonical.html": _html(
+            page("canonical", [], '<link rel="canonical" href="/canonical-target.html">')
+        ),
     }
     add("meta.test", "/", _html(page("meta", list(meta_pages))), is_good=True)
     for path, answer in meta_pages.items():
@@ -286,8 +361,7 @@ def build_hostile(port: int, *, bombs: bool = True) -> HostileWeb:
     for i in range(1, 5):
         add("meta.test", f"/secret-{i}.html", _html(page("secret")))
 
-    generated = {"traps.test": traps, "endless.test": endless,
-                 "storm.test": lambda target: storm}
+    generated = {"traps.test": traps, "endless.test": endless, "storm.test": lambda target: storm}
     return HostileWeb(
         port=port,
         hosts=dict(HOSTS),
@@ -333,19 +407,31 @@ class HostileProtocol(protocol.Protocol):
             if name.strip().lower() == "host":
                 host = value.strip().lower().rsplit(":", 1)[0]
         answer = self.factory.web.answer(host, target)
-        self.factory.log.write({"t": time.time(), "ip": self.transport.getHost().host,
-                                "host": host, "path": target, "status": answer.status,
-                                "kind": answer.kind})
+        self.factory.log.write(
+            {
+                "t": time.time(),
+                "ip": self.transport.getHost().host,
+                "host": host,
+                "path": target,
+                "status": answer.status,
+                "kind": answer.kind,
+            }
+        )
         getattr(self, "_" + answer.kind)(answer)
 
     def _head(self, answer: Answer, extra: list[tuple[bytes, bytes]]) -> bytes:
-        lines = [b"HTTP/1.1 %d Hostile" % answer.status, *(n + b": " + v for n, v in
-                                                           [*answer.headers, *extra])]
+        lines = [
+            b"HTTP/1.1 %d Hostile" % answer.status,
+            *(n + b": " + v for n, v in [*answer.headers, *extra]),
+        ]
         return b"\r\n".join([*lines, b"Connection: close", b"", b""])
 
     def _static(self, answer: Answer) -> None:
-        extra = [] if any(n == b"Content-Length" for n, _ in answer.headers) else [
-            (b"Content-Length", str(len(answer.body)).encode())]
+        extra = (
+            []
+            if any(n == b"Content-Length" for n, _ in answer.headers)
+            else [(b"Content-Length", str(len(answer.body)).encode())]
+        )
         self.transport.write(self._head(answer, extra) + answer.body)
         self.transport.loseConnection()
 

@@ -63,8 +63,9 @@ def page_path(i: int) -> str:
 
 
 def ground_truth(hosts: int, pages: int, port: int) -> set[str]:
-    return {f"http://{host_name(n)}:{port}{page_path(i)}" for n in range(hosts)
-            for i in range(pages)}
+    return {
+        f"http://{host_name(n)}:{port}{page_path(i)}" for n in range(hosts) for i in range(pages)
+    }
 
 
 def page_links(n: int, i: int, *, hosts: int, pages: int, cross: int, seed: int) -> list[str]:
@@ -91,11 +92,15 @@ class Web:
         i = 0 if path == "/" else _page_index(path)
         if i < 0 or i >= self.pages:
             return 404, b"not found\n", "text/plain"
-        hrefs = page_links(n, i, hosts=self.hosts, pages=self.pages, cross=self.cross,
-                           seed=self.seed)
+        hrefs = page_links(
+            n, i, hosts=self.hosts, pages=self.pages, cross=self.cross, seed=self.seed
+        )
         body = "".join(
-            f'<a href="http:{h[:-1]}:{self.port}/">x</a>\n' if h.startswith("//")
-            else f'<a href="{h}">page</a>\n' for h in hrefs)
+            f'<a href="http:{h[:-1]}:{self.port}/">x</a>\n'
+            if h.startswith("//")
+            else f'<a href="{h}">page</a>\n'
+            for h in hrefs
+        )
         html = f"<html><head><title>{host} {i}</title></head><body>\n{body}</body></html>\n"
         return 200, html.encode(), "text/html"
 
@@ -155,9 +160,11 @@ class HttpConnection(asyncio.Protocol):
         status, body, ctype = self.server.web.answer(host, path.split("?", 1)[0])
         self.server.log(self.conn, host.rsplit(":", 1)[0], path)
         keep = f"Keep-Alive: timeout={int(self.server.keepalive)}"
-        head = (f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\n"
-                f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                f"{'Connection: close' if close else keep}\r\n\r\n")
+        head = (
+            f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\n"
+            f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            f"{'Connection: close' if close else keep}\r\n\r\n"
+        )
         self.transport.write(head.encode() + body)
         if close:
             self.transport.close()
@@ -205,16 +212,18 @@ def summary(records: list[tuple[float, int, str, str]], port: int) -> dict[str, 
         if path not in ("/robots.txt", "/sitemap.xml"):  # per-site requests, not pages
             pages[f"http://{host}:{port}{path}"] += 1
     per_host = sum(len(c) for c in conns.values()) / max(1, len(conns))
-    return {"pages": set(pages), "twice": sum(1 for c in pages.values() if c > 1),
-            "connections_per_host": per_host}
+    return {
+        "pages": set(pages),
+        "twice": sum(1 for c in pages.values() if c > 1),
+        "connections_per_host": per_host,
+    }
 
 
 async def serve(args: argparse.Namespace) -> None:
     web = Web(args.hosts, args.pages, args.cross, args.seed)
     with open(args.log, "w", encoding="utf-8", buffering=1 << 16) as log:
         server = Server(web, args.keepalive, log)
-        web.port = await server.listen(ips(args.hosts, args.first_ip, args.hosts_per_ip),
-                                       args.port)
+        web.port = await server.listen(ips(args.hosts, args.first_ip, args.hosts_per_ip), args.port)
         info = json.dumps({"port": web.port})
         if args.info:
             Path(args.info + ".tmp").write_text(info, encoding="utf-8")
@@ -238,8 +247,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cross", type=int, default=2, help="links to other hosts a page")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--hosts-per-ip", type=int, default=1)
-    parser.add_argument("--first-ip", default="127.25.0.1",
-                        help="the first address (the scale helper's range: 127.25-127.28)")
+    parser.add_argument(
+        "--first-ip",
+        default="127.25.0.1",
+        help="the first address (the scale helper's range: 127.25-127.28)",
+    )
     parser.add_argument("--keepalive", type=float, default=5.0, help="idle seconds a connection")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", required=True)
@@ -252,21 +264,26 @@ if __name__ == "__main__":
 
 
 # -- running a crawl of it (tests and benchmarks) -----------------------------------------------
-def write_crawl_files(directory: Path, hosts: int, first_ip: str, hosts_per_ip: int,
-                      port: int) -> tuple[Path, dict[str, str]]:
+def write_crawl_files(
+    directory: Path, hosts: int, first_ip: str, hosts_per_ip: int, port: int
+) -> tuple[Path, dict[str, str]]:
     """A seeds file (every start page) and a settings module pinning every name, in
     ``directory``; returns the seeds file and the environment (PYTHONPATH, the settings module)
     that a ``scrapy crawl larbin -a seeds=FILE`` needs. The names go through a module, not
     ``-s``: 10^4 names are more than one command-line argument may hold."""
     directory.mkdir(parents=True, exist_ok=True)
     seeds = directory / "seeds.txt"
-    seeds.write_text("".join(f"http://{host_name(n)}:{port}/\n" for n in range(hosts)),
-                     encoding="utf-8")
+    seeds.write_text(
+        "".join(f"http://{host_name(n)}:{port}/\n" for n in range(hosts)), encoding="utf-8"
+    )
     (directory / "resolve.json").write_text(
-        json.dumps(resolve_map(hosts, first_ip, hosts_per_ip)), encoding="utf-8")
+        json.dumps(resolve_map(hosts, first_ip, hosts_per_ip)), encoding="utf-8"
+    )
     (directory / "scale_settings.py").write_text(
         "import json, pathlib\nfrom settings.base import *  # noqa: F403\n"
         f"LARBIN_RESOLVE = json.loads(pathlib.Path({str(directory / 'resolve.json')!r})"
-        ".read_text())\n", encoding="utf-8")
+        ".read_text())\n",
+        encoding="utf-8",
+    )
     root = str(Path(__file__).resolve().parent.parent)
     return seeds, {"PYTHONPATH": f"{root}:{directory}", "SCRAPY_SETTINGS_MODULE": "scale_settings"}

@@ -48,8 +48,10 @@ def body(host_index: int, path_index: int, pages: int) -> bytes:
     words[20 + 7 * host_index] = f"host{host_index}"
     links = paths(pages)[1:] if path_index == 0 else ["/"]
     anchors = "".join(f'<a href="{u}">{u}</a>' for u in links)
-    return (f"<html><head><title>page {path_index}</title></head><body>"
-            f"<p>{' '.join(words)}</p>{anchors}</body></html>").encode()
+    return (
+        f"<html><head><title>page {path_index}</title></head><body>"
+        f"<p>{' '.join(words)}</p>{anchors}</body></html>"
+    ).encode()
 
 
 class NearDupResource(Resource):
@@ -70,8 +72,15 @@ class NearDupResource(Resource):
         if host in self.names and path in paths(self.pages):
             status = 200
             page = body(self.names.index(host), paths(self.pages).index(path), self.pages)
-        self.log.write({"t": time.time(), "ip": request.getHost().host, "host": host,
-                        "path": path, "status": status})
+        self.log.write(
+            {
+                "t": time.time(),
+                "ip": request.getHost().host,
+                "host": host,
+                "path": path,
+                "status": status,
+            }
+        )
         request.setResponseCode(status)
         request.setHeader("Content-Type", "text/html")
         return page
@@ -103,8 +112,9 @@ def start(tmp_path: Path, count: int, pages: int) -> Iterator[RunningNearDup]:
     """Run the server for ``count`` hosts of ``pages`` pages until the block ends."""
     from testweb.harness import launch
 
-    proc, info, _ = launch(tmp_path, ["testweb.neardup", "--hosts", str(count),
-                                      "--pages", str(pages)])
+    proc, info, _ = launch(
+        tmp_path, ["testweb.neardup", "--hosts", str(count), "--pages", str(pages)]
+    )
     try:
         yield RunningNearDup(proc, info, pages)
     finally:
@@ -127,8 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     site = Site(NearDupResource(list(names), args.pages, log))
     site.log = lambda request: None
     port, _ = listen_all(site, list(names.values()), args.port, reactor)
-    info: dict[str, Any] = {"port": port, "log": args.log, "hosts": names,
-                            "seeds": [f"http://{h}:{port}/" for h in names]}
+    info: dict[str, Any] = {
+        "port": port,
+        "log": args.log,
+        "hosts": names,
+        "seeds": [f"http://{h}:{port}/" for h in names],
+    }
     write_info(args.info, info)
     reactor.run()  # type: ignore[attr-defined]
     log.close()

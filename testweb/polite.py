@@ -43,8 +43,9 @@ class PoliteResource(Resource):
 
     isLeaf = True
 
-    def __init__(self, hosts: dict[str, dict[str, Any]], port: int, log: RequestLog,
-                 reactor: Any) -> None:
+    def __init__(
+        self, hosts: dict[str, dict[str, Any]], port: int, log: RequestLog, reactor: Any
+    ) -> None:
         super().__init__()
         self.hosts = hosts
         self.port = port
@@ -58,9 +59,18 @@ class PoliteResource(Resource):
         path = request.uri.decode("latin-1")
         spec = self.hosts.get(host)
         status, headers, body = self._answer(host, path, spec, arrived)
-        self.log.write({"t": arrived, "ip": request.getHost().host, "host": host, "path": path,
-                        "status": status, "bytes": len(body),
-                        "from": request.getHeader("from"), "via": request.getHeader("via")})
+        self.log.write(
+            {
+                "t": arrived,
+                "ip": request.getHost().host,
+                "host": host,
+                "path": path,
+                "status": status,
+                "bytes": len(body),
+                "from": request.getHeader("from"),
+                "via": request.getHeader("via"),
+            }
+        )
         request.setResponseCode(status)
         for name, value in headers.items():
             request.setHeader(name, value)
@@ -78,8 +88,9 @@ class PoliteResource(Resource):
         request.notifyFinish().addErrback(lambda _: call.cancel() if call.active() else None)
         return NOT_DONE_YET
 
-    def _answer(self, host: str, path: str, spec: dict[str, Any] | None,
-                now: float) -> tuple[int, dict[str, str], bytes]:
+    def _answer(
+        self, host: str, path: str, spec: dict[str, Any] | None, now: float
+    ) -> tuple[int, dict[str, str], bytes]:
         if spec is None or path in ("/robots.txt", "/sitemap.xml"):
             return 404, {}, b"not found"
         self.page_requests[host] += 1
@@ -99,7 +110,8 @@ class PoliteResource(Resource):
             return 404, {}, b"not found"
         links = names[1:] if path == "/" else ["/"]
         html = f"<html><head><title>{host}{path}</title></head><body>" + "".join(
-            f'<a href="{n}">{n}</a>' for n in links)
+            f'<a href="{n}">{n}</a>' for n in links
+        )
         body = html.encode() + b"</body></html>"
         size = int(spec.get("size", 0))
         if size > len(body):
@@ -168,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     ips = sorted({spec["ip"] for spec in hosts.values()})
     port, _ = listen_all(site, ips, args.port, reactor)
     resource.port = port
-    write_info(args.info, {"port": port, "log": args.log, "hosts": {h: s["ip"] for h, s in
-                                                                   hosts.items()}})
+    write_info(
+        args.info, {"port": port, "log": args.log, "hosts": {h: s["ip"] for h, s in hosts.items()}}
+    )
     reactor.run()
     log.close()
     return 0

@@ -62,8 +62,9 @@ class ScriptedHttp(protocol.Protocol):
             if name.strip().lower() == "host":
                 host = value.strip().rsplit(":", 1)[0]
         local = self.transport.getHost()
-        self.factory.log({"t": time.time(), "ip": local.host, "port": local.port,
-                          "host": host, "path": path})
+        self.factory.log(
+            {"t": time.time(), "ip": local.host, "port": local.port, "host": host, "path": path}
+        )
         pages, bare = self.factory.pages, path.split("?", 1)[0]
         self.answer(path, pages.get(f"//{host}{bare}") or pages.get(bare) or {})
 
@@ -72,13 +73,18 @@ class ScriptedHttp(protocol.Protocol):
         if behaviour == "tarpit":
             return  # keep the connection open, say nothing
         if behaviour == "reset":
-            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
-                                 b"Content-Length: 10000\r\n\r\n" + b"<html>" + b"x" * 4000)
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                b"Content-Length: 10000\r\n\r\n" + b"<html>" + b"x" * 4000
+            )
             self.factory.reactor.callLater(0.05, self.transport.abortConnection)
             return
         if behaviour == "bigheader":
-            self.transport.write(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * BIG_HEADER
-                                 + b"\r\nContent-Length: 2\r\n\r\nok")
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nX-Big: "
+                + b"a" * BIG_HEADER
+                + b"\r\nContent-Length: 2\r\n\r\nok"
+            )
             self.transport.loseConnection()
             return
         if behaviour == "close":
@@ -94,15 +100,23 @@ class ScriptedHttp(protocol.Protocol):
             self.send(status, b"", [("Location", page["redirect"].replace("{port}", port))])
             return
         if "links" in page:
-            body = "".join(f'<a href="{escape(u.replace("{port}", port))}">{i}</a>\n'
-                           for i, u in enumerate(page["links"]))
+            body = "".join(
+                f'<a href="{escape(u.replace("{port}", port))}">{i}</a>\n'
+                for i, u in enumerate(page["links"])
+            )
             title = f"<title>{escape(path)}</title>"  # distinct bodies: no content duplicates
-            self.send(200, f"<html><head>{title}</head><body>{body}</body></html>".encode(),
-                      [("Content-Type", "text/html")])
+            self.send(
+                200,
+                f"<html><head>{title}</head><body>{body}</body></html>".encode(),
+                [("Content-Type", "text/html")],
+            )
             return
         if "body" in page:
-            self.send(int(page.get("status", 200)), page["body"].encode(),
-                      [("Content-Type", "text/plain")])
+            self.send(
+                int(page.get("status", 200)),
+                page["body"].encode(),
+                [("Content-Type", "text/plain")],
+            )
             return
         self.send(404, b"not found", [("Content-Type", "text/plain")])
 
@@ -140,8 +154,15 @@ class RawWeb:
         self.log_path = tmp / "rawweb-log.jsonl"
         pages_path = tmp / "rawweb-pages.json"
         pages_path.write_text(json.dumps(pages), encoding="utf-8")
-        cmd = [sys.executable, "-m", "testweb.rawweb", "--pages", str(pages_path),
-               "--log", str(self.log_path)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "testweb.rawweb",
+            "--pages",
+            str(pages_path),
+            "--log",
+            str(self.log_path),
+        ]
         for ip in dict.fromkeys(hosts.values()):
             cmd += ["--ip", ip]
         root = str(Path(__file__).resolve().parent.parent)

@@ -218,6 +218,7 @@ class Web:
         A URL counts as seen when admitted (as the link gate sets its bit); robots.txt is
         applied when it is fetched, as the downloader middleware does.
         """
+
         def passes(link: str, source: str, external: bool) -> bool:
             """The link filters but depth, for a link or a redirect target found at ``source``."""
             if len(link) > max_url_length or _extension(link) in forbidden:

@@ -30,17 +30,21 @@ def target(opts: argparse.Namespace, jobdir: str | None, token_setting: str) -> 
         fragment = dict(p.partition("=")[::2] for p in parts.fragment.split("&") if p)
         token = opts.token or token_setting or fragment.get("token", "")
         if not token:
-            raise UsageError("no token: pass --token, set LARBIN_STATUS_TOKEN, or pass the "
-                             "logged URL with its #token=...")
+            raise UsageError(
+                "no token: pass --token, set LARBIN_STATUS_TOKEN, or pass the "
+                "logged URL with its #token=..."
+            )
         return f"{parts.scheme}://{parts.netloc}", token
     if not jobdir:
         raise UsageError("which crawl? pass --jobdir DIR (the crawl's JOBDIR) or --url URL")
     try:
         token, address = read_job_files(jobdir)
     except OSError as exc:
-        raise NotRunning(f"addurls: no crawl is running with JOBDIR {jobdir} (a running crawl "
-                         f"writes its status page's address there; {exc.strerror}: "
-                         f"{exc.filename})") from None
+        raise NotRunning(
+            f"addurls: no crawl is running with JOBDIR {jobdir} (a running crawl "
+            f"writes its status page's address there; {exc.strerror}: "
+            f"{exc.filename})"
+        ) from None
     return address, opts.token or token
 
 
@@ -73,8 +77,13 @@ class Command(ScrapyCommand):
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--priority", action="store_true", help="queue in the priority tier")
-        parser.add_argument("--depth", type=int, default=None, metavar="N",
-                            help="links to follow inside each URL's site (default: as a seed)")
+        parser.add_argument(
+            "--depth",
+            type=int,
+            default=None,
+            metavar="N",
+            help="links to follow inside each URL's site (default: as a seed)",
+        )
         parser.add_argument("--jobdir", metavar="DIR", help="the running crawl's JOBDIR")
         parser.add_argument("--url", metavar="URL", help="the status page's address")
         parser.add_argument("--token", metavar="TOKEN", help="the status page's token")
@@ -87,8 +96,11 @@ class Command(ScrapyCommand):
         settings = self.settings
         assert settings is not None  # set by scrapy.cmdline
         try:
-            base, token = target(opts, opts.jobdir or settings.get("JOBDIR"),
-                                 settings.get("LARBIN_STATUS_TOKEN") or "")
+            base, token = target(
+                opts,
+                opts.jobdir or settings.get("JOBDIR"),
+                settings.get("LARBIN_STATUS_TOKEN") or "",
+            )
         except NotRunning as exc:
             print(exc)
             self.exitcode = 1
@@ -107,8 +119,9 @@ class Command(ScrapyCommand):
             print(f"addurls: cannot reach the crawl at {base} ({reason}); is it running?")
             self.exitcode = 1
             return
-        print(f"queued {answer['queued']}, already seen {answer['seen']}, "
-              f"refused {answer['refused']}")
+        print(
+            f"queued {answer['queued']}, already seen {answer['seen']}, refused {answer['refused']}"
+        )
         for refusal in answer["refusals"]:
             print(f"  refused {refusal['url']}: {refusal['reason']}")
         if answer["refused"] and not answer["queued"] and not answer["seen"]:

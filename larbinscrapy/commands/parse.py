@@ -59,14 +59,22 @@ class Command(ScrapyParse):
     def run_callback(
         self, response: Response, callback: CallbackT, cb_kwargs: dict[str, Any] | None = None
     ) -> Deferred[Any]:
-        return super().run_callback(response, callback, cb_kwargs).addCallback(
-            self._through_gate, response
+        return (
+            super()
+            .run_callback(response, callback, cb_kwargs)
+            .addCallback(self._through_gate, response)
         )
 
     def _through_gate(self, output: Iterable[Any], response: Response) -> list[Any]:
         """The callback's output, each page item preceded by the requests its links give."""
-        gate = next((mw for mw in self.pcrawler.engine.scraper.spidermw.middlewares
-                     if isinstance(mw, LinkGateMiddleware)), None)
+        gate = next(
+            (
+                mw
+                for mw in self.pcrawler.engine.scraper.spidermw.middlewares
+                if isinstance(mw, LinkGateMiddleware)
+            ),
+            None,
+        )
         result: list[Any] = []
         for obj in output:
             if gate is not None and isinstance(obj, PageItem) and obj.get("links"):
@@ -75,8 +83,11 @@ class Command(ScrapyParse):
         return result
 
     def print_items(self, lvl: int | None = None, colour: bool = True) -> None:
-        items = ([i for level in self.items.values() for i in level] if lvl is None
-                 else self.items.get(lvl, []))
+        items = (
+            [i for level in self.items.values() for i in level]
+            if lvl is None
+            else self.items.get(lvl, [])
+        )
         fields = self.pcrawler.settings.getlist("FEED_EXPORT_FIELDS")
         print("# Scraped Items ", "-" * 60)
         display.pprint([_as_feed(item, fields) for item in items], colorize=colour)

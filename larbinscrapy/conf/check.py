@@ -28,11 +28,22 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # What a value that is read as this kind takes, in words (the start of the message).
-_KIND_WORDS: dict[type, str] = {bool: "true or false", int: "an integer", float: "a number",
-                                str: "text"}
+_KIND_WORDS: dict[type, str] = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "text",
+}
 _GETTERS = {bool: "getbool", int: "getint", float: "getfloat"}
-_PARSE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, ImportError, NameError,
-                 OverflowError)
+_PARSE_ERRORS = (
+    TypeError,
+    ValueError,
+    AttributeError,
+    KeyError,
+    ImportError,
+    NameError,
+    OverflowError,
+)
 
 
 class SettingsError(ValueError):
@@ -49,10 +60,21 @@ class Setting(Generic[T]):
     ``old`` is the name it had before a rename, kept as a deprecated alias.
     """
 
-    def __init__(self, default: T, kind: type | None = None, *, min: float | None = None,
-                 max: float | None = None, above: float | None = None,
-                 below: float | None = None, choices: tuple[str, ...] = (), parse: str = "",
-                 takes: str = "", old: str = "", doc: str = "") -> None:
+    def __init__(
+        self,
+        default: T,
+        kind: type | None = None,
+        *,
+        min: float | None = None,
+        max: float | None = None,
+        above: float | None = None,
+        below: float | None = None,
+        choices: tuple[str, ...] = (),
+        parse: str = "",
+        takes: str = "",
+        old: str = "",
+        doc: str = "",
+    ) -> None:
         self.default, self.kind, self.choices = default, kind, choices
         self.old = old  # the deprecated name it had before, still read (``renames``)
         self.min, self.max, self.above, self.below = min, max, above, below
@@ -71,16 +93,25 @@ class Setting(Generic[T]):
         words = self.takes or (_KIND_WORDS.get(self.kind, "") if self.kind else "")
         if self.min is not None and self.max is not None:
             return f"{words} from {_number(self.min)} to {_number(self.max)}"
-        bounds = [f"{op} {_number(bound)}" for op, bound in
-                  ((">", self.above), (">=", self.min), ("<", self.below), ("<=", self.max))
-                  if bound is not None]
+        bounds = [
+            f"{op} {_number(bound)}"
+            for op, bound in (
+                (">", self.above),
+                (">=", self.min),
+                ("<", self.below),
+                ("<=", self.max),
+            )
+            if bound is not None
+        ]
         return " ".join([words, " and ".join(bounds)]).strip()
 
     def in_range(self, value: float) -> bool:
-        return ((self.min is None or value >= self.min)
-                and (self.max is None or value <= self.max)
-                and (self.above is None or value > self.above)
-                and (self.below is None or value < self.below))
+        return (
+            (self.min is None or value >= self.min)
+            and (self.max is None or value <= self.max)
+            and (self.above is None or value > self.above)
+            and (self.below is None or value < self.below)
+        )
 
     def problem(self, settings: BaseSettings) -> str | None:
         """Why the value in ``settings`` cannot be used, or ``None`` when it can."""
@@ -158,15 +189,20 @@ def check(settings: BaseSettings) -> list[str]:
     from larbinscrapy.conf.defaults import SETTINGS as table  # it imports this module
 
     if not any(name in settings for name in table if name.startswith("LARBIN_")):
-        raise SettingsError("larbinscrapy's settings are not installed: add ADDONS = "
-                            '{"larbinscrapy.addon.LarbinAddon": 0} to the settings')
+        raise SettingsError(
+            "larbinscrapy's settings are not installed: add ADDONS = "
+            '{"larbinscrapy.addon.LarbinAddon": 0} to the settings'
+        )
     warnings = renames(settings, table)
     errors = [p for spec in table.values() if (p := spec.problem(settings))]
     if errors:
         raise SettingsError("; ".join(errors))
     old = {spec.old for spec in table.values()}
-    return warnings + [_unknown(name, table) for name in settings
-                       if name.startswith("LARBIN_") and name not in table and name not in old]
+    return warnings + [
+        _unknown(name, table)
+        for name in settings
+        if name.startswith("LARBIN_") and name not in table and name not in old
+    ]
 
 
 def renames(settings: BaseSettings, table: dict[str, Setting[Any]]) -> list[str]:
@@ -183,8 +219,10 @@ def renames(settings: BaseSettings, table: dict[str, Setting[Any]]) -> list[str]
         priority = settings.getpriority(spec.old) or 0
         if not settings.frozen and priority > (settings.getpriority(spec.name) or 0):
             settings.set(spec.name, settings[spec.old], priority=priority)
-        warnings.append(f"setting {spec.old} is deprecated: it is now {spec.name} "
-                        "(the old name still works, for now)")
+        warnings.append(
+            f"setting {spec.old} is deprecated: it is now {spec.name} "
+            "(the old name still works, for now)"
+        )
     return warnings
 
 

@@ -93,8 +93,11 @@ class _Reader:
             self._list(lineno, key, name)
         elif name == "proxy":
             args, self.i = _take(self.tokens, self.i, 2)
-            self.warn(lineno, "proxy: Scrapy takes its proxy from the environment: run the "
-                      f"crawl with http_proxy=http://{':'.join(args)} (and https_proxy)")
+            self.warn(
+                lineno,
+                "proxy: Scrapy takes its proxy from the environment: run the "
+                f"crawl with http_proxy=http://{':'.join(args)} (and https_proxy)",
+            )
         elif not (name in _INT_KEYS or name in _TEXT_KEYS or name in _VALUE_KEYS):
             self.warn(lineno, f"unknown key {key!r} ignored")
             while self.i < len(self.tokens) and self.tokens[self.i][0] == lineno:  # its values
@@ -148,7 +151,8 @@ class _Reader:
             if number:
                 self.conf.notes.append(
                     f"{self.source}:{lineno}: inputPort {number}: URLs are added "
-                    "through the status page (POST /api/urls, scrapy addurls)")
+                    "through the status page (POST /api/urls, scrapy addurls)"
+                )
         elif name == "httpport":
             self.conf.settings["LARBIN_STATUS_PORT"] = [number, number] if number else 0
         else:

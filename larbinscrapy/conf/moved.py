@@ -24,6 +24,9 @@ def moved(module: str, name: str, table: dict[str, str]) -> Any:
     path = table.get(name)
     if path is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    warnings.warn(f"{module}.{name} moved to {path}: update the path in your settings",
-                  ScrapyDeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"{module}.{name} moved to {path}: update the path in your settings",
+        ScrapyDeprecationWarning,
+        stacklevel=3,
+    )
     return load_object(path)

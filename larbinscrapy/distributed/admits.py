@@ -31,9 +31,16 @@ FLUSH_RECORDS = 500  # buffered requests that force an admit before the page is 
 class Admits:
     """The buffered requests, acknowledgements and taken seeds, and their admits."""
 
-    def __init__(self, link: FrontierLink, *, view: SharedView, clock: ShardClock,
-                 df: RedisBitmapDupeFilter, stats: StatsCollector,
-                 wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        link: FrontierLink,
+        *,
+        view: SharedView,
+        clock: ShardClock,
+        df: RedisBitmapDupeFilter,
+        stats: StatsCollector,
+        wake: Callable[[], None],
+    ) -> None:
         self.link = link
         self.view = view
         self.clock = clock
@@ -78,8 +85,13 @@ class Admits:
             job: Any = (fs.admit, worker, buffers, acks, seeds)
         else:  # one call: batched with the other calls of this round trip
             job = (fs.admit_calls(worker, buffers, acks, seeds)[0][0],)
-        jobs.submit("admit", *job, then=self._admitted, always=self._ended,
-                    failed=partial(self._failed, buffers, acks, seeds))
+        jobs.submit(
+            "admit",
+            *job,
+            then=self._admitted,
+            always=self._ended,
+            failed=partial(self._failed, buffers, acks, seeds),
+        )
         self.view.changed(jobs.seq)
 
     def _failed(self, buffers: list[list[Entry]], acks: list[str], seeds: bool) -> None:

@@ -29,9 +29,14 @@ if TYPE_CHECKING:
 # What "Redis is not there (yet)" looks like to the client, cluster included: a master down or
 # restarting, slots not covered, keys moving between masters (a reshard) that the client could
 # not follow at once. A job failing so is retried; it is never a bug.
-UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-               RedisClusterException, redis.exceptions.ClusterError,
-               redis.exceptions.TryAgainError, redis.exceptions.AskError)
+UNREACHABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    RedisClusterException,
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.AskError,
+)
 
 
 def connector(settings: BaseSettings) -> tuple[Any, Callable[[], Any] | None, int]:

@@ -43,9 +43,17 @@ class RedisContentDupPipeline:
     """Drops a page whose normalised body (or, with a near distance, its simhash's near twin)
     some worker already kept under another URL."""
 
-    def __init__(self, server: Redis | None, key: str, stats: StatsCollector | None = None, *,
-                 connect: Callable[[], Any] | None = None, shards: int = 1,
-                 near_distance: int = 0, cluster: bool = False) -> None:
+    def __init__(
+        self,
+        server: Redis | None,
+        key: str,
+        stats: StatsCollector | None = None,
+        *,
+        connect: Callable[[], Any] | None = None,
+        shards: int = 1,
+        near_distance: int = 0,
+        cluster: bool = False,
+    ) -> None:
         self.server = server
         self.key = key
         # a cluster: one hash per shard tag, a page's digest chooses it
@@ -66,10 +74,15 @@ class RedisContentDupPipeline:
         name = crawler.spidercls.name
         template = s["LARBIN_REDIS_CONTENTDUP_KEY"]
         server, connect, shards = connector(s)
-        return cls(server, template % {"spider": name, "name": name}, crawler.stats,
-                   connect=connect, shards=shards,
-                   near_distance=s.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
-                   cluster=connect is not None)
+        return cls(
+            server,
+            template % {"spider": name, "name": name},
+            crawler.stats,
+            connect=connect,
+            shards=shards,
+            near_distance=s.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
+            cluster=connect is not None,
+        )
 
     def open_spider(self, spider: Any = None) -> None:
         self._jobs.start()
@@ -107,12 +120,19 @@ class RedisContentDupPipeline:
             self._inc("unchecked")
             if not self._logged_unchecked:
                 self._logged_unchecked = True
-                logger.warning("Keeping %s unchecked for duplicate content: Redis: %s (further "
-                               "ones are counted in larbin/contentdup/unchecked)", url, exc)
+                logger.warning(
+                    "Keeping %s unchecked for duplicate content: Redis: %s (further "
+                    "ones are counted in larbin/contentdup/unchecked)",
+                    url,
+                    exc,
+                )
             return item
         if verdict.kind == "near":
-            raise self._drop("near_dropped", url, "near-duplicate content of a page kept "
-                             f"earlier (distance {verdict.detail})")
+            raise self._drop(
+                "near_dropped",
+                url,
+                f"near-duplicate content of a page kept earlier (distance {verdict.detail})",
+            )
         first = verdict.detail
         if first is None or first == url:  # first == url: the same page fetched again (a
             self._inc("unique")  # re-leased request): keep it
@@ -139,8 +159,9 @@ class RedisContentDupPipeline:
             self._jobs.submit("near-duplicate settle", call)
         if twin is None:
             return Verdict("kept")
-        self._jobs.submit("near-duplicate mark",
-                          near.mark_copy_call(self._exact_key(digest), digest, url))
+        self._jobs.submit(
+            "near-duplicate mark", near.mark_copy_call(self._exact_key(digest), digest, url)
+        )
         if not twin.settled:
             self._inc("near_raced")
         return Verdict("near", twin.distance)
@@ -163,8 +184,9 @@ class RedisContentDupPipeline:
         self._inc(event)
         if not self._logged_drop:
             self._logged_drop = True
-            logger.info("Dropping %s: %s (further drops are counted in larbin/contentdup/*)",
-                        url, reason)
+            logger.info(
+                "Dropping %s: %s (further drops are counted in larbin/contentdup/*)", url, reason
+            )
         return DropItem(reason, log_level="DEBUG")
 
     def _inc(self, event: str) -> None:

@@ -55,7 +55,9 @@ local function test_and_set(seen, shard_bits, argv, first, n)
 end
 """
 
-_MANY = BITS_LUA + r"""
+_MANY = (
+    BITS_LUA
+    + r"""
 local seen, shard_bits, k = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
 for i = 3, #ARGV, k do
@@ -63,6 +65,7 @@ for i = 3, #ARGV, k do
 end
 return out
 """
+)
 
 
 class RedisBitmapDupeFilter(CountingDupeFilter):
@@ -141,14 +144,16 @@ class RedisBitmapDupeFilter(CountingDupeFilter):
             args += self.local.positions(fp)
             self.local.test_and_set(fp)
         if self.server is None:
-            raise NotConfigured("request_seen is not available on a Redis Cluster: use "
-                                "RedisScheduler, which tests the seen bits in its admits")
-        return [not new for new in run_call(self.server, Call.script_call(
-            self._many, self.key, args))]
+            raise NotConfigured(
+                "request_seen is not available on a Redis Cluster: use "
+                "RedisScheduler, which tests the seen bits in its admits"
+            )
+        return [
+            not new for new in run_call(self.server, Call.script_call(self._many, self.key, args))
+        ]
 
     def request_seen(self, request: Request) -> bool:
         return self.test_and_set_many([self.fingerprinter.fingerprint(request)])[0]
-
 
     # --- lifecycle -----------------------------------------------------------------------
     def bits_set(self) -> int:

@@ -29,9 +29,19 @@ if TYPE_CHECKING:
 class Ending:
     """Decides ``spider_idle`` for one worker (module docstring)."""
 
-    def __init__(self, rule: IdleRule, *, keep_alive: bool, jobs: RedisJobs, admits: Admits,
-                 pops: Pops, hosts: HostResolution, view: SharedView,
-                 now: Callable[[], float], wake_in: Callable[[float], None]) -> None:
+    def __init__(
+        self,
+        rule: IdleRule,
+        *,
+        keep_alive: bool,
+        jobs: RedisJobs,
+        admits: Admits,
+        pops: Pops,
+        hosts: HostResolution,
+        view: SharedView,
+        now: Callable[[], float],
+        wake_in: Callable[[float], None],
+    ) -> None:
         self.rule = rule
         self.keep_alive = keep_alive
         self.jobs = jobs

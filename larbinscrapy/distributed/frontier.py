@@ -32,6 +32,7 @@ _DEFAULT_PORT = {b"http": b"80", b"https": b"443"}
 TIERS = ("priority", "priority-overflow", "normal", "normal-overflow")
 PRIORITY, NORMAL = 0, 2
 
+
 def take_seeds_call(prefix: str, worker: str, start_key: str, n: int) -> Call:
     """Move up to ``n`` seeds from ``start_key`` to ``prefix:seeds:<worker>`` (pending until
     their requests are admitted). In a cluster ``prefix`` shares the start key's slot."""
@@ -147,8 +148,11 @@ class RedisFrontier:
         m = _DERIVABLE(record)
         if m is not None:
             scheme, name, port = m.groups()
-            if (name == host.encode() and site.encode()
-                    == b"%s://%s:%s" % (scheme, name, port or _DEFAULT_PORT[scheme])):
+            if name == host.encode() and site.encode() == b"%s://%s:%s" % (
+                scheme,
+                name,
+                port or _DEFAULT_PORT[scheme],
+            ):
                 return record
         return f"{site}\t{host}\t".encode() + record
 
@@ -171,8 +175,13 @@ class RedisFrontier:
     ) -> Call:
         """Test-and-set each entry's bits; queue the new ones; then ack ``acks``. Atomic.
         Its result: (new, filtered)."""
-        args: list[Any] = [worker, seen_key, shard_bits,
-                           f"{self.prefix}:seeds:{worker}" if seeds_done else "", len(acks)]
+        args: list[Any] = [
+            worker,
+            seen_key,
+            shard_bits,
+            f"{self.prefix}:seeds:{worker}" if seeds_done else "",
+            len(acks),
+        ]
         for tier, positions, entry in entries:
             args += [tier, len(positions), *positions, entry]
         args += list(acks)
@@ -183,42 +192,80 @@ class RedisFrontier:
 
     def pop_call(self, worker: str, want: int, first_lease: int) -> Call:
         """Lease up to ``want`` records (``Popped``)."""
-        return self._call(self._pop, [worker, want, self.connections, self.mem_limit,
-                                      self.max_per_site, self.refill_budget, first_lease,
-                                      self.hold_ms], _popped)
+        return self._call(
+            self._pop,
+            [
+                worker,
+                want,
+                self.connections,
+                self.mem_limit,
+                self.max_per_site,
+                self.refill_budget,
+                first_lease,
+                self.hold_ms,
+            ],
+            _popped,
+        )
 
     def pop(self, worker: str, want: int, first_lease: int) -> Popped:
         return cast("Popped", run_call(self.server, self.pop_call(worker, want, first_lease)))
 
-    def release_call(self, worker: str, ip: str, delay: float, dead: bool = False, *,
-                     host: str = "", host_delay: float = 0.0, outcome: str = "",
-                     jitter: float = 1.0) -> Call:
+    def release_call(
+        self,
+        worker: str,
+        ip: str,
+        delay: float,
+        dead: bool = False,
+        *,
+        host: str = "",
+        host_delay: float = 0.0,
+        outcome: str = "",
+        jitter: float = 1.0,
+    ) -> Call:
         """The fetch on ``ip`` ended: the IP is ready again ``delay`` s from now (Redis time),
         ``host`` (if named) ``host_delay`` s from now, and its throttling run follows
         ``outcome`` (``politeness.hosts``: ANSWERED, BACKOFF, RETRY_AFTER or ""; a back-off
         pause is lengthened by ``jitter``). Its result: ``Released``."""
         t = self.throttle
-        return self._call(self._release, [
-            worker, ip, _ms(delay), int(dead), self.connections, host, _ms(host_delay),
-            outcome, _ms(t.backoff), _ms(t.max_backoff), t.max_in_a_row, repr(jitter),
-            int(self.hold_ms > 0)],
-            _released)
+        return self._call(
+            self._release,
+            [
+                worker,
+                ip,
+                _ms(delay),
+                int(dead),
+                self.connections,
+                host,
+                _ms(host_delay),
+                outcome,
+                _ms(t.backoff),
+                _ms(t.max_backoff),
+                t.max_in_a_row,
+                repr(jitter),
+                int(self.hold_ms > 0),
+            ],
+            _released,
+        )
 
-    def release(self, worker: str, ip: str, delay: float, dead: bool = False,
-                **host: Any) -> Released:
-        return cast("Released", run_call(self.server,
-                                         self.release_call(worker, ip, delay, dead, **host)))
+    def release(
+        self, worker: str, ip: str, delay: float, dead: bool = False, **host: Any
+    ) -> Released:
+        return cast(
+            "Released", run_call(self.server, self.release_call(worker, ip, delay, dead, **host))
+        )
 
     def giveback_call(self, worker: str, lease: str, wait: float) -> Call:
         """Hand a leased record back (front of its site list) and free its IP connection, ready
         again ``wait`` s from now. Its result: 1, or 0 when the lease was reaped meanwhile."""
-        return self._call(self._giveback, [worker, lease, max(0, round(wait * 1000)),
-                                           self.connections], int)
+        return self._call(
+            self._giveback, [worker, lease, max(0, round(wait * 1000)), self.connections], int
+        )
 
     def resolved_call(self, host: str, ip: str | None, reason: str = "dns") -> Call:
         """Store ``host``'s IP (or its failure) and make its waiting sites servable."""
-        return self._call(self._resolved, [host, ip or f"!{reason}", self.connections],
-                          _resolved_reply)
+        return self._call(
+            self._resolved, [host, ip or f"!{reason}", self.connections], _resolved_reply
+        )
 
     def aside_call(self, host: str) -> Call:
         """Set ``host`` aside for every worker (throttling past the cap): its records go."""
@@ -230,19 +277,21 @@ class RedisFrontier:
         return self._call(lua.TAKE, [worker, ip, self.connections, host, self.hold_ms], int)
 
     def resolved(self, host: str, ip: str | None, reason: str = "dns") -> tuple[str, int]:
-        return cast("tuple[str, int]", run_call(self.server,
-                                                self.resolved_call(host, ip, reason)))
+        return cast("tuple[str, int]", run_call(self.server, self.resolved_call(host, ip, reason)))
 
     def heartbeat_call(self, worker: str, timeout: float, start_key: str) -> Call:
         """Record that ``worker`` lives; requeue the leases of workers silent for ``timeout``.
         Its result: (requeued, workers reaped). ``start_key`` "": pending seeds are not
         returned here (in a cluster the seed list is in another slot: ``seeds_reap_call``)."""
-        return self._call(self._reap, [worker, round(timeout * 1000), self.connections,
-                                       start_key], _two_ints)
+        return self._call(
+            self._reap, [worker, round(timeout * 1000), self.connections, start_key], _two_ints
+        )
 
     def heartbeat(self, worker: str, timeout: float, start_key: str) -> tuple[int, int]:
-        return cast("tuple[int, int]",
-                    run_call(self.server, self.heartbeat_call(worker, timeout, start_key)))
+        return cast(
+            "tuple[int, int]",
+            run_call(self.server, self.heartbeat_call(worker, timeout, start_key)),
+        )
 
     def retire_call(self, worker: str, start_key: str) -> Call:
         """A worker closes: its unacknowledged records go back, its IPs are freed."""
@@ -252,29 +301,35 @@ class RedisFrontier:
         return cast("int", run_call(self.server, self.retire_call(worker, start_key)))
 
     def take_seeds(self, worker: str, start_key: str, n: int) -> list[bytes]:
-        return cast("list[bytes]", run_call(self.server, take_seeds_call(
-            self.prefix, worker, start_key, n)))
+        return cast(
+            "list[bytes]", run_call(self.server, take_seeds_call(self.prefix, worker, start_key, n))
+        )
 
     def unresolved_call(self, n: int = 50) -> Call:
         """Hosts left waiting for DNS (by a worker that died while resolving)."""
-        return Call(("SRANDMEMBER", f"{self.prefix}:unresolved", n),
-                    lambda hosts: [h.decode() for h in hosts])
+        return Call(
+            ("SRANDMEMBER", f"{self.prefix}:unresolved", n),
+            lambda hosts: [h.decode() for h in hosts],
+        )
 
     def unresolved(self, n: int = 50) -> list[str]:
         return cast("list[str]", run_call(self.server, self.unresolved_call(n)))
 
     def counts_call(self) -> Call:
         """(queued, leased) records of this frontier."""
-        return Call(("HMGET", f"{self.prefix}:count", "queued", "leased"),
-                    lambda r: (int(r[0] or 0), int(r[1] or 0)))
+        return Call(
+            ("HMGET", f"{self.prefix}:count", "queued", "leased"),
+            lambda r: (int(r[0] or 0), int(r[1] or 0)),
+        )
 
     def workers_call(self) -> Call:
         return Call(("ZCARD", f"{self.prefix}:workers"), int)
 
     def status(self, start_key: str) -> dict[str, int]:
         """Queued and leased records, seeds not yet read, live workers."""
-        (queued, leased), seeds, workers = run_calls(self.server, [
-            self.counts_call(), Call(("LLEN", start_key), int), self.workers_call()])
+        (queued, leased), seeds, workers = run_calls(
+            self.server, [self.counts_call(), Call(("LLEN", start_key), int), self.workers_call()]
+        )
         return {"queued": queued, "leased": leased, "seeds": seeds, "workers": workers}
 
     def delete(self) -> int:

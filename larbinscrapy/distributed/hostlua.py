@@ -85,4 +85,3 @@ local function host_ended(host, hdelay, outcome, conn, base, maxb, maxrow, facto
   return pause, aside, at
 end
 """
-

@@ -31,8 +31,16 @@ if TYPE_CHECKING:
 class HostResolution:
     """Resolves hosts for ``RedisScheduler`` and stores the answers (module docstring)."""
 
-    def __init__(self, link: FrontierLink, *, politeness: HostRegistry, admits: Admits,
-                 clock: ShardClock, stats: StatsCollector, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        link: FrontierLink,
+        *,
+        politeness: HostRegistry,
+        admits: Admits,
+        clock: ShardClock,
+        stats: StatsCollector,
+        wake: Callable[[], None],
+    ) -> None:
         self.link = link
         self.politeness = politeness
         self.admits = admits
@@ -41,13 +49,16 @@ class HostResolution:
         self.wake = wake
         self.resolving: set[str] = set()  # hosts being resolved, until Redis has the answer
 
-    def resolve_leased(self, host: str, request: Request,
-                       then: Callable[[Request], None]) -> None:
+    def resolve_leased(self, host: str, request: Request, then: Callable[[Request], None]) -> None:
         """``request`` was leased for ``host``, resolved by another worker: resolve it here,
         then hand it on (``then``), or drop it and acknowledge its record."""
         d = self.politeness.resolve(host)
-        d.addCallbacks(self.resolved_here, self.unresolved_here,
-                       callbackArgs=(request, then), errbackArgs=(request,))
+        d.addCallbacks(
+            self.resolved_here,
+            self.unresolved_here,
+            callbackArgs=(request, then),
+            errbackArgs=(request,),
+        )
 
     def resolved_here(self, ip: str, request: Request, then: Callable[[Request], None]) -> None:
         if ip != request.meta[M.IP]:
@@ -65,15 +76,19 @@ class HostResolution:
             return
         self.resolving.add(host)
         d = self.politeness.resolve(host)
-        d.addCallbacks(self.host_resolved, self.host_failed,
-                       callbackArgs=(host,), errbackArgs=(host,))
+        d.addCallbacks(
+            self.host_resolved, self.host_failed, callbackArgs=(host,), errbackArgs=(host,)
+        )
 
     def host_resolved(self, ip: str, host: str) -> None:
         # ``host`` stays in ``resolving`` until Redis has the answer (no second lookup).
         shard, frontier = self.link.frontier_of(host)
-        self.link.jobs.submit("resolved", frontier.resolved_call(host, ip),
-                              then=lambda _: self.host_stored(shard),
-                              always=lambda: self.resolving.discard(host))
+        self.link.jobs.submit(
+            "resolved",
+            frontier.resolved_call(host, ip),
+            then=lambda _: self.host_stored(shard),
+            always=lambda: self.resolving.discard(host),
+        )
 
     def host_stored(self, shard: int) -> None:
         self.clock.now(shard)
@@ -87,5 +102,9 @@ class HostResolution:
             self.politeness.count_drop(reason, result[1])
 
         _, frontier = self.link.frontier_of(host)
-        self.link.jobs.submit("resolved", frontier.resolved_call(host, None, reason),
-                              then=count, always=lambda: self.resolving.discard(host))
+        self.link.jobs.submit(
+            "resolved",
+            frontier.resolved_call(host, None, reason),
+            then=count,
+            always=lambda: self.resolving.discard(host),
+        )

@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 RECOVERED = 1.0  # seconds of answers without a failure that end an outage
 
 
-
 def later(seconds: float) -> defer.Deferred[None]:
     """A Deferred fired ``seconds`` from now, in the reactor thread (a poll between two looks)."""
     d: defer.Deferred[None] = defer.Deferred()
@@ -68,8 +67,9 @@ class Call:
     script: LuaScript | None = None
 
     @classmethod
-    def script_call(cls, script: LuaScript, key: str, args: list[Any],
-                    parse: Callable[[Any], Any] = _same) -> Call:
+    def script_call(
+        cls, script: LuaScript, key: str, args: list[Any], parse: Callable[[Any], Any] = _same
+    ) -> Call:
         """``EVALSHA`` of ``script`` with one key (it routes the call to the key's shard)."""
         return cls(("EVALSHA", script.sha, 1, key, *args), parse, script)
 
@@ -277,8 +277,11 @@ class RedisJobs:
             self._last_answer = self._now()
             # over once jobs succeed with no failure for RECOVERED s: in a cluster the masters
             # still up keep answering while one is down, and that is one outage, not many
-            if (not isinstance(result, Failure) and self._down_since is not None
-                    and self._now() - self._last_failure >= RECOVERED):
+            if (
+                not isinstance(result, Failure)
+                and self._down_since is not None
+                and self._now() - self._last_failure >= RECOVERED
+            ):
                 logger.info("Redis answers again after %.1f s", self._now() - self._down_since)
                 self._down_since = None
             if always is not None:
@@ -289,8 +292,12 @@ class RedisJobs:
             if failure.check(*UNREACHABLE):
                 self._redis_down(what, failure.getErrorMessage())
             else:  # a bug, not an outage: with its stack
-                logger.error("Redis %s failed: %s", what, failure.getErrorMessage(),
-                             exc_info=failure_to_exc_info(failure))
+                logger.error(
+                    "Redis %s failed: %s",
+                    what,
+                    failure.getErrorMessage(),
+                    exc_info=failure_to_exc_info(failure),
+                )
             if failed is not None:
                 failed()
 
@@ -298,8 +305,11 @@ class RedisJobs:
         if then is not None:
             d.addCallback(then)
         d.addErrback(log)
-        d.addErrback(lambda f: logger.error("Handling a failed Redis %s failed", what,
-                                            exc_info=failure_to_exc_info(f)))
+        d.addErrback(
+            lambda f: logger.error(
+                "Handling a failed Redis %s failed", what, exc_info=failure_to_exc_info(f)
+            )
+        )
         return d
 
     def _now(self) -> float:
@@ -313,8 +323,11 @@ class RedisJobs:
         self._last_failure = now
         if self._down_since is None:
             self._down_since = now
-            logger.error("Redis %s failed: %s (counted in larbin/redis/failed until Redis "
-                         "answers again)", what, message)
+            logger.error(
+                "Redis %s failed: %s (counted in larbin/redis/failed until Redis answers again)",
+                what,
+                message,
+            )
         if self.outage_timeout > 0 and now - self._down_since >= self.outage_timeout:
             self._give_up(f"unreachable for {now - self._down_since:.0f} s ({message})")
 

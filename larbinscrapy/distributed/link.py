@@ -39,8 +39,16 @@ class FrontierLink:
         self.ips: IpLeases | None = None  # a cluster: the IPs' own leases
         self.stopped = False  # closing, or Redis is gone: ``send`` tries no more
 
-    def build(self, server: Any, table: IpTable, *, seeds_key: str, max_per_site: int,
-              loaded_sites: int, lease_timeout: float) -> None:
+    def build(
+        self,
+        server: Any,
+        table: IpTable,
+        *,
+        seeds_key: str,
+        max_per_site: int,
+        loaded_sites: int,
+        lease_timeout: float,
+    ) -> None:
         """The shards' frontiers over ``server`` (no I/O; the Redis thread, where a cluster
         client connects)."""
         delay = table.default_delay
@@ -48,12 +56,20 @@ class FrontierLink:
         hosts = table.hosts
         throttle = Throttle(hosts.throttle_backoff, hosts.max_backoff, hosts.max_in_a_row)
         hold = lease_timeout if connections > 1 and hosts.default_delay > 0 else 0.0
-        self.fs = ShardedFrontier(server, self.shards, seeds_key=seeds_key,
-                                  max_per_site=max_per_site, loaded_sites=loaded_sites,
-                                  connections=connections, throttle=throttle, hold=hold)
+        self.fs = ShardedFrontier(
+            server,
+            self.shards,
+            seeds_key=seeds_key,
+            max_per_site=max_per_site,
+            loaded_sites=loaded_sites,
+            connections=connections,
+            throttle=throttle,
+            hold=hold,
+        )
         if self.fs.cluster:
-            self.ips = IpLeases(self.shards.ip_key, connections=connections,
-                                lease_timeout=lease_timeout, poll=POLL)
+            self.ips = IpLeases(
+                self.shards.ip_key, connections=connections, lease_timeout=lease_timeout, poll=POLL
+            )
 
     def frontier(self, shard: int) -> RedisFrontier:
         return self.fs.frontiers[shard]
@@ -70,6 +86,7 @@ class FrontierLink:
     def send(self, what: str, call: Call, then: Callable[[Any], Any] | None = None) -> None:
         """Submit ``call``; while Redis is away, again every ``POLL`` s (a lost release would
         keep its IP busy for every worker)."""
+
         def again() -> None:
             if not self.stopped:
                 installed_reactor().callLater(POLL, self.send, what, call, then)

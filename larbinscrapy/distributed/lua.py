@@ -89,7 +89,10 @@ end
 """
 
 # ARGV: prefix, worker, want, conn, mem_limit, cap, budget, first lease id, hold ms
-_POP_TEXT = _COMMON + HOSTS_LUA + r"""
+_POP_TEXT = (
+    _COMMON
+    + HOSTS_LUA
+    + r"""
 local worker, want, conn = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local mem_limit, cap, budget = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local lid, hold = tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -225,6 +228,7 @@ if #nxt > 0 then wait = math.max(0, tonumber(nxt[2]) - now) end
 return {out, unresolved, wait, tonumber(redis.call('HGET', CK, 'queued') or '0'),
         stats.dropped, stats.to_wait, stats.aside}
 """
+)
 
 # One connection of ``worker`` on ``ip`` ends: the IP is ready again ``delay`` ms from now.
 _FREE_ONE = r"""
@@ -245,7 +249,13 @@ end
 # hold (1: the host's fetch in flight is marked, ``P:hold:<host>``).
 # Returns {records dropped with a dead IP (-1: the lease was reaped), records dropped with the
 # host set aside (-1: not set aside now), the back-off pause ms}.
-_RELEASE_TEXT = _COMMON + HOSTS_LUA + ASIDE_LUA + HOST_ENDED_LUA + _FREE_ONE + r"""
+_RELEASE_TEXT = (
+    _COMMON
+    + HOSTS_LUA
+    + ASIDE_LUA
+    + HOST_ENDED_LUA
+    + _FREE_ONE
+    + r"""
 local worker, ip, delay = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local dead, conn = ARGV[5] == '1', tonumber(ARGV[6])
 local host, hdelay, outcome = ARGV[7], tonumber(ARGV[8]), ARGV[9]
@@ -269,11 +279,15 @@ end
 place(ip, conn, host, hat)
 return {dropped, aside, pause}
 """
+)
 
 # A leased record goes back to the front of its site list and its IP connection is freed,
 # ready again in ``wait`` ms: the IP's own lease (iplease.py) was taken by another shard.
 # ARGV: prefix, worker, lease id, wait ms, conn
-_GIVEBACK_TEXT = _COMMON + _FREE_ONE + r"""
+_GIVEBACK_TEXT = (
+    _COMMON
+    + _FREE_ONE
+    + r"""
 local worker, lid, wait, conn = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local lkey = P .. ':lease:' .. worker
 local v = redis.call('HGET', lkey, lid)
@@ -285,9 +299,12 @@ requeue(v, conn)
 place(ip, conn)
 return 1
 """
+)
 
 # ARGV: prefix, host, ip or "!reason", conn
-_RESOLVED_TEXT = _COMMON + r"""
+_RESOLVED_TEXT = (
+    _COMMON
+    + r"""
 local host, val, conn = ARGV[2], ARGV[3], tonumber(ARGV[4])
 if string.sub(val, 1, 1) ~= '!' and redis.call('SISMEMBER', P .. ':deadips', val) == 1 then
   val = '!noconnection'
@@ -306,18 +323,26 @@ for _, site in ipairs(sites) do
 end
 return {val, dropped}
 """
+)
 
 # A host set aside (a throttling answer past LARBIN_THROTTLE_RETRY_AFTER_MAX) for every worker
 # (``ASIDE_LUA``). ARGV: prefix, host, conn. Its result: the records dropped.
-_ASIDE_TEXT = _COMMON + ASIDE_LUA + r"""
+_ASIDE_TEXT = (
+    _COMMON
+    + ASIDE_LUA
+    + r"""
 local host, conn = ARGV[2], tonumber(ARGV[3])
 return math.max(0, set_aside(host, conn))
 """
+)
 
 # A fetch outside the frontier (a sitemap) takes an IP connection like a pop: 0 when taken
 # (released as any lease), else the ms to wait (-1: every connection is leased). The host's
 # own record holds it too. ARGV: prefix, worker, ip, conn, host, hold ms
-_TAKE_TEXT = _COMMON + HOSTS_LUA + r"""
+_TAKE_TEXT = (
+    _COMMON
+    + HOSTS_LUA
+    + r"""
 local worker, ip, conn, host = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local hold = tonumber(ARGV[6])
 redis.call('ZADD', P .. ':workers', 'NX', now, worker)  -- a lease needs a heartbeat to expire
@@ -332,10 +357,14 @@ redis.call('HINCRBY', P .. ':held:' .. worker, ip, 1)
 place(ip, conn)
 return 0
 """
+)
 
 # ARGV: prefix, worker, seen key, shard bits, seeds key, n acks, lease ids...,
 #       then per entry: tier, number of bit positions, positions..., entry
-_ADMIT_TEXT = _COMMON + BITS_LUA + r"""
+_ADMIT_TEXT = (
+    _COMMON
+    + BITS_LUA
+    + r"""
 local worker, seen, shard_bits = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local seeds_pending = ARGV[5]
 local i = 6
@@ -362,9 +391,12 @@ if new > 0 then count('queued', new) end
 if seeds_pending ~= '' then redis.call('DEL', seeds_pending) end
 return {new, filtered}
 """
+)
 
 # ARGV: prefix, worker, timeout ms (or -1: retire this worker now), conn, start-urls key
-_REAP_TEXT = _COMMON + r"""
+_REAP_TEXT = (
+    _COMMON
+    + r"""
 local me, timeout, conn, start = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local workers = P .. ':workers'
 local gone
@@ -388,6 +420,7 @@ for _, w in ipairs(gone) do
 end
 return {requeued, #gone}
 """
+)
 
 # Seeds the scrapy-redis way, moved to a per-worker list until their requests are admitted.
 # ARGV: prefix, worker, start-urls key, count (in a Redis Cluster the start-urls key must

@@ -81,10 +81,22 @@ class TickPace:
 class Membership:
     """The tick, heartbeat, seeds and reaping of one worker (module docstring)."""
 
-    def __init__(self, link: FrontierLink, *, lease_timeout: float, seeds: RedisSeeds,
-                 admits: Admits, pops: Pops, hosts: HostResolution, view: SharedView,
-                 clock: ShardClock, stats: StatsCollector, now: Callable[[], float],
-                 engine: Callable[[], Any], wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        link: FrontierLink,
+        *,
+        lease_timeout: float,
+        seeds: RedisSeeds,
+        admits: Admits,
+        pops: Pops,
+        hosts: HostResolution,
+        view: SharedView,
+        clock: ShardClock,
+        stats: StatsCollector,
+        now: Callable[[], float],
+        engine: Callable[[], Any],
+        wake: Callable[[], None],
+    ) -> None:
         self.link = link
         self.lease_timeout = lease_timeout
         self.seeds = seeds
@@ -120,8 +132,12 @@ class Membership:
         jobs = self.link.jobs
         jobs.check()
         self.admits.flush()
-        idle = (not self.pops.ready and not self.admits.buffered and not self.view.wanted
-                and self.clock.idle(self.now()))
+        idle = (
+            not self.pops.ready
+            and not self.admits.buffered
+            and not self.view.wanted
+            and self.clock.idle(self.now())
+        )
         # one tick job at a time: a slow Redis does not pile them up
         if not self.ticking and pace.due(idle):
             self.ticking = True
@@ -130,14 +146,24 @@ class Membership:
             status = self.view.take_want()
             shard = pace.sent // 8 % self.link.shards.count
             beat = pace.beat()
-            jobs.submit("tick", self.tick_job, seeds, orphans, status, shard, beat,
-                        then=self.ticked, always=self.tick_ended)
+            jobs.submit(
+                "tick",
+                self.tick_job,
+                seeds,
+                orphans,
+                status,
+                shard,
+                beat,
+                then=self.ticked,
+                always=self.tick_ended,
+            )
             self.view.tick_sent(jobs.seq)
         if not self.pops.ready and self.now() >= self.clock.quiet_until():
             self.wake()
 
-    def tick_job(self, seeds: bool, orphans: bool, status: bool, shard: int,
-                 beat: bool) -> tuple[Any, ...]:
+    def tick_job(
+        self, seeds: bool, orphans: bool, status: bool, shard: int, beat: bool
+    ) -> tuple[Any, ...]:
         """Redis thread: heartbeat, seeds, hosts left unresolved, then the status if wanted."""
         fs = self.link.fs
         reaped = self.heartbeat_job() if beat else (0, 0)
@@ -165,8 +191,9 @@ class Membership:
     def heartbeat_done(self, reaped: tuple[int, int]) -> None:
         requeued, gone = reaped
         if gone:
-            logger.warning("Reaped %d silent worker(s): %d leased requests back in the queue",
-                           gone, requeued)
+            logger.warning(
+                "Reaped %d silent worker(s): %d leased requests back in the queue", gone, requeued
+            )
             self.stats.inc_value("larbin/distributed/reaped_workers", gone)
             self.stats.inc_value("larbin/distributed/requeued", requeued)
             self.clock.all_now()

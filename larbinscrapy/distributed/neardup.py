@@ -53,7 +53,9 @@ end
 
 # One Redis. KEYS: content hashes, near buckets. ARGV: digest, url, entry (simhash + url key,
 # empty without a simhash), distance, fields. {1, first url} | {2, distance} | {0}: kept, added.
-_CHECK_ONE = _POPCOUNT + r"""
+_CHECK_ONE = (
+    _POPCOUNT
+    + r"""
 local first = redis.call('HGET', KEYS[1], ARGV[1])
 if first then return {1, first} end
 local buckets = {}
@@ -75,10 +77,13 @@ for i = 5, #ARGV do
 end
 return {0}
 """
+)
 
 # A cluster, one slot. KEYS: its near buckets. ARGV: entry, distance, fields. Adds the entry
 # (state T) to each bucket; returns {field index, twin's simhash, distance, state} per twin.
-_CHECK_SLOT = _POPCOUNT + r"""
+_CHECK_SLOT = (
+    _POPCOUNT
+    + r"""
 local hi, lo = struct.unpack('>I4I4', ARGV[1])
 local ukey, d = string.sub(ARGV[1], 9, 16), tonumber(ARGV[2])
 local out = {}
@@ -101,6 +106,7 @@ for i = 3, #ARGV do
 end
 return out
 """
+)
 
 # A cluster, one slot. KEYS: its near buckets. ARGV: entry, 'K' (kept) or '' (remove), fields.
 _SETTLE = r"""
@@ -179,8 +185,10 @@ class NearIndex:
 
     def fields(self, h: int) -> list[bytes]:
         """The bucket names of ``h``: block index + block value."""
-        return [bytes([j]) + v.to_bytes(w, "big")
-                for j, (v, w) in enumerate(zip(self.block_values(h), self._widths, strict=True))]
+        return [
+            bytes([j]) + v.to_bytes(w, "big")
+            for j, (v, w) in enumerate(zip(self.block_values(h), self._widths, strict=True))
+        ]
 
     def key_of(self, field: bytes) -> str:
         """The hash a bucket lives in (a cluster: the shard its name hashes to)."""
@@ -212,8 +220,22 @@ class NearIndex:
         are added. ``h`` 0: no simhash (too short a text), the content hash only."""
         entry = self.entry(h, url) if h else b""
         fields = self.fields(h) if h else []
-        return Call(("EVALSHA", self._one.sha, 2, exact_key, self.keys[0], digest, url, entry,
-                     self.distance, *fields), _check_one_reply, self._one)
+        return Call(
+            (
+                "EVALSHA",
+                self._one.sha,
+                2,
+                exact_key,
+                self.keys[0],
+                digest,
+                url,
+                entry,
+                self.distance,
+                *fields,
+            ),
+            _check_one_reply,
+            self._one,
+        )
 
     # -- a cluster -------------------------------------------------------------------------
     def slot_calls(self, h: int, url: str) -> list[tuple[list[int], Call]]:
@@ -224,12 +246,34 @@ class NearIndex:
             blocks = [j for j, _ in group]
 
             def parse(reply: list[Any], blocks: list[int] = blocks) -> list[Twin]:
-                return [Twin(blocks[int(reply[i])], int.from_bytes(reply[i + 1], "big"),
-                             int(reply[i + 2]), reply[i + 3] == KEPT)
-                        for i in range(0, len(reply), 4)]
+                return [
+                    Twin(
+                        blocks[int(reply[i])],
+                        int.from_bytes(reply[i + 1], "big"),
+                        int(reply[i + 2]),
+                        reply[i + 3] == KEPT,
+                    )
+                    for i in range(0, len(reply), 4)
+                ]
 
-            out.append((blocks, Call(("EVALSHA", self._slot.sha, 1, key, entry, self.distance,
-                                      *(f for _, f in group)), parse, self._slot)))
+            out.append(
+                (
+                    blocks,
+                    Call(
+                        (
+                            "EVALSHA",
+                            self._slot.sha,
+                            1,
+                            key,
+                            entry,
+                            self.distance,
+                            *(f for _, f in group),
+                        ),
+                        parse,
+                        self._slot,
+                    ),
+                )
+            )
         return out
 
     def loses_to(self, h: int, twins: Sequence[Twin]) -> Twin | None:
@@ -242,9 +286,21 @@ class NearIndex:
     def settle_calls(self, h: int, url: str, kept: bool) -> list[Call]:
         """Mark ``h``'s entries kept, or remove them (the page lost)."""
         entry = self.entry(h, url)
-        return [Call(("EVALSHA", self._settle.sha, 1, key, entry, "K" if kept else "",
-                      *(f for _, f in group)), script=self._settle)
-                for key, group in self.by_key(h).items()]
+        return [
+            Call(
+                (
+                    "EVALSHA",
+                    self._settle.sha,
+                    1,
+                    key,
+                    entry,
+                    "K" if kept else "",
+                    *(f for _, f in group),
+                ),
+                script=self._settle,
+            )
+            for key, group in self.by_key(h).items()
+        ]
 
     def mark_copy_call(self, exact_key: str, digest: bytes, url: str) -> Call:
         """The content hash ``url`` claimed now names a near-duplicate (dropped)."""

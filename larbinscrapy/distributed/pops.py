@@ -42,10 +42,20 @@ POP_SHARDS = 4  # shards one pop asks at once (a cluster)
 class Pops:
     """Pops, leases and the ready requests (module docstring)."""
 
-    def __init__(self, link: FrontierLink, *, view: SharedView, clock: ShardClock,
-                 held: HeldLeases, hosts: HostResolution, politeness: HostRegistry,
-                 stats: StatsCollector, hand_out: Callable[[bytes, str, str], Request],
-                 wake: Callable[[], None], wake_in: Callable[[float], None]) -> None:
+    def __init__(
+        self,
+        link: FrontierLink,
+        *,
+        view: SharedView,
+        clock: ShardClock,
+        held: HeldLeases,
+        hosts: HostResolution,
+        politeness: HostRegistry,
+        stats: StatsCollector,
+        hand_out: Callable[[bytes, str, str], Request],
+        wake: Callable[[], None],
+        wake_in: Callable[[float], None],
+    ) -> None:
         self.link = link
         self.view = view
         self.clock = clock
@@ -78,8 +88,13 @@ class Pops:
             self.popping_shards.add(k)
             call = self.link.frontier(k).pop_call(self.link.worker, POP_BATCH, self.lease_seq[k])
             seq = jobs.seq + 1
-            jobs.submit("pop", call, then=partial(self._popped, k, seq=seq),
-                        always=partial(self._ended, k), failed=partial(self._failed, k))
+            jobs.submit(
+                "pop",
+                call,
+                then=partial(self._popped, k, seq=seq),
+                always=partial(self._ended, k),
+                failed=partial(self._failed, k),
+            )
         self.next_shard = (self.next_shard + 1) % count
 
     def _ended(self, shard: int) -> None:
@@ -122,20 +137,24 @@ class Pops:
             return
         # a cluster: the IP's own lease first
         giveback = link.frontier(shard).giveback_call(link.worker, lease, POLL)
-        link.jobs.submit("iplease", link.ips.acquire_call(ip, link.token(rid)),
-                         then=partial(self._ip_answer, shard=shard, rid=rid, lease=lease,
-                                      ip=ip, record=record),
-                         failed=partial(link.send, "giveback", giveback))
+        link.jobs.submit(
+            "iplease",
+            link.ips.acquire_call(ip, link.token(rid)),
+            then=partial(self._ip_answer, shard=shard, rid=rid, lease=lease, ip=ip, record=record),
+            failed=partial(link.send, "giveback", giveback),
+        )
 
-    def _ip_answer(self, wait: float, *, shard: int, rid: str, lease: str, ip: str,
-                   record: bytes) -> None:
+    def _ip_answer(
+        self, wait: float, *, shard: int, rid: str, lease: str, ip: str, record: bytes
+    ) -> None:
         """Cluster: the IP's own lease is ours (0), or give the record back to its shard."""
         if not wait:
             self._leased(shard, rid, ip, record)
             return
         self.stats.inc_value("larbin/distributed/ip_busy_elsewhere")
-        self.link.send("giveback", self.link.frontier(shard).giveback_call(self.link.worker,
-                                                                           lease, wait))
+        self.link.send(
+            "giveback", self.link.frontier(shard).giveback_call(self.link.worker, lease, wait)
+        )
 
     def _leased(self, shard: int, rid: str, ip: str, record: bytes) -> None:
         request = self.hand_out(record, rid, ip)

@@ -35,8 +35,15 @@ logger = logging.getLogger(__name__)
 class Releases:
     """Sends each lease's release and applies its answer (module docstring)."""
 
-    def __init__(self, link: FrontierLink, *, held: HeldLeases, clock: ShardClock,
-                 politeness: HostRegistry, stats: StatsCollector) -> None:
+    def __init__(
+        self,
+        link: FrontierLink,
+        *,
+        held: HeldLeases,
+        clock: ShardClock,
+        politeness: HostRegistry,
+        stats: StatsCollector,
+    ) -> None:
         self.link = link
         self.held = held
         self.clock = clock
@@ -59,15 +66,22 @@ class Releases:
         host = host or st.last_host or ""
         hosts = table.hosts
         call = link.frontier(shard).release_call(
-            link.worker, st.ip, delay, st.dead, host=host,
+            link.worker,
+            st.ip,
+            delay,
+            st.dead,
+            host=host,
             host_delay=max(0.0, hosts.next_start(host) - now) if host else 0.0,
-            outcome=outcome, jitter=1 + JITTER * hosts.rng() if outcome == BACKOFF else 1.0)
+            outcome=outcome,
+            jitter=1 + JITTER * hosts.rng() if outcome == BACKOFF else 1.0,
+        )
         token = link.token(rid)
         if link.ips is None:
             link.send("release", call, then=partial(self._done, host))
         elif outcome == BACKOFF:  # the IP's own lease waits for the shared back-off pause
-            link.send("release", call, then=partial(self._done, host, ip=st.ip, token=token,
-                                                    delay=delay))
+            link.send(
+                "release", call, then=partial(self._done, host, ip=st.ip, token=token, delay=delay)
+            )
         else:
             link.send("release", call, then=partial(self._done, host))
             link.send("iplease", link.ips.release_call(st.ip, token, delay))
@@ -76,11 +90,15 @@ class Releases:
     def set_aside(self, host: str) -> None:
         """``host`` asked for a pause past the cap: no worker asks it again (its records go)."""
         _, frontier = self.link.frontier_of(host)
-        self.link.jobs.submit("set aside", frontier.aside_call(host),
-                              then=lambda n: self.politeness.count_drop(THROTTLED, n))
+        self.link.jobs.submit(
+            "set aside",
+            frontier.aside_call(host),
+            then=lambda n: self.politeness.count_drop(THROTTLED, n),
+        )
 
-    def _done(self, host: str, released: Released, *, ip: str = "", token: str = "",
-              delay: float = 0.0) -> None:
+    def _done(
+        self, host: str, released: Released, *, ip: str = "", token: str = "", delay: float = 0.0
+    ) -> None:
         self.politeness.count_drop(NOCONNECTION, max(0, released.dropped))
         ips = self.link.ips
         if ip and ips is not None:
@@ -93,7 +111,10 @@ class Releases:
         if not hs.set_aside:
             hs.set_aside = True
             self.stats.inc_value("larbin/host/set_aside")
-            logger.warning("Setting %s aside: it answered throttling %d times in a row, counted "
-                           "over every worker (LARBIN_THROTTLE_IN_A_ROW_MAX)", host,
-                           hosts.max_in_a_row)
+            logger.warning(
+                "Setting %s aside: it answered throttling %d times in a row, counted "
+                "over every worker (LARBIN_THROTTLE_IN_A_ROW_MAX)",
+                host,
+                hosts.max_in_a_row,
+            )
         self.politeness.count_drop(THROTTLED, released.aside)

@@ -79,27 +79,38 @@ class SharedRobots:
         key = f"{self.shards.prefix(self.shards.of(host_of(site)))}:robots:{site}"
         return key, key + ":lease"
 
-    async def claim(self, site: str, now: Callable[[], float], wall: Callable[[], float]
-                    ) -> tuple[SiteRules, bytes] | None:
+    async def claim(
+        self, site: str, now: Callable[[], float], wall: Callable[[], float]
+    ) -> tuple[SiteRules, bytes] | None:
         """The shared rules of ``site``, waiting while another worker fetches them; None: ours
         to fetch (the lease is ours, or Redis failed: fetch without sharing)."""
         keys = self._keys(site)
         while True:
-            reply = await maybe_deferred_to_future(self.jobs.submit(
-                "robots.txt look-up", Call(("EVALSHA", _CLAIM.sha, 2, *keys, self.worker,
-                                            self.lease_ms), script=_CLAIM)))
+            reply = await maybe_deferred_to_future(
+                self.jobs.submit(
+                    "robots.txt look-up",
+                    Call(
+                        ("EVALSHA", _CLAIM.sha, 2, *keys, self.worker, self.lease_ms), script=_CLAIM
+                    ),
+                )
+            )
             if reply is None or reply == 1:
                 return None
             if isinstance(reply, list):
                 return decode(reply[0], int(reply[1]), now(), wall())
             await maybe_deferred_to_future(later(WAIT))
 
-    def store(self, site: str, rules: SiteRules, body: bytes | None, now: float, wall: float
-              ) -> None:
+    def store(
+        self, site: str, rules: SiteRules, body: bytes | None, now: float, wall: float
+    ) -> None:
         """Share ``rules`` (and the robots.txt ``body``) until they expire, and give the lease
         up; ``body`` None only gives the lease up (rules only this worker may trust)."""
         value = b"" if body is None else encode(rules, body, now, wall)
         ttl_ms = int((rules.expires - now) * 1000)
-        self.jobs.submit("robots.txt store", Call(
-            ("EVALSHA", _STORE.sha, 2, *self._keys(site), self.worker, value, ttl_ms),
-            script=_STORE))
+        self.jobs.submit(
+            "robots.txt store",
+            Call(
+                ("EVALSHA", _STORE.sha, 2, *self._keys(site), self.worker, value, ttl_ms),
+                script=_STORE,
+            ),
+        )

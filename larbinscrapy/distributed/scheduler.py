@@ -82,9 +82,14 @@ class RedisScheduler(FrontierScheduler):
         connect: Callable[[], Any] | None = None,
         shards: int = 1,
     ) -> None:
-        super().__init__(crawler, dupefilter, max_per_site=max_per_site,
-                         loaded_sites=loaded_sites, priority_extensions=priority_extensions,
-                         local_table=local_table)
+        super().__init__(
+            crawler,
+            dupefilter,
+            max_per_site=max_per_site,
+            loaded_sites=loaded_sites,
+            priority_extensions=priority_extensions,
+            local_table=local_table,
+        )
         self.redis_where = redis_where or fatal.redis_location(server)  # for messages
         self._unreachable = False
         self.frontier_key = frontier_key
@@ -94,13 +99,23 @@ class RedisScheduler(FrontierScheduler):
         self.keep_alive = keep_alive
         self.persist = persist
         # server: None until the Redis thread connected (a cluster)
-        jobs = RedisJobs(server=server, connect=connect, outage_timeout=outage_timeout,
-                         on_outage=self._outage, stats=crawler.stats)
+        jobs = RedisJobs(
+            server=server,
+            connect=connect,
+            outage_timeout=outage_timeout,
+            on_outage=self._outage,
+            stats=crawler.stats,
+        )
         worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.link = FrontierLink(jobs, Shards(shards, frontier_key, dupefilter.key,
-                                              dupefilter.m), worker)
-        self.robots = SharedRobots(jobs, self.link.shards, worker,  # one fetch a site
-                                   int(crawler.settings.getfloat("DOWNLOAD_TIMEOUT") * 1000))
+        self.link = FrontierLink(
+            jobs, Shards(shards, frontier_key, dupefilter.key, dupefilter.m), worker
+        )
+        self.robots = SharedRobots(
+            jobs,
+            self.link.shards,
+            worker,  # one fetch a site
+            int(crawler.settings.getfloat("DOWNLOAD_TIMEOUT") * 1000),
+        )
         self.view = SharedView(shards)  # what we know of the frontier's size
         self.clock = ShardClock(shards)  # when each shard may have a ready IP
         self.held = HeldLeases()  # the IP leases we hold, for their release
@@ -121,8 +136,11 @@ class RedisScheduler(FrontierScheduler):
             raise NotConfigured("RedisScheduler needs DUPEFILTER_CLASS = RedisBitmapDupeFilter")
         name = crawler.spidercls.name
         names = {"spider": name, "name": name}
-        seeds = RedisSeeds(s["REDIS_START_URLS_KEY"] % names,
-                           s.getint("REDIS_START_URLS_BATCH_SIZE"), crawler.stats)
+        seeds = RedisSeeds(
+            s["REDIS_START_URLS_KEY"] % names,
+            s.getint("REDIS_START_URLS_BATCH_SIZE"),
+            crawler.stats,
+        )
         server, connect, shards = connector(s)
         return cls(
             crawler,
@@ -168,9 +186,14 @@ class RedisScheduler(FrontierScheduler):
         self.crawler.signals.connect(self.ending.spider_idle, signal=signals.spider_idle)
 
         def join() -> tuple[tuple[int, int], dict[str, int]]:
-            self.link.build(self.jobs.server, self.table,  # connected in this thread
-                            seeds_key=self.seeds.key, max_per_site=self.max_per_site,
-                            loaded_sites=self.loaded_sites, lease_timeout=self.lease_timeout)
+            self.link.build(
+                self.jobs.server,
+                self.table,  # connected in this thread
+                seeds_key=self.seeds.key,
+                max_per_site=self.max_per_site,
+                loaded_sites=self.loaded_sites,
+                lease_timeout=self.lease_timeout,
+            )
             return self.member.heartbeat_job(), self.link.fs.status()
 
         # Not submit: a failure here must fail the start (Scrapy awaits this Deferred).
@@ -183,37 +206,78 @@ class RedisScheduler(FrontierScheduler):
         uses."""
         link, politeness, stats = self.link, self.politeness, self.stats
         wake, wake_in, now = self._wake_engine, self._wake_in, self.table.clock
-        self.admits = Admits(link, view=self.view, clock=self.clock, df=self.df, stats=stats,
-                             wake=wake)
-        self.hosts = HostResolution(link, politeness=politeness, admits=self.admits,
-                                    clock=self.clock, stats=stats, wake=wake)
-        self.pops = Pops(link, view=self.view, clock=self.clock, held=self.held,
-                         hosts=self.hosts, politeness=politeness, stats=stats,
-                         hand_out=self._hand_out, wake=wake, wake_in=wake_in)
-        self.releases = Releases(link, held=self.held, clock=self.clock,
-                                 politeness=politeness, stats=stats)
+        self.admits = Admits(
+            link, view=self.view, clock=self.clock, df=self.df, stats=stats, wake=wake
+        )
+        self.hosts = HostResolution(
+            link,
+            politeness=politeness,
+            admits=self.admits,
+            clock=self.clock,
+            stats=stats,
+            wake=wake,
+        )
+        self.pops = Pops(
+            link,
+            view=self.view,
+            clock=self.clock,
+            held=self.held,
+            hosts=self.hosts,
+            politeness=politeness,
+            stats=stats,
+            hand_out=self._hand_out,
+            wake=wake,
+            wake_in=wake_in,
+        )
+        self.releases = Releases(
+            link, held=self.held, clock=self.clock, politeness=politeness, stats=stats
+        )
         self.sitemaps = SharedSitemaps(link, held=self.held, politeness=politeness)
-        self.member = Membership(link, lease_timeout=self.lease_timeout, seeds=self.seeds,
-                                 admits=self.admits, pops=self.pops, hosts=self.hosts,
-                                 view=self.view, clock=self.clock, stats=stats, now=now,
-                                 engine=self._engine, wake=wake)
-        self.ending = Ending(self.idle, keep_alive=self.keep_alive, jobs=link.jobs,
-                             admits=self.admits, pops=self.pops, hosts=self.hosts,
-                             view=self.view, now=now, wake_in=wake_in)
+        self.member = Membership(
+            link,
+            lease_timeout=self.lease_timeout,
+            seeds=self.seeds,
+            admits=self.admits,
+            pops=self.pops,
+            hosts=self.hosts,
+            view=self.view,
+            clock=self.clock,
+            stats=stats,
+            now=now,
+            engine=self._engine,
+            wake=wake,
+        )
+        self.ending = Ending(
+            self.idle,
+            keep_alive=self.keep_alive,
+            jobs=link.jobs,
+            admits=self.admits,
+            pops=self.pops,
+            hosts=self.hosts,
+            view=self.view,
+            now=now,
+            wake_in=wake_in,
+        )
 
     def _join_failed(self, failure: Failure) -> None:
         """Redis is not there: one line naming it, and the crawl ends (``fatal``), exit 1."""
         failure.trap(*UNREACHABLE)
         self._gone()
-        fatal.stop(self.crawler, fatal.REDIS_UNREACHABLE,
-                   f"cannot reach Redis at {self.redis_where}: {failure.getErrorMessage()}")
+        fatal.stop(
+            self.crawler,
+            fatal.REDIS_UNREACHABLE,
+            f"cannot reach Redis at {self.redis_where}: {failure.getErrorMessage()}",
+        )
 
     def _outage(self, detail: str) -> None:
         """Redis stayed away (``RedisJobs``): stop, one line; its state waits in Redis."""
         self._gone()
-        fatal.stop(self.crawler, fatal.REDIS_UNREACHABLE,
-                   f"Redis at {self.redis_where} {detail}: stopping this worker; what it had "
-                   f"leased goes back to the queue in Redis (LARBIN_REDIS_LEASE_TIMEOUT)")
+        fatal.stop(
+            self.crawler,
+            fatal.REDIS_UNREACHABLE,
+            f"Redis at {self.redis_where} {detail}: stopping this worker; what it had "
+            f"leased goes back to the queue in Redis (LARBIN_REDIS_LEASE_TIMEOUT)",
+        )
 
     def _gone(self) -> None:
         self._unreachable = True
@@ -224,9 +288,16 @@ class RedisScheduler(FrontierScheduler):
         self.member.heartbeat_done(reaped)
         self.view.joined(status["queued"])
         count = self.link.shards.count
-        logger.info("Worker %s joined frontier %s (%d shard%s): %d queued, %d leased, %d seeds "
-                    "waiting", self.worker, self.frontier_key, count, "s" * (count > 1),
-                    status["queued"], status["leased"], status["seeds"])
+        logger.info(
+            "Worker %s joined frontier %s (%d shard%s): %d queued, %d leased, %d seeds waiting",
+            self.worker,
+            self.frontier_key,
+            count,
+            "s" * (count > 1),
+            status["queued"],
+            status["leased"],
+            status["seeds"],
+        )
         self.member.start(self.spider)
 
     def close(self, reason: str) -> defer.Deferred[None]:
@@ -265,8 +336,14 @@ class RedisScheduler(FrontierScheduler):
 
     def has_pending_requests(self) -> bool:
         admits = self.admits
-        return bool(self.pops.ready or self.memory_only or admits.buffered
-                    or self.view.queued > 0 or self.pops.popping or admits.admitting)
+        return bool(
+            self.pops.ready
+            or self.memory_only
+            or admits.buffered
+            or self.view.queued > 0
+            or self.pops.popping
+            or admits.admitting
+        )
 
     def __len__(self) -> int:
         return self._in_memory() + self.view.queued
@@ -281,8 +358,9 @@ class RedisScheduler(FrontierScheduler):
             host = host_of(url)
             self.politeness.prefetch(host)  # DNS ahead of the host's turn, as the local frontier
             shard, frontier = self.link.frontier_of(host)
-            positions = (self.link.shards.positions(self.df.request_positions(request))
-                         if seen_test else [])
+            positions = (
+                self.link.shards.positions(self.df.request_positions(request)) if seen_test else []
+            )
             entry = frontier.entry(site_of(url), host, record)
             self.admits.add(shard, (self._tier(request), positions, entry))
         if previous is not None:

@@ -40,8 +40,12 @@ class RedisSeeds:
         self.batch = batch  # REDIS_START_URLS_BATCH_SIZE: entries taken per tick
         self.stats = stats
 
-    def crawl(self, raw: Iterable[bytes], crawl: Callable[[Request], Any],
-              errback: Callable[..., Any] | None) -> int:
+    def crawl(
+        self,
+        raw: Iterable[bytes],
+        crawl: Callable[[Request], Any],
+        errback: Callable[..., Any] | None,
+    ) -> int:
         """Hand the valid seeds among ``raw`` to ``crawl`` (``engine.crawl``); how many."""
         n = 0
         for data in raw:

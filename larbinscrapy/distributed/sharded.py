@@ -41,8 +41,9 @@ class ShardedFrontier:
         self.server = server
         self.shards = shards
         self.cluster = shards.count > 1
-        self.frontiers = [RedisFrontier(server, shards.prefix(i), **frontier)
-                          for i in range(shards.count)]
+        self.frontiers = [
+            RedisFrontier(server, shards.prefix(i), **frontier) for i in range(shards.count)
+        ]
         self.seeds_key = seeds_key
         # one Redis: the seeds a worker took wait in its frontier's keys, as before; a cluster:
         # in the seed list's slot
@@ -59,27 +60,39 @@ class ShardedFrontier:
         return int(shard), lease
 
     # -- admit (Redis thread) ---------------------------------------------------------------
-    def admit_calls(self, worker: str, buffers: Sequence[list[Entry]], acks: list[str],
-                    seeds: bool) -> list[list[Call]]:
+    def admit_calls(
+        self, worker: str, buffers: Sequence[list[Entry]], acks: list[str], seeds: bool
+    ) -> list[list[Call]]:
         """The admit as steps of calls: one step with one shard, two in a cluster."""
         shards = self.shards
         if not self.cluster:
-            return [[self.frontiers[0].admit_call(worker, shards.seen_key(0), shards.shard_bits,
-                                                  buffers[0], acks, seeds)]]
-        first = [self.frontiers[k].admit_call(worker, shards.seen_key(k), shards.shard_bits, b)
-                 for k, b in enumerate(buffers) if b]
+            return [
+                [
+                    self.frontiers[0].admit_call(
+                        worker, shards.seen_key(0), shards.shard_bits, buffers[0], acks, seeds
+                    )
+                ]
+            ]
+        first = [
+            self.frontiers[k].admit_call(worker, shards.seen_key(k), shards.shard_bits, b)
+            for k, b in enumerate(buffers)
+            if b
+        ]
         by_shard: dict[int, list[str]] = {}
         for rid in acks:
             k, lease = self.shard_of_rid(rid)
             by_shard.setdefault(k, []).append(lease)
-        then = [self.frontiers[k].admit_call(worker, shards.seen_key(k), 0, [], leases)
-                for k, leases in by_shard.items()]
+        then = [
+            self.frontiers[k].admit_call(worker, shards.seen_key(k), 0, [], leases)
+            for k, leases in by_shard.items()
+        ]
         if seeds:
             then.append(Call(("DEL", f"{self.seed_prefix}:seeds:{worker}"), lambda _: (0, 0)))
         return [first, then]
 
-    def admit(self, worker: str, buffers: Sequence[list[Entry]], acks: list[str],
-              seeds: bool) -> tuple[int, int]:
+    def admit(
+        self, worker: str, buffers: Sequence[list[Entry]], acks: list[str], seeds: bool
+    ) -> tuple[int, int]:
         """Run the admit's steps in order, each only if the one before succeeded."""
         new = filtered = 0
         for step in self.admit_calls(worker, buffers, acks, seeds):
@@ -107,12 +120,18 @@ class ShardedFrontier:
         return sum(_raise_first(run_calls(self.server, calls))[: len(self.frontiers)])
 
     def take_seeds(self, worker: str, n: int) -> list[bytes]:
-        return list(_raise_first(run_calls(self.server, [
-            take_seeds_call(self.seed_prefix, worker, self.seeds_key, n)]))[0])
+        return list(
+            _raise_first(
+                run_calls(
+                    self.server, [take_seeds_call(self.seed_prefix, worker, self.seeds_key, n)]
+                )
+            )[0]
+        )
 
     def unresolved(self, shard: int) -> list[str]:
-        return list(_raise_first(run_calls(self.server, [
-            self.frontiers[shard].unresolved_call()]))[0])
+        return list(
+            _raise_first(run_calls(self.server, [self.frontiers[shard].unresolved_call()]))[0]
+        )
 
     def status(self) -> dict[str, int]:
         """Queued and leased records of all shards, seeds not yet read, live workers."""
@@ -120,8 +139,12 @@ class ShardedFrontier:
         calls += [Call(("LLEN", self.seeds_key), int), self.frontiers[0].workers_call()]
         results = _raise_first(run_calls(self.server, calls))
         counts, (seeds, workers) = results[:-2], results[-2:]
-        return {"queued": sum(q for q, _ in counts), "leased": sum(n for _, n in counts),
-                "seeds": seeds, "workers": workers}
+        return {
+            "queued": sum(q for q, _ in counts),
+            "leased": sum(n for _, n in counts),
+            "seeds": seeds,
+            "workers": workers,
+        }
 
     def bits_set(self, m: int) -> int:
         """Seen bits set in every shard's filter (``BITCOUNT``)."""
@@ -133,8 +156,7 @@ class ShardedFrontier:
                 keys += [f"{key}:{i}" for i in range(-(-shards.bits // 2**shards.shard_bits))]
             else:
                 keys.append(key)
-        return sum(_raise_first(run_calls(self.server, [Call(("BITCOUNT", k), int)
-                                                          for k in keys])))
+        return sum(_raise_first(run_calls(self.server, [Call(("BITCOUNT", k), int) for k in keys])))
 
     def delete(self) -> None:
         """Remove every key of the crawl (a finished crawl with SCHEDULER_PERSIST off)."""

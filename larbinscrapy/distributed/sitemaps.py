@@ -41,8 +41,9 @@ class SharedSitemaps:
         """True when this worker reads ``site``'s sitemaps (no other worker took them)."""
         link = self.link
         key = f"{link.shards.prefix(link.shards.of(host_of(site)))}:sitemaps:{site}"
-        reply = await maybe_deferred_to_future(link.jobs.submit(
-            "sitemap claim", Call(("SET", key, link.worker, "NX"))))
+        reply = await maybe_deferred_to_future(
+            link.jobs.submit("sitemap claim", Call(("SET", key, link.worker, "NX")))
+        )
         return reply is not None
 
     async def take_ip(self, url: str) -> str:
@@ -54,21 +55,23 @@ class SharedSitemaps:
         shard, frontier = link.frontier_of(host)
         while True:
             wait = await maybe_deferred_to_future(
-                link.jobs.submit("sitemap lease", frontier.take_call(link.worker, ip, host)))
+                link.jobs.submit("sitemap lease", frontier.take_call(link.worker, ip, host))
+            )
             if wait == 0:
                 self.taken += 1
                 rid = f"sitemap{self.taken}"
                 if link.ips is not None:  # a cluster: the IP's own lease too
-                    other = await maybe_deferred_to_future(link.jobs.submit(
-                        "iplease", link.ips.acquire_call(ip, link.token(rid))))
+                    other = await maybe_deferred_to_future(
+                        link.jobs.submit("iplease", link.ips.acquire_call(ip, link.token(rid)))
+                    )
                     if other != 0:
-                        link.send("release", frontier.release_call(link.worker, ip, 0.0,
-                                                                   host=host))
+                        link.send("release", frontier.release_call(link.worker, ip, 0.0, host=host))
                         await maybe_deferred_to_future(later(min(POLL, other or POLL)))
                         continue
                 self.held.hold(ip, shard, rid)
                 table = self.politeness.table
                 table.acquire(table.get(ip))
                 return ip
-            await maybe_deferred_to_future(later(POLL if wait is None or wait < 0
-                                                 else min(POLL, wait / 1000)))
+            await maybe_deferred_to_future(
+                later(POLL if wait is None or wait < 0 else min(POLL, wait / 1000))
+            )

@@ -14,8 +14,14 @@ from larbinscrapy.conf.moved import moved
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["BOMB", "CONTENT_TYPE", "HTML_TYPES", "AsksContentTypes", "media_type",
-           "parse_content_types"]
+__all__ = [
+    "BOMB",
+    "CONTENT_TYPE",
+    "HTML_TYPES",
+    "AsksContentTypes",
+    "media_type",
+    "parse_content_types",
+]
 
 CONTENT_TYPE = "content_type"  # the drop reason: larbin/dropped/content_type
 BOMB = "decompression_bomb"  # larbin/dropped/decompression_bomb
@@ -51,8 +57,7 @@ class AsksContentTypes(Protocol):
 
 _MOVED = {
     "ContentTypeMiddleware": "larbinscrapy.middlewares.checktype.ContentTypeMiddleware",
-    "BoundedDecompressionMiddleware":
-        "larbinscrapy.middlewares.checktype.BoundedDecompressionMiddleware",
+    "BoundedDecompressionMiddleware": "larbinscrapy.middlewares.checktype.BoundedDecompressionMiddleware",
 }
 
 

@@ -99,8 +99,8 @@ class PageDeadlineHandler:
         self.rule = EarnedTime(bytes_per_second, crawler.stats)
         # the inner handler's own download of a request it times with the rule, else None
         self._timed_inside: Callable[[Request], Awaitable[Response] | None] | None = (
-            inner.adopt_page_deadline(self.rule) if isinstance(inner, TimesPagesItself)
-            else None)
+            inner.adopt_page_deadline(self.rule) if isinstance(inner, TimesPagesItself) else None
+        )
         self._pages: dict[Request, _PageClock] = {}
         self._reactor = installed_reactor()
         self._signals = crawler.signals

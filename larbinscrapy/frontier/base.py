@@ -94,9 +94,7 @@ class FrontierScheduler(ABC):
         """Find the politeness core; listen for the end of each page (to acknowledge it)."""
         enforced = politeness_of(self.crawler)
         if enforced is None and self.REQUIRES_GATE and self._engine() is not None:
-            raise NotConfigured(
-                f"{type(self).__name__} needs larbinscrapy's PolitenessMiddleware"
-            )
+            raise NotConfigured(f"{type(self).__name__} needs larbinscrapy's PolitenessMiddleware")
         self.politeness = enforced or Politeness.local(self.local_table, self.stats)
         self.table = self.politeness.table
         sig = self.crawler.signals
@@ -160,9 +158,13 @@ class FrontierScheduler(ABC):
             self.stats.inc_value("larbin/frontier/unserializable")
             if not self._unserializable_logged:
                 self._unserializable_logged = True
-                logger.warning("Keeping %s in memory, it cannot be stored in the frontier "
-                               "(%s); further ones are counted in "
-                               "larbin/frontier/unserializable", request, exc)
+                logger.warning(
+                    "Keeping %s in memory, it cannot be stored in the frontier "
+                    "(%s); further ones are counted in "
+                    "larbin/frontier/unserializable",
+                    request,
+                    exc,
+                )
             self.memory_only.append(request)
             return None
 
@@ -170,8 +172,9 @@ class FrontierScheduler(ABC):
         """larbin's priority tier: a positive priority, an injected one, a privileged extension."""
         if request.priority > 0 or request.meta.get(M.PRIORITY):
             return True
-        return bool(self.priority_extensions
-                    and extension_of(request.url) in self.priority_extensions)
+        return bool(
+            self.priority_extensions and extension_of(request.url) in self.priority_extensions
+        )
 
     def _tier(self, request: Request) -> int:
         return self.PRIORITY_TIER if self.is_priority(request) else self.NORMAL_TIER

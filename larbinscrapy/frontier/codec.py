@@ -91,8 +91,7 @@ def _trimmed(rec: list[Any]) -> list[Any]:
 
 def _headers(request: Request) -> dict[str, list[str]]:
     return {
-        k.decode("latin-1"): [v.decode("latin-1") for v in vs]
-        for k, vs in request.headers.items()
+        k.decode("latin-1"): [v.decode("latin-1") for v in vs] for k, vs in request.headers.items()
     }
 
 
@@ -207,8 +206,7 @@ def _check_rebuilt(record: bytes, spider: Any) -> None:
     try:
         decode(record, spider)
     except Exception as exc:  # a user's __init__ may raise anything
-        raise UnserializableRequest(f"cannot rebuild the request from its record: {exc!r}") \
-            from exc
+        raise UnserializableRequest(f"cannot rebuild the request from its record: {exc!r}") from exc
 
 
 def decode(data: bytes, spider: Any, request_cls: type[Request] = Request) -> Request:

@@ -40,8 +40,12 @@ class DnsFailedLog:
             os.write(self._fd, data)
         except OSError as exc:  # the crawl goes on; only the retry list is incomplete
             self._broken = True
-            logger.warning("larbin: cannot keep the URLs dropped for DNS in %s: %s (-a retry=dns "
-                           "will not see them)", self.path, exc.strerror or exc)
+            logger.warning(
+                "larbin: cannot keep the URLs dropped for DNS in %s: %s (-a retry=dns "
+                "will not see them)",
+                self.path,
+                exc.strerror or exc,
+            )
 
     def close(self) -> None:
         if self._fd is not None:

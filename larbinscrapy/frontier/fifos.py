@@ -50,8 +50,9 @@ def adopt_legacy_wait(directory: Path, fifos: list[SegmentFifo], segment_records
             moved += 1
         fifos[index].flush()
         legacy.close()
-        logger.info("Moved %d queued URLs from %s (an older layout) to %s", moved, name,
-                    FIFO_NAMES[index])
+        logger.info(
+            "Moved %d queued URLs from %s (an older layout) to %s", moved, name, FIFO_NAMES[index]
+        )
 
 
 def drop_stale_copies(fifos: list[SegmentFifo], stats: Any) -> None:
@@ -66,5 +67,9 @@ def drop_stale_copies(fifos: list[SegmentFifo], stats: Any) -> None:
         fifos[wait].forget_tail()
         if stale:
             stats.inc_value("larbin/frontier/stale_copies", stale)
-            logger.info("%s: dropped %d stale copies of records moved to %s before the "
-                        "crash", FIFO_NAMES[source], stale, FIFO_NAMES[wait])
+            logger.info(
+                "%s: dropped %d stale copies of records moved to %s before the crash",
+                FIFO_NAMES[source],
+                stale,
+                FIFO_NAMES[wait],
+            )

@@ -72,9 +72,14 @@ class LarbinScheduler(FrontierScheduler):
         loaded_sites: int,
         local_table: IpTable,
     ) -> None:
-        super().__init__(crawler, dupefilter, max_per_site=max_per_site,
-                         loaded_sites=loaded_sites, priority_extensions=priority_extensions,
-                         local_table=local_table)
+        super().__init__(
+            crawler,
+            dupefilter,
+            max_per_site=max_per_site,
+            loaded_sites=loaded_sites,
+            priority_extensions=priority_extensions,
+            local_table=local_table,
+        )
         self.jobdir = jobdir
         self.segment_records = segment_records
         self.flush_interval = flush_interval
@@ -444,8 +449,10 @@ class LarbinScheduler(FrontierScheduler):
     def _seen_status(self) -> dict[str, float | None]:
         """The seen-set's fill for the status page (None for a dupefilter without bits)."""
         df = self.df if isinstance(self.df, SavedSeenSet) else None
-        return {"fill_ratio": None if df is None else df.fill_ratio,
-                "estimated_fp_rate": None if df is None else df.estimated_fp_rate}
+        return {
+            "fill_ratio": None if df is None else df.fill_ratio,
+            "estimated_fp_rate": None if df is None else df.estimated_fp_rate,
+        }
 
     def status(self) -> dict[str, Any]:
         """Queue sizes per FIFO, sites in memory, IPs by state, the seen-set's fill."""
@@ -455,8 +462,11 @@ class LarbinScheduler(FrontierScheduler):
             # not strict: after an open that failed (jobdir_error) only some FIFOs exist
             "fifos": {name: len(fifo) for name, fifo in zip(FIFO_LABELS, self.fifos)},  # noqa: B905
             "in_memory": self.in_memory + len(self.memory_only),
-            "sites": {"in_memory": len(self.sites), "resolving": resolving,
-                      "dead": len(self.dead_hosts)},
+            "sites": {
+                "in_memory": len(self.sites),
+                "resolving": resolving,
+                "dead": len(self.dead_hosts),
+            },
             "ips": self.ip_summary(),
             "seen": self._seen_status(),
         }

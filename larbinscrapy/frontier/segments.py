@@ -191,8 +191,9 @@ class SegmentFifo(SegmentFiles):
         self._unacked += 1
         self._reads.add(rid)
         if record is None:
-            logger.warning("%s: bad record %d at offset %d: dropped", self._seg_path(no), rid,
-                           offset)
+            logger.warning(
+                "%s: bad record %d at offset %d: dropped", self._seg_path(no), rid, offset
+            )
             self.corrupt_records += 1
             self.ack(rid)
         return record
@@ -278,8 +279,13 @@ class SegmentFifo(SegmentFiles):
             self._emfile_in_a_row += 1
             log = logger.debug if self._emfile_logged else logger.warning
             self._emfile_logged = True
-            log("Checkpoint of %s put off: %s (try %d of %d; later ones at DEBUG)",
-                self.directory, exc.strerror, self._emfile_in_a_row, EMFILE_RETRIES)
+            log(
+                "Checkpoint of %s put off: %s (try %d of %d; later ones at DEBUG)",
+                self.directory,
+                exc.strerror,
+                self._emfile_in_a_row,
+                EMFILE_RETRIES,
+            )
             raise _Deferred from exc
         self._emfile_in_a_row = 0
 

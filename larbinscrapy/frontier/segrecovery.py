@@ -233,5 +233,3 @@ class SegmentFiles:
         if remove:
             unlink(self._path(LOCK))
         os.close(self._lock_fd)
-
-

@@ -26,8 +26,15 @@ if TYPE_CHECKING:
     from larbinscrapy.gate.seencache import SeenLinks
     from larbinscrapy.gate.traps import TrapGuard
 
-__all__ = ["Admission", "AdmissionProvider", "LinkSource", "admission_of", "source_of",
-           "spider_errback", "spider_url_filter"]
+__all__ = [
+    "Admission",
+    "AdmissionProvider",
+    "LinkSource",
+    "admission_of",
+    "source_of",
+    "spider_errback",
+    "spider_url_filter",
+]
 
 
 @runtime_checkable
@@ -69,15 +76,22 @@ class LinkSource:
 def source_of(response: Any) -> LinkSource:
     """The ``LinkSource`` of a Scrapy response (its URL and meta: depth, site depth, record)."""
     meta = response.meta
-    return LinkSource(response.url, meta.get("depth", 0), meta.get(M.SITE_DEPTH, 0),
-                      meta.get(M.RID), response)
+    return LinkSource(
+        response.url, meta.get("depth", 0), meta.get(M.SITE_DEPTH, 0), meta.get(M.RID), response
+    )
 
 
 class Admission:
     """The order of the admission checks, for a page's links and for a single Request."""
 
-    def __init__(self, url_filter: UrlFilter, depth_limit: int, stats: Any,
-                 traps: TrapGuard | None = None, request_cls: type[Request] = Request) -> None:
+    def __init__(
+        self,
+        url_filter: UrlFilter,
+        depth_limit: int,
+        stats: Any,
+        traps: TrapGuard | None = None,
+        request_cls: type[Request] = Request,
+    ) -> None:
         self.url_filter = url_filter  # the spider's own filter replaces it (``connect``)
         self.depth_limit = depth_limit
         self.stats = stats
@@ -88,9 +102,15 @@ class Admission:
         self.errback: Callable[[Any], Any] | None = None
         self._referer: Callable[[Request, Any], Any] | None = None
 
-    def connect(self, *, url_filter: UrlFilter | None, links_seen: SeenLinks | None,
-                count_seen: Callable[[int], None] | None, errback: Callable[[Any], Any] | None,
-                referer: Callable[[Request, Any], Any] | None) -> None:
+    def connect(
+        self,
+        *,
+        url_filter: UrlFilter | None,
+        links_seen: SeenLinks | None,
+        count_seen: Callable[[int], None] | None,
+        errback: Callable[[Any], Any] | None,
+        referer: Callable[[Request, Any], Any] | None,
+    ) -> None:
         """At ``spider_opened``: the spider's filter and errback, the crawl's seen test, the
         referer policy (called with each Request and the page's ``origin``)."""
         self.url_filter = url_filter or self.url_filter
@@ -138,8 +158,14 @@ class Admission:
             if seen[0] and self._count_seen is not None:
                 self._count_seen(seen[0])
 
-    def _admit(self, source: LinkSource, links: Iterable[Any], depth: int,
-               filtered: Counter[str], seen: list[int]) -> Iterator[Request]:
+    def _admit(
+        self,
+        source: LinkSource,
+        links: Iterable[Any],
+        depth: int,
+        filtered: Counter[str],
+        seen: list[int],
+    ) -> Iterator[Request]:
         """The per-link loop of ``admit``: cheap tests first, a Request only at the end."""
         origin, reason_of, trap = host_of(source.url), self.url_filter.reason, self._trap
         links_seen = self.links_seen
@@ -174,8 +200,14 @@ class Admission:
             else:
                 filtered[reason] += 1
 
-    def _request(self, url: str, depth: int, site_depth: int, source: LinkSource,
-                 links_seen: SeenLinks | None) -> Request | None:
+    def _request(
+        self,
+        url: str,
+        depth: int,
+        site_depth: int,
+        source: LinkSource,
+        links_seen: SeenLinks | None,
+    ) -> Request | None:
         """The Request of an admitted link; None when ``Request()`` refuses the URL."""
         meta: dict[str, Any] = {M.ADMITTED: url} if links_seen is not None else {}
         if source.parent is not None:

@@ -67,8 +67,9 @@ def _logformatter(settings: BaseSettings) -> None:
 
 def _exporters(settings: BaseSettings) -> None:
     for fmt in ("jsonl", "jsonlines"):
-        settings["FEED_EXPORTERS"].set(fmt, "larbinscrapy.lean.exporters.JsonLinesExporter",
-                                       _PRIORITY)
+        settings["FEED_EXPORTERS"].set(
+            fmt, "larbinscrapy.lean.exporters.JsonLinesExporter", _PRIORITY
+        )
 
 
 def _http1(settings: BaseSettings) -> None:
@@ -84,24 +85,45 @@ def _http_handler(settings: BaseSettings, path: str) -> None:
 
 def _folded(settings: BaseSettings) -> None:
     folded = "larbinscrapy.lean.folded."
-    _swap(settings, "SPIDER_MIDDLEWARES", "scrapy.spidermiddlewares.start.StartSpiderMiddleware",
-          folded + "StartOnlyMiddleware", 25)
-    _swap(settings, "SPIDER_MIDDLEWARES", "scrapy.spidermiddlewares.referer.RefererMiddleware",
-          folded + "GateRefererMiddleware", 700)
-    _swap(settings, "DOWNLOADER_MIDDLEWARES", "scrapy.downloadermiddlewares.stats.DownloaderStats",
-          folded + "DownloaderStatsMiddleware", 850)
+    _swap(
+        settings,
+        "SPIDER_MIDDLEWARES",
+        "scrapy.spidermiddlewares.start.StartSpiderMiddleware",
+        folded + "StartOnlyMiddleware",
+        25,
+    )
+    _swap(
+        settings,
+        "SPIDER_MIDDLEWARES",
+        "scrapy.spidermiddlewares.referer.RefererMiddleware",
+        folded + "GateRefererMiddleware",
+        700,
+    )
+    _swap(
+        settings,
+        "DOWNLOADER_MIDDLEWARES",
+        "scrapy.downloadermiddlewares.stats.DownloaderStats",
+        folded + "DownloaderStatsMiddleware",
+        850,
+    )
 
 
 def _optional(settings: BaseSettings) -> None:
     # RemoteControl (aiohttp) has no stand-in: REMOTE_CONTROL_ENABLED is off in settings/base.py;
     # to use it, add it to EXTENSIONS.
-    settings["EXTENSIONS_BASE"].delete("scrapy.extensions.remote_control.RemoteControl",
-                                       _PRIORITY)
-    _unlist(settings, "EXTENSIONS_BASE", "scrapy.extensions.telnet.TelnetConsole",
-            "larbinscrapy.lean.optional.TelnetConsole")
-    _unlist(settings, "DOWNLOADER_MIDDLEWARES_BASE",
-            "scrapy.downloadermiddlewares.cookies.CookiesMiddleware",
-            "larbinscrapy.lean.optional.CookiesMiddleware")
+    settings["EXTENSIONS_BASE"].delete("scrapy.extensions.remote_control.RemoteControl", _PRIORITY)
+    _unlist(
+        settings,
+        "EXTENSIONS_BASE",
+        "scrapy.extensions.telnet.TelnetConsole",
+        "larbinscrapy.lean.optional.TelnetConsole",
+    )
+    _unlist(
+        settings,
+        "DOWNLOADER_MIDDLEWARES_BASE",
+        "scrapy.downloadermiddlewares.cookies.CookiesMiddleware",
+        "larbinscrapy.lean.optional.CookiesMiddleware",
+    )
 
 
 def _gcfreeze(settings: BaseSettings) -> None:
@@ -125,16 +147,24 @@ class Replacement:
 
 REPLACEMENTS: tuple[Replacement, ...] = (
     Replacement("http1", "larbinscrapy.lean.http1", _http1, "HTTP11DownloadHandler"),
-    Replacement("downloader", "larbinscrapy.lean.downloader", _downloader,
-                "DownloaderMiddlewareManager"),
+    Replacement(
+        "downloader", "larbinscrapy.lean.downloader", _downloader, "DownloaderMiddlewareManager"
+    ),
     Replacement("stats", "larbinscrapy.lean.stats", _stats, "MemoryStatsCollector"),
     Replacement("logformatter", "larbinscrapy.lean.logformatter", _logformatter, "LogFormatter"),
-    Replacement("exporters", "larbinscrapy.lean.exporters", _exporters,
-                "JsonLinesItemExporter"),
-    Replacement("folded", "larbinscrapy.lean.folded", _folded,
-                "StartSpiderMiddleware, RefererMiddleware and DownloaderStats"),
-    Replacement("optional", "larbinscrapy.lean.optional", _optional,
-                "EXTENSIONS_BASE and DOWNLOADER_MIDDLEWARES_BASE"),
+    Replacement("exporters", "larbinscrapy.lean.exporters", _exporters, "JsonLinesItemExporter"),
+    Replacement(
+        "folded",
+        "larbinscrapy.lean.folded",
+        _folded,
+        "StartSpiderMiddleware, RefererMiddleware and DownloaderStats",
+    ),
+    Replacement(
+        "optional",
+        "larbinscrapy.lean.optional",
+        _optional,
+        "EXTENSIONS_BASE and DOWNLOADER_MIDDLEWARES_BASE",
+    ),
     Replacement("request", "larbinscrapy.lean.request", _nothing, "Request"),
     Replacement("gcfreeze", "larbinscrapy.lean.gcfreeze", _gcfreeze, "no gc.freeze()"),
 )
@@ -165,8 +195,12 @@ class LeanEngineAddon:
         for replacement in replacements:
             reasons = unusable(replacement)
             if reasons:
-                logger.warning("LARBIN_LEAN_ENGINE: %s not used, Scrapy's %s instead: %s",
-                               replacement.name, replacement.instead, "; ".join(reasons))
+                logger.warning(
+                    "LARBIN_LEAN_ENGINE: %s not used, Scrapy's %s instead: %s",
+                    replacement.name,
+                    replacement.instead,
+                    "; ".join(reasons),
+                )
                 continue
             replacement.install(settings)
             used.append(replacement.name)

@@ -35,14 +35,26 @@ if TYPE_CHECKING:
     from larbinscrapy.lean.requires import Private
 
 REQUIRES: tuple[Private, ...] = (
-    ("scrapy.core.downloader.middleware", "DownloaderMiddlewareManager._process_request",
-     "f2b83efff7fc"),
-    ("scrapy.core.downloader.middleware", "DownloaderMiddlewareManager._process_response",
-     "d94bf8a9c519"),
-    ("scrapy.core.downloader.middleware", "DownloaderMiddlewareManager._process_exception",
-     "45cd05273bb7"),
-    ("scrapy.core.downloader.middleware", "DownloaderMiddlewareManager._handle_mw_method",
-     "0efff254fbd8"),
+    (
+        "scrapy.core.downloader.middleware",
+        "DownloaderMiddlewareManager._process_request",
+        "f2b83efff7fc",
+    ),
+    (
+        "scrapy.core.downloader.middleware",
+        "DownloaderMiddlewareManager._process_response",
+        "d94bf8a9c519",
+    ),
+    (
+        "scrapy.core.downloader.middleware",
+        "DownloaderMiddlewareManager._process_exception",
+        "45cd05273bb7",
+    ),
+    (
+        "scrapy.core.downloader.middleware",
+        "DownloaderMiddlewareManager._handle_mw_method",
+        "0efff254fbd8",
+    ),
     ("scrapy.exceptions", "_InvalidOutput"),
 )
 

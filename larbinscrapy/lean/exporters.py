@@ -44,8 +44,11 @@ class JsonLinesExporter(JsonLinesItemExporter):
         super().__init__(file, **kwargs)
         fields = self.fields_to_export
         self._names: tuple[str, ...] | None = None
-        if (fields is not None and not isinstance(fields, Mapping)
-                and type(self).serialize_field is BaseItemExporter.serialize_field):
+        if (
+            fields is not None
+            and not isinstance(fields, Mapping)
+            and type(self).serialize_field is BaseItemExporter.serialize_field
+        ):
             names = tuple(fields)
             if all(isinstance(name, str) for name in names):
                 self._names = names

@@ -33,12 +33,13 @@ if TYPE_CHECKING:
 
 REQUIRES: tuple[Private, ...] = (
     ("scrapy.spidermiddlewares.start", "StartSpiderMiddleware.process_start", "71105f101835"),
-    ("scrapy.spidermiddlewares.start", "StartSpiderMiddleware.process_spider_output",
-     "77a6848a8d52"),
-    ("scrapy.spidermiddlewares.referer", "RefererMiddleware.process_spider_output",
-     "77a6848a8d52"),
-    ("scrapy.spidermiddlewares.referer", "RefererMiddleware.get_processed_request",
-     "ba5d5afcbeaf"),
+    (
+        "scrapy.spidermiddlewares.start",
+        "StartSpiderMiddleware.process_spider_output",
+        "77a6848a8d52",
+    ),
+    ("scrapy.spidermiddlewares.referer", "RefererMiddleware.process_spider_output", "77a6848a8d52"),
+    ("scrapy.spidermiddlewares.referer", "RefererMiddleware.get_processed_request", "ba5d5afcbeaf"),
     ("scrapy.downloadermiddlewares.stats", "DownloaderStats.process_request", "88494cbb091a"),
     ("scrapy.downloadermiddlewares.stats", "DownloaderStats.process_response", "2fc34ad0b696"),
     ("scrapy.downloadermiddlewares.stats", "DownloaderStats.process_exception", "e86981268267"),
@@ -120,9 +121,7 @@ class DownloaderStatsMiddleware(DownloaderStats):
         inc("downloader/response_bytes", size)
         return response
 
-    def process_exception(
-        self, request: Request, exception: Exception, spider: Any = None
-    ) -> None:
+    def process_exception(self, request: Request, exception: Exception, spider: Any = None) -> None:
         inc = self._inc
         inc("downloader/exception_count")
         inc(f"downloader/exception_type_count/{global_object_name(exception.__class__)}")

@@ -63,8 +63,9 @@ class StartupFreeze:
         s = crawler.settings
         if not s.getbool("LARBIN_GC_FREEZE"):
             raise NotConfigured
-        ext = cls(s.getfloat("LARBIN_GC_FREEZE_INTERVAL"),
-                  parse_thresholds(s.get("LARBIN_GC_THRESHOLDS")))
+        ext = cls(
+            s.getfloat("LARBIN_GC_FREEZE_INTERVAL"), parse_thresholds(s.get("LARBIN_GC_THRESHOLDS"))
+        )
         crawler.signals.connect(ext.engine_started, signal=signals.engine_started)
         crawler.signals.connect(ext.engine_stopped, signal=signals.engine_stopped)
         return ext

@@ -121,10 +121,20 @@ class LeanHttpDownloadHandler:
 
     lazy = False
 
-    def __init__(self, crawler: Crawler, *, timeout: float, maxsize: int, warnsize: int,
-                 fail_on_dataloss: bool, bind_address: Any, max_idle: int,
-                 idle_timeout: float, tls_verbose: bool = False,
-                 max_connections: int = 0) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        *,
+        timeout: float,
+        maxsize: int,
+        warnsize: int,
+        fail_on_dataloss: bool,
+        bind_address: Any,
+        max_idle: int,
+        idle_timeout: float,
+        tls_verbose: bool = False,
+        max_connections: int = 0,
+    ) -> None:
         if idle_timeout <= 0:
             raise ValueError("LARBIN_FETCH_IDLE_TIMEOUT must be positive")
         self.crawler = crawler
@@ -135,15 +145,18 @@ class LeanHttpDownloadHandler:
         self.fail_on_dataloss = fail_on_dataloss
         self._delegate_all = bool(bind_address) or not is_asyncio_available()
         self._reactor = cast("_NetReactor", installed_reactor())
-        self._pool = ConnectionPool(self._reactor, max(1, max_idle), idle_timeout,
-                                    connections_max(max_connections))
+        self._pool = ConnectionPool(
+            self._reactor, max(1, max_idle), idle_timeout, connections_max(max_connections)
+        )
         self._scrapy: Any = None
         self._dataloss_warned = False
         self._earned: PageRule | None = None  # larbin's page timeout, once adopted
         self._tls: TLSSites | None = None  # built on the first https request
         settings = crawler.settings
-        if (settings["DOWNLOAD_TLS_MIN_VERSION"] is not None
-                or settings["DOWNLOAD_TLS_MAX_VERSION"] is not None):
+        if (
+            settings["DOWNLOAD_TLS_MIN_VERSION"] is not None
+            or settings["DOWNLOAD_TLS_MAX_VERSION"] is not None
+        ):
             self._tls = TLSSites(crawler)  # a wrong TLS version fails at start, as in Scrapy's
         self.tls_verbose = tls_verbose
 
@@ -192,9 +205,11 @@ class LeanHttpDownloadHandler:
         if served is None:
             self.stats.inc_value("larbin/http1/delegated")
             if self._scrapy is None:  # log the first, count them all
-                logger.debug("%s goes to Scrapy's HTTP/1.1 handler (proxy, bind address, "
-                             "a scheme other than http(s) or a reactor other than asyncio's)",
-                             request)
+                logger.debug(
+                    "%s goes to Scrapy's HTTP/1.1 handler (proxy, bind address, "
+                    "a scheme other than http(s) or a reactor other than asyncio's)",
+                    request,
+                )
             return await self._delegate().download_request(request)
         return await served
 
@@ -202,8 +217,12 @@ class LeanHttpDownloadHandler:
         """The download of ``request`` here, or None when it is Scrapy's handler's to do."""
         meta = request.meta
         parsed = urlparse_cached(request)
-        if (self._delegate_all or parsed.scheme not in _PORTS or meta.get("proxy")
-                or meta.get("bindaddress")):
+        if (
+            self._delegate_all
+            or parsed.scheme not in _PORTS
+            or meta.get("proxy")
+            or meta.get("bindaddress")
+        ):
             return None
         return self._download(request, parsed)
 
@@ -227,8 +246,9 @@ class LeanHttpDownloadHandler:
                 dl.timer.cancel()
         return self._response(dl, outcome)
 
-    async def _exchange(self, dl: _Download, key: tuple[str, str, int], data: bytes,
-                        retry: bool) -> Any:
+    async def _exchange(
+        self, dl: _Download, key: tuple[str, str, int], data: bytes, retry: bool
+    ) -> Any:
         conn = self._pool.take(key)
         if conn is None:
             conn = await self._connect(dl, key)
@@ -289,8 +309,9 @@ class LeanHttpDownloadHandler:
         self._reactor.resolve(host).addCallbacks(resolved, unresolved)
         return fut
 
-    def _dial(self, fut: asyncio.Future[Connection], dl: _Download, key: tuple[str, str, int],
-              ip: str) -> None:
+    def _dial(
+        self, fut: asyncio.Future[Connection], dl: _Download, key: tuple[str, str, int], ip: str
+    ) -> None:
         self.stats.inc_value("larbin/http1/connections")
         scheme, host, port = key
         factory: Any
@@ -321,9 +342,13 @@ class LeanHttpDownloadHandler:
         # Scrapy's make_response, but the response is handed the Headers built from the wire:
         # Response() copies a Headers name by name; its setter keeps the one given.
         response = responsetypes.from_args(headers=headers, url=url, body=body)(
-            url=url, status=dl.status, body=body, flags=outcome or None,
+            url=url,
+            status=dl.status,
+            body=body,
+            flags=outcome or None,
             certificate=dl.certificate,
-            ip_address=dl.ip_address, protocol=dl.version,
+            ip_address=dl.ip_address,
+            protocol=dl.version,
         )
         response.headers = headers
         if dl.stopped:
@@ -341,8 +366,7 @@ class LeanHttpDownloadHandler:
                 await closing
 
 
-def _scrapy_headers(raw: list[tuple[bytes, bytes]], known: int | None, head_only: bool
-                   ) -> Headers:
+def _scrapy_headers(raw: list[tuple[bytes, bytes]], known: int | None, head_only: bool) -> Headers:
     """The answer's headers as Scrapy's handler shows them: a known length as Content-Length
     first, connection headers left out (a HEAD's Content-Length kept), names title-cased."""
     # name as Headers stores it (title-cased) -> [values, the synthetic length?]
@@ -390,8 +414,7 @@ class _SizeLimit:
 class _Download(Exchange):
     """One request through the lean handler: the exchange's callbacks and the download state."""
 
-    def __init__(self, handler: LeanHttpDownloadHandler, request: Request,
-                 timeout: float) -> None:
+    def __init__(self, handler: LeanHttpDownloadHandler, request: Request, timeout: float) -> None:
         super().__init__()
         self.handler = handler
         self.request = request
@@ -399,8 +422,10 @@ class _Download(Exchange):
         self.head_only = self.method == b"HEAD"
         self.timeout = timeout
         meta = request.meta
-        self.size = _SizeLimit(meta.get("download_maxsize", handler.maxsize),
-                               meta.get("download_warnsize", handler.warnsize))
+        self.size = _SizeLimit(
+            meta.get("download_maxsize", handler.maxsize),
+            meta.get("download_warnsize", handler.warnsize),
+        )
         self.conn: Connection | None = None
         self.connector: Any = None
         self.waiter: asyncio.Future[Any] | None = None
@@ -438,7 +463,8 @@ class _Download(Exchange):
         rule, reactor = self.handler._earned, self.handler._reactor
         if rule is None:
             error = DownloadTimeoutError(
-                f"Getting {self.request.url} took longer than {self.timeout} seconds.")
+                f"Getting {self.request.url} took longer than {self.timeout} seconds."
+            )
         else:
             left = rule.left(self.start, self.timeout, self.received, monotonic())
             if left is not None:
@@ -473,9 +499,13 @@ class _Download(Exchange):
         known = 0 if (self.head_only or self.status in (204, 304)) else self.length
         self.scrapy_headers = headers = _scrapy_headers(self.raw_headers, known, self.head_only)
         handler = self.handler
-        stop = check_stop_download(signals.headers_received, handler.crawler, request,
-                                   headers=headers,
-                                   body_length=UNKNOWN_LENGTH if known is None else known)
+        stop = check_stop_download(
+            signals.headers_received,
+            handler.crawler,
+            request,
+            headers=headers,
+            body_length=UNKNOWN_LENGTH if known is None else known,
+        )
         if stop is not None:
             self.stopped = stop
             self._settle(None)
@@ -492,8 +522,7 @@ class _Download(Exchange):
         self.chunks.append(data)
         self.received += len(data)
         request = self.request
-        stop = check_stop_download(signals.bytes_received, self.handler.crawler, request,
-                                   data=data)
+        stop = check_stop_download(signals.bytes_received, self.handler.crawler, request, data=data)
         if stop is not None:
             self.stopped = stop
             self._settle(None)
@@ -512,8 +541,7 @@ class _Download(Exchange):
 
     def failed(self, reason: Failure, dataloss: bool) -> None:
         if dataloss:
-            fail = self.request.meta.get("download_fail_on_dataloss",
-                                         self.handler.fail_on_dataloss)
+            fail = self.request.meta.get("download_fail_on_dataloss", self.handler.fail_on_dataloss)
             if not fail:
                 self._settle(["dataloss"])
                 return

@@ -39,8 +39,16 @@ _EXPECTS_BODY = frozenset({b"PUT", b"POST"})  # an empty body still gets Content
 _VALID_TARGET = re.compile(rb"\A[\x21-\x7e]+\Z")  # Twisted's _ensureValidURI
 _PRINTABLE = re.compile(rb"\A[\x20-\x7e]*\Z")
 CONNECTION_CONTROL = frozenset(
-    {b"content-length", b"connection", b"keep-alive", b"te", b"trailers",
-     b"transfer-encoding", b"upgrade", b"proxy-connection"}
+    {
+        b"content-length",
+        b"connection",
+        b"keep-alive",
+        b"te",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
+        b"proxy-connection",
+    }
 )
 
 
@@ -168,8 +176,9 @@ class Connection(Protocol):
         except httptools.HttpParserCallbackError as e:
             inner = e.__context__
             if not isinstance(inner, _Stop):
-                self._fail(Failure(inner if isinstance(inner, ParseError)
-                                   else ParseError(str(inner), b"")))
+                self._fail(
+                    Failure(inner if isinstance(inner, ParseError) else ParseError(str(inner), b""))
+                )
             elif self.pending is not None:  # the chunked reader takes the body from here
                 rest, self.pending = self.pending, None
                 self.parser.feed_data(rest)
@@ -409,15 +418,15 @@ class _Chunked:
         if _CHUNK_SIZE.fullmatch(size) is None or _CHUNK_EXT.fullmatch(ext) is None:
             raise ParseError("bad chunk size line", bytes(self.buf[:eol]))
         self.left = int(size, 16)
-        del self.buf[:eol + 2]
+        del self.buf[: eol + 2]
         self.state = self._data if self.left else self._trailer
         return True
 
     def _data(self) -> bool:
         if not self.buf:
             return False
-        part = bytes(self.buf[:self.left])
-        del self.buf[:len(part)]
+        part = bytes(self.buf[: self.left])
+        del self.buf[: len(part)]
         self.left -= len(part)
         if self.left == 0:
             self.state = self._crlf
@@ -440,7 +449,7 @@ class _Chunked:
         eol = self._line(MAX_TRAILERS - self.trailers)
         if eol is None:
             return False
-        del self.buf[:eol + 2]
+        del self.buf[: eol + 2]
         self.trailers += eol + 2
         if eol == 0:  # the empty line: the answer is complete
             ex = self.conn.exchange
@@ -526,8 +535,9 @@ def lenient_head(head: bytes, *, head_only: bool = False) -> LenientHead:
                 length = _content_length(value, length)
         if length is not None and length < MAX_FRAMED:
             framing.append(b"Content-Length: %d" % length)
-    framing += [b"Connection: " + v for n, v in fields
-                if n.lower() == b"connection" and _PRINTABLE.match(v)]
+    framing += [
+        b"Connection: " + v for n, v in fields if n.lower() == b"connection" and _PRINTABLE.match(v)
+    ]
     return LenientHead(status, version[0], fields, b"\r\n".join(framing) + b"\r\n\r\n")
 
 
@@ -560,8 +570,9 @@ def _fields(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
                     raise ParseError("invalid header name", name)
                 fields.append((name, value.strip().replace(b"\r", b" ")))
             else:
-                logger.debug("Skipping the bad response header line %r, as it has no colon.",
-                             header)
+                logger.debug(
+                    "Skipping the bad response header line %r, as it has no colon.", header
+                )
         partial = [line] if line else None
     return fields
 

@@ -66,8 +66,7 @@ class ConnectionPool:
     connect fails, its connection is lost, or ``release`` (nothing was dialled).
     """
 
-    def __init__(self, reactor: Any, max_idle: int, idle_timeout: float,
-                 max_open: int = 0) -> None:
+    def __init__(self, reactor: Any, max_idle: int, idle_timeout: float, max_open: int = 0) -> None:
         self.reactor = reactor
         self.max_idle = max_idle
         self.idle_timeout = idle_timeout
@@ -196,8 +195,13 @@ class Dialer(ClientFactory):
 
     noisy = False
 
-    def __init__(self, fut: asyncio.Future[Connection], pool: ConnectionPool, key: Any,
-                 make: Callable[..., Connection] = Connection) -> None:
+    def __init__(
+        self,
+        fut: asyncio.Future[Connection],
+        pool: ConnectionPool,
+        key: Any,
+        make: Callable[..., Connection] = Connection,
+    ) -> None:
         self.fut = fut
         self.pool = pool
         self.key = key
@@ -228,8 +232,7 @@ class Dialer(ClientFactory):
             self.pool.out_of_descriptors()
             exc = OutOfDescriptors(str(exc))
         if not self.fut.done():
-            self.fut.set_exception(exc if isinstance(exc, OutOfDescriptors)
-                                   else connect_error(exc))
+            self.fut.set_exception(exc if isinstance(exc, OutOfDescriptors) else connect_error(exc))
 
 
 def connect_error(exc: BaseException | None) -> BaseException:

@@ -27,7 +27,6 @@ from zope.interface import implementer
 from larbinscrapy.lean.http1conn import Connection, ConnectionOwner
 
 if TYPE_CHECKING:
-
     from OpenSSL import SSL
     from scrapy.crawler import Crawler
     from twisted.protocols.tls import TLSMemoryBIOProtocol

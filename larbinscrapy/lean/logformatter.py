@@ -33,8 +33,11 @@ def debug_enabled(log_enabled: bool, log_level: str | int) -> bool:
     """Whether Scrapy's handler keeps DEBUG records: logging on and ``LOG_LEVEL`` <= DEBUG."""
     if not log_enabled:
         return False
-    level = log_level if isinstance(log_level, int) else logging.getLevelName(
-        str(log_level).strip().upper())
+    level = (
+        log_level
+        if isinstance(log_level, int)
+        else logging.getLevelName(str(log_level).strip().upper())
+    )
     if not isinstance(level, int):
         raise ValueError(f"LOG_LEVEL: unknown level {log_level!r}")
     return level <= logging.DEBUG

@@ -37,8 +37,9 @@ class TelnetConsole:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Any:
-        return _scrapys_if_on(crawler, "TELNETCONSOLE_ENABLED",
-                              "scrapy.extensions.telnet.TelnetConsole")
+        return _scrapys_if_on(
+            crawler, "TELNETCONSOLE_ENABLED", "scrapy.extensions.telnet.TelnetConsole"
+        )
 
 
 class CookiesMiddleware:
@@ -46,5 +47,6 @@ class CookiesMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Any:
-        return _scrapys_if_on(crawler, "COOKIES_ENABLED",
-                              "scrapy.downloadermiddlewares.cookies.CookiesMiddleware")
+        return _scrapys_if_on(
+            crawler, "COOKIES_ENABLED", "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"
+        )

@@ -64,8 +64,11 @@ def check(requires: tuple[Private, ...] = REQUIRES) -> list[str]:
     """One warning when a private name changed in the installed redis-py; its problems."""
     found = problems(requires)
     if found:
-        logger.warning("larbinscrapy: private redis-py names changed (%s): a Redis Cluster's "
-                       "script calls each ask a node for their keys first", "; ".join(found))
+        logger.warning(
+            "larbinscrapy: private redis-py names changed (%s): a Redis Cluster's "
+            "script calls each ask a node for their keys first",
+            "; ".join(found),
+        )
     return found
 
 

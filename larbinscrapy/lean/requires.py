@@ -40,8 +40,11 @@ def _last_line(code: CodeType) -> int:
 def digest(obj: Any) -> str:
     """A short hash of ``obj``'s source: a function, a property's getter, a class's methods."""
     if isinstance(obj, type):
-        parts = [f"{name}:{digest(member)}" for name, member in sorted(vars(obj).items())
-                 if isinstance(member, property) or hasattr(member, "__code__")]
+        parts = [
+            f"{name}:{digest(member)}"
+            for name, member in sorted(vars(obj).items())
+            if isinstance(member, property) or hasattr(member, "__code__")
+        ]
         return _hash("\n".join(parts))
     if isinstance(obj, property) and obj.fget is not None:
         obj = obj.fget
@@ -51,7 +54,7 @@ def digest(obj: Any) -> str:
     lines = linecache.getlines(code.co_filename)
     if not lines:
         raise OSError(f"{code.co_filename} cannot be read")
-    return _hash("".join(lines[code.co_firstlineno - 1:_last_line(code)]))
+    return _hash("".join(lines[code.co_firstlineno - 1 : _last_line(code)]))
 
 
 def file_digest(module: str) -> str:

@@ -74,8 +74,7 @@ class ContentTypeMiddleware:
         if self._crawler is None:
             return
         components = [*self._crawler.engine.scraper.itemproc.middlewares, self._crawler.spider]
-        asked = [t for c in components if isinstance(c, AsksContentTypes)
-                 for t in c.content_types]
+        asked = [t for c in components if isinstance(c, AsksContentTypes) for t in c.content_types]
         if asked:
             self._set_wanted((*self.wanted, *parse_content_types(asked)))
 
@@ -124,9 +123,7 @@ class ContentTypeMiddleware:
 class BoundedDecompressionMiddleware(HttpCompressionMiddleware):
     """Scrapy's decompression, its over-``DOWNLOAD_MAXSIZE`` refusal counted as a drop reason."""
 
-    def process_response(
-        self, request: Request, response: Response, spider: Any = None
-    ) -> Any:
+    def process_response(self, request: Request, response: Response, spider: Any = None) -> Any:
         try:
             return super().process_response(request, response)
         except IgnoreRequest as exc:  # raised for one thing only: the inflated size

@@ -78,8 +78,9 @@ class LinkGateMiddleware(AdmissionProvider):
         fingerprinter = self.crawler.request_fingerprinter
         links_seen = None
         if seen is not None and isinstance(fingerprinter, UrlFingerprinter):
-            links_seen = SeenLinks(seen.seen_fingerprint, fingerprinter.fingerprint_url,
-                                   self.url_cache)
+            links_seen = SeenLinks(
+                seen.seen_fingerprint, fingerprinter.fingerprint_url, self.url_cache
+            )
         else:
             logger.info(
                 "Dupefilter or fingerprinter without a URL fast path: every link "
@@ -87,7 +88,8 @@ class LinkGateMiddleware(AdmissionProvider):
             )
         referer = _chainless_referer(self.crawler)
         self.admission.connect(
-            url_filter=spider_url_filter(spider), links_seen=links_seen,
+            url_filter=spider_url_filter(spider),
+            links_seen=links_seen,
             count_seen=seen.count_filtered if links_seen is not None and seen else None,
             errback=spider_errback(spider),
             referer=None if referer is None else referer.get_processed_request,
@@ -150,7 +152,9 @@ class LinkGateMiddleware(AdmissionProvider):
             return
         meta[M.OUTPUT_DONE] = True
         self.crawler.signals.send_catch_log(
-            larbin_signals.request_done, request=response.request, children=children,
+            larbin_signals.request_done,
+            request=response.request,
+            children=children,
             items=items,
         )
 

@@ -60,8 +60,9 @@ class PauseGate:
             if not d.called:
                 d.callback(None)
 
-    def process_request(self, request: Request, spider: Spider | None = None
-                        ) -> Coroutine[Any, Any, None] | None:
+    def process_request(
+        self, request: Request, spider: Spider | None = None
+    ) -> Coroutine[Any, Any, None] | None:
         """None at once unless paused: a coroutine a request costs only while it waits."""
         return self._held(request) if self.paused else None
 

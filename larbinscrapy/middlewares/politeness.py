@@ -92,10 +92,14 @@ class PolitenessMiddleware(PolitenessProvider):
         for url in env_proxies:  # the operator's proxies: their own address is allowed
             allow_proxy(crawler, urlparse(url).hostname or "")
         politeness.proxied = bool(env_proxies)
-        return cls(crawler, politeness, s.getfloat("LARBIN_STATS_INTERVAL"),
-                   from_address=s.get("LARBIN_FROM") or "",
-                   autothrottle=s.getbool("AUTOTHROTTLE_ENABLED"),
-                   pause_file=PauseFile.in_jobdir(s.get("JOBDIR")))
+        return cls(
+            crawler,
+            politeness,
+            s.getfloat("LARBIN_STATS_INTERVAL"),
+            from_address=s.get("LARBIN_FROM") or "",
+            autothrottle=s.getbool("AUTOTHROTTLE_ENABLED"),
+            pause_file=PauseFile.in_jobdir(s.get("JOBDIR")),
+        )
 
     def _resume_pauses(self) -> None:
         """Pauses a previous run of the job saved: still in force for their host and IP."""
@@ -104,8 +108,11 @@ class PolitenessMiddleware(PolitenessProvider):
             self.hosts.pause(self.hosts.get(host), until - now)
             self.table.pause(self.table.get(ip), until - now)
             self.stats.inc_value("larbin/throttled/resumed")
-            logger.info("%s stays paused for %.1f s (a throttling answer before the resume)",
-                        host, until - now)
+            logger.info(
+                "%s stays paused for %.1f s (a throttling answer before the resume)",
+                host,
+                until - now,
+            )
 
     # -- downloader middleware -------------------------------------------------------------
     def process_request(  # a coroutine only for a request that must wait (DNS, a delay)
@@ -139,8 +146,7 @@ class PolitenessMiddleware(PolitenessProvider):
             return None
         return sent
 
-    def _send(self, request: Request, ip: str
-              ) -> Coroutine[Any, Any, None] | Request | None:
+    def _send(self, request: Request, ip: str) -> Coroutine[Any, Any, None] | Request | None:
         """Send now if the IP, the host and the budget allow; else a coroutine that waits."""
         meta = request.meta
         host = urlparse_cached(request).hostname or ""
@@ -162,8 +168,9 @@ class PolitenessMiddleware(PolitenessProvider):
         self._start(request, st, hs, own=own)
         return None
 
-    async def _hold_then_start(self, request: Request, st: IpState, hs: HostState, *,
-                               own: bool) -> None:
+    async def _hold_then_start(
+        self, request: Request, st: IpState, hs: HostState, *, own: bool
+    ) -> None:
         await self._hold(st, hs, own=own)
         if stopping(self.crawler):  # a stop came while it waited: nothing new is sent
             drop_held(self.crawler, request)
@@ -194,8 +201,9 @@ class PolitenessMiddleware(PolitenessProvider):
 
     def _requeue(self, request: Request) -> Request:
         """Give the lease back and the request to the frontier: the IP serves other hosts."""
-        self.politeness.lease_returned(request.meta.pop(M.LEASE),
-                                       urlparse_cached(request).hostname or "")
+        self.politeness.lease_returned(
+            request.meta.pop(M.LEASE), urlparse_cached(request).hostname or ""
+        )
         self.stats.inc_value("larbin/host/requeued")
         return self._back_to_frontier(request)
 
@@ -219,8 +227,9 @@ class PolitenessMiddleware(PolitenessProvider):
             # Its own timer (at most POLL, to see a stop): one that woke the IP's first waiter
             # could leave a waiter with none, woken only by the IP's next event, and a stopping
             # crawl has none.
-            timer = self._reactor.callLater(0.05 if wait is None else min(max(wait, 0.005), POLL),
-                                            _fire, d)
+            timer = self._reactor.callLater(
+                0.05 if wait is None else min(max(wait, 0.005), POLL), _fire, d
+            )
             await maybe_deferred_to_future(d)
             if timer.active():
                 timer.cancel()
@@ -267,8 +276,12 @@ class PolitenessMiddleware(PolitenessProvider):
         pause = self.politeness.throttled(ip, hs.host, response.status, seconds)
         if pause is None and self._frontier is not None:  # before the lease goes back (Redis)
             self._frontier.host_set_aside(hs.host)
-        self._finished(request, failed=None, nbytes=len(response.body),
-                       outcome=BACKOFF if seconds is None else RETRY_AFTER)
+        self._finished(
+            request,
+            failed=None,
+            nbytes=len(response.body),
+            outcome=BACKOFF if seconds is None else RETRY_AFTER,
+        )
         if pause is None:
             self.politeness.count_drop(THROTTLED)
             raise DroppedRequest(THROTTLED, f"{hs.host} asked for {seconds:.0f} s")
@@ -300,8 +313,14 @@ class PolitenessMiddleware(PolitenessProvider):
         self.stats.inc_value(f"larbin/errors/{type(exception).__name__}")
         self._finished(request, failed=failures.classify(exception))
 
-    def _finished(self, request: Request, *, failed: bool | str | None, nbytes: int = 0,
-                  outcome: str | None = None) -> None:
+    def _finished(
+        self,
+        request: Request,
+        *,
+        failed: bool | str | None,
+        nbytes: int = 0,
+        outcome: str | None = None,
+    ) -> None:
         """Start the IP's delay after a fetch; give back the connection the request held.
 
         Every request ends here, whatever middleware ended it (Scrapy calls every
@@ -319,7 +338,9 @@ class PolitenessMiddleware(PolitenessProvider):
             self.hosts.finish(self.hosts.get(host), release=True)
             self.table.bandwidth.received(nbytes, meta.pop(M.BANDWIDTH, 0.0))
             self.politeness.fetch_ended(
-                meta[M.IP], release=meta.pop(M.OWN, False), failed=failed,
+                meta[M.IP],
+                release=meta.pop(M.OWN, False),
+                failed=failed,
                 retry=bool(meta.get(M.RETRY_TIMES)),
             )
         if lease is not None:

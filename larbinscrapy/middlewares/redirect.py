@@ -65,6 +65,12 @@ class FilteredRedirectMiddleware(RedirectMiddleware):
         self.crawler.stats.inc_value(f"larbin/filtered/{reason}")
         if reason not in self._logged:
             self._logged.add(reason)
-            logger.info("Not following a redirect to %s (%s, %s); further ones are counted in "
-                        "larbin/filtered/%s", url[:200], reason, detail[:200], reason)
+            logger.info(
+                "Not following a redirect to %s (%s, %s); further ones are counted in "
+                "larbin/filtered/%s",
+                url[:200],
+                reason,
+                detail[:200],
+                reason,
+            )
         raise IgnoreRequest(f"redirect target filtered ({reason}): {url[:200]}")

@@ -92,8 +92,12 @@ class RobotsMiddleware(RobotsTxtMiddleware):
     site costs bytes the cyclic collector does not walk; ``forget(key)`` drops it.
     """
 
-    def __init__(self, crawler: Crawler, policy: RobotsPolicy | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        policy: RobotsPolicy | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(crawler)
         # our own state, never the parent's private attributes (they are Scrapy's to change)
         settings = crawler.settings
@@ -199,8 +203,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             found = await self._shared.claim(key, self.clock, time.time)
             if found is not None:
                 self.stats.inc_value("larbin/robots/shared")
-                return self._settle(key, found[0], await self._parse_body(found[1], request,
-                                                                         key, found[0]))
+                return self._settle(
+                    key, found[0], await self._parse_body(found[1], request, key, found[0])
+                )
         self._fetching[key] = self.clock()
         try:
             rules, parser, body = await self._fetch(request, key, before)
@@ -215,8 +220,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             self._shared.store(key, rules, body, self.clock(), time.time())
         return self._settle(key, rules, parser)
 
-    async def _fetch(self, request: Request, key: str, before: SiteRules | None
-                     ) -> tuple[SiteRules, Decider, bytes | None]:
+    async def _fetch(
+        self, request: Request, key: str, before: SiteRules | None
+    ) -> tuple[SiteRules, Decider, bytes | None]:
         """Fetch and read the site's robots.txt: its rules, decider and the body to share."""
         meta: dict[str, Any] = {"dont_obey_robotstxt": True}
         if before is not None and before.errors and self._never_answered(request):
@@ -224,8 +230,12 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         if M.LEASE in request.meta:
             meta[M.BORROW] = request.meta[M.LEASE]
             meta[M.IP] = request.meta.get(M.IP)
-        robotsreq = Request(site_origin(key) + "/robots.txt", priority=self.DOWNLOAD_PRIORITY,
-                            meta=meta, callback=NO_CALLBACK)
+        robotsreq = Request(
+            site_origin(key) + "/robots.txt",
+            priority=self.DOWNLOAD_PRIORITY,
+            meta=meta,
+            callback=NO_CALLBACK,
+        )
         try:
             response = await self.crawler.engine.download_async(robotsreq)
             rules = self.policy.answered(response.status, self.clock(), before)
@@ -240,8 +250,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             return self.policy.unavailable(self.clock()), None, None  # says nothing of the site
         except Exception as exc:
             self.stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
-            rules = self.policy.answered(None, self.clock(), before,
-                                         at_once=self._never_answered(robotsreq))
+            rules = self.policy.answered(
+                None, self.clock(), before, at_once=self._never_answered(robotsreq)
+            )
             return rules, self._unreachable(key, rules, str(exc)), b""
 
     def _log_gave_up(self, key: str, why: str) -> None:
@@ -249,27 +260,33 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self.stats.inc_value("larbin/robots/gave_up")
         level = logging.DEBUG if self._gave_up_logged else logging.INFO
         self._gave_up_logged = True
-        logger.log(level, "%s: its pages are not fetched for %.0f s (further ones counted in "
-                   "larbin/robots/gave_up)", why, self.policy.ttl)
+        logger.log(
+            level,
+            "%s: its pages are not fetched for %.0f s (further ones counted in "
+            "larbin/robots/gave_up)",
+            why,
+            self.policy.ttl,
+        )
 
     def _settle(self, key: str, rules: SiteRules, parser: Decider) -> Decider:
         """Keep the site's rules and decider, and hand the decider to the requests waiting."""
-        self._sites[key] = (rules.verdict, rules.expires, rules.errors, rules.failing_since,
-                            parser)
+        self._sites[key] = (rules.verdict, rules.expires, rules.errors, rules.failing_since, parser)
         for waiter in self._waiters.pop(key):
             waiter.callback(parser)
         return parser
 
-    async def _parse(self, response: Response, request: Request, key: str, rules: SiteRules
-                     ) -> Decider:
+    async def _parse(
+        self, response: Response, request: Request, key: str, rules: SiteRules
+    ) -> Decider:
         self.stats.inc_value("robotstxt/response_count")
         self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
         if rules.verdict != PARSE:
             return self._unreachable(key, rules, f"status {response.status}")
         return await self._parse_body(response.body, request, key, rules)
 
-    async def _parse_body(self, body: bytes, request: Request, key: str, rules: SiteRules
-                          ) -> Decider:
+    async def _parse_body(
+        self, body: bytes, request: Request, key: str, rules: SiteRules
+    ) -> Decider:
         """What decides the pages of a robots.txt ``body`` read (or shared) under ``rules``:
         our parser's compact rules, or the user's parser itself."""
         if rules.verdict != PARSE:
@@ -305,8 +322,12 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             if rules.errors:
                 self.stats.inc_value("larbin/robots/unavailable")
             return None
-        logger.debug("robots.txt of %s unreachable (%s): nothing allowed for %.0f s",
-                     key, why, rules.expires - self.clock())
+        logger.debug(
+            "robots.txt of %s unreachable (%s): nothing allowed for %.0f s",
+            key,
+            why,
+            rules.expires - self.clock(),
+        )
         return _DISALLOW_ALL
 
     def _apply_crawl_delay(self, parser: RobotParser, host: str | None) -> None:

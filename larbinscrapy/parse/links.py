@@ -86,7 +86,14 @@ class _Base:
     """A base URL cut into the prefixes that resolve common relative links by concatenation."""
 
     __slots__ = (
-        "directory", "ok", "origin", "parents", "scheme", "segments", "url", "without_query"
+        "directory",
+        "ok",
+        "origin",
+        "parents",
+        "scheme",
+        "segments",
+        "url",
+        "without_query",
     )
 
     def __init__(self, url: str) -> None:
@@ -105,10 +112,14 @@ class _Base:
         self.directory = self.origin + path[: path.rfind("/") + 1] if clean else None
         # What "../" * k resolves to, k = 1, 2 ...: the directory k levels up; urljoin clamps
         # excess ".." at the root, which is the last entry.
-        self.parents = [
-            self.origin + "/".join(self.segments[:up]) + "/"
-            for up in range(max(len(self.segments) - 1, 1), 0, -1)
-        ] if clean else None
+        self.parents = (
+            [
+                self.origin + "/".join(self.segments[:up]) + "/"
+                for up in range(max(len(self.segments) - 1, 1), 0, -1)
+            ]
+            if clean
+            else None
+        )
 
 
 def _join_path(base: _Base, value: str) -> str:
@@ -171,8 +182,11 @@ def _resolve(value: str, base: _Base) -> str | None:
             while rest.startswith("../"):
                 rest, up = rest[3:], up + 1
             if (
-                rest and rest[0] not in "./"
-                and "/." not in rest and "//" not in rest and ";" not in rest
+                rest
+                and rest[0] not in "./"
+                and "/." not in rest
+                and "//" not in rest
+                and ";" not in rest
             ):
                 return parents[min(up, len(parents)) - 1] + rest
     else:
@@ -183,7 +197,9 @@ def _resolve(value: str, base: _Base) -> str | None:
                     return None  # mailto:, javascript:, data:, tel:, ftp: ...
                 return urljoin(base.url, value)
         if (
-            base.directory is not None and "//" not in value and ";" not in value
+            base.directory is not None
+            and "//" not in value
+            and ";" not in value
             and "/." not in value
         ):
             return base.directory + value
@@ -259,8 +275,15 @@ def extract(
     return _scan(text, raw, _Base(base_url), False, images, encoding, robots_names)
 
 
-def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, encoding: str,
-          robots_names: tuple[str, ...]) -> Page:
+def _scan(
+    text: str,
+    raw: bool,
+    base: _Base,
+    base_seen: bool,
+    images: bool,
+    encoding: str,
+    robots_names: tuple[str, ...],
+) -> Page:
     """``extract``'s scan; ``base_seen``: the base is the page's ``<base>``, found before."""
     links: list[str] = []
     append = links.append
@@ -291,8 +314,7 @@ def _scan(text: str, raw: bool, base: _Base, base_seen: bool, images: bool, enco
             if tag == "base":
                 if not base_seen:
                     if links or nofollow or canonical is not None:  # they need it too: again
-                        return _scan(text, raw, _Base(url), True, images, encoding,
-                                     robots_names)
+                        return _scan(text, raw, _Base(url), True, images, encoding, robots_names)
                     base_seen = True
                     base = _Base(url)
                 continue
@@ -319,8 +341,9 @@ def _title(value: str, raw: bool, encoding: str) -> str | None:
     return _text(value) or None
 
 
-def _page(links: list[str], nofollow: list[str], title: str | None, meta: _Meta,
-          canonical: str | None) -> Page:
+def _page(
+    links: list[str], nofollow: list[str], title: str | None, meta: _Meta, canonical: str | None
+) -> Page:
     """The page's links once each; a link also given without rel="nofollow" stays followed."""
     unique = list(dict.fromkeys(links))
     if nofollow:

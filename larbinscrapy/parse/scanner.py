@@ -48,8 +48,7 @@ _RAW_TEXT = "style|xmp|noembed|textarea"
 _POINTS = "title|desc|foreignobject|mi|mo|mn|ms|mtext"  # HTML integration points (below)
 
 
-def _scanner(link_tags: str, *, foreign: bool = False, cdata: bool = False
-             ) -> re.Pattern[str]:
+def _scanner(link_tags: str, *, foreign: bool = False, cdata: bool = False) -> re.Pattern[str]:
     # lastindex tells the alternatives apart: 2 link tag, None a comment, bogus comment
     # (<!DOCTYPE, <![CDATA[, <?xml) or <plaintext> (the rest of the page is text), 4 script,
     # 5 other raw text, 6 title, 7 meta; with ``foreign`` (pages with "<svg" or "<math"), 8
@@ -60,8 +59,16 @@ def _scanner(link_tags: str, *, foreign: bool = False, cdata: bool = False
     # attribute's name and "=" come before it, and a value with a "<" takes the general
     # path). The lookahead turns away at once a "<" that cannot start one of the
     # alternatives ("</p", "<div", ...), about half of a page's "<".
-    names = ("!", "?", "script", *_RAW_TEXT.split("|"), "plaintext", *link_tags.split("|"),
-             "title", "meta")
+    names = (
+        "!",
+        "?",
+        "script",
+        *_RAW_TEXT.split("|"),
+        "plaintext",
+        *link_tags.split("|"),
+        "title",
+        "meta",
+    )
     first = "".join(sorted({name[0] for name in names} | ({"/"} if foreign else set())))
     return re.compile(
         rf"<(?=[{first}])(?:"  # the link tags first: the most frequent "<" of a page
@@ -85,9 +92,11 @@ def _scanner(link_tags: str, *, foreign: bool = False, cdata: bool = False
 # <style> holds tags), CDATA sections are text, and the HTML start tags the spec lists end it
 # (not the end tags </p> and </br>, which the spec added later: html5lib, our reference for
 # tests, and older browsers ignore them there). A <font> with attributes is not one of them.
-_BREAKOUT = ("b|big|blockquote|body|br|center|code|dd|div|dl|dt|em|embed|h[1-6]|head|hr|i|img|"
-             "li|listing|menu|meta|nobr|ol|p|pre|ruby|s|small|span|strong|strike|sub|sup|table|"
-             "tt|u|ul|var")
+_BREAKOUT = (
+    "b|big|blockquote|body|br|center|code|dd|div|dl|dt|em|embed|h[1-6]|head|hr|i|img|"
+    "li|listing|menu|meta|nobr|ol|p|pre|ruby|s|small|span|strong|strike|sub|sup|table|"
+    "tt|u|ul|var"
+)
 
 
 def _foreign_scanner(link_tags: str) -> re.Pattern[str]:
@@ -120,8 +129,7 @@ _F_OTHER, _F_OTHER_END = 9, 10  # any other foreign start or end tag (the foreig
 _END_TAG = 10  # any other end tag, inside an integration point (``cdata``)
 # HTML integration points: their content is HTML (svg title, desc, foreignObject; MathML's
 # text integration points)
-_POINTS_OF = {"svg": ("title", "desc", "foreignobject"),
-              "math": ("mi", "mo", "mn", "ms", "mtext")}
+_POINTS_OF = {"svg": ("title", "desc", "foreignobject"), "math": ("mi", "mo", "mn", "ms", "mtext")}
 
 
 _POINT_KINDS = ("ip", "ip+")
@@ -131,7 +139,7 @@ _HAS_FOREIGN = re.compile(r"<(?:svg|math|SVG|MATH)").search  # one search; re.I:
 def _closed(tag: str) -> bool:
     """Whether a start tag's text (from its name on) ends with "/>", the slash not part of
     an unquoted value ("<a href=/x/>" is open)."""
-    rest = tag.rstrip(">")[len(_name(tag)):]
+    rest = tag.rstrip(">")[len(_name(tag)) :]
     return _SELF_CLOSING(rest) is not None
 
 
@@ -162,7 +170,7 @@ class _Open:
             depth -= 1
         if not depth or stack[depth - 1][1] in _POINT_KINDS:
             return False
-        del stack[depth - 1:]
+        del stack[depth - 1 :]
         return True
 
     def close_to(self, name: str) -> bool:
@@ -172,12 +180,13 @@ class _Open:
             depth -= 1
         if not depth or stack[depth - 1][1] in _POINT_KINDS:
             return False
-        del stack[depth - 1:]
+        del stack[depth - 1 :]
         return True
 
 
-def _mixed(text: str, html: re.Pattern[str], point: re.Pattern[str],
-           foreign: re.Pattern[str]) -> Iterator[re.Match[str]]:
+def _mixed(
+    text: str, html: re.Pattern[str], point: re.Pattern[str], foreign: re.Pattern[str]
+) -> Iterator[re.Match[str]]:
     """Matches of a page with foreign content: the HTML scanner's (``point``'s inside an
     integration point), and the foreign scanner's link and title matches (the same groups)
     inside <svg> and <math>."""
@@ -235,8 +244,7 @@ def _html_step(m: re.Match[str], kind: int | None, state: _Open) -> tuple[bool, 
     return True, None
 
 
-def _foreign_step(m: re.Match[str], kind: int | None, state: _Open
-                  ) -> tuple[bool, int | None]:
+def _foreign_step(m: re.Match[str], kind: int | None, state: _Open) -> tuple[bool, int | None]:
     """What the foreign scanner's match ``m`` does (``_html_step``)."""
     stack = state.stack
     ns = stack[-1][1]

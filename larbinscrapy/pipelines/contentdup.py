@@ -261,8 +261,9 @@ class ContentDupPipeline:
             if match is not None:
                 offset, distance = match
                 if self._url_at(offset) != url:
-                    reason = (f"near-duplicate content of {self._url_at(offset)} "
-                              f"(distance {distance})")
+                    reason = (
+                        f"near-duplicate content of {self._url_at(offset)} (distance {distance})"
+                    )
                     self._mark_duplicate(url)
                     self._drop("near_dropped", reason, item)
         offset = self._append(digest, sim, url)

@@ -155,8 +155,10 @@ class ItemReceipts:
             frontier.count_items(self)
         self._feeds = self.crawler.get_extension(FeedExporter) or False
         sig = self.crawler.signals
-        for component, stock in ((self.crawler.get_extension(CoreStats), CoreStats),
-                                 (self._feeds, FeedExporter)):
+        for component, stock in (
+            (self.crawler.get_extension(CoreStats), CoreStats),
+            (self._feeds, FeedExporter),
+        ):
             if component and type(component).item_scraped is stock.item_scraped:
                 sig.disconnect(component.item_scraped, signal=signals.item_scraped)
                 self._stock.append(component.item_scraped)
@@ -217,7 +219,10 @@ class ItemReceipts:
             self.crawler.stats.inc_value("larbin/items/flush_failed")
             if not self._failed_logged:
                 self._failed_logged = True
-                logger.warning("Items could not be flushed (%s): their pages stay queued and "
-                               "are fetched again after a restart", exc)
+                logger.warning(
+                    "Items could not be flushed (%s): their pages stay queued and "
+                    "are fetched again after a restart",
+                    exc,
+                )
             return False
         return True

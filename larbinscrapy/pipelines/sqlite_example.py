@@ -37,8 +37,13 @@ ON CONFLICT(url) DO NOTHING
 class SQLitePipeline:
     """Keeps every page once in a SQLite table, committing in batches."""
 
-    def __init__(self, path: str, batch_size: int = 100, max_wait: float = 1.0,
-                 receipts: ItemReceipts | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        batch_size: int = 100,
+        max_wait: float = 1.0,
+        receipts: ItemReceipts | None = None,
+    ) -> None:
         self.path = path
         self.receipts = receipts  # tells the frontier when a row is committed
         self._held: list[Receipt] = []  # receipts of the rows waiting for the next commit
@@ -53,8 +58,11 @@ class SQLitePipeline:
         path = crawler.settings.get("LARBIN_SQLITE_PATH")
         if not path:
             raise NotConfigured  # bare: Scrapy logs a warning for one with a message
-        return cls(path, batch_size=crawler.settings.getint("LARBIN_SQLITE_BATCH"),
-                   receipts=receipts_of(crawler))
+        return cls(
+            path,
+            batch_size=crawler.settings.getint("LARBIN_SQLITE_BATCH"),
+            receipts=receipts_of(crawler),
+        )
 
     def open_spider(self, spider: Any = None) -> None:
         import sqlite3  # here, not at the top: Scrapy imports the class even when it is off

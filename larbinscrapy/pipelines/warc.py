@@ -189,12 +189,20 @@ class WarcPipeline:
     ) -> Any:
         if status == HTTPStatus.NOT_MODIFIED:
             return writer.create_warc_record(
-                url, "revisit", http_headers=http_headers,
+                url,
+                "revisit",
+                http_headers=http_headers,
                 warc_headers_dict={**extra, "WARC-Profile": _NOT_MODIFIED_PROFILE},
             )
         digest = "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
-        record = writer.create_revisit_record(url, digest, url, extra.get("WARC-Date", ""),
-                                              http_headers=http_headers, warc_headers_dict=extra)
+        record = writer.create_revisit_record(
+            url,
+            digest,
+            url,
+            extra.get("WARC-Date", ""),
+            http_headers=http_headers,
+            warc_headers_dict=extra,
+        )
         if not extra.get("WARC-Date"):
             record.rec_headers.remove_header("WARC-Refers-To-Date")
         return record

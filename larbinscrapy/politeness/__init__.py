@@ -50,12 +50,12 @@ class HostRegistry(Protocol):
     def host_dropped(self, host: str, failure: Failure) -> str:
         """A host's URLs are being dropped: log the first host per reason; the reason."""
 
-    def fetch_ended(self, ip: str, *, release: bool, failed: bool | str | None,
-                    retry: bool = False) -> None:
+    def fetch_ended(
+        self, ip: str, *, release: bool, failed: bool | str | None, retry: bool = False
+    ) -> None:
         """A request sent to ``ip`` ended: start the IP's delay, count its failures."""
 
-    def throttled(self, ip: str, host: str, status: int, retry_after: float | None
-                  ) -> float | None:
+    def throttled(self, ip: str, host: str, status: int, retry_after: float | None) -> float | None:
         """A throttling answer: pause ``host`` and its IP; the pause, or None if set aside."""
 
     def lease_returned(self, ip: str, host: str = "", outcome: str = "") -> None:
@@ -70,10 +70,12 @@ class RobotsCache(Protocol):
     robots.txt through Scrapy's ``robots_parsed`` signal.
     """
 
-    async def claim(self, site: str, now: Callable[[], float], wall: Callable[[], float]
-                    ) -> tuple[SiteRules, bytes] | None:
+    async def claim(
+        self, site: str, now: Callable[[], float], wall: Callable[[], float]
+    ) -> tuple[SiteRules, bytes] | None:
         """The shared rules and body of ``site``; None when this worker is to fetch them."""
 
-    def store(self, site: str, rules: SiteRules, body: bytes | None, now: float, wall: float
-              ) -> None:
+    def store(
+        self, site: str, rules: SiteRules, body: bytes | None, now: float, wall: float
+    ) -> None:
         """Share ``rules`` (and ``body``) until they expire; ``body`` None only gives up."""

@@ -22,10 +22,12 @@ if TYPE_CHECKING:
 _SOFTWARE_HOMES = ("github.com/larbinscrapy/larbinscrapy", "scrapy.org")
 _RESERVED_NAMES = ("localhost", "test", "invalid", "example")
 
-HINT = ("larbin: this crawl reaches the web with the placeholder USER_AGENT and no LARBIN_FROM, "
-        "so a site owner has nobody to contact: set both, e.g. -s 'USER_AGENT=mybot/1.0 "
-        "(+https://example.org/bot.html)' -s LARBIN_FROM=crawler@example.org "
-        "(docs/politeness.md)")
+HINT = (
+    "larbin: this crawl reaches the web with the placeholder USER_AGENT and no LARBIN_FROM, "
+    "so a site owner has nobody to contact: set both, e.g. -s 'USER_AGENT=mybot/1.0 "
+    "(+https://example.org/bot.html)' -s LARBIN_FROM=crawler@example.org "
+    "(docs/politeness.md)"
+)
 
 
 def is_placeholder(user_agent: str) -> bool:

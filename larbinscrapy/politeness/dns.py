@@ -166,8 +166,17 @@ class DnsCache:
         self._reactor = reactor
         self._lookup = lookup  # None: an AresResolver, made at the first lookup
         self.rules = DnsRules(
-            ttl, ttl_min, ttl_max, ttl if negative_ttl is None else negative_ttl, timeout,
-            retries, retry_delay, max(1, max_in_flight), tuple(servers), max_cnames)
+            ttl,
+            ttl_min,
+            ttl_max,
+            ttl if negative_ttl is None else negative_ttl,
+            timeout,
+            retries,
+            retry_delay,
+            max(1, max_in_flight),
+            tuple(servers),
+            max_cnames,
+        )
         self._overrides = dict(overrides or {})
         self._hosts = dict(hosts or {})  # the hosts file: answered like overrides
         self._clock = clock
@@ -189,9 +198,12 @@ class DnsCache:
         ttl_max = settings.getfloat("LARBIN_DNS_TTL_MAX")
         fixed = settings.getfloat("LARBIN_DNS_TTL")
         if fixed:  # the deprecated fixed TTL: every answer kept exactly that long
-            warnings.warn("LARBIN_DNS_TTL is deprecated: answers keep their own TTL within "
-                          "LARBIN_DNS_TTL_MIN and LARBIN_DNS_TTL_MAX", DeprecationWarning,
-                          stacklevel=2)
+            warnings.warn(
+                "LARBIN_DNS_TTL is deprecated: answers keep their own TTL within "
+                "LARBIN_DNS_TTL_MIN and LARBIN_DNS_TTL_MAX",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             ttl_min = ttl_max = fixed
         return cls(
             reactor,
@@ -289,13 +301,15 @@ class DnsCache:
         except Exception as exc:  # a resolver that cannot start (no nameserver configured...)
             query = defer.fail(DnsError(host, f"{ERROR} ({exc})"))
         query.addTimeout(self.rules.timeout, self._reactor)
-        query.addCallbacks(self._answered, self._failed, callbackArgs=(host,),
-                           errbackArgs=(host, attempt))
+        query.addCallbacks(
+            self._answered, self._failed, callbackArgs=(host,), errbackArgs=(host, attempt)
+        )
 
     def _lookup_function(self) -> Lookup:
         if self._lookup is None:
-            self.resolver = AresResolver(self._reactor, servers=self.rules.servers,
-                                         max_cnames=self.rules.max_cnames)
+            self.resolver = AresResolver(
+                self._reactor, servers=self.rules.servers, max_cnames=self.rules.max_cnames
+            )
             self._lookup = cast("Lookup", self.resolver.lookup)
         return self._lookup
 

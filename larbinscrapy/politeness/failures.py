@@ -67,7 +67,8 @@ def _response_failed(exc: BaseException) -> str:
         return RESET
     for value in values:
         if isinstance(value, _CERTIFICATE) or (
-                isinstance(value, SSL.Error) and "certificate" in str(value)):
+            isinstance(value, SSL.Error) and "certificate" in str(value)
+        ):
             return TLS_CERTIFICATE
         if isinstance(value, SSL.Error):
             return TLS_HANDSHAKE

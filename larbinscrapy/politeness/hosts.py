@@ -79,8 +79,16 @@ def pack(hs: HostState, now: float) -> bytes | None:
     """``hs`` in ``_PACKED`` bytes; None when it is a new host's state at ``now``."""
     ready_at = hs.ready_at if hs.ready_at > now else 0.0
     paused_until = hs.paused_until if hs.paused_until > now else 0.0
-    fields = (ready_at, hs.crawl_delay, hs.adaptive_delay, paused_until, hs.backoff,
-              hs.set_aside, hs.throttled, hs.in_a_row)
+    fields = (
+        ready_at,
+        hs.crawl_delay,
+        hs.adaptive_delay,
+        paused_until,
+        hs.backoff,
+        hs.set_aside,
+        hs.throttled,
+        hs.in_a_row,
+    )
     if not any(fields):
         return None
     return _PACKED.pack(*fields)
@@ -88,8 +96,9 @@ def pack(hs: HostState, now: float) -> bytes | None:
 
 def unpack(host: str, packed: bytes) -> HostState:
     ready_at, crawl, adaptive, paused, backoff, aside, throttled, in_a_row = _PACKED.unpack(packed)
-    return HostState(host, 0, ready_at, crawl, adaptive, paused, backoff, aside, throttled,
-                     in_a_row)
+    return HostState(
+        host, 0, ready_at, crawl, adaptive, paused, backoff, aside, throttled, in_a_row
+    )
 
 
 class HostTable:
@@ -213,8 +222,7 @@ class HostTable:
             pause = retry_after
         else:
             hs.backoff = (
-                self.throttle_backoff if hs.backoff <= 0
-                else min(hs.backoff * 2, self.max_backoff)
+                self.throttle_backoff if hs.backoff <= 0 else min(hs.backoff * 2, self.max_backoff)
             )
             pause = hs.backoff * (1 + JITTER * self.rng())
         self.pause(hs, pause)
@@ -232,8 +240,15 @@ class HostTable:
     def gauges(self, now: float) -> dict[str, int]:
         """Hostnames seen (``created``), resident, packed, fetching, cooling (delay), throttled
         (paused) and set aside (the last four of resident hosts)."""
-        counts = {"seen": self.created, "resident": len(self.hosts), "packed": len(self.packed),
-                  "active": 0, "cooling": 0, "throttled": 0, "set_aside": 0}
+        counts = {
+            "seen": self.created,
+            "resident": len(self.hosts),
+            "packed": len(self.packed),
+            "active": 0,
+            "cooling": 0,
+            "throttled": 0,
+            "set_aside": 0,
+        }
         for hs in self.hosts.values():
             if hs.set_aside:
                 counts["set_aside"] += 1

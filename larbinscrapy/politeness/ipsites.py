@@ -95,8 +95,9 @@ def pack_ip(st: IpState, now: float) -> Packed | None:
 def unpack_ip(ip: str, packed: Packed) -> IpState:
     ready_at, failures, dead, answered, strikes, bits, recent, last_host = packed
     window = deque(bool(bits >> n & 1) for n in range(recent))
-    return IpState(ip, 0, ready_at, failures, dead, answered, strikes, window, sum(window),
-                   last_host)
+    return IpState(
+        ip, 0, ready_at, failures, dead, answered, strikes, window, sum(window), last_host
+    )
 
 
 class IpTable:
@@ -124,8 +125,14 @@ class IpTable:
         self.failure_rate = failure_rate
         self.clock = clock
         # without a host level (a bare table in a unit test) no host delay applies
-        self.hosts = hosts or HostTable(0.0, max_crawl_delay=0.0, max_retry_after=0.0,
-                                        throttle_backoff=0.0, max_backoff=0.0, clock=clock)
+        self.hosts = hosts or HostTable(
+            0.0,
+            max_crawl_delay=0.0,
+            max_retry_after=0.0,
+            throttle_backoff=0.0,
+            max_backoff=0.0,
+            clock=clock,
+        )
         self.bandwidth = bandwidth or Bandwidth(0.0, clock)
         self.ips: dict[str, IpState] = {}  # resident, oldest first
         self.packed: dict[str, Packed] = {}  # evicted IPs whose state is not a new IP's
@@ -146,8 +153,12 @@ class IpTable:
         host_delay = settings.getfloat("DOWNLOAD_DELAY")
         host_connections = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
         if local:
-            return cls(host_delay, host_connections, **cls._failure_settings(settings),
-                       resident_max=settings.getint("LARBIN_IP_RESIDENT_MAX"))
+            return cls(
+                host_delay,
+                host_connections,
+                **cls._failure_settings(settings),
+                resident_max=settings.getint("LARBIN_IP_RESIDENT_MAX"),
+            )
         hosts = HostTable(
             host_delay,
             resident_max=settings.getint("LARBIN_HOST_RESIDENT_MAX"),
@@ -169,10 +180,12 @@ class IpTable:
 
     @staticmethod
     def _failure_settings(settings: Any) -> dict[str, Any]:
-        return {"max_failures": settings.getint("LARBIN_IP_FAILURES_MAX"),
-                "backoff": settings.getfloat("LARBIN_IP_BACKOFF"),
-                "failure_window": settings.getint("LARBIN_IP_FAILURE_WINDOW"),
-                "failure_rate": settings.getfloat("LARBIN_IP_FAILURE_RATE")}
+        return {
+            "max_failures": settings.getint("LARBIN_IP_FAILURES_MAX"),
+            "backoff": settings.getfloat("LARBIN_IP_BACKOFF"),
+            "failure_window": settings.getint("LARBIN_IP_FAILURE_WINDOW"),
+            "failure_rate": settings.getfloat("LARBIN_IP_FAILURE_RATE"),
+        }
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(state)`` whenever an IP frees a connection or its readiness changes."""
@@ -267,8 +280,9 @@ class IpTable:
     def acquire(self, st: IpState) -> None:
         st.busy += 1
 
-    def finish(self, st: IpState, *, release: bool, failed: bool | str | None,
-               retry: bool = False) -> None:
+    def finish(
+        self, st: IpState, *, release: bool, failed: bool | str | None, retry: bool = False
+    ) -> None:
         """A fetch on ``st`` ended: start its delay and count its outcome (``count_outcome``)."""
         if release:
             st.busy = max(0, st.busy - 1)
@@ -276,8 +290,7 @@ class IpTable:
         st.ready_at = max(st.ready_at, self.clock() + self.delay(st))
         self._notify(st)
 
-    def count_outcome(self, st: IpState, failed: bool | str | None, *, retry: bool = False
-                      ) -> None:
+    def count_outcome(self, st: IpState, failed: bool | str | None, *, retry: bool = False) -> None:
         """Whose failure it was (``failures``), and drop the IP once it is gone.
 
         ``failed``: False, an answer (any status: a server is there, every count is cleared);
@@ -404,8 +417,9 @@ class Politeness:
         if self.dns is None or self.proxied or host == self._prefetched:
             return
         self._prefetched = host
-        if (self.dns.cached(host) is False and not self.dns.in_flight(host)
-                and self.dns.has_room()):  # else at its turn, as any host
+        if (
+            self.dns.cached(host) is False and not self.dns.in_flight(host) and self.dns.has_room()
+        ):  # else at its turn, as any host
             self.resolve(host).addErrback(lambda _: None)  # counted when its turn comes
 
     def _count_dns_event(self, event: str) -> None:
@@ -458,13 +472,19 @@ class Politeness:
             reason = DNS
         if reason not in self._logged_reasons:  # log the first one, count them all
             self._logged_reasons.add(reason)
-            logger.warning("Dropping the URLs of %s: %s (further hosts dropped for this reason "
-                           "are counted in larbin/dropped/%s)", host, failure.value, reason)
+            logger.warning(
+                "Dropping the URLs of %s: %s (further hosts dropped for this reason "
+                "are counted in larbin/dropped/%s)",
+                host,
+                failure.value,
+                reason,
+            )
         return reason
 
     # -- the end of a fetch -------------------------------------------------------------------
-    def fetch_ended(self, ip: str, *, release: bool, failed: bool | str | None,
-                    retry: bool = False) -> None:
+    def fetch_ended(
+        self, ip: str, *, release: bool, failed: bool | str | None, retry: bool = False
+    ) -> None:
         """A request sent to ``ip`` ended: start the IP's delay, drop the IP if it keeps failing.
 
         ``release``: the request held a connection the send-time gate acquired itself.
@@ -473,8 +493,11 @@ class Politeness:
         was_dead = st.dead
         self.table.finish(st, release=release, failed=failed, retry=retry)
         if st.dead and not was_dead:
-            logger.warning("Dropping IP %s after %d consecutive failures (larbin noConnection)",
-                           st.ip, st.failures)
+            logger.warning(
+                "Dropping IP %s after %d consecutive failures (larbin noConnection)",
+                st.ip,
+                st.failures,
+            )
             self.stats.inc_value("larbin/ip/dropped")
 
     def throttled(self, ip: str, host: str, status: int, retry_after: float | None) -> float | None:
@@ -489,18 +512,34 @@ class Politeness:
         if pause is None:
             self.stats.inc_value("larbin/host/set_aside")
             if hs.in_a_row >= self.table.hosts.max_in_a_row > 0:
-                logger.warning("Setting %s aside: it answered %d (throttling) %d times in a row "
-                               "(LARBIN_THROTTLE_IN_A_ROW_MAX)", host, status, hs.in_a_row)
+                logger.warning(
+                    "Setting %s aside: it answered %d (throttling) %d times in a row "
+                    "(LARBIN_THROTTLE_IN_A_ROW_MAX)",
+                    host,
+                    status,
+                    hs.in_a_row,
+                )
             else:
-                logger.warning("Setting %s aside: it answered %d with Retry-After %.0f s, more "
-                               "than LARBIN_THROTTLE_RETRY_AFTER_MAX", host, status,
-                               retry_after or 0.0)
+                logger.warning(
+                    "Setting %s aside: it answered %d with Retry-After %.0f s, more "
+                    "than LARBIN_THROTTLE_RETRY_AFTER_MAX",
+                    host,
+                    status,
+                    retry_after or 0.0,
+                )
             return None
         self.table.pause(self.table.get(ip), pause)
         if first:
-            logger.info("%s answered %d: pausing it and its IP %s for %.1f s (%s); further "
-                        "throttling answers are counted in larbin/throttled/%d", host, status, ip,
-                        pause, "Retry-After" if retry_after is not None else "back-off", status)
+            logger.info(
+                "%s answered %d: pausing it and its IP %s for %.1f s (%s); further "
+                "throttling answers are counted in larbin/throttled/%d",
+                host,
+                status,
+                ip,
+                pause,
+                "Retry-After" if retry_after is not None else "back-off",
+                status,
+            )
         return pause
 
     def lease_returned(self, ip: str, host: str = "", outcome: str = "") -> None:

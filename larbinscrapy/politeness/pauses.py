@@ -68,8 +68,9 @@ class PauseFile:
             return
         self._dirty = False
         self._writing = threads.deferToThread(write_pauses, self.path, dict(self.pauses))
-        self._writing.addErrback(lambda f: logger.error("Cannot write %s: %s", self.path,
-                                                        f.getErrorMessage()))
+        self._writing.addErrback(
+            lambda f: logger.error("Cannot write %s: %s", self.path, f.getErrorMessage())
+        )
         self._writing.addBoth(self._written)
 
     def _written(self, _: object) -> None:

@@ -87,8 +87,11 @@ def query_name(host: str) -> str:
     except UnicodeError:
         raise DnsError(host, BAD_NAME) from None
     labels = ascii_name.split(".")
-    if (not ascii_name or len(ascii_name) > MAX_NAME
-            or any(not 0 < len(x) <= MAX_LABEL for x in labels)):
+    if (
+        not ascii_name
+        or len(ascii_name) > MAX_NAME
+        or any(not 0 < len(x) <= MAX_LABEL for x in labels)
+    ):
         raise DnsError(host, BAD_NAME)
     return ascii_name.lower()
 
@@ -151,16 +154,26 @@ class AresResolver:
     timeout and attempts; ``timeout``/``tries`` override them when given).
     """
 
-    def __init__(self, reactor: Any, *, servers: Sequence[str] = (), timeout: float | None = None,
-                 tries: int | None = None, max_cnames: int = 8) -> None:
+    def __init__(
+        self,
+        reactor: Any,
+        *,
+        servers: Sequence[str] = (),
+        timeout: float | None = None,
+        tries: int | None = None,
+        max_cnames: int = 8,
+    ) -> None:
         self._reactor = reactor
         self.max_cnames = max_cnames
         self._sockets: dict[int, _AresSocket] = {}
         self._timer: Any = None
         self._pending = 0  # queries c-ares has not answered yet
         self.channel = pycares.Channel(
-            flags=pycares.ARES_FLAG_NOSEARCH, timeout=timeout, tries=tries,
-            servers=list(servers) or None, sock_state_cb=self._sock_state,
+            flags=pycares.ARES_FLAG_NOSEARCH,
+            timeout=timeout,
+            tries=tries,
+            servers=list(servers) or None,
+            sock_state_cb=self._sock_state,
         )
 
     def lookup(self, host: str) -> Deferred[Answer]:
@@ -173,8 +186,9 @@ class AresResolver:
         self._ask(d, host, name, pycares.QUERY_TYPE_A, 0, float("inf"))
         return d
 
-    def _ask(self, d: Deferred[Answer], host: str, name: str, rtype: int, hops: int,
-             ttl: float) -> None:
+    def _ask(
+        self, d: Deferred[Answer], host: str, name: str, rtype: int, hops: int, ttl: float
+    ) -> None:
         def answered(result: Any, status: int | None) -> None:
             self._pending -= 1
             try:
@@ -194,8 +208,17 @@ class AresResolver:
         self._pending += 1
         self._schedule_timer()
 
-    def _answered(self, d: Deferred[Answer], host: str, name: str, rtype: int, hops: int,
-                  ttl: float, result: Any, status: int | None) -> None:
+    def _answered(
+        self,
+        d: Deferred[Answer],
+        host: str,
+        name: str,
+        rtype: int,
+        hops: int,
+        ttl: float,
+        result: Any,
+        status: int | None,
+    ) -> None:
         if d.called:  # cancelled (the cache's own timeout)
             return
         if status is not None:

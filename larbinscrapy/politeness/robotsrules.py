@@ -41,8 +41,9 @@ class SiteRules(NamedTuple):
 class RobotsPolicy:
     """Turns answers into ``SiteRules`` (module docstring); settings read by the caller."""
 
-    def __init__(self, ttl: float, retry: float, unavailable_after: float,
-                 retry_max: float = 300.0) -> None:
+    def __init__(
+        self, ttl: float, retry: float, unavailable_after: float, retry_max: float = 300.0
+    ) -> None:
         self.ttl = ttl
         self.retry = retry
         self.unavailable_after = unavailable_after
@@ -50,12 +51,21 @@ class RobotsPolicy:
 
     @classmethod
     def from_settings(cls, settings: Any) -> RobotsPolicy:
-        return cls(settings.getfloat("LARBIN_ROBOTS_TTL"), settings.getfloat("LARBIN_ROBOTS_RETRY"),
-                   settings.getfloat("LARBIN_ROBOTS_UNAVAILABLE_DAYS") * DAY,
-                   settings.getfloat("LARBIN_ROBOTS_RETRY_MAX"))
+        return cls(
+            settings.getfloat("LARBIN_ROBOTS_TTL"),
+            settings.getfloat("LARBIN_ROBOTS_RETRY"),
+            settings.getfloat("LARBIN_ROBOTS_UNAVAILABLE_DAYS") * DAY,
+            settings.getfloat("LARBIN_ROBOTS_RETRY_MAX"),
+        )
 
-    def answered(self, status: int | None, now: float, before: SiteRules | None = None, *,
-                 at_once: bool = False) -> SiteRules:
+    def answered(
+        self,
+        status: int | None,
+        now: float,
+        before: SiteRules | None = None,
+        *,
+        at_once: bool = False,
+    ) -> SiteRules:
         """The rules after an answer ``status`` at ``now``; ``before``: the site's last rules.
 
         ``at_once``: ask again before the next page, no back-off (an address that never

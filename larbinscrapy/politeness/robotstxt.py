@@ -31,11 +31,21 @@ _TOKEN = re.compile(rb"[A-Za-z0-9_-]*")
 _LINES = re.compile(rb"\r\n|\r|\n")
 _BOMS = (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef")
 _KEYS = {  # the line names we read, with the misspellings Google's parser also accepts
-    b"user-agent": "ua", b"useragent": "ua", b"user agent": "ua",
-    b"allow": ALLOW, b"disallow": DISALLOW, b"dissallow": DISALLOW, b"dissalow": DISALLOW,
-    b"disalow": DISALLOW, b"diasllow": DISALLOW, b"disallaw": DISALLOW,
-    b"crawl-delay": "delay", b"crawldelay": "delay", b"crawl delay": "delay",
-    b"sitemap": "sitemap", b"site-map": "sitemap",
+    b"user-agent": "ua",
+    b"useragent": "ua",
+    b"user agent": "ua",
+    b"allow": ALLOW,
+    b"disallow": DISALLOW,
+    b"dissallow": DISALLOW,
+    b"dissalow": DISALLOW,
+    b"disalow": DISALLOW,
+    b"diasllow": DISALLOW,
+    b"disallaw": DISALLOW,
+    b"crawl-delay": "delay",
+    b"crawldelay": "delay",
+    b"crawl delay": "delay",
+    b"sitemap": "sitemap",
+    b"site-map": "sitemap",
 }
 
 
@@ -82,7 +92,7 @@ def _read(body: bytes, token: str) -> tuple[list[_Group], list[str]]:
     """The file's groups (each marked ours or ``*``) and its sitemaps."""
     for bom in _BOMS:
         if body.startswith(bom):
-            body = body[len(bom):]
+            body = body[len(bom) :]
             break
     want = token.lower().encode("ascii", "replace")
     groups: list[_Group] = []
@@ -147,8 +157,9 @@ def _regex(pattern: str) -> re.Pattern[str]:
     """A pattern with ``*`` (any characters) or a final ``$`` (the end) as a regex."""
     end = pattern.endswith("$")
     body = pattern[:-1] if end else pattern
-    return re.compile(".*".join(map(re.escape, body.split("*"))) + (r"\Z" if end else ""),
-                      re.DOTALL)
+    return re.compile(
+        ".*".join(map(re.escape, body.split("*"))) + (r"\Z" if end else ""), re.DOTALL
+    )
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -181,7 +192,7 @@ def path_of(url: str) -> str:
     hash_pos = url.find("#", start)
     if hash_pos != -1 and hash_pos < path_start:
         return "/"
-    path = url[path_start: len(url) if hash_pos == -1 else hash_pos]
+    path = url[path_start : len(url) if hash_pos == -1 else hash_pos]
     return path if path.startswith("/") else "/" + path
 
 

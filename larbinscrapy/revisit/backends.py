@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 class LocalSchedule:
     """One process's schedule on disk."""
 
-    def __init__(self, store: RevisitStore, inflight: int, lease: float,
-                 count: Callable[[str, int], None]) -> None:
+    def __init__(
+        self, store: RevisitStore, inflight: int, lease: float, count: Callable[[str, int], None]
+    ) -> None:
         self.store = store
         self.inflight = inflight
         self.lease = lease
@@ -95,8 +96,9 @@ class SharedSchedule:
 
     tick_interval = 0.25  # seconds: as the Redis scheduler polls
 
-    def __init__(self, store: RedisRevisitStore, lease: float,
-                 count: Callable[[str, int], None]) -> None:
+    def __init__(
+        self, store: RedisRevisitStore, lease: float, count: Callable[[str, int], None]
+    ) -> None:
         self.store = store
         self.lease = lease
         self.count = count

@@ -61,13 +61,26 @@ class Entry:
 
     @classmethod
     def unpack(cls, data: bytes | memoryview) -> Entry:
-        (fp, due, interval, streak, flags, depth, site_depth, count, digest, lastmod,
-         etag_len, url_len) = _HEAD.unpack_from(data)
+        (
+            fp,
+            due,
+            interval,
+            streak,
+            flags,
+            depth,
+            site_depth,
+            count,
+            digest,
+            lastmod,
+            etag_len,
+            url_len,
+        ) = _HEAD.unpack_from(data)
         start = _HEAD.size
         etag = bytes(data[start : start + etag_len])
         url = bytes(data[start + etag_len : start + etag_len + url_len]).decode("utf-8", "replace")
-        return cls(fp, url, due, interval, streak, count, digest, flags, lastmod, etag,
-                   depth, site_depth)
+        return cls(
+            fp, url, due, interval, streak, count, digest, flags, lastmod, etag, depth, site_depth
+        )
 
     def evolve(self, **changes: Any) -> Entry:
         return replace(self, **changes)

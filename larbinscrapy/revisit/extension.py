@@ -54,8 +54,9 @@ def _shared_frontier(settings: BaseSettings) -> bool:
     return isinstance(scheduler, type) and issubclass(scheduler, RedisScheduler)
 
 
-def _local_schedule(s: BaseSettings, rule: RevisitRule, inflight: int, lease: float,
-                    inc: Callable[..., None]) -> LocalSchedule:
+def _local_schedule(
+    s: BaseSettings, rule: RevisitRule, inflight: int, lease: float, inc: Callable[..., None]
+) -> LocalSchedule:
     """The schedule in ``JOBDIR/revisit/``, opened now: one that cannot be read stops the crawl
     before it starts."""
     from larbinscrapy.revisit.backends import LocalSchedule
@@ -63,8 +64,11 @@ def _local_schedule(s: BaseSettings, rule: RevisitRule, inflight: int, lease: fl
 
     jobdir = job_dir(s)
     bucket = s.getfloat("LARBIN_REVISIT_BUCKET")
-    local = RevisitStore(str(Path(jobdir, "revisit")) if jobdir else None,
-                         bucket_width(bucket, rule.minimum), legacy_width=bucket)
+    local = RevisitStore(
+        str(Path(jobdir, "revisit")) if jobdir else None,
+        bucket_width(bucket, rule.minimum),
+        legacy_width=bucket,
+    )
     schedule = LocalSchedule(local, inflight, lease, inc)
     try:
         schedule.open()
@@ -124,10 +128,14 @@ class RevisitExtension:
         inflight, lease = s.getint("LARBIN_REVISIT_INFLIGHT"), s.getfloat("LARBIN_REVISIT_LEASE")
         if inflight < 1:
             raise ValueError("LARBIN_REVISIT_INFLIGHT must be at least 1")
-        ext = cls(crawler, rule, near_distance=s.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
-                  checkpoint_interval=s.getfloat("LARBIN_FRONTIER_CHECKPOINT_INTERVAL"),
-                  gone_interval=s.getfloat("LARBIN_REVISIT_GONE_INTERVAL"),
-                  errors_max=s.getint("LARBIN_REVISIT_ERRORS_MAX"))
+        ext = cls(
+            crawler,
+            rule,
+            near_distance=s.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
+            checkpoint_interval=s.getfloat("LARBIN_FRONTIER_CHECKPOINT_INTERVAL"),
+            gone_interval=s.getfloat("LARBIN_REVISIT_GONE_INTERVAL"),
+            errors_max=s.getint("LARBIN_REVISIT_ERRORS_MAX"),
+        )
         # here, not at the top: Scrapy imports this class for every crawl, revisits on or off
         from larbinscrapy.revisit.backends import SharedSchedule
 
@@ -139,8 +147,9 @@ class RevisitExtension:
             name = crawler.spidercls.name
             key = s.get("LARBIN_REDIS_REVISIT_KEY") % {"spider": name, "name": name}
             server, connect, shards = connector(s)  # one Redis, or a cluster (made in its thread)
-            store = RedisRevisitStore(server, key, inflight, connect=connect,
-                                      shards=HostShards(shards))  # the frontier's shards
+            store = RedisRevisitStore(
+                server, key, inflight, connect=connect, shards=HostShards(shards)
+            )  # the frontier's shards
             ext.schedule = SharedSchedule(store, lease, ext._inc)
         else:
             ext.schedule = _local_schedule(s, rule, inflight, lease, ext._inc)
@@ -153,8 +162,10 @@ class RevisitExtension:
             logger.info("revisit: %d due pages handed out again after a restart", len(again))
         for entry in again:
             self._crawl(entry)
-        for interval, call in ((min(_MAX_TICK, self.schedule.tick_interval), self.tick),
-                               (self.checkpoint_interval, self.schedule.checkpoint)):
+        for interval, call in (
+            (min(_MAX_TICK, self.schedule.tick_interval), self.tick),
+            (self.checkpoint_interval, self.schedule.checkpoint),
+        ):
             loop = task.LoopingCall(call)
             loop.start(interval, now=False)
             self._loops.append(loop)
@@ -199,8 +210,11 @@ class RevisitExtension:
             entry.url,
             dont_filter=True,
             errback=getattr(self.crawler.spider, "on_error", None),
-            meta={M.REVISIT: revisit_token(entry), "depth": entry.depth,
-                  M.SITE_DEPTH: entry.site_depth},
+            meta={
+                M.REVISIT: revisit_token(entry),
+                "depth": entry.depth,
+                M.SITE_DEPTH: entry.site_depth,
+            },
         )
         self.crawler.engine.crawl(request)
 
@@ -247,8 +261,9 @@ class RevisitExtension:
             if entry is None:
                 self._inc("server_error_dropped")
                 return defer.succeed(False)
-            return self.schedule.forget(entry).addCallback(self._counted,
-                                                           "server_error_dropped", "stale")
+            return self.schedule.forget(entry).addCallback(
+                self._counted, "server_error_dropped", "stale"
+            )
         if entry is None:
             return self.schedule.add(new).addCallback(self._counted, "scheduled", "duplicates")
         event = "server_error" if new.flags & ERROR else "changed" if changed else "unchanged"

@@ -89,17 +89,26 @@ def flight_member(entry: Entry) -> bytes:
 class RedisRevisitStore:
     """The schedule shared by every worker (see the module docstring). Blocking calls."""
 
-    def __init__(self, server: Any, key: str, inflight: int, batch: int = 1000, *,
-                 connect: Callable[[], Any] | None = None,
-                 shards: HostShards | None = None) -> None:
+    def __init__(
+        self,
+        server: Any,
+        key: str,
+        inflight: int,
+        batch: int = 1000,
+        *,
+        connect: Callable[[], Any] | None = None,
+        shards: HostShards | None = None,
+    ) -> None:
         self._server = server  # None until ``connect`` made it (a cluster client)
         self._connect = connect
         self.shards = shards or HostShards(1)
         n = self.shards.count
         if n == 1 and connect is not None:  # a cluster with one shard: its keys in one slot
             key = f"{{{key}}}"
-        self.shard_keys = [tuple(f"{self.shards.tagged(i, key)}:{part}"
-                                 for part in ("due", "flight", "state")) for i in range(n)]
+        self.shard_keys = [
+            tuple(f"{self.shards.tagged(i, key)}:{part}" for part in ("due", "flight", "state"))
+            for i in range(n)
+        ]
         self.inflight = max(1, inflight // n)  # each shard's share: never more in all
         self.batch = max(1, -(-batch // n))
 
@@ -114,8 +123,7 @@ class RedisRevisitStore:
         return self.shard_keys[self.shards.of(host_of(entry.url))]
 
     def _run(self, script: LuaScript, keys: tuple[str, ...], *args: Any) -> Any:
-        return run_call(self.server, Call(("EVALSHA", script.sha, 3, *keys, *args),
-                                          script=script))
+        return run_call(self.server, Call(("EVALSHA", script.sha, 3, *keys, *args), script=script))
 
     def add(self, entry: Entry) -> bool:
         """Schedule a new page; False if some worker already did."""
@@ -124,8 +132,9 @@ class RedisRevisitStore:
     def done(self, old: Entry, new: Entry) -> bool:
         """The fetch of ``old`` (a flight entry) gave ``new`` (the same page); False for a
         stale copy."""
-        return bool(self._run(_DONE, self.keys(old), flight_member(old), new.fp, new.pack(),
-                              new.due))
+        return bool(
+            self._run(_DONE, self.keys(old), flight_member(old), new.fp, new.pack(), new.due)
+        )
 
     def forget(self, old: Entry) -> bool:
         """The page of ``old`` (a flight entry) is gone for good: its schedule goes; False for
@@ -136,8 +145,9 @@ class RedisRevisitStore:
         """(re-taken after the lease, pages scheduled in all or None if a shard failed,
         entries to hand out), from every shard in one round trip."""
         args = (now, now - lease, self.inflight, self.batch)
-        calls = [Call(("EVALSHA", _TAKE.sha, 3, *keys, *args), script=_TAKE)
-                 for keys in self.shard_keys]
+        calls = [
+            Call(("EVALSHA", _TAKE.sha, 3, *keys, *args), script=_TAKE) for keys in self.shard_keys
+        ]
         expired, total, entries = 0, 0, []
         failed: list[Exception] = []
         for reply in run_calls(self.server, calls):
@@ -148,14 +158,21 @@ class RedisRevisitStore:
             expired, total = expired + int(old), total + int(scheduled)
             entries += [Entry.unpack(p) for p in packed]
         if failed:
-            logger.warning("revisit: %d of %d shards of the schedule failed to answer: %s",
-                           len(failed), len(calls), failed[0])
+            logger.warning(
+                "revisit: %d of %d shards of the schedule failed to answer: %s",
+                len(failed),
+                len(calls),
+                failed[0],
+            )
         return expired, None if failed else total, entries
 
     def count(self) -> int:
         """Pages scheduled in all (due or in flight)."""
-        calls = [Call((cmd, keys[k]), int) for keys in self.shard_keys
-                 for cmd, k in (("ZCARD", 0), ("ZCARD", 1))]
+        calls = [
+            Call((cmd, keys[k]), int)
+            for keys in self.shard_keys
+            for cmd, k in (("ZCARD", 0), ("ZCARD", 1))
+        ]
         replies = run_calls(self.server, calls)
         for reply in replies:
             if isinstance(reply, Exception):

@@ -30,7 +30,10 @@ class RevisitStore:
     """Due-time ordered schedule with a bounded set of entries in flight (module docstring)."""
 
     def __init__(
-        self, directory: str | None, bucket: float, clock: Callable[[], float] = time.time,
+        self,
+        directory: str | None,
+        bucket: float,
+        clock: Callable[[], float] = time.time,
         legacy_width: float | None = None,
     ) -> None:
         if bucket <= 0:
@@ -166,8 +169,9 @@ class RevisitStore:
         for end, payload in frames(data, limit):  # noqa: B007 (end: where the last one ends)
             entries.append(Entry.unpack(payload))
         if not entries and offset < self.sizes[bucket][0]:
-            logger.warning("revisit: unreadable record in %s at %d: bucket skipped",
-                           self._path(bucket), offset)
+            logger.warning(
+                "revisit: unreadable record in %s at %d: bucket skipped", self._path(bucket), offset
+            )
             return [], self.sizes[bucket][0]
         return entries, offset + end
 
@@ -184,7 +188,7 @@ class RevisitStore:
             raise RuntimeError("RevisitStore used before open()")
         view = memoryview(data)
         while view:  # unbuffered: in the OS once this returns
-            view = view[os.write(self._journal, view):]
+            view = view[os.write(self._journal, view) :]
         self._dirty = True
 
     # -- checkpoint and recovery -----------------------------------------------------------
@@ -196,8 +200,11 @@ class RevisitStore:
             self._flush_bucket(bucket)
         old = self._journal
         self.epoch += 1
-        self._journal = os.open(self._journal_path(self.epoch),
-                                os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
+        self._journal = os.open(
+            self._journal_path(self.epoch),
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC,
+            0o644,
+        )
         head = {
             "epoch": self.epoch,
             "width": self.width,
@@ -239,8 +246,12 @@ class RevisitStore:
         self._replay(self._journal_path(self.epoch))
         self._heap = sorted(self.sizes)
         if len(self):
-            logger.info("revisit: %d scheduled pages (%d in flight) in %s",
-                        len(self), len(self.flight), self.dir)
+            logger.info(
+                "revisit: %d scheduled pages (%d in flight) in %s",
+                len(self),
+                len(self.flight),
+                self.dir,
+            )
 
     def _load_checkpoint(self, data: bytes) -> None:
         body, (crc,) = data[:-4], struct.unpack("<I", data[-4:])
@@ -251,8 +262,12 @@ class RevisitStore:
         self.epoch = head["epoch"]
         width = head.get("width", self.legacy_width)
         if width != self.width:
-            logger.info("revisit: %s was written with %s s buckets: kept (this run asks for %s)",
-                        self.dir, width, self.width)
+            logger.info(
+                "revisit: %s was written with %s s buckets: kept (this run asks for %s)",
+                self.dir,
+                width,
+                self.width,
+            )
             self.width = width
         self.closed_cleanly = bool(head.get("clean"))
         self.cursor = (head["cursor"][0], head["cursor"][1])

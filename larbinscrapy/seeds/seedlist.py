@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 
 from larbinscrapy.parse.urls import check_url
 
-__all__ = ["Seeds", "SeedsError", "check_url", "parse_lines", "parse_url_list",
-           "read_seeds_file"]
+__all__ = ["Seeds", "SeedsError", "check_url", "parse_lines", "parse_url_list", "read_seeds_file"]
 
 
 class SeedsError(Exception):

@@ -199,8 +199,9 @@ class SitemapReader:
             if response is None:
                 continue
             try:
-                kind, entries, truncated = await maybe_deferred_to_future(deferToThread(
-                    parse_sitemap, response.body, self.max_bytes, self.max_urls))
+                kind, entries, truncated = await maybe_deferred_to_future(
+                    deferToThread(parse_sitemap, response.body, self.max_bytes, self.max_urls)
+                )
             except BrokenSitemap as exc:
                 if url == guessed_sitemap(site):  # nobody said a sitemap was there: a soft 404
                     self._missing(url, f"not a sitemap ({exc})")
@@ -245,8 +246,11 @@ class SitemapReader:
         self.stats.inc_value(f"larbin/sitemaps/{exc.reason}")
         if not self._logged_broken:
             self._logged_broken = True
-            logger.warning("Unreadable sitemap %s: %s (further ones are counted in "
-                           "larbin/sitemaps/broken)", url, exc)
+            logger.warning(
+                "Unreadable sitemap %s: %s (further ones are counted in larbin/sitemaps/broken)",
+                url,
+                exc,
+            )
 
     def _queue(self, response: Response, entries: list[dict[str, Any]]) -> None:
         hints = {e["loc"]: (e.get("changefreq"), e.get("lastmod")) for e in entries}

@@ -37,9 +37,7 @@ class BloomChain:
                 f"LARBIN_DUPEFILTER_GROWTH must be an integer >= {MIN_GROWTH}, got {growth!r}"
             )
         if not 0.0 < tightening < 1.0:
-            raise ValueError(
-                f"LARBIN_DUPEFILTER_TIGHTENING must be in (0, 1), got {tightening!r}"
-            )
+            raise ValueError(f"LARBIN_DUPEFILTER_TIGHTENING must be in (0, 1), got {tightening!r}")
         self.capacity = capacity
         self.error_rate = error_rate
         self.growth = growth

@@ -98,12 +98,14 @@ class CountingDupeFilter(BaseDupeFilter):
         self.count_filtered(1)
 
 
-def _bit_array(mode: str, bits: int, capacity: int, error_rate: float, growth: int,
-               tightening: float) -> KHashBitSet | BloomChain:
+def _bit_array(
+    mode: str, bits: int, capacity: int, error_rate: float, growth: int, tightening: float
+) -> KHashBitSet | BloomChain:
     """The seen bits of ``LARBIN_DUPEFILTER_MODE`` (raises ``ValueError`` on a bad value)."""
     if mode not in MODES:
         raise ValueError(
-            f"LARBIN_DUPEFILTER_MODE must be 'scalable', 'bloom' or 'bitmap', got {mode!r}")
+            f"LARBIN_DUPEFILTER_MODE must be 'scalable', 'bloom' or 'bitmap', got {mode!r}"
+        )
     if not 0.0 < error_rate < 1.0:
         raise ValueError(f"LARBIN_DUPEFILTER_ERROR_RATE must be in (0, 1), got {error_rate!r}")
     if mode == "scalable":
@@ -189,7 +191,6 @@ class BitmapDupeFilter(CountingDupeFilter):
         if request.meta.get(M.ADMITTED) == request.url:
             return False  # the link gate already tested and set this URL's bits
         return self.seen_fingerprint(self.fingerprinter.fingerprint(request))
-
 
     # --- false-positive reporting -----------------------------------------------------------
 
@@ -438,8 +439,9 @@ def _load_block(path: Path, block: BlockHeader, array: KHashBitSet) -> None:
         raise CorruptSnapshotError(path, "bits are set past the end of the bit array")
     real = array.bits.count()
     if real != block.bits_set and not block.dirty:
-        raise CorruptSnapshotError(path, f"header says {block.bits_set} bits are set, the "
-                                   f"array has {real}")
+        raise CorruptSnapshotError(
+            path, f"header says {block.bits_set} bits are set, the array has {real}"
+        )
     array.count = real
 
 

@@ -90,8 +90,16 @@ DIRTY = 1  # the reserved byte of a snapshot's first header: written in place, n
 
 
 def _header(mode: int, bits: BitArray, flags: int = 0, crc: int | None = None) -> bytes:
-    return SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, mode, flags, bits.m, bits.k,
-                                bits.count, bits.crc32() if crc is None else crc)
+    return SNAPSHOT_HEADER.pack(
+        SNAPSHOT_MAGIC,
+        SNAPSHOT_VERSION,
+        mode,
+        flags,
+        bits.m,
+        bits.k,
+        bits.count,
+        bits.crc32() if crc is None else crc,
+    )
 
 
 def _layout_prefix(path: Path) -> list[tuple[int, int]]:
@@ -159,14 +167,17 @@ def read_headers(path: Path, modes: Iterable[int]) -> list[BlockHeader]:
         while offset < size or not blocks:
             rest = size - offset
             if rest < SNAPSHOT_HEADER.size:
-                raise CorruptSnapshotError(path, f"the file is {rest} bytes, shorter than its "
-                                           "header")
+                raise CorruptSnapshotError(
+                    path, f"the file is {rest} bytes, shorter than its header"
+                )
             f.seek(offset)
             magic, version, mode, flags, m, k, count, crc = SNAPSHOT_HEADER.unpack(
-                f.read(SNAPSHOT_HEADER.size))
+                f.read(SNAPSHOT_HEADER.size)
+            )
             if magic != SNAPSHOT_MAGIC:
-                raise CorruptSnapshotError(path, f"bad magic {magic!r} (expected "
-                                           f"{SNAPSHOT_MAGIC!r})")
+                raise CorruptSnapshotError(
+                    path, f"bad magic {magic!r} (expected {SNAPSHOT_MAGIC!r})"
+                )
             if version != SNAPSHOT_VERSION or mode not in known:
                 raise CorruptSnapshotError(path, f"unknown version {version} or mode {mode}")
             offset += SNAPSHOT_HEADER.size
@@ -174,8 +185,8 @@ def read_headers(path: Path, modes: Iterable[int]) -> list[BlockHeader]:
             block = BlockHeader(mode, m, k, count, crc, offset, dirty)
             if size - offset < block.nbytes:
                 raise CorruptSnapshotError(
-                    path, f"{size - offset} bytes of bits after the header, expected "
-                    f"{block.nbytes}")
+                    path, f"{size - offset} bytes of bits after the header, expected {block.nbytes}"
+                )
             blocks.append(block)
             offset += block.nbytes
     return blocks
@@ -185,16 +196,18 @@ def read_bits(path: Path, block: BlockHeader, into: memoryview) -> None:
     """Read ``block``'s bits straight into ``into`` (its array's own buffer: no copy of the
     file in memory) and check their crc32."""
     if len(into) != block.nbytes:
-        raise CorruptSnapshotError(path, f"expected {len(into)} bytes of bits, the header "
-                                   f"gives {block.nbytes}")
+        raise CorruptSnapshotError(
+            path, f"expected {len(into)} bytes of bits, the header gives {block.nbytes}"
+        )
     crc, done = 0, 0
     with path.open("rb", buffering=0) as f:
         f.seek(block.offset)
         while done < len(into):
             n = f.readinto(into[done : done + _CHUNK])
             if not n:
-                raise CorruptSnapshotError(path, f"{done} bytes of bits after the header, "
-                                           f"expected {block.nbytes}")
+                raise CorruptSnapshotError(
+                    path, f"{done} bytes of bits after the header, expected {block.nbytes}"
+                )
             crc = zlib.crc32(into[done : done + n], crc)
             done += n
     if crc != block.crc and not block.dirty:

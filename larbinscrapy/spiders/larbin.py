@@ -78,8 +78,10 @@ def parse_retry(value: Any, jobdir: str) -> bool:
     if str(value).strip().lower() not in RETRY:
         raise SpiderArgumentError(f"-a retry= takes {', '.join(RETRY)}, got {value!r}")
     if not jobdir:
-        raise SpiderArgumentError("-a retry=dns needs the JOBDIR of the crawl whose DNS failed "
-                                  "(-s JOBDIR=DIR): the URLs are kept there")
+        raise SpiderArgumentError(
+            "-a retry=dns needs the JOBDIR of the crawl whose DNS failed "
+            "(-s JOBDIR=DIR): the URLs are kept there"
+        )
     return True
 
 
@@ -94,7 +96,8 @@ def check_arguments(kwargs: dict[str, Any]) -> None:
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise SpiderArgumentError(
                 f"unknown argument -a {name}={value}{hint}; the larbin spider takes "
-                + ", ".join(f"-a {a}=" for a in ARGUMENTS))
+                + ", ".join(f"-a {a}=" for a in ARGUMENTS)
+            )
 
 
 class LarbinSpider(Spider):
@@ -141,8 +144,11 @@ class LarbinSpider(Spider):
         project chose its own: the add-on leaves a project's other spiders every field."""
         super().update_settings(settings)
         if settings.get("FEED_EXPORT_FIELDS") is None:  # (addon: Scrapy copies the process's
-            settings.set("FEED_EXPORT_FIELDS",  # default-priority settings over this one)
-                         list(SETTINGS["FEED_EXPORT_FIELDS"].default), priority="addon")
+            settings.set(
+                "FEED_EXPORT_FIELDS",  # default-priority settings over this one)
+                list(SETTINGS["FEED_EXPORT_FIELDS"].default),
+                priority="addon",
+            )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> LarbinSpider:
@@ -190,8 +196,10 @@ class LarbinSpider(Spider):
         try:
             return dnsfailed.take(jobdir)
         except OSError as exc:
-            raise SeedsError(f"-a retry=dns cannot read the URLs dropped for DNS in {jobdir}: "
-                             f"{exc.strerror or exc}") from None
+            raise SeedsError(
+                f"-a retry=dns cannot read the URLs dropped for DNS in {jobdir}: "
+                f"{exc.strerror or exc}"
+            ) from None
 
     def load_seeds(self, path: str, urls: str) -> list[str]:
         """Seeds from the file and/or the list; bad lines logged and skipped; none is fatal."""
@@ -206,9 +214,14 @@ class LarbinSpider(Spider):
         for error in found.errors:
             logger.warning("Skipping bad seed: %s", error)
         self.seed_errors = len(found.errors)
-        if not found.urls and not self.crawler.settings.getbool("LARBIN_ALLOW_NO_SEEDS") and (
+        if (
+            not found.urls
+            and not self.crawler.settings.getbool("LARBIN_ALLOW_NO_SEEDS")
+            and (
                 type(self).start is _OWN_START  # else a command starts it (scrapy parse)
-                and self.retry_arg is None):  # -a retry=dns alone: the URLs dropped for DNS
+                and self.retry_arg is None
+            )
+        ):  # -a retry=dns alone: the URLs dropped for DNS
             if not (path or urls):
                 raise SeedsError("no seeds: pass -a seeds=FILE or -a urls=URL,URL")
             where = " or ".join(w for w in (path, urls and "-a urls") if w)
@@ -227,9 +240,12 @@ class LarbinSpider(Spider):
             yield Request(url, errback=self.on_error, meta=M.seed_meta())
         if self.retry_arg is not None:
             stats.inc_value("larbin/seeds/retried_dns", len(self.retry_urls))  # a count
-            logger.info("larbin: -a retry=dns: re-queuing %d URL(s) whose host's DNS failed "
-                        "(JOBDIR %s), past the seen-set", len(self.retry_urls),
-                        s.get("JOBDIR"))
+            logger.info(
+                "larbin: -a retry=dns: re-queuing %d URL(s) whose host's DNS failed "
+                "(JOBDIR %s), past the seen-set",
+                len(self.retry_urls),
+                s.get("JOBDIR"),
+            )
         for url in self.retry_urls:  # seen before, dropped: dont_filter skips the seen test
             yield Request(url, errback=self.on_error, meta=M.seed_meta(), dont_filter=True)
 
@@ -263,8 +279,10 @@ class LarbinSpider(Spider):
             canonical=None,
         )
         robots = frozenset().union(
-            *(robots_directives(v.decode("latin-1"), self.robots_names)
-              for v in headers.getlist(b"X-Robots-Tag"))
+            *(
+                robots_directives(v.decode("latin-1"), self.robots_names)
+                for v in headers.getlist(b"X-Robots-Tag")
+            )
         )
         if (count := response.meta.get(M.FETCH_COUNT)) is not None:  # LARBIN_REVISIT
             item["fetch_count"], item["changed"] = count, response.meta.get(M.CHANGED)
@@ -315,7 +333,10 @@ class LarbinSpider(Spider):
             self._capped_logged = True
             logger.info(
                 "Keeping the first %d of %d links of %s (LARBIN_LINKS_PER_PAGE_MAX; "
-                "larbin/filtered/%s counts the rest)", self.max_links, len(links), item["url"],
+                "larbin/filtered/%s counts the rest)",
+                self.max_links,
+                len(links),
+                item["url"],
                 PAGE_LINKS,
             )
         self.crawler.stats.inc_value(f"larbin/filtered/{PAGE_LINKS}", over)

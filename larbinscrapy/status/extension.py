@@ -56,8 +56,11 @@ def parse_port_range(value: Any) -> list[int] | None:
         raise ValueError(f"LARBIN_STATUS_PORT must be a port or a range, got {value!r}") from None
     if ports == [0]:
         return None
-    if (len(ports) not in (1, 2) or not all(0 < p <= MAX_PORT for p in ports)
-            or ports[0] > ports[-1]):
+    if (
+        len(ports) not in (1, 2)
+        or not all(0 < p <= MAX_PORT for p in ports)
+        or ports[0] > ports[-1]
+    ):
         raise ValueError(f"LARBIN_STATUS_PORT must be a port or a range, got {value!r}")
     return ports
 
@@ -172,12 +175,18 @@ class StatusServer:
         host = s.get("LARBIN_STATUS_HOST")
         if not is_loopback(host):
             if not s.getbool("LARBIN_STATUS_ALLOW_REMOTE"):
-                logger.error("LARBIN_STATUS_HOST=%s is not a loopback address: set "
-                             "LARBIN_STATUS_ALLOW_REMOTE=True to serve the status page there; "
-                             "the status page is off", host)
+                logger.error(
+                    "LARBIN_STATUS_HOST=%s is not a loopback address: set "
+                    "LARBIN_STATUS_ALLOW_REMOTE=True to serve the status page there; "
+                    "the status page is off",
+                    host,
+                )
                 raise NotConfigured
-            logger.warning("The status page listens on %s: anyone who can reach it and has the "
-                           "token can steer the crawl (plain HTTP: put TLS in front)", host)
+            logger.warning(
+                "The status page listens on %s: anyone who can reach it and has the "
+                "token can steer the crawl (plain HTTP: put TLS in front)",
+                host,
+            )
         return cls(
             crawler,
             host=host,
@@ -197,8 +206,12 @@ class StatusServer:
         try:
             port = listen_first_free(self.ports, self.host, SiteOnFirstConnection(self._site))
         except error.CannotListenError as exc:
-            logger.error("Status page: no free port in %s on %s (%s); crawling without it",
-                         "-".join(map(str, self.ports)), self.host, exc.socketError)
+            logger.error(
+                "Status page: no free port in %s on %s (%s); crawling without it",
+                "-".join(map(str, self.ports)),
+                self.host,
+                exc.socketError,
+            )
             return
         self.port = port
         bound = port.getHost()
@@ -281,8 +294,10 @@ class StatusServer:
             return
         self.stopping = True
         self.crawler.stats.inc_value("larbin/status/stopped")
-        logger.info("Stop requested from the status page: closing the crawl (resumable "
-                    "with the same JOBDIR)")
+        logger.info(
+            "Stop requested from the status page: closing the crawl (resumable "
+            "with the same JOBDIR)"
+        )
         gate = self._gate()
         if gate is not None:  # requests held there end unsent, or closing would wait for ever
             gate.stop()

@@ -31,8 +31,9 @@ class RateHistory:
         self.samples: deque[Sample] = deque(maxlen=max(_PAIR, int(keep / interval) + 1))
 
     def sample(self, t: float, stats: dict[str, object]) -> None:
-        self.samples.append(Sample(t, _int(stats.get(PAGES)), _int(stats.get(ITEMS)),
-                                   _int(stats.get(BYTES))))
+        self.samples.append(
+            Sample(t, _int(stats.get(PAGES)), _int(stats.get(ITEMS)), _int(stats.get(BYTES)))
+        )
 
     def rates(self, window: float = 10.0) -> dict[str, float]:
         """Average rates over the last ``window`` seconds (0 before two samples exist)."""

@@ -45,9 +45,15 @@ class Outcome:
     shared: bool = False  # the shared (Redis) frontier: its seen test runs there, at admission
 
     def as_json(self) -> dict[str, Any]:
-        return {"queued": len(self.queued), "seen": len(self.seen), "refused": len(self.refused),
-                "refusals": self.refused, "queued_urls": self.queued, "seen_urls": self.seen,
-                "seen_test": "shared frontier, at admission" if self.shared else "done"}
+        return {
+            "queued": len(self.queued),
+            "seen": len(self.seen),
+            "refused": len(self.refused),
+            "refusals": self.refused,
+            "queued_urls": self.queued,
+            "seen_urls": self.seen,
+            "seen_test": "shared frontier, at admission" if self.shared else "done",
+        }
 
 
 def parse_batch(body: bytes, max_urls: int) -> UrlBatch:

@@ -22,21 +22,29 @@ _FILTERED = "larbin/filtered/"
 
 
 def format_line(
-    stats: dict[str, Any], frontier: dict[str, Any] | None, prev: tuple[int, int, int],
+    stats: dict[str, Any],
+    frontier: dict[str, Any] | None,
+    prev: tuple[int, int, int],
     interval: float,
 ) -> tuple[str, tuple[int, int, int]]:
     """The log line and the counters (pages, items, filtered) the next line is relative to."""
     pages, items = int(stats.get(PAGES, 0)), int(stats.get(ITEMS, 0))
     filtered = sum(v for k, v in stats.items() if k.startswith(_FILTERED) and isinstance(v, int))
     per_min = 60.0 / interval
-    parts = [f"Crawled {pages} pages ({(pages - prev[0]) * per_min:.0f}/min), "
-             f"{items} items ({(items - prev[1]) * per_min:.0f}/min)"]
+    parts = [
+        f"Crawled {pages} pages ({(pages - prev[0]) * per_min:.0f}/min), "
+        f"{items} items ({(items - prev[1]) * per_min:.0f}/min)"
+    ]
     if frontier is not None:
         parts.append(_queues(frontier))
         ips = frontier.get("ips") or {}
-        parts.append("IPs " + ", ".join(f"{state} {ips.get(state, 0)}" for state in
-                                        ("ready", "fetching", "cooling", "throttled",
-                                         "dead")))
+        parts.append(
+            "IPs "
+            + ", ".join(
+                f"{state} {ips.get(state, 0)}"
+                for state in ("ready", "fetching", "cooling", "throttled", "dead")
+            )
+        )
     parts.append(f"filtered {filtered - prev[2]} since the last line")
     return "; ".join(parts), (pages, items, filtered)
 
@@ -84,8 +92,9 @@ class CrawlLogLine:
         self._loop.start(self.interval, now=True)
 
     def log(self) -> None:
-        line, self.prev = format_line(self.crawler.stats.get_stats(),
-                                      frontier_status(self.crawler), self.prev, self.interval)
+        line, self.prev = format_line(
+            self.crawler.stats.get_stats(), frontier_status(self.crawler), self.prev, self.interval
+        )
         logger.info("%s", line)
 
     def _closed(self) -> None:

@@ -59,15 +59,21 @@ class StatusCollector(Collector):
         yield _gauge("larbin_uptime_seconds", "Seconds since the crawl started", doc["uptime_s"])
         frontier = doc["frontier"]
         if "in_memory" in frontier:
-            yield _gauge("larbin_frontier_in_memory", "Requests held in memory",
-                         frontier["in_memory"])
-        yield _labelled_gauge("larbin_frontier_fifo", "fifo", "Requests per frontier FIFO",
-                              frontier.get("fifos", {}))
-        yield _labelled_gauge("larbin_shared_frontier", "count",
-                              "The shared (Redis) frontier: queued, leased, seeds, workers",
-                              frontier.get("shared", {}))
-        yield _labelled_gauge("larbin_sites", "state", "Sites with URLs in memory, by state",
-                              doc["sites"])
+            yield _gauge(
+                "larbin_frontier_in_memory", "Requests held in memory", frontier["in_memory"]
+            )
+        yield _labelled_gauge(
+            "larbin_frontier_fifo", "fifo", "Requests per frontier FIFO", frontier.get("fifos", {})
+        )
+        yield _labelled_gauge(
+            "larbin_shared_frontier",
+            "count",
+            "The shared (Redis) frontier: queued, leased, seeds, workers",
+            frontier.get("shared", {}),
+        )
+        yield _labelled_gauge(
+            "larbin_sites", "state", "Sites with URLs in memory, by state", doc["sites"]
+        )
         yield _labelled_gauge("larbin_ips", "state", "Server IPs by politeness state", doc["ips"])
         if doc["dns"]["cached"] is not None:
             yield _gauge("larbin_dns_cached", "Hostnames in the DNS cache", doc["dns"]["cached"])
@@ -87,8 +93,12 @@ def _other_stats(stats: dict[str, Any]) -> Iterator[Metric]:
     grouped = tuple(p for _, prefixes in GROUPS for p in prefixes)
     names: set[str] = set()
     for key, value in stats.items():
-        if (not key.startswith("larbin/") or key.startswith(grouped)
-                or isinstance(value, bool) or not isinstance(value, int | float)):
+        if (
+            not key.startswith("larbin/")
+            or key.startswith(grouped)
+            or isinstance(value, bool)
+            or not isinstance(value, int | float)
+        ):
             continue
         name = metric_name(key)
         if name in names:

@@ -11,16 +11,29 @@ from larbinscrapy.status.history import BYTES, ITEMS, PAGES
 GROUPS = (
     ("filtered", ("larbin/filtered/",)),
     ("dropped", ("larbin/dropped/",)),
-    ("errors", ("larbin/errors/", "larbin/failed/", "downloader/exception_type_count/",
-                "spider_exceptions/")),
+    (
+        "errors",
+        (
+            "larbin/errors/",
+            "larbin/failed/",
+            "downloader/exception_type_count/",
+            "spider_exceptions/",
+        ),
+    ),
     ("status_codes", ("downloader/response_status_count/",)),
 )
 
 # Revisits (LARBIN_REVISIT): (label, stats key); "done" is the revisits fetched or failed.
 _REVISIT = "larbin/revisit/"
-REVISITS = (("scheduled", "pending"), ("due", "due"), ("changed", "changed"),
-            ("unchanged", "unchanged"), ("not modified", "not_modified"),
-            ("server errors", "server_error"), ("failed", "failed"))
+REVISITS = (
+    ("scheduled", "pending"),
+    ("due", "due"),
+    ("changed", "changed"),
+    ("unchanged", "unchanged"),
+    ("not modified", "not_modified"),
+    ("server errors", "server_error"),
+    ("failed", "failed"),
+)
 _DONE = ("changed", "unchanged", "server_error", "failed")  # not_modified is an unchanged
 
 # Exception types that are deliberate drops, not errors (robots.txt, filters, the SSRF guard).
@@ -36,7 +49,7 @@ def group(stats: dict[str, Any], prefixes: tuple[str, ...]) -> dict[str, int]:
             continue
         for prefix in prefixes:
             if key.startswith(prefix):
-                name = key[len(prefix):].rsplit(".", 1)[-1]
+                name = key[len(prefix) :].rsplit(".", 1)[-1]
                 out[name] = out.get(name, 0) + int(value)
                 break
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
@@ -113,5 +126,9 @@ def revisits(stats: dict[str, Any]) -> dict[str, int]:
     if not any(key.startswith(_REVISIT) for key in stats):
         return {}
     out = {label: int(stats.get(_REVISIT + key, 0)) for label, key in REVISITS}
-    return {"scheduled": out.pop("scheduled"), "due": out.pop("due"),
-           "done": sum(int(stats.get(_REVISIT + key, 0)) for key in _DONE), **out}
+    return {
+        "scheduled": out.pop("scheduled"),
+        "due": out.pop("due"),
+        "done": sum(int(stats.get(_REVISIT + key, 0)) for key in _DONE),
+        **out,
+    }

@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-        "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'none'")
+_CSP = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
 
 
 class _QuietSite(server.Site):
@@ -97,8 +99,11 @@ class StatusResource(resource.Resource):
         if path == b"/api/urls":
             return self._post_urls(request)
         self._posts[path]()
-        return _json(request, 200, {"ok": True, "paused": self.status.paused,
-                                    "stopping": self.status.stopping})
+        return _json(
+            request,
+            200,
+            {"ok": True, "paused": self.status.paused, "stopping": self.status.stopping},
+        )
 
     def _get_status(self, request: Request) -> bytes:
         return _json(request, 200, self.status.document())
@@ -128,8 +133,11 @@ class StatusResource(resource.Resource):
         return server.NOT_DONE_YET
 
     def _failed(self, failure: Any, request: Request) -> None:
-        logger.error("Adding URLs failed: %s", failure.getErrorMessage(),
-                     exc_info=(failure.type, failure.value, failure.getTracebackObject()))
+        logger.error(
+            "Adding URLs failed: %s",
+            failure.getErrorMessage(),
+            exc_info=(failure.type, failure.value, failure.getTracebackObject()),
+        )
         _finish(request, 500, {"error": "internal error, see the crawl log"})
 
 

@@ -44,11 +44,27 @@ class RedisClusterProcess:
         d = self.workdir / f"n{i}"
         d.mkdir(parents=True, exist_ok=True)
         port = self.ports[i]
-        cmd = [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-               "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
-               "--cluster-node-timeout", "5000", "--dir", str(d), "--save", "",
-               "--appendonly", "yes" if self.appendonly else "no",
-               "--appendfsync", "everysec"]
+        cmd = [
+            REDIS_SERVER,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            f"nodes-{port}.conf",
+            "--cluster-node-timeout",
+            "5000",
+            "--dir",
+            str(d),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "everysec",
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         if i < len(self.procs):
             self.procs[i] = proc
@@ -60,14 +76,30 @@ class RedisClusterProcess:
         for i in range(len(self.ports)):
             self.start_node(i)
         nodes = [f"127.0.0.1:{p}" for p in self.ports]
-        subprocess.run([REDIS_CLI, "--cluster", "create", *nodes, "--cluster-yes",
-                        "--cluster-replicas", str(self.replicas)],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [
+                REDIS_CLI,
+                "--cluster",
+                "create",
+                *nodes,
+                "--cluster-yes",
+                "--cluster-replicas",
+                str(self.replicas),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         _wait(self.healthy, "the cluster's state ok")
         if self.replicas:
-            _wait(lambda: all("master_link_status:up" in _cli(p, "info", "replication")
-                              for p in self.ports if p not in self.masters()),
-                  "the replicas in sync")
+            _wait(
+                lambda: all(
+                    "master_link_status:up" in _cli(p, "info", "replication")
+                    for p in self.ports
+                    if p not in self.masters()
+                ),
+                "the replicas in sync",
+            )
 
     def alive(self) -> list[int]:
         """Ports of the nodes not killed."""
@@ -110,8 +142,11 @@ class RedisClusterProcess:
 
     def wait_failover(self, port: int, timeout: float = 60.0) -> None:
         """Wait until a replica took over the slots of the killed master on ``port``."""
-        _wait(lambda: self.healthy() and port not in self.masters(),
-              f"a replica promoted in place of {port}", timeout)
+        _wait(
+            lambda: self.healthy() and port not in self.masters(),
+            f"a replica promoted in place of {port}",
+            timeout,
+        )
 
     def restart(self, i: int) -> None:
         """Stop master ``i`` (SIGTERM: its append-only file is flushed) and start it again."""
@@ -127,10 +162,25 @@ class RedisClusterProcess:
         docs/distributed.md asks)."""
         ids = {p: _cli(p, "cluster", "myid") for p in self.ports}
         subprocess.run(
-            [REDIS_CLI, "--cluster", "reshard", f"127.0.0.1:{self.ports[0]}",
-             "--cluster-from", ids[self.ports[source]], "--cluster-to", ids[self.ports[target]],
-             "--cluster-slots", str(slots), "--cluster-yes", "--cluster-pipeline", "1000000"],
-            check=True, capture_output=True, timeout=300)
+            [
+                REDIS_CLI,
+                "--cluster",
+                "reshard",
+                f"127.0.0.1:{self.ports[0]}",
+                "--cluster-from",
+                ids[self.ports[source]],
+                "--cluster-to",
+                ids[self.ports[target]],
+                "--cluster-slots",
+                str(slots),
+                "--cluster-yes",
+                "--cluster-pipeline",
+                "1000000",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -163,8 +213,9 @@ def cluster_port() -> int:
 
 def _cli(port: int, *args: str) -> str:
     try:
-        out = subprocess.run([REDIS_CLI, "-p", str(port), *args], capture_output=True,
-                             timeout=10, check=False)
+        out = subprocess.run(
+            [REDIS_CLI, "-p", str(port), *args], capture_output=True, timeout=10, check=False
+        )
     except subprocess.TimeoutExpired:
         return ""
     return out.stdout.decode().strip()
@@ -179,8 +230,9 @@ def _wait(ok: Any, what: str, timeout: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def redis_cluster(workdir: Path, masters: int = 3, appendonly: bool = False,
-                  replicas: int = 0) -> Iterator[RedisClusterProcess]:
+def redis_cluster(
+    workdir: Path, masters: int = 3, appendonly: bool = False, replicas: int = 0
+) -> Iterator[RedisClusterProcess]:
     """A fresh cluster of ``masters`` masters, each with ``replicas`` replicas, for one test."""
     ports = [cluster_port() for _ in range(masters * (1 + replicas))]
     cluster = RedisClusterProcess(workdir, ports, appendonly, replicas)

@@ -44,14 +44,21 @@ def host_table(delay: float, *, clock: Any, **options: Any) -> HostTable:
     return HostTable(delay, clock=clock, **kwargs)
 
 
-def ip_table(delay: float, connections: int = 1, *, clock: Any, host_delay: float = 0.0,
-             **options: Any) -> IpTable:
+def ip_table(
+    delay: float, connections: int = 1, *, clock: Any, host_delay: float = 0.0, **options: Any
+) -> IpTable:
     """An ``IpTable`` (``LARBIN_IP_DELAY`` = ``delay``) with the defaults of ``settings/base.py``.
 
     Options of the host level (``max_crawl_delay``...) go to its ``HostTable``.
     """
-    host_keys = {"max_crawl_delay", "max_retry_after", "throttle_backoff", "max_backoff",
-                 "max_in_a_row", "rng"}
+    host_keys = {
+        "max_crawl_delay",
+        "max_retry_after",
+        "throttle_backoff",
+        "max_backoff",
+        "max_in_a_row",
+        "rng",
+    }
     host_options = {k: options.pop(k) for k in list(options) if k in host_keys}
     kwargs = {
         "max_failures": base.LARBIN_IP_FAILURES_MAX,

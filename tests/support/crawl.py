@@ -59,42 +59,68 @@ class Crawl:
         return sitemap_counts(self.requests, port)
 
 
-def crawl_command(web: RunningWeb, out: Path, *args: str,
-                  settings: dict[str, Any] | None = None) -> list[str]:
+def crawl_command(
+    web: RunningWeb, out: Path, *args: str, settings: dict[str, Any] | None = None
+) -> list[str]:
     """The command line of a crawl of ``web``; ``args`` are extra ``-a``/``-s`` words."""
     require_crawl_marker("a crawl subprocess")
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin",
-           "-s", "LARBIN_RESOLVE=" + json.dumps(web.resolve),
-           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
-           "-s", f"LARBIN_STATS_FILE={out / 'stats.json'}",
-           "-s", "LOG_LEVEL=INFO",
-           "-o", str(out / "items.jsonl")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "larbin",
+        "-s",
+        "LARBIN_RESOLVE=" + json.dumps(web.resolve),
+        "-s",
+        "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
+        "-s",
+        f"LARBIN_STATS_FILE={out / 'stats.json'}",
+        "-s",
+        "LOG_LEVEL=INFO",
+        "-o",
+        str(out / "items.jsonl"),
+    ]
     merged = {"DOWNLOAD_DELAY": 0, **(settings or {})}
     for key, value in merged.items():
         cmd += ["-s", f"{key}={value}"]
     return cmd + list(args)
 
 
-def run_crawl(web: RunningWeb, out: Path, *args: str, settings: dict[str, Any] | None = None,
-              timeout: float = 120) -> Crawl:
+def run_crawl(
+    web: RunningWeb,
+    out: Path,
+    *args: str,
+    settings: dict[str, Any] | None = None,
+    timeout: float = 120,
+) -> Crawl:
     """Run a crawl to the end."""
     out.mkdir(parents=True, exist_ok=True)
     log_start = len(web.read_log())
     cmd = crawl_command(web, out, *args, settings=settings)
     with open(out / "stderr.log", "w") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=err,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            raise AssertionError(f"crawl did not finish in {timeout}s:\n"
-                                 + (out / "stderr.log").read_text()[-3000:]) from None
+            raise AssertionError(
+                f"crawl did not finish in {timeout}s:\n" + (out / "stderr.log").read_text()[-3000:]
+            ) from None
     stderr = (out / "stderr.log").read_text()
     items_path = out / "items.jsonl"
-    items = ([json.loads(line) for line in items_path.read_text().splitlines() if line.strip()]
-             if items_path.exists() else [])
+    items = (
+        [json.loads(line) for line in items_path.read_text().splitlines() if line.strip()]
+        if items_path.exists()
+        else []
+    )
     stats_path = out / "stats.json"
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     return Crawl(proc.returncode, stderr, items, stats, web.read_log()[log_start:])

@@ -75,9 +75,11 @@ class DnsServer:
         socketserver.ThreadingTCPServer.allow_reuse_address = True
         self.tcp = socketserver.ThreadingTCPServer(self.address, Handler)
         self.tcp.daemon_threads = True
-        self._threads = [threading.Thread(target=self._serve_udp, daemon=True),
-                         threading.Thread(target=self._send_due, daemon=True),
-                         threading.Thread(target=self.tcp.serve_forever, args=(0.05,), daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._serve_udp, daemon=True),
+            threading.Thread(target=self._send_due, daemon=True),
+            threading.Thread(target=self.tcp.serve_forever, args=(0.05,), daemon=True),
+        ]
 
     def __enter__(self) -> DnsServer:
         for thread in self._threads:
@@ -155,7 +157,6 @@ class DnsServer:
         with self._lock:
             self.order.append(qname)
         return reply.pack()
-
 
     def _add_chain(self, reply: DNSRecord, name: str, qtype: str) -> None:
         """The records of ``name``: its CNAME chain within the zone (as an authoritative

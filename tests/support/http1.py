@@ -60,8 +60,9 @@ def settle(seconds: float = 0.05) -> None:
 
 def make_handler(name: str, **settings: Any) -> tuple[Any, Any]:
     """(handler, crawler) for ``name`` (``scrapy`` or ``lean``) built from a bare crawler."""
-    crawler = get_crawler(settings_dict={**BASE_SETTINGS, "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
-                                         **settings})
+    crawler = get_crawler(
+        settings_dict={**BASE_SETTINGS, "CONCURRENT_REQUESTS_PER_DOMAIN": 8, **settings}
+    )
     return build_from_crawler(load_object(HANDLERS[name]), crawler), crawler
 
 
@@ -109,7 +110,7 @@ class _Scripted(Protocol):
                 transport.write(action)
             elif isinstance(action, (int, float)):
                 self.hung = True
-                reactor.callLater(action, self._act, actions[i + 1:], reused)  # type: ignore[attr-defined]
+                reactor.callLater(action, self._act, actions[i + 1 :], reused)  # type: ignore[attr-defined]
                 return False
             elif action == "close" or (action == "drop_if_reused" and reused):
                 transport.loseConnection()

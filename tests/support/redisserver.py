@@ -27,9 +27,22 @@ def redis_server(workdir: Path) -> Iterator[str]:
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        [
+            REDIS_SERVER,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)
 

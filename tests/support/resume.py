@@ -18,21 +18,34 @@ if TYPE_CHECKING:
     from testweb.harness import RunningWeb
 
 
-def run_until(web: RunningWeb, out: Path, settings: dict[str, Any], after_requests: int,
-              sig: int, timeout: float = 120) -> Crawl:
+def run_until(
+    web: RunningWeb,
+    out: Path,
+    settings: dict[str, Any],
+    after_requests: int,
+    sig: int,
+    timeout: float = 120,
+) -> Crawl:
     """Start the crawl; once the server has logged ``after_requests`` more requests, ``sig``."""
     out.mkdir(parents=True, exist_ok=True)
     log_start = len(web.read_log())
     cmd = crawl_command(web, out, *seeds_args(web.seeds), settings=settings)
     with open(out / "stderr.log", "w") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=err,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         deadline = time.monotonic() + timeout
         try:
             while len(web.read_log()) - log_start < after_requests:
                 if proc.poll() is not None:
-                    raise AssertionError("the crawl ended before it could be stopped:\n"
-                                         + (out / "stderr.log").read_text()[-3000:])
+                    raise AssertionError(
+                        "the crawl ended before it could be stopped:\n"
+                        + (out / "stderr.log").read_text()[-3000:]
+                    )
                 if time.monotonic() > deadline:
                     raise AssertionError("the crawl is too slow to reach the stop point")
                 time.sleep(0.02)
@@ -44,8 +57,9 @@ def run_until(web: RunningWeb, out: Path, settings: dict[str, Any], after_reques
                 proc.wait()
     stats_path = out / "stats.json"
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
-    return Crawl(proc.returncode, (out / "stderr.log").read_text(), [], stats,
-                 web.read_log()[log_start:])
+    return Crawl(
+        proc.returncode, (out / "stderr.log").read_text(), [], stats, web.read_log()[log_start:]
+    )
 
 
 def error_pages(web: RunningWeb) -> set[str]:

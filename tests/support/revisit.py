@@ -12,15 +12,21 @@ from testweb.harness import SITE_FILES
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-RULE = {"LARBIN_REVISIT": True, "LARBIN_REVISIT_INTERVAL": 1.0,
-        "LARBIN_REVISIT_INTERVAL_MIN": 0.25, "LARBIN_REVISIT_INTERVAL_MAX": 8.0,
-        "LARBIN_REVISIT_STREAK": 2, "LARBIN_REVISIT_BUCKET": 0.05,
-        "LARBIN_FRONTIER_CHECKPOINT_INTERVAL": 0.2}
+RULE = {
+    "LARBIN_REVISIT": True,
+    "LARBIN_REVISIT_INTERVAL": 1.0,
+    "LARBIN_REVISIT_INTERVAL_MIN": 0.25,
+    "LARBIN_REVISIT_INTERVAL_MAX": 8.0,
+    "LARBIN_REVISIT_STREAK": 2,
+    "LARBIN_REVISIT_BUCKET": 0.05,
+    "LARBIN_FRONTIER_CHECKPOINT_INTERVAL": 0.2,
+}
 EARLY = 0.05  # seconds a fetch may precede its due time (clock reads on two processes)
 
 
-def by_page(log: list[dict[str, Any]],
-            hosts: Iterable[str] = REVISIT_HOSTS) -> dict[str, list[dict[str, Any]]]:
+def by_page(
+    log: list[dict[str, Any]], hosts: Iterable[str] = REVISIT_HOSTS
+) -> dict[str, list[dict[str, Any]]]:
     """The log's records of the revisited hosts' pages, by ``host + path``."""
     revisited = set(hosts)
     pages: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -47,8 +47,9 @@ def page_response(url: str = PAGE_URL) -> HtmlResponse:
     return HtmlResponse(url, body=b"", request=request)
 
 
-def parse(body: bytes, headers: dict[str, Any] | None = None,
-          **settings: Any) -> tuple[PageItem, Any]:
+def parse(
+    body: bytes, headers: dict[str, Any] | None = None, **settings: Any
+) -> tuple[PageItem, Any]:
     """The spider's one item for ``body`` served at ``PARSED_URL``, and the crawler's stats."""
     crawler = get_crawler(LarbinSpider, {**SETTINGS, **settings})
     spider = LarbinSpider.from_crawler(crawler, urls="http://h.test/")

@@ -30,20 +30,34 @@ def port_range(width: int = 30) -> str:
 class LiveCrawl:
     """``scrapy crawl larbin`` of the test web in the background, with its status page."""
 
-    def __init__(self, web: RunningWeb, out: Path, *args: str,
-                 settings: dict[str, Any] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        web: RunningWeb,
+        out: Path,
+        *args: str,
+        settings: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         out.mkdir(parents=True, exist_ok=True)
         self.web = web
         self.out = out
         self.jobdir = out / "job"
-        merged = {"JOBDIR": str(self.jobdir), "LARBIN_STATUS_PORT": port_range(),
-                  "LARBIN_URLS": ",".join(web.seeds), **(settings or {})}
+        merged = {
+            "JOBDIR": str(self.jobdir),
+            "LARBIN_STATUS_PORT": port_range(),
+            "LARBIN_URLS": ",".join(web.seeds),
+            **(settings or {}),
+        }
         cmd = crawl_command(web, out, *args, settings=merged)
         self.log_file = open(out / "stderr.log", "a")  # noqa: SIM115 (closed in wait())
         self.started = time.time()
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        )
         self.address, self.token = self._wait_for_page()
 
     def _wait_for_page(self, timeout: float = 30) -> tuple[str, str]:
@@ -64,8 +78,15 @@ class LiveCrawl:
             self.log_file.flush()
         return (self.out / "stderr.log").read_text()
 
-    def call(self, method: str, path: str, body: Any = None, *, token: str | None = "",
-             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        token: str | None = "",
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
         """(status, decoded body) of one API call; ``token=None`` sends none, "" the right one."""
         hdrs = dict(headers or {})
         if token is not None:
@@ -76,8 +97,9 @@ class LiveCrawl:
             hdrs["Content-Type"] = "application/json"
         elif method == "POST":
             data = b""
-        request = urllib.request.Request(self.address + path, data=data, headers=hdrs,
-                                         method=method)
+        request = urllib.request.Request(
+            self.address + path, data=data, headers=hdrs, method=method
+        )
         try:
             with _OPENER.open(request, timeout=30) as response:
                 return response.status, _decode(response.read(), response.headers)
@@ -128,10 +150,16 @@ def fetched_before_a_priority_url(web: RunningWeb, crawl: LiveCrawl) -> list[str
     code, answer = crawl.call("POST", "/api/urls", {"urls": [added], "priority": True})
     assert code == 200 and answer["queued"] == 1, answer
     asked = time.time()
-    crawl.wait_until(lambda: any(e["path"] == "/added-with-priority" for e in web.read_log()),
-                     30, "the added URL was not fetched")
-    log = [e["path"] for e in web.read_log()
-           if e["t"] >= asked and e["host"] == host and e["path"] not in SITE_FILES]
+    crawl.wait_until(
+        lambda: any(e["path"] == "/added-with-priority" for e in web.read_log()),
+        30,
+        "the added URL was not fetched",
+    )
+    log = [
+        e["path"]
+        for e in web.read_log()
+        if e["t"] >= asked and e["host"] == host and e["path"] not in SITE_FILES
+    ]
     return log[: log.index("/added-with-priority")]
 
 

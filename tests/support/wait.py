@@ -12,8 +12,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float, what: str = "the condition", *,
-             interval: float = 0.02, pause: Callable[[float], object] = time.sleep) -> T:
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float,
+    what: str = "the condition",
+    *,
+    interval: float = 0.02,
+    pause: Callable[[float], object] = time.sleep,
+) -> T:
     """Poll ``predicate`` until it returns a true value (returned), or fail after ``timeout`` s.
 
     ``pause`` waits between polls: a reactor test passes one that runs the reactor meanwhile.
@@ -28,8 +34,13 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str = "the condit
         pause(interval)
 
 
-def wait_stable(read: Callable[[], T], quiet: float, timeout: float, what: str = "the value",
-                interval: float = 0.1) -> T:
+def wait_stable(
+    read: Callable[[], T],
+    quiet: float,
+    timeout: float,
+    what: str = "the value",
+    interval: float = 0.1,
+) -> T:
     """Poll ``read`` until its value has not changed for ``quiet`` seconds; return that value."""
     deadline = time.monotonic() + timeout
     value, since = read(), time.monotonic()

@@ -22,15 +22,21 @@ WORKER_DELAY = 0.3  # a worker's DOWNLOAD_DELAY unless a test sets its own
 TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
 
 
-def start_worker(web: RunningWeb, out: Path, redis_url: str, *args: str,
-                 **settings: Any) -> subprocess.Popen[bytes]:
+def start_worker(
+    web: RunningWeb, out: Path, redis_url: str, *args: str, **settings: Any
+) -> subprocess.Popen[bytes]:
     """One worker in the background; ``proc.out`` is ``out``, its log ``out/stderr.log``."""
     out.mkdir(parents=True, exist_ok=True)
     # The IP's delay as long as its hosts' (unless a test sets its own): the per-IP gaps the
     # tests check are then WORKER_DELAY for an IP of several hosts too (the test web's alias).
-    merged = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": WORKER_DELAY,
-              "LARBIN_IP_DELAY": WORKER_DELAY, "LARBIN_REDIS_LEASE_TIMEOUT": 3,
-              "LARBIN_REDIS_IDLE_BEFORE_CLOSE": 1, **settings}
+    merged = {
+        "REDIS_URL": redis_url,
+        "DOWNLOAD_DELAY": WORKER_DELAY,
+        "LARBIN_IP_DELAY": WORKER_DELAY,
+        "LARBIN_REDIS_LEASE_TIMEOUT": 3,
+        "LARBIN_REDIS_IDLE_BEFORE_CLOSE": 1,
+        **settings,
+    }
     cmd = crawl_command(web, out, *args, settings=merged)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SCRAPY_SETTINGS_MODULE": "settings.distributed"}
     err = open(out / "stderr.log", "w")  # noqa: SIM115 - closed by wait_workers

@@ -31,15 +31,25 @@ logger = logging.getLogger(__name__)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m testweb.internet", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m testweb.internet",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--hosts", type=int, required=True)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--base", default="127.100.0.0", help="first address of the /14 used")
-    p.add_argument("--domain", default="sim.test",
-                   help="two labels at least (a wildcard certificate needs them)")
-    p.add_argument("--addresses", type=int, default=None,
-                   help="listening IPv4 addresses (default: hosts/10, 8..4000)")
+    p.add_argument(
+        "--domain",
+        default="sim.test",
+        help="two labels at least (a wildcard certificate needs them)",
+    )
+    p.add_argument(
+        "--addresses",
+        type=int,
+        default=None,
+        help="listening IPv4 addresses (default: hosts/10, 8..4000)",
+    )
     p.add_argument("--dns", default=None, help="DNS address (default: base's x.(b+3).255.53)")
     p.add_argument("--dns-port", type=int, default=53)
     p.add_argument("--http-port", type=int, default=80)
@@ -50,8 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dns-ms", type=float, default=0.0, help="median DNS answer delay")
     p.add_argument("--ttfb-ms", type=float, default=0.0, help="median time to first byte")
     p.add_argument("--bandwidth", type=float, default=0.0, help="median bytes/s a host (0: any)")
-    p.add_argument("--no-failures", action="store_true",
-                   help="every host answers: no DNS failures, dead or silent hosts, http only")
+    p.add_argument(
+        "--no-failures",
+        action="store_true",
+        help="every host answers: no DNS failures, dead or silent hosts, http only",
+    )
     p.add_argument("--https", type=float, default=None, help="share of https hosts")
     p.add_argument("--tarpit", type=float, default=None, help="share of hosts never answering")
     p.add_argument("--logdir", default=None)
@@ -66,11 +79,17 @@ def build(args: argparse.Namespace) -> Internet:
     changes = {k: v for k, v in (("https", args.https), ("tarpit", args.tarpit)) if v is not None}
     if changes:
         mix = Mix(**{**mix.__dict__, **changes})
-    return Internet(args.hosts, args.seed, domain=args.domain, base=args.base,
-                    addresses=args.addresses, mix=mix,
-                    latency=Latency(dns_ms=args.dns_ms, ttfb_ms=args.ttfb_ms,
-                                    bandwidth=args.bandwidth),
-                    http_port=args.http_port, https_port=args.https_port)
+    return Internet(
+        args.hosts,
+        args.seed,
+        domain=args.domain,
+        base=args.base,
+        addresses=args.addresses,
+        mix=mix,
+        latency=Latency(dns_ms=args.dns_ms, ttfb_ms=args.ttfb_ms, bandwidth=args.bandwidth),
+        http_port=args.http_port,
+        https_port=args.https_port,
+    )
 
 
 async def serve(args: argparse.Namespace, internet: Internet, logdir: Path) -> None:
@@ -82,14 +101,16 @@ async def serve(args: argparse.Namespace, internet: Internet, logdir: Path) -> N
     info: dict[str, Any] = {"logdir": str(logdir), "pid": os.getpid()}
     dns = web = None
     if not args.no_dns:
-        dns = DnsServer(internet, args.dns or dns_address(args.base), args.dns_port,
-                        log=str(logdir / "dns.log"))
+        dns = DnsServer(
+            internet, args.dns or dns_address(args.base), args.dns_port, log=str(logdir / "dns.log")
+        )
         info["dns"] = list(await dns.start())
     if not args.no_web:
         ca = TestCA(logdir / "tls", internet.domain)
         info["ca"] = str(ca.ca_path)
-        web = WebServer(internet, tls=ca.default, log=str(logdir / "web.log"),
-                        ipv6=not args.no_ipv6)
+        web = WebServer(
+            internet, tls=ca.default, log=str(logdir / "web.log"), ipv6=not args.no_ipv6
+        )
         await web.start()
         info["listening"] = len(internet.listening)
     info["params"] = internet.params()

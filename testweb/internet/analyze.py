@@ -36,8 +36,13 @@ def url_of(internet: Internet, entry: WebEntry) -> str:
     return internet.origin(scheme, entry.host) + entry.path
 
 
-def analyze(internet: Internet, seeds: list[str], web: list[WebEntry], dns: list[DnsEntry],
-            delay: float = 0.0) -> dict[str, Any]:
+def analyze(
+    internet: Internet,
+    seeds: list[str],
+    web: list[WebEntry],
+    dns: list[DnsEntry],
+    delay: float = 0.0,
+) -> dict[str, Any]:
     """The report (a JSON-able dict)."""
     truth = walk(internet, seeds)
     fetches = Counter(url_of(internet, e) for e in web if e.path not in SITE_FILES)
@@ -103,17 +108,23 @@ def _dns(internet: Internet, live: set[int], dns: list[DnsEntry]) -> dict[str, A
     }
 
 
-def load(logdir: Path, truth: Path | None = None,
-         seeds: Path | None = None) -> tuple[Internet, list[str], list[WebEntry], list[DnsEntry]]:
+def load(
+    logdir: Path, truth: Path | None = None, seeds: Path | None = None
+) -> tuple[Internet, list[str], list[WebEntry], list[DnsEntry]]:
     """The generator, the seeds and both logs of a run."""
     info = json.loads((truth or logdir / "internet.json").read_text())
     if info.get("source", SOURCE_VERSION) != SOURCE_VERSION:
-        logger.warning("the server ran another version of testweb/internet/model.py: the truth "
-                       "computed here may not be the web it served")
+        logger.warning(
+            "the server ran another version of testweb/internet/model.py: the truth "
+            "computed here may not be the web it served"
+        )
     internet = Internet.from_params(info["params"])
     seeds_path = seeds or logdir / "seeds.txt"
-    seed_urls = ([s.strip() for s in seeds_path.read_text().splitlines() if s.strip()]
-                 if seeds_path.exists() else internet.seeds())
+    seed_urls = (
+        [s.strip() for s in seeds_path.read_text().splitlines() if s.strip()]
+        if seeds_path.exists()
+        else internet.seeds()
+    )
     web = read_web(str(logdir / "web.log")) if (logdir / "web.log").exists() else []
     dns = read_dns(str(logdir / "dns.log")) if (logdir / "dns.log").exists() else []
     return internet, seed_urls, web, dns

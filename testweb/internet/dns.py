@@ -54,8 +54,9 @@ class Answer:
 
 def answer(internet: Internet, query: DNSRecord) -> Answer:
     """The authoritative answer to ``query`` (its first question)."""
-    reply = DNSRecord(DNSHeader(id=query.header.id, qr=1, aa=1, ra=0, rd=query.header.rd),
-                      q=query.q)
+    reply = DNSRecord(
+        DNSHeader(id=query.header.id, qr=1, aa=1, ra=0, rd=query.header.rd), q=query.q
+    )
     qname = str(query.q.qname).rstrip(".").lower()
     qtype = query.q.qtype
     parsed = internet.parse_name(qname)
@@ -113,8 +114,9 @@ def pack_udp(query: DNSRecord, reply: DNSRecord) -> tuple[bytes, bool]:
         reply.add_ar(EDNS0(udp_len=size))
     data: bytes = reply.pack()
     if len(data) > size:
-        short = DNSRecord(DNSHeader(id=reply.header.id, qr=1, aa=1, tc=1, rd=query.header.rd),
-                          q=query.q)
+        short = DNSRecord(
+            DNSHeader(id=reply.header.id, qr=1, aa=1, tc=1, rd=query.header.rd), q=query.q
+        )
         return short.pack(), True
     return data, False
 
@@ -160,7 +162,7 @@ class _Tcp(asyncio.Protocol):
             size = int.from_bytes(self.buffer[:2], "big")
             if len(self.buffer) < 2 + size:
                 return
-            message, self.buffer = self.buffer[2:2 + size], self.buffer[2 + size:]
+            message, self.buffer = self.buffer[2 : 2 + size], self.buffer[2 + size :]
             query, got = self.server.handle(message)
             if query is not None and got is not None:
                 self.server.record("tcp", query, got.summary)
@@ -176,8 +178,15 @@ class _Tcp(asyncio.Protocol):
 class DnsServer:
     """The DNS server on ``address:port`` (UDP and TCP on the same port; 0 = any free one)."""
 
-    def __init__(self, internet: Internet, address: str, port: int = 53, *,
-                 log: str | LineLog | None = None, latency: bool = True) -> None:
+    def __init__(
+        self,
+        internet: Internet,
+        address: str,
+        port: int = 53,
+        *,
+        log: str | LineLog | None = None,
+        latency: bool = True,
+    ) -> None:
         self.internet = internet
         self.address = address
         self.port = port
@@ -196,7 +205,8 @@ class DnsServer:
         error: OSError | None = None
         for _ in range(BIND_ATTEMPTS if self.port == 0 else 1):
             udp, _ = await loop.create_datagram_endpoint(
-                lambda: _Udp(self), local_addr=(self.address, self.port))
+                lambda: _Udp(self), local_addr=(self.address, self.port)
+            )
             port = udp.get_extra_info("sockname")[1]
             try:
                 self._tcp = await loop.create_server(lambda: _Tcp(self), self.address, port)
@@ -292,6 +302,10 @@ class DnsThread:
     def __enter__(self) -> DnsThread:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

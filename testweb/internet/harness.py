@@ -38,11 +38,29 @@ def crawl_command(seeds: Path, out: Path, extra: list[str]) -> list[str]:
     """``scrapy crawl larbin`` of ``seeds`` with the system resolver: the simulated internet's
     addresses allowed (``::1`` too), no depth limit, certificates checked (trust the CA with
     ``SSL_CERT_FILE``); ``extra`` are more ``KEY=VALUE`` settings."""
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}",
-           "-s", "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8,::1/128", "-s", "DOWNLOAD_DELAY=0",
-           "-s", "DOWNLOAD_VERIFY_CERTIFICATES=True", "-s", "LARBIN_DEPTH=1000",
-           "-s", f"LARBIN_STATS_FILE={out / 'stats.json'}", "-s", "LOG_LEVEL=INFO",
-           "-O", str(out / "items.jsonl")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "larbin",
+        "-a",
+        f"seeds={seeds}",
+        "-s",
+        "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8,::1/128",
+        "-s",
+        "DOWNLOAD_DELAY=0",
+        "-s",
+        "DOWNLOAD_VERIFY_CERTIFICATES=True",
+        "-s",
+        "LARBIN_DEPTH=1000",
+        "-s",
+        f"LARBIN_STATS_FILE={out / 'stats.json'}",
+        "-s",
+        "LOG_LEVEL=INFO",
+        "-O",
+        str(out / "items.jsonl"),
+    ]
     for kv in extra:
         cmd += ["-s", kv]
     return cmd
@@ -61,8 +79,14 @@ def _proc_status(pid: int) -> tuple[int, int]:
     return 0, 0
 
 
-def _watch(proc: subprocess.Popen[bytes], web_log: Path, start: float, timeout: float,
-           stall: float, grace: float) -> tuple[int, Any, str, int, int]:
+def _watch(
+    proc: subprocess.Popen[bytes],
+    web_log: Path,
+    start: float,
+    timeout: float,
+    stall: float,
+    grace: float,
+) -> tuple[int, Any, str, int, int]:
     """Wait for ``proc``, stopping it on timeout or stall; its status, rusage, why it was
     stopped, its peak RSS (KiB) and most open fds."""
     hwm = fds = 0
@@ -88,8 +112,15 @@ def _watch(proc: subprocess.Popen[bytes], web_log: Path, start: float, timeout: 
     return status, rusage, stopped, hwm, fds
 
 
-def run_watched(cmd: list[str], env: dict[str, str], out: Path, web_log: Path,
-                timeout: float, stall: float, grace: float = 15) -> dict[str, Any]:
+def run_watched(
+    cmd: list[str],
+    env: dict[str, str],
+    out: Path,
+    web_log: Path,
+    timeout: float,
+    stall: float,
+    grace: float = 15,
+) -> dict[str, Any]:
     """Run ``cmd`` to its end; wall, CPU (rusage), peak RSS, most open fds, how it stopped.
 
     Stopped with SIGINT (then SIGKILL after ``grace`` s) after ``timeout`` s, or when the web
@@ -97,11 +128,11 @@ def run_watched(cmd: list[str], env: dict[str, str], out: Path, web_log: Path,
     """
     with open(out / "crawl.log", "wb") as log:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
-            status, rusage, stopped, hwm, fds = _watch(proc, web_log, start, timeout, stall,
-                                                       grace)
+            status, rusage, stopped, hwm, fds = _watch(proc, web_log, start, timeout, stall, grace)
         except BaseException:  # interrupted: the crawl (its own session) must not outlive us
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -109,9 +140,14 @@ def run_watched(cmd: list[str], env: dict[str, str], out: Path, web_log: Path,
             raise
         wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4: Popen must know
-    return {"exit_code": proc.returncode, "stopped": stopped, "wall_s": wall,
-            "cpu_s": rusage.ru_utime + rusage.ru_stime, "peak_rss_mb": hwm / 1024,
-            "open_fds_max": fds}
+    return {
+        "exit_code": proc.returncode,
+        "stopped": stopped,
+        "wall_s": wall,
+        "cpu_s": rusage.ru_utime + rusage.ru_stime,
+        "peak_rss_mb": hwm / 1024,
+        "open_fds_max": fds,
+    }
 
 
 class InternetProcess:
@@ -123,24 +159,32 @@ class InternetProcess:
         argv = [sys.executable, "-m", "testweb.internet", *args, "--logdir", str(logdir)]
         self.stderr = open(logdir / "server.stderr", "w")  # noqa: SIM115 - closed in stop()
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = (netns.popen(argv, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
-                                 env=env, cwd=ROOT) if netns is not None
-                     else subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.stderr,
-                                           text=True, env=env, cwd=ROOT))
+        self.proc = (
+            netns.popen(
+                argv, stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env, cwd=ROOT
+            )
+            if netns is not None
+            else subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env, cwd=ROOT
+            )
+        )
         line = self._first_line()
         self.info: dict[str, Any] = json.loads(line)
         self.internet = Internet.from_params(self.info["params"])
 
     def _first_line(self) -> str:
         box: list[str] = []
-        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()
-                                                            if self.proc.stdout else ""))
+        reader = threading.Thread(
+            target=lambda: box.append(self.proc.stdout.readline() if self.proc.stdout else "")
+        )
         reader.start()
         reader.join(START_TIMEOUT)
         if not box or not box[0]:
             self.stop()
-            raise RuntimeError("testweb.internet did not start: "
-                               + (self.logdir / "server.stderr").read_text()[-2000:])
+            raise RuntimeError(
+                "testweb.internet did not start: "
+                + (self.logdir / "server.stderr").read_text()[-2000:]
+            )
         return box[0]
 
     @property
@@ -162,8 +206,12 @@ class InternetProcess:
     def __enter__(self) -> InternetProcess:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 
@@ -174,16 +222,27 @@ class InternetThread:
     (AAAA-only hosts) is left alone unless ``ipv6``: outside a namespace it is every process's.
     """
 
-    def __init__(self, internet: Internet, logdir: Path, *, dns: tuple[str, int] | None = None,
-                 latency: bool = True, ipv6: bool = False) -> None:
+    def __init__(
+        self,
+        internet: Internet,
+        logdir: Path,
+        *,
+        dns: tuple[str, int] | None = None,
+        latency: bool = True,
+        ipv6: bool = False,
+    ) -> None:
         self.internet = internet
         self.logdir = logdir
         logdir.mkdir(parents=True, exist_ok=True)
         self.ca = TestCA(logdir / "tls", internet.domain)
-        self.web = WebServer(internet, tls=self.ca.default, log=str(logdir / "web.log"),
-                             latency=latency, ipv6=ipv6)
-        self.dns = (DnsServer(internet, dns[0], dns[1], log=str(logdir / "dns.log"),
-                              latency=latency) if dns else None)
+        self.web = WebServer(
+            internet, tls=self.ca.default, log=str(logdir / "web.log"), latency=latency, ipv6=ipv6
+        )
+        self.dns = (
+            DnsServer(internet, dns[0], dns[1], log=str(logdir / "dns.log"), latency=latency)
+            if dns
+            else None
+        )
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="internet", daemon=True)
         self._ready = threading.Event()
@@ -224,6 +283,10 @@ class InternetThread:
     def __enter__(self) -> InternetThread:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -81,8 +81,16 @@ def read_web(path: str) -> list[WebEntry]:
         for line in f:
             parts = line.split()
             if line.endswith("\n") and len(parts) == 6:
-                out.append(WebEntry(float(parts[0]), parts[1], int(parts[2]), parts[3], parts[4],
-                                    0 if parts[5] == "-" else int(parts[5])))
+                out.append(
+                    WebEntry(
+                        float(parts[0]),
+                        parts[1],
+                        int(parts[2]),
+                        parts[3],
+                        parts[4],
+                        0 if parts[5] == "-" else int(parts[5]),
+                    )
+                )
     return out
 
 

@@ -60,7 +60,12 @@ class Mix:
     https: float = 0.5
     www: float = 0.2
     robots: tuple[tuple[str, float], ...] = (
-        ("allow", 0.60), ("404", 0.20), ("disallow", 0.12), ("5xx", 0.03), ("delay", 0.05))
+        ("allow", 0.60),
+        ("404", 0.20),
+        ("disallow", 0.12),
+        ("5xx", 0.03),
+        ("delay", 0.05),
+    )
 
     @classmethod
     def none(cls) -> Mix:
@@ -134,11 +139,21 @@ def page_index(path: str) -> int | None:
 class Internet:
     """The generator: hosts, addresses and DNS answers for ``(seed, hosts)``; pure and cached."""
 
-    def __init__(self, hosts: int, seed: int = 1, *, domain: str = "sim.test",
-                 base: str = "127.100.0.0", addresses: int | None = None,
-                 mix: Mix | None = None, latency: Latency | None = None,
-                 http_port: int = 80, https_port: int = 443, big_records: int = 100,
-                 cache: int = 1 << 18) -> None:
+    def __init__(
+        self,
+        hosts: int,
+        seed: int = 1,
+        *,
+        domain: str = "sim.test",
+        base: str = "127.100.0.0",
+        addresses: int | None = None,
+        mix: Mix | None = None,
+        latency: Latency | None = None,
+        http_port: int = 80,
+        https_port: int = 443,
+        big_records: int = 100,
+        cache: int = 1 << 18,
+    ) -> None:
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
         self.hosts = hosts
@@ -163,7 +178,8 @@ class Internet:
         self._cache: dict[int, Host] = {}
         self._cache_max = cache
         self._name_re = re.compile(
-            r"(?:(www)\.|c([1-9])-)?h(0|[1-9][0-9]*)\.(cdn\.)?" + re.escape(self.domain) + r"\Z")
+            r"(?:(www)\.|c([1-9])-)?h(0|[1-9][0-9]*)\.(cdn\.)?" + re.escape(self.domain) + r"\Z"
+        )
 
     # --- addresses ------------------------------------------------------------------------
     def address(self, k: int) -> str:
@@ -175,8 +191,10 @@ class Internet:
     def address_dead(self, k: int) -> bool:
         """Tail addresses only: shared ones always listen."""
         first_tail = BIG + self.medium
-        return (first_tail <= k < first_tail + self.tail
-                and _hash(self.seed, "dead", k) / 2**64 < self.mix.dead)
+        return (
+            first_tail <= k < first_tail + self.tail
+            and _hash(self.seed, "dead", k) / 2**64 < self.mix.dead
+        )
 
     @cached_property
     def listening(self) -> list[str]:
@@ -201,8 +219,15 @@ class Internet:
         rng = random.Random(_hash(self.seed, "host", i))
         mix, lat = self.mix, self.latency
         u = rng.random()
-        dns = ("nxdomain" if u < mix.nxdomain else "servfail" if u < mix.nxdomain + mix.servfail
-               else "silent" if u < mix.nxdomain + mix.servfail + mix.silent_dns else "ok")
+        dns = (
+            "nxdomain"
+            if u < mix.nxdomain
+            else "servfail"
+            if u < mix.nxdomain + mix.servfail
+            else "silent"
+            if u < mix.nxdomain + mix.servfail + mix.silent_dns
+            else "ok"
+        )
         ttl = rng.choice((30, 60, 300, 300, 3600, 3600, 86400))
         cname = rng.randint(1, CNAME_MAX) if rng.random() < mix.cname else 0
         family = "6" if rng.random() < mix.aaaa_only else "4"
@@ -215,8 +240,11 @@ class Internet:
         else:  # a Zipf-like spread over the medium pool: low numbers carry more names
             k = BIG + min(self.medium - 1, int(self.medium * rng.random() ** 2))
         first_big = BIG + self.medium + self.tail
-        addrs = (tuple(self.address(first_big + j) for j in range(self.big_records)) if big
-                 else (self.address(k),))
+        addrs = (
+            tuple(self.address(first_big + j) for j in range(self.big_records))
+            if big
+            else (self.address(k),)
+        )
         if family == "6":
             addrs = (IPV6_LOOPBACK,)
         dead = family == "4" and not big and self.address_dead(k)
@@ -232,9 +260,26 @@ class Internet:
         bandwidth = lat.bandwidth * factors[1]
         dns_delay = lat.dns_ms / 1000 * factors[2]
         name = f"h{i}.{self.domain}"
-        return Host(i, name, ("www." + name) if www else name, dns, ttl, cname, family, addrs,
-                    dead, tarpit, https, www, robots, pages, ttfb, bandwidth, dns_delay,
-                    rng.getrandbits(32))
+        return Host(
+            i,
+            name,
+            ("www." + name) if www else name,
+            dns,
+            ttl,
+            cname,
+            family,
+            addrs,
+            dead,
+            tarpit,
+            https,
+            www,
+            robots,
+            pages,
+            ttfb,
+            bandwidth,
+            dns_delay,
+            rng.getrandbits(32),
+        )
 
     def parse_name(self, name: str) -> tuple[Host, str, int] | None:
         """``(host, kind, cname_step)`` for a name of the zone: kind is bare, www or cname."""
@@ -274,8 +319,11 @@ class Internet:
     def seeds(self, share: float = 1.0) -> list[str]:
         """Seed URLs: every host, or a seeded sample of ``share`` of them."""
         rng = random.Random(_hash(self.seed, "seeds"))
-        return [self.seed_url(self.host(i)) for i in range(self.hosts)
-                if share >= 1 or rng.random() < share]
+        return [
+            self.seed_url(self.host(i))
+            for i in range(self.hosts)
+            if share >= 1 or rng.random() < share
+        ]
 
     # --- what a server answers (pure: the web server and the truth both call these) ---------
     def route(self, scheme: str, hostname: str, path: str) -> Route:
@@ -301,7 +349,7 @@ class Internet:
     def page_links(self, host: Host, k: int) -> list[str]:
         """The absolute URLs page ``k`` of ``host`` links to (in page order, duplicates kept)."""
         r = random.Random(host.links_seed * 7919 + k).random
-        own = self.url(host)[: -1]  # the canonical origin, without the trailing /
+        own = self.url(host)[:-1]  # the canonical origin, without the trailing /
         children = range(FANOUT * k + 1, min(host.pages, FANOUT * k + FANOUT + 1))
         links = [own + page_path(c) for c in children]
         if k:
@@ -321,11 +369,18 @@ class Internet:
 
     def params(self) -> dict[str, object]:
         """What rebuilds this generator in another process (``from_params``)."""
-        return {"hosts": self.hosts, "seed": self.seed, "domain": self.domain,
-                "base": str(ipaddress.IPv4Address(self.base)), "addresses": self.addresses,
-                "mix": asdict(self.mix), "latency": asdict(self.latency),
-                "http_port": self.http_port, "https_port": self.https_port,
-                "big_records": self.big_records}
+        return {
+            "hosts": self.hosts,
+            "seed": self.seed,
+            "domain": self.domain,
+            "base": str(ipaddress.IPv4Address(self.base)),
+            "addresses": self.addresses,
+            "mix": asdict(self.mix),
+            "latency": asdict(self.latency),
+            "http_port": self.http_port,
+            "https_port": self.https_port,
+            "big_records": self.big_records,
+        }
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> Internet:

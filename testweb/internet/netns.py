@@ -34,8 +34,9 @@ def _ip(*args: str) -> None:
 class Namespace:
     """A uniquely named namespace; ``command(argv)`` runs ``argv`` inside it."""
 
-    def __init__(self, nameserver: str, *, options: str = "timeout:1 attempts:2",
-                 name: str | None = None) -> None:
+    def __init__(
+        self, nameserver: str, *, options: str = "timeout:1 attempts:2", name: str | None = None
+    ) -> None:
         n = next(_serial)
         self.name = name or f"{PREFIX}{os.getpid()}" + (f"-{n}" if n else "")
         self.nameserver = nameserver
@@ -74,21 +75,27 @@ class Namespace:
 
     def delete(self) -> None:
         if self.created:
-            subprocess.run(["ip", "netns", "delete", self.name], check=False,
-                           capture_output=True, timeout=30)
+            subprocess.run(
+                ["ip", "netns", "delete", self.name], check=False, capture_output=True, timeout=30
+            )
             self.created = False
         shutil.rmtree(self.etc, ignore_errors=True)
 
     def __enter__(self) -> Namespace:
         return self.create()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.delete()
 
 
 def leftovers() -> list[str]:
     """Namespaces named by this module that still exist (a test checks none is left)."""
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                         check=False).stdout
+    out = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, check=False
+    ).stdout
     return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]

@@ -25,8 +25,9 @@ CONTEXTS_MAX = 2048
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 class TestCA:
@@ -39,15 +40,23 @@ class TestCA:
         self._key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
         self._name = name = x509.Name(
-            [x509.NameAttribute(NameOID.COMMON_NAME, f"simulated internet CA {domain}")])
-        self._cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-                      .public_key(self._key.public_key()).serial_number(x509.random_serial_number())
-                      .not_valid_before(now - dt.timedelta(days=1))
-                      .not_valid_after(now + dt.timedelta(days=30))
-                      .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                      .add_extension(x509.KeyUsage(False, False, False, False, False, True, True,
-                                                   False, False), critical=True)
-                      .sign(self._key, hashes.SHA256()))
+            [x509.NameAttribute(NameOID.COMMON_NAME, f"simulated internet CA {domain}")]
+        )
+        self._cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self._key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                critical=True,
+            )
+            .sign(self._key, hashes.SHA256())
+        )
         self.ca_path = self.dir / "ca.pem"
         self.ca_path.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
         self._leaf_key = ec.generate_private_key(ec.SECP256R1())
@@ -59,17 +68,22 @@ class TestCA:
 
     def _leaf(self, names: list[str]) -> bytes:
         now = dt.datetime.now(dt.UTC)
-        cert = (x509.CertificateBuilder()
-                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
-                .issuer_name(self._name).public_key(self._leaf_key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - dt.timedelta(days=1))
-                .not_valid_after(now + dt.timedelta(days=30))
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]),
-                               critical=False)
-                .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
-                               critical=False)
-                .sign(self._key, hashes.SHA256()))
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+            .issuer_name(self._name)
+            .public_key(self._leaf_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False
+            )
+            .add_extension(
+                x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+            )
+            .sign(self._key, hashes.SHA256())
+        )
         return cert.public_bytes(serialization.Encoding.PEM)
 
     def _context(self, label: str, names: list[str]) -> ssl.SSLContext:

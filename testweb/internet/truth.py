@@ -66,8 +66,13 @@ def walk(internet: Internet, seeds: list[str]) -> Truth:
         truth.requested.add(url)
         truth.hosts.add(host.index)
         route = internet.route(parts.scheme, name, path)
-        found = ([route.location] if route.location is not None
-                 else internet.page_links(host, route.page) if route.status == 200 else [])
+        found = (
+            [route.location]
+            if route.location is not None
+            else internet.page_links(host, route.page)
+            if route.status == 200
+            else []
+        )
         if route.status == 200:
             truth.pages.add(url)
         for link in found:

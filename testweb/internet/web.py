@@ -33,8 +33,13 @@ logger = logging.getLogger(__name__)
 HEAD_MAX = 16384
 FIRST_CHUNK = 4096  # sent at the time to first byte; the rest after size / bandwidth
 BIND_ATTEMPTS = 20
-_REASONS = {200: "OK", 301: "Moved Permanently", 404: "Not Found", 405: "Method Not Allowed",
-            503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    301: "Moved Permanently",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    503: "Service Unavailable",
+}
 
 
 # text made once: a page takes slices and picks of it (cheap: ~1,000 pages/s on one core)
@@ -51,26 +56,31 @@ def render_page(internet: Internet, host: Host, k: int) -> bytes:
     r = random.Random(host.links_seed * 104729 + k).random
     own = internet.url(host)[:-1]
     title = _TITLES[int(r() * len(_TITLES))]
-    parts = [f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title} - "
-             f"{host.canonical} {k}</title></head>\n<body><h1>{title}</h1>\n"]
+    parts = [
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title} - '
+        f"{host.canonical} {k}</title></head>\n<body><h1>{title}</h1>\n"
+    ]
     last, n_anchors = len(_FILLER) - 1600, len(_ANCHORS)
     for url in internet.page_links(host, k):
-        href = url[len(own):] if url.startswith(own + "/") else url
+        href = url[len(own) :] if url.startswith(own + "/") else url
         at = int(r() * last)
-        parts.append(f"<p>{_FILLER[at:at + 60 + int(r() * 180)]} <a href=\"{href}\">"
-                     f"{_ANCHORS[int(r() * n_anchors)]}</a></p>\n")
+        parts.append(
+            f'<p>{_FILLER[at : at + 60 + int(r() * 180)]} <a href="{href}">'
+            f"{_ANCHORS[int(r() * n_anchors)]}</a></p>\n"
+        )
     at = int(r() * last)
-    parts.append(f"<p>{_FILLER[at:at + 300 + int(r() * 1200)]}</p>\n</body></html>\n")
+    parts.append(f"<p>{_FILLER[at : at + 300 + int(r() * 1200)]}</p>\n</body></html>\n")
     return "".join(parts).encode()
 
 
 def _body(internet: Internet, route: Route) -> tuple[bytes, str]:
     if route.location is not None:
         href = html.escape(route.location)
-        return f"<html><body><a href=\"{href}\">moved</a></body></html>".encode(), "text/html"
+        return f'<html><body><a href="{href}">moved</a></body></html>'.encode(), "text/html"
     if route.page == ROBOTS and route.host is not None:
-        text = ROBOTS_TEXT.get(route.host.robots, "server error\n" if route.status >= 500
-                               else "not found\n")
+        text = ROBOTS_TEXT.get(
+            route.host.robots, "server error\n" if route.status >= 500 else "not found\n"
+        )
         return text.encode(), "text/plain"
     if route.status == 200 and route.host is not None:
         return render_page(internet, route.host, route.page), "text/html; charset=utf-8"
@@ -123,7 +133,7 @@ class _Http(asyncio.Protocol):
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head, self.buffer = self.buffer[:end].decode("latin-1"), self.buffer[end + 4:]
+            head, self.buffer = self.buffer[:end].decode("latin-1"), self.buffer[end + 4 :]
             self._arm_idle()
             self._request(head)
 
@@ -153,8 +163,11 @@ class _Http(asyncio.Protocol):
         server.log.write(ip, port, log_host, path, status)
         server.requests += 1
         body, ctype = _body(server.internet, route)
-        headers = [f"HTTP/1.1 {status} {_REASONS.get(status, 'X')}", f"Content-Type: {ctype}",
-                   f"Content-Length: {len(body)}"]
+        headers = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'X')}",
+            f"Content-Type: {ctype}",
+            f"Content-Length: {len(body)}",
+        ]
         if route.location is not None:
             headers.append(f"Location: {route.location}")
         if close:
@@ -193,9 +206,16 @@ class WebServer:
     """Listens on every address of ``internet.listening`` (and ``::1``) at the http and https
     ports; ports 0 pick free ones and are written back into ``internet``."""
 
-    def __init__(self, internet: Internet, *, tls: ssl.SSLContext | None = None,
-                 log: str | LineLog | None = None, latency: bool = True,
-                 idle_timeout: float = 30.0, ipv6: bool = True) -> None:
+    def __init__(
+        self,
+        internet: Internet,
+        *,
+        tls: ssl.SSLContext | None = None,
+        log: str | LineLog | None = None,
+        latency: bool = True,
+        idle_timeout: float = 30.0,
+        ipv6: bool = True,
+    ) -> None:
         self.internet = internet
         self.tls = tls
         self.log = log if isinstance(log, LineLog) else LineLog(log)
@@ -217,11 +237,11 @@ class WebServer:
         self._loop = asyncio.get_running_loop()
         raise_fd_limit(2 * len(self.internet.listening) + 1024)
         addresses = list(self.internet.listening) + (["::1"] if self.ipv6 else [])
-        self.internet.http_port = await self._listen_all(addresses, self.internet.http_port,
-                                                         "http")
+        self.internet.http_port = await self._listen_all(addresses, self.internet.http_port, "http")
         if self.tls is not None:
             self.internet.https_port = await self._listen_all(
-                addresses, self.internet.https_port, "https")
+                addresses, self.internet.https_port, "https"
+            )
 
     async def _listen_all(self, addresses: list[str], port: int, scheme: str) -> int:
         """The same port on every address; with port 0, retried until one port fits them all."""
@@ -246,8 +266,14 @@ class WebServer:
     async def _listen(self, address: str, port: int, scheme: str) -> asyncio.Server:
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         return await self.loop.create_server(
-            lambda: _Http(self, scheme), address, port, family=family, backlog=1024,
-            ssl=self.tls if scheme == "https" else None, reuse_address=True)
+            lambda: _Http(self, scheme),
+            address,
+            port,
+            family=family,
+            backlog=1024,
+            ssl=self.tls if scheme == "https" else None,
+            reuse_address=True,
+        )
 
     def close(self) -> None:
         for server in self._servers:
@@ -262,4 +288,3 @@ def raise_fd_limit(want: int) -> int:
         soft = min(hard, max(want, soft))
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     return soft
-
