@@ -16,6 +16,7 @@ from larbinscrapy import fatal
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.frontier.diskguard import writes
+from larbinscrapy.frontier.dnsfailed import DnsFailedLog
 from larbinscrapy.frontier.fifos import (
     FIFO_LABELS,
     FIFO_NAMES,
@@ -33,7 +34,7 @@ from larbinscrapy.frontier.fifos import WAIT_OF as _WAIT_OF
 from larbinscrapy.frontier.segments import SegmentFifo
 from larbinscrapy.frontier.sites import DEAD, READY, IpRing, Overflow, Site
 from larbinscrapy.parse.urls import host_of, site_of
-from larbinscrapy.politeness.ipsites import NOCONNECTION, IpTable
+from larbinscrapy.politeness.ipsites import DNS, NOCONNECTION, IpTable
 from larbinscrapy.seen import SavedSeenSet
 from larbinscrapy.seen.dupefilter import SnapshotError
 
@@ -95,6 +96,8 @@ class LarbinScheduler(FrontierScheduler):
         self.disk_error: BaseException | None = None  # set once a frontier file failed
         self._refill_turn = 0
         self.ring: IpRing
+        # the URLs dropped for DNS, for -a retry=dns (frontier/dnsfailed.py); JOBDIR only
+        self.dns_failed = DnsFailedLog(jobdir) if jobdir else None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LarbinScheduler:
@@ -174,6 +177,8 @@ class LarbinScheduler(FrontierScheduler):
         for index in _FLUSH_ORDER:  # records before acks, then the dupefilter's bits
             self.fifos[index].close()
         self.df_flush()
+        if self.dns_failed is not None:
+            self.dns_failed.close()
         if self._tempdir and self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
         elif self._dir is not None:
@@ -274,15 +279,15 @@ class LarbinScheduler(FrontierScheduler):
         host = host_of(url)
         dead = self.dead_hosts.get(host)
         if dead is not None:
-            self._drop(index, rid, dead)
+            self._drop_dead(index, rid, url, dead)
             return
         key = site_of(url)
         site = self.sites.get(key)
         if site is None:
             site = self.sites[key] = Site(key, host)
             self._resolve(site)
-        if site.state == DEAD:  # refused synchronously (an IP literal the SSRF guard refuses)
-            self._drop(index, rid, self.dead_hosts[host])
+        if site.state == DEAD:  # refused synchronously (the SSRF guard, a cached DNS failure)
+            self._drop_dead(index, rid, url, self.dead_hosts[host])
             return
         if index == PRIORITY and site.head < self.max_per_site:  # ahead of the site's others
             site.queue.insert(site.head, (index, rid, payload))
@@ -351,6 +356,8 @@ class LarbinScheduler(FrontierScheduler):
         # any failure: a site left RESOLVING would keep the crawl open forever
         reason = self.politeness.host_dropped(site.host, failure)
         self.dead_hosts[site.host] = reason
+        if reason == DNS and self.dns_failed is not None:  # kept before their records go
+            self.dns_failed.add([codec.url_of(payload) for _, _, payload in site.queue])
         self._drop_site(site, reason)
 
     @writes(None)
@@ -367,6 +374,11 @@ class LarbinScheduler(FrontierScheduler):
                 self.fifos[index].discard(rid)
             self.politeness.count_drop(reason, len(site.overflow))
             site.overflow = None
+
+    def _drop_dead(self, index: int, rid: int, url: str, reason: str) -> None:
+        if reason == DNS and self.dns_failed is not None:  # kept before its record goes
+            self.dns_failed.add([url])
+        self._drop(index, rid, reason)
 
     def _drop(self, index: int, rid: int, reason: str) -> None:
         self.fifos[index].ack(rid)

@@ -16,6 +16,7 @@ from larbinscrapy import signals as larbin_signals
 from larbinscrapy.conf import check as config
 from larbinscrapy.conf.defaults import SETTINGS
 from larbinscrapy.fatal import retrieve_task_exception
+from larbinscrapy.frontier import dnsfailed
 from larbinscrapy.gate.urlfilter import PAGE_LINKS, UrlFilter, parse_domains
 from larbinscrapy.items import PageItem
 from larbinscrapy.parse.links import extract, robots_directives
@@ -42,7 +43,8 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml", b"")
 _PACKAGE_PREFIX = "package:"  # -a seeds=package:larbinscrapy/seedlists/FILE
-ARGUMENTS = ("seeds", "urls", "depth", "domains", "external", "images")  # what -a takes
+ARGUMENTS = ("seeds", "urls", "depth", "domains", "external", "images", "retry")
+RETRY = ("dns",)  # what -a retry= asks for again  # what -a takes
 
 
 class SpiderArgumentError(ValueError):
@@ -67,6 +69,20 @@ def parse_depth(value: Any) -> int | None:
         return int(str(value).strip())
     except ValueError:
         raise SpiderArgumentError(f"-a depth= takes an integer, got {value!r}") from None
+
+
+def parse_retry(value: Any, jobdir: str) -> bool:
+    """``-a retry=dns``: ask again for the URLs dropped for DNS, kept in ``JOBDIR``."""
+    if value is None:
+        return False
+    if str(value).strip().lower() not in RETRY:
+        raise SpiderArgumentError(f"-a retry= takes {', '.join(RETRY)}, got {value!r}")
+    if not jobdir:
+        raise SpiderArgumentError(
+            "-a retry=dns needs the JOBDIR of the crawl whose DNS failed "
+            "(-s JOBDIR=DIR): the URLs are kept there"
+        )
+    return True
 
 
 def check_arguments(kwargs: dict[str, Any]) -> None:
@@ -105,6 +121,7 @@ class LarbinSpider(Spider):
         domains: str | None = None,
         external: str | None = None,
         images: str | None = None,
+        retry: str | None = None,
         **kwargs: Any,
     ) -> None:
         check_arguments(kwargs)
@@ -115,6 +132,8 @@ class LarbinSpider(Spider):
         self.domains_arg = domains
         self.external_arg = parse_bool("external", external)
         self.images_arg = parse_bool("images", images)
+        self.retry_arg = retry
+        self.retry_urls: list[str] = []  # -a retry=dns: the URLs dropped for DNS before
         self.seed_urls: list[str] = []
         self.seed_errors = 0
         self._capped_logged = False
@@ -163,11 +182,24 @@ class LarbinSpider(Spider):
             external=spider.external_arg,
             domains=None if spider.domains_arg is None else parse_domains(spider.domains_arg),
         )
+        if parse_retry(spider.retry_arg, s.get("JOBDIR") or ""):
+            spider.retry_urls = spider.take_retries(s.get("JOBDIR"))
         spider.seed_urls = spider.load_seeds(
             spider.seeds_arg or s.get("LARBIN_SEEDS") or "",
             spider.urls_arg or s.get("LARBIN_URLS") or "",
         )
         return spider
+
+    def take_retries(self, jobdir: str) -> list[str]:
+        """The URLs dropped for DNS in ``jobdir`` (frontier/dnsfailed.py), before the
+        scheduler opens (it appends there); ``SeedsError`` if they cannot be read."""
+        try:
+            return dnsfailed.take(jobdir)
+        except OSError as exc:
+            raise SeedsError(
+                f"-a retry=dns cannot read the URLs dropped for DNS in {jobdir}: "
+                f"{exc.strerror or exc}"
+            ) from None
 
     def load_seeds(self, path: str, urls: str) -> list[str]:
         """Seeds from the file and/or the list; bad lines logged and skipped; none is fatal."""
@@ -185,8 +217,11 @@ class LarbinSpider(Spider):
         if (
             not found.urls
             and not self.crawler.settings.getbool("LARBIN_ALLOW_NO_SEEDS")
-            and (type(self).start is _OWN_START)
-        ):  # else a command starts it (scrapy parse)
+            and (
+                type(self).start is _OWN_START  # else a command starts it (scrapy parse)
+                and self.retry_arg is None
+            )
+        ):  # -a retry=dns alone: the URLs dropped for DNS
             if not (path or urls):
                 raise SeedsError("no seeds: pass -a seeds=FILE or -a urls=URL,URL")
             where = " or ".join(w for w in (path, urls and "-a urls") if w)
@@ -203,6 +238,23 @@ class LarbinSpider(Spider):
             logger.warning(contact.HINT)
         for url in self.seed_urls:
             yield Request(url, errback=self.on_error, meta=M.seed_meta())
+        if self.retry_arg is not None:
+            stats.inc_value("larbin/seeds/retried_dns", len(self.retry_urls))  # a count
+            logger.info(
+                "larbin: -a retry=dns: re-queuing %d URL(s) whose host's DNS failed "
+                "(JOBDIR %s), past the seen-set",
+                len(self.retry_urls),
+                s.get("JOBDIR"),
+            )
+        for url in self.retry_urls:  # seen before, dropped: dont_filter skips the seen test
+            yield Request(url, errback=self.on_error, meta=M.seed_meta(), dont_filter=True)
+
+    def closed(self, reason: str) -> None:
+        """The retried URLs are in the frontier's files now (it closed first): forget them,
+        unless a fatal error stopped the writes (they are asked for again next time)."""
+        jobdir = self.crawler.settings.get("JOBDIR")
+        if self.retry_urls and jobdir and self.crawler.stats.get_value("larbin/fatal") is None:
+            dnsfailed.retried(jobdir)
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         headers = response.headers
