@@ -59,7 +59,7 @@ from pathlib import Path
 hosts, seed, base, dns, logdir = sys.argv[1:6]
 internet = Internet(int(hosts), int(seed), base=base, mix=Mix(**MIX), latency=Latency(**LATENCY))
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-with InternetThread(internet, Path(logdir), dns=(dns, 53)):
+with InternetThread(internet, Path(logdir), dns=(dns, 53), ipv6=True):  # its own ::1
     print("ready", flush=True)
     signal.sigwait({signal.SIGTERM})
 """
