@@ -44,9 +44,9 @@ def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis
         kind = key.split("/")[1] or "never"
         assert all(r["inm"] or r["ims"] for r in records[1:]) or kind == "plain", (key, records)
         if kind in ("never", "lmonly", "plain"):  # one schedule: 1, 1, 2, 2, 4 s apart
-            got = gaps(records)
+            got = gaps(_without_the_kills_refetch(records, killed))
             assert len(got) >= 4, (key, got)
-            for gap, due in zip(got, [1, 1, 2, 2, 4], strict=False):
+            for gap, due in zip(got, SCHEDULE, strict=False):
                 assert gap >= due - EARLY, (key, got)
         # after the kill (and a lease), the survivor still revisits every page
         assert max(r["t"] for r in records) > killed + 3, (key, records)
@@ -56,6 +56,27 @@ def test_two_workers_share_one_schedule_and_survive_a_kill(tmp_path: Path, redis
     logs = [(tmp_path / w / "stderr.log").read_text() for w in ("a", "b")]
     assert "Traceback" not in logs[0], logs[0][-3000:]
     assert "larbin/revisit/due" in logs[0]
+
+
+SCHEDULE = (1, 1, 2, 2, 4)
+
+
+def _without_the_kills_refetch(records: list[dict], killed: float) -> list[dict]:
+    """``records`` less a refetch of what the killed worker had fetched but not reported.
+
+    The killed worker's due pages come back after ``LARBIN_REVISIT_LEASE`` (at least once, as
+    the module says): one it had already fetched is then fetched again, straddling the kill.
+    That fetch is the lease's, not a step of the schedule; any other early fetch still fails.
+    """
+    kept, dropped = [records[0]], False
+    for record in records[1:]:
+        due = SCHEDULE[len(kept) - 1] if len(kept) <= len(SCHEDULE) else 0
+        early = record["t"] - kept[-1]["t"] < due - EARLY
+        if early and not dropped and kept[-1]["t"] <= killed < record["t"]:
+            dropped = True
+            continue
+        kept.append(record)
+    return kept
 
 
 def test_redis_store_schedules_once_applies_a_fetch_once_and_leases(redis_url):
