@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import time
 from http import HTTPStatus
 from pathlib import Path
@@ -17,6 +18,7 @@ from twisted.internet import defer, task
 from larbinscrapy import meta as M
 from larbinscrapy.fatal import retrieve_task_exception
 from larbinscrapy.parse.urls import fingerprint_url
+from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.revisit.entry import ERROR, Entry
 from larbinscrapy.revisit.observe import GONE_STATUSES, observe
 from larbinscrapy.revisit.rule import RevisitRule, bucket_width
@@ -27,7 +29,9 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
+    from twisted.internet.base import DelayedCall
 
+    from larbinscrapy.reactor import Clock
     from larbinscrapy.revisit.backends import LocalSchedule, SharedSchedule
 
     Schedule = LocalSchedule | SharedSchedule
@@ -102,6 +106,7 @@ class RevisitExtension:
         gone_interval: float,
         errors_max: int = 0,
         clock: Callable[[], float] = time.time,
+        timer: Clock | None = None,
     ) -> None:
         self.crawler = crawler
         self.gone_interval = gone_interval  # 404/410 pages: seconds to their next fetch; 0 never
@@ -111,8 +116,11 @@ class RevisitExtension:
         self.near_distance = near_distance
         self.checkpoint_interval = checkpoint_interval
         self.clock = clock
+        self.timer = timer  # the reactor's clock for the loops (a test's task.Clock)
         self.schedule: Schedule
         self._loops: list[task.LoopingCall] = []
+        self._next_tick: DelayedCall | None = None
+        self._jitter = random.Random()  # this worker's own tick phase
         self._taking = False
         sig = crawler.signals
         sig.connect(self.spider_opened, signal=signals.spider_opened)
@@ -162,19 +170,40 @@ class RevisitExtension:
             logger.info("revisit: %d due pages handed out again after a restart", len(again))
         for entry in again:
             self._crawl(entry)
-        for interval, call in (
-            (min(_MAX_TICK, self.schedule.tick_interval), self.tick),
-            (self.checkpoint_interval, self.schedule.checkpoint),
-        ):
-            loop = task.LoopingCall(call)
-            loop.start(interval, now=False)
-            self._loops.append(loop)
+        loop = task.LoopingCall(self.schedule.checkpoint)
+        loop.clock = self._timer()  # type: ignore[assignment]  # the zope interface
+        loop.start(self.checkpoint_interval, now=False)
+        self._loops.append(loop)
+        self._tick_later()
+
+    def _timer(self) -> Clock:
+        if self.timer is None:
+            self.timer = installed_reactor()
+        return self.timer
+
+    def _tick_later(self) -> None:
+        """The next tick, a random 0.5-1.5 tick interval away: workers sharing a schedule whose
+        fixed ticks stayed a few ms apart would leave every due page to the earlier one."""
+        interval = min(_MAX_TICK, self.schedule.tick_interval)
+        self._next_tick = self._timer().callLater(
+            interval * self._jitter.uniform(0.5, 1.5), self._tick_and_again
+        )
+
+    def _tick_and_again(self) -> None:
+        self._next_tick = None
+        try:
+            self.tick()
+        finally:
+            self._tick_later()
 
     def spider_idle(self, spider: Any = None) -> None:
         if self.schedule.pending():
             raise DontCloseSpider
 
     def spider_closed(self, spider: Any = None, reason: str = "") -> None:
+        if self._next_tick is not None and self._next_tick.active():
+            self._next_tick.cancel()
+        self._next_tick = None
         for loop in self._loops:
             if loop.running:
                 loop.stop()
