@@ -27,7 +27,6 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 from testweb import manyhosts
-from testweb.harness import launch
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_IP = "127.25.0.1"  # 127.25.0.0/16 - 127.28.0.0/16: up to 262,144 addresses
@@ -58,49 +57,13 @@ def run_size(
     hosts: int, pages: int, hosts_per_ip: int, extra: list[str], workdir: Path, timeout: float
 ) -> dict[str, Any]:
     """One crawl of a ``hosts``-host web: its figures."""
-    proc, info, _ = launch(
-        workdir / "web",
-        [
-            "testweb.manyhosts",
-            "--hosts",
-            str(hosts),
-            "--pages",
-            str(pages),
-            "--first-ip",
-            FIRST_IP,
-            "--hosts-per-ip",
-            str(hosts_per_ip),
-        ],
-    )
-    try:
-        port = info["port"]
-        seeds, env = manyhosts.write_crawl_files(
-            workdir / "crawl", hosts, FIRST_IP, hosts_per_ip, port
-        )
+    with manyhosts.served(workdir, hosts, pages, FIRST_IP, hosts_per_ip) as (port, seeds, env):
         gc_path = workdir / "gc.json"
         with open(workdir / "crawl" / "scale_settings.py", "a", encoding="utf-8") as f:
             f.write(GC_TIMER.format(path=str(gc_path)))
-        cmd = [
-            sys.executable,
-            "-m",
-            "scrapy",
-            "crawl",
-            "larbin",
-            "-a",
-            f"seeds={seeds}",
-            "-s",
-            "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
-            "-s",
-            "LARBIN_IP_DELAY=0",
-            "-s",
-            "LARBIN_STATUS_PORT=0",
-            "-s",
-            "LOG_LEVEL=INFO",
-            "-s",
-            f"LARBIN_STATS_FILE={workdir / 'stats.json'}",
-        ]
-        for item in extra:
-            cmd += ["-s", item]
+        settings: dict[str, object] = {"LARBIN_STATS_FILE": workdir / "stats.json"}
+        settings.update(item.split("=", 1) for item in extra)
+        cmd = manyhosts.crawl_command(seeds, settings)
         started = time.monotonic()
         with open(workdir / "crawl.log", "w") as log:
             crawl = subprocess.Popen(
@@ -117,10 +80,7 @@ def run_size(
             time.sleep(0.5)
         crawl.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - started
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-    summary = manyhosts.summary(manyhosts.read_log(workdir / "web" / "testweb-log.jsonl"), port)
+    summary = manyhosts.summary(manyhosts.read_log(workdir / "web" / manyhosts.LOG), port)
     fetched = len(summary["pages"])
     cpu = usage.ru_utime + usage.ru_stime
     spent = json.loads(gc_path.read_text()) if gc_path.exists() else {}

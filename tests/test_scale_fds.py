@@ -8,7 +8,6 @@ import json
 import os
 import resource
 import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +15,6 @@ import pytest
 
 from tests.support.marks import require_crawl_marker
 from testweb import manyhosts
-from testweb.harness import launch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -48,52 +46,16 @@ def run_limited(
     """Serve the many-host web, crawl it under ``fd_limit`` descriptors; (exit code, log,
     stats, the server's request log, port). A crawl still running at ``timeout`` fails."""
     require_crawl_marker("a crawl subprocess")
-    proc, info, _ = launch(
-        tmp_path / "web",
-        [
-            "testweb.manyhosts",
-            "--hosts",
-            str(hosts),
-            "--pages",
-            str(pages),
-            "--first-ip",
-            FIRST_IP,
-            "--hosts-per-ip",
-            str(hosts_per_ip),
-        ],
-    )
-    try:
-        port = info["port"]
-        seeds, env = manyhosts.write_crawl_files(
-            tmp_path / "crawl", hosts, FIRST_IP, hosts_per_ip, port
-        )
+    served = manyhosts.served(tmp_path, hosts, pages, FIRST_IP, hosts_per_ip)
+    with served as (port, seeds, env):
         out = tmp_path / "out"
         out.mkdir()
-        cmd = [
-            sys.executable,
-            "-m",
-            "scrapy",
-            "crawl",
-            "larbin",
-            "-a",
-            f"seeds={seeds}",
-            "-s",
-            f"JOBDIR={tmp_path / 'job'}",
-            "-s",
-            "LARBIN_ALLOWED_NETWORKS=127.0.0.0/8",
-            "-s",
-            f"LARBIN_STATS_FILE={out / 'stats.json'}",
-            "-s",
-            "LOG_LEVEL=INFO",
-            "-s",
-            "DOWNLOAD_DELAY=0",
-            "-s",
-            "LARBIN_IP_DELAY=0",
-            "-s",
-            "LARBIN_STATUS_PORT=0",
-        ]
-        for key, value in (settings or {}).items():
-            cmd += ["-s", f"{key}={value}"]
+        base = {
+            "JOBDIR": tmp_path / "job",
+            "LARBIN_STATS_FILE": out / "stats.json",
+            "DOWNLOAD_DELAY": 0,
+        }
+        cmd = manyhosts.crawl_command(seeds, {**base, **(settings or {})})
         with open(out / "crawl.log", "w") as log:
             crawl = subprocess.Popen(
                 cmd,
@@ -115,10 +77,7 @@ def run_limited(
         stats_path = out / "stats.json"
         stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
         text = (out / "crawl.log").read_text(errors="replace")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    records = manyhosts.read_log(tmp_path / "web" / "testweb-log.jsonl")
+    records = manyhosts.read_log(tmp_path / "web" / manyhosts.LOG)
     return crawl.returncode, text, stats, records, port
 
 

@@ -27,7 +27,10 @@ import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 DOMAIN = "scale.test"
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
@@ -287,3 +290,53 @@ def write_crawl_files(
     )
     root = str(Path(__file__).resolve().parent.parent)
     return seeds, {"PYTHONPATH": f"{root}:{directory}", "SCRAPY_SETTINGS_MODULE": "scale_settings"}
+
+
+@contextlib.contextmanager
+def served(
+    workdir: Path, hosts: int, pages: int, first_ip: str, hosts_per_ip: int
+) -> Iterator[tuple[int, Path, dict[str, str]]]:
+    """This web served from a subprocess (its files in ``workdir/web``), with the crawl's files
+    in ``workdir/crawl``: (port, seeds file, environment). The server's log is flushed at exit:
+    read it (``read_log(workdir / "web" / LOG)``) after the block."""
+    from testweb.harness import launch  # here: the harness is for tests, this module is a server
+
+    proc, info, _ = launch(
+        workdir / "web",
+        [
+            "testweb.manyhosts",
+            "--hosts",
+            str(hosts),
+            "--pages",
+            str(pages),
+            "--first-ip",
+            first_ip,
+            "--hosts-per-ip",
+            str(hosts_per_ip),
+        ],
+    )
+    try:
+        port = info["port"]
+        seeds, env = write_crawl_files(workdir / "crawl", hosts, first_ip, hosts_per_ip, port)
+        yield port, seeds, env
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+LOG = "testweb-log.jsonl"  # the server's request log in its directory (``launch`` names it)
+
+
+def crawl_command(seeds: Path, settings: dict[str, object]) -> list[str]:
+    """``scrapy crawl larbin`` of ``seeds`` as the scale tests and benchmark run it: loopback
+    allowed, no IP delay, no status page, INFO logs; then ``settings``."""
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "larbin", "-a", f"seeds={seeds}"]
+    base: dict[str, object] = {
+        "LARBIN_ALLOWED_NETWORKS": "127.0.0.0/8",
+        "LARBIN_IP_DELAY": 0,
+        "LARBIN_STATUS_PORT": 0,
+        "LOG_LEVEL": "INFO",
+    }
+    for key, value in {**base, **settings}.items():
+        cmd += ["-s", f"{key}={value}"]
+    return cmd

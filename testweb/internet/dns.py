@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from typing import TYPE_CHECKING, Any
 
 from dnslib import AAAA, CNAME, EDNS0, QTYPE, RCODE, RR, SOA, A, DNSError, DNSHeader, DNSRecord  # type: ignore[import-untyped]
 
 from testweb.internet.logs import LineLog
+from testweb.internet.loopthread import LoopThread
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from testweb.internet.model import Internet
 
 logger = logging.getLogger(__name__)
@@ -253,18 +251,17 @@ class DnsServer:
             self.log.flush()
 
 
-class DnsThread:
+class DnsThread(LoopThread):
     """A ``DnsServer`` on its own asyncio loop in a background thread: for tests in any reactor.
 
     ``with DnsThread(internet, "127.100.0.1", 0, log=path) as dns: ... dns.port``.
     """
 
+    name = "internet-dns"
+
     def __init__(self, internet: Internet, address: str, port: int = 0, **kwargs: Any) -> None:
         self.server = DnsServer(internet, address, port, **kwargs)
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="internet-dns", daemon=True)
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        super().__init__()
 
     @property
     def address(self) -> str:
@@ -274,38 +271,8 @@ class DnsThread:
     def port(self) -> int:
         return self.server.port
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_until_complete(self.server.start())
-        except BaseException as exc:  # handed to the starting thread
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        self.loop.run_forever()
+    async def _serve(self) -> None:
+        await self.server.start()
+
+    def _close(self) -> None:
         self.server.close()
-        self.loop.close()
-
-    def start(self) -> DnsThread:
-        self._thread.start()
-        self._ready.wait(30)
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(30)
-
-    def __enter__(self) -> DnsThread:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -8,7 +8,6 @@ asyncio loop in a background thread of the test process, for tests that need no 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from testweb.internet.dns import DnsServer
+from testweb.internet.loopthread import LoopThread
 from testweb.internet.model import Internet
 from testweb.internet.tls import TestCA
 from testweb.internet.web import WebServer
@@ -215,12 +215,15 @@ class InternetProcess:
         self.stop()
 
 
-class InternetThread:
+class InternetThread(LoopThread):
     """DNS (at ``dns``, when given) and the web (http and https) for ``internet``, in a thread.
 
     Ports 0 in ``internet`` are replaced by the ones bound before ``start()`` returns. ``::1``
     (AAAA-only hosts) is left alone unless ``ipv6``: outside a namespace it is every process's.
     """
+
+    name = "internet"
+    start_timeout = START_TIMEOUT
 
     def __init__(
         self,
@@ -243,50 +246,14 @@ class InternetThread:
             if dns
             else None
         )
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="internet", daemon=True)
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        super().__init__()
 
-    async def _start(self) -> None:
+    async def _serve(self) -> None:
         if self.dns is not None:
             await self.dns.start()
         await self.web.start()
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_until_complete(self._start())
-        except BaseException as exc:  # handed to the starting thread
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        self.loop.run_forever()
+    def _close(self) -> None:
         self.web.close()
         if self.dns is not None:
             self.dns.close()
-        self.loop.close()
-
-    def start(self) -> InternetThread:
-        self._thread.start()
-        self._ready.wait(START_TIMEOUT)
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(30)
-
-    def __enter__(self) -> InternetThread:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
