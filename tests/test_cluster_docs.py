@@ -151,8 +151,9 @@ def cluster_from_docs(base: Path) -> Iterator[DocCluster]:
 def test_a_cluster_stood_up_from_the_docs_serves_a_worker_and_fails_over_in_time(web, tmp_path):
     node_timeout = documented_node_timeout_ms() / 1000
     limit = float(LARBIN_REDIS_OUTAGE_TIMEOUT)
-    # the docs' rule: the worker's outage limit rides out a failover with room to spare
-    assert limit >= 2 * node_timeout + 10, (limit, node_timeout)
+    # the docs' rule: the worker's outage limit rides out a failover whose first election the
+    # other masters refuse (Redis retries it 4 node timeouts later), with room to spare
+    assert limit >= 5 * node_timeout + 10, (limit, node_timeout)
     with cluster_from_docs(tmp_path / "redis") as cluster:
         first = cluster.ports[0]
         assert len(cluster.masters()) == 3

@@ -4,37 +4,26 @@ leaves the schedule, counted. Fake clock; the schedule is the real one."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy import Request
 from scrapy.http import HtmlResponse
-from scrapy.utils.test import get_crawler
 
 from larbinscrapy import meta as M
-from larbinscrapy.revisit.extension import RevisitExtension
 from tests.support.cores import ManualClock
-from tests.support.crawl import LARBIN_DEFAULTS
+from tests.support.revisit import fetch, local_revisits, taken
 
 if TYPE_CHECKING:
     from larbinscrapy.revisit.entry import Entry
+    from larbinscrapy.revisit.extension import RevisitExtension
 
 URL = "http://a.test/flaky"
-
-
-def _revisits(clock: ManualClock, **settings: Any) -> RevisitExtension:
-    crawler = get_crawler(settings_dict={**LARBIN_DEFAULTS, "LARBIN_REVISIT": True, **settings})
-    ext = RevisitExtension.from_crawler(crawler)
-    ext.clock = clock
-    ext.schedule.store.clock = clock  # type: ignore[union-attr]
-    return ext
 
 
 def _fetch(
     ext: RevisitExtension, status: int, entry: Entry | None = None, body: bytes = b"<p>x</p>"
 ) -> None:
-    meta = {M.REVISIT: entry.pack().hex()} if entry else {}
-    request = Request(URL, meta=meta)
-    ext.fetched(request, HtmlResponse(URL, status=status, body=body, request=request))
+    fetch(ext, URL, status, entry.pack().hex() if entry else None, body)
 
 
 def _next(ext: RevisitExtension, clock: ManualClock, limit: float = 1e6) -> tuple[float, Entry]:
@@ -42,8 +31,7 @@ def _next(ext: RevisitExtension, clock: ManualClock, limit: float = 1e6) -> tupl
     start = clock.now
     while clock.now - start < limit:
         clock.now += 1.0
-        out: list[Entry] = []
-        ext.schedule.take(clock.now).addCallback(out.extend)
+        out = taken(ext, clock.now)
         if out:
             return clock.now - start, out[0]
     raise AssertionError(f"not due within {limit} s")
@@ -51,7 +39,7 @@ def _next(ext: RevisitExtension, clock: ManualClock, limit: float = 1e6) -> tupl
 
 def test_a_page_answering_5xx_backs_off_then_leaves_the_schedule_counted():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(
+    ext = local_revisits(
         clock,
         LARBIN_REVISIT_INTERVAL_MIN=10.0,
         LARBIN_REVISIT_INTERVAL=10.0,
@@ -77,7 +65,7 @@ def test_a_page_answering_5xx_backs_off_then_leaves_the_schedule_counted():
 
 def test_a_page_back_after_5xx_starts_the_rule_over_and_its_content_is_compared():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(
+    ext = local_revisits(
         clock,
         LARBIN_REVISIT_INTERVAL_MIN=10.0,
         LARBIN_REVISIT_INTERVAL=10.0,

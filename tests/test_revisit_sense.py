@@ -17,7 +17,6 @@ import pytest
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DropItem
-from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from larbinscrapy import meta as M
@@ -27,44 +26,29 @@ from larbinscrapy.parse.urls import fingerprint_url
 from larbinscrapy.pipelines.contentdup import ContentDupPipeline
 from larbinscrapy.revisit.backends import LocalSchedule
 from larbinscrapy.revisit.entry import Entry
-from larbinscrapy.revisit.extension import RevisitExtension
 from larbinscrapy.revisit.redis_store import RedisRevisitStore
 from larbinscrapy.revisit.store import RevisitStore
 from settings import base
 from tests.support.cores import ManualClock
 from tests.support.crawl import (
-    LARBIN_DEFAULTS,
     ROOT,
     crawl_command,
     run_crawl,
     seeds_args,
     settings_of,
 )
+from tests.support.revisit import fetch, local_revisits, taken
 from testweb.changing import start_changing
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 
-def _revisits(clock: ManualClock, **settings: Any) -> RevisitExtension:
-    crawler = get_crawler(settings_dict={**LARBIN_DEFAULTS, "LARBIN_REVISIT": True, **settings})
-    ext = RevisitExtension.from_crawler(crawler)
-    ext.clock = clock
-    ext.schedule.store.clock = clock  # type: ignore[union-attr]
-    return ext
-
-
-def _taken(ext: RevisitExtension, now: float) -> list[Entry]:
-    out: list[Entry] = []
-    ext.schedule.take(now).addCallback(out.extend)
-    return out
-
-
 # -- finding 7: the bucket never delays a page by more than a quarter of its interval --------
 @pytest.mark.parametrize(("minimum", "interval"), [(1.0, 2.0), (60.0, 60.0), (3600.0, 86400.0)])
 def test_no_page_is_revisited_later_than_its_interval_and_a_quarter(minimum, interval):
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(
+    ext = local_revisits(
         clock,
         LARBIN_REVISIT_INTERVAL_MIN=minimum,
         LARBIN_REVISIT_INTERVAL=interval,
@@ -85,7 +69,7 @@ def test_no_page_is_revisited_later_than_its_interval_and_a_quarter(minimum, int
         if due is not None and due > clock.now + tick:  # skip the ticks that find nothing
             clock.now += (due - clock.now) // tick * tick
         clock.now += tick
-        for entry in _taken(ext, clock.now):
+        for entry in taken(ext, clock.now):
             late.append(clock.now - fetched.pop(entry.fp) - interval)
     assert max(late) <= interval / 4, (max(late), interval)
     assert min(late) >= 0  # and never early
@@ -93,48 +77,42 @@ def test_no_page_is_revisited_later_than_its_interval_and_a_quarter(minimum, int
 
 
 # -- finding 8: 404/410 pages have their own, slow back-off, or none ---------------------------
-def _fetch(ext: RevisitExtension, url: str, status: int, token: str | None = None) -> None:
-    meta = {M.REVISIT: token} if token else {}
-    request = Request(url, meta=meta)
-    ext.fetched(request, HtmlResponse(url, status=status, body=b"<p>x</p>", request=request))
-
-
 def test_a_gone_page_waits_its_own_interval_and_backs_off():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(
+    ext = local_revisits(
         clock,
         LARBIN_REVISIT_INTERVAL_MIN=1.0,
         LARBIN_REVISIT_INTERVAL=2.0,
         LARBIN_REVISIT_GONE_INTERVAL=1000.0,
         LARBIN_REVISIT_INTERVAL_MAX=10_000.0,
     )
-    _fetch(ext, "http://a.test/missing", 404)
-    _fetch(ext, "http://a.test/here", 200)
+    fetch(ext, "http://a.test/missing", 404)
+    fetch(ext, "http://a.test/here", 200)
     clock.now += 10
-    assert [e.url for e in _taken(ext, clock.now)] == ["http://a.test/here"]
+    assert [e.url for e in taken(ext, clock.now)] == ["http://a.test/here"]
     clock.now += 1000
-    (gone,) = [e for e in _taken(ext, clock.now) if e.url.endswith("missing")]
-    _fetch(ext, gone.url, 410, token=gone.pack().hex())
+    (gone,) = [e for e in taken(ext, clock.now) if e.url.endswith("missing")]
+    fetch(ext, gone.url, 410, token=gone.pack().hex())
     clock.now += 1500  # a second 404/410 doubles the wait (LARBIN_REVISIT_FACTOR)
-    assert not [e for e in _taken(ext, clock.now) if e.url.endswith("missing")]
+    assert not [e for e in taken(ext, clock.now) if e.url.endswith("missing")]
     clock.now += 600
-    assert [e.url for e in _taken(ext, clock.now) if e.url.endswith("missing")]
+    assert [e.url for e in taken(ext, clock.now) if e.url.endswith("missing")]
     ext.schedule.close()
 
 
 def test_with_gone_interval_0_a_gone_page_is_never_revisited():
     clock = ManualClock(1_000_000.0)
-    ext = _revisits(
+    ext = local_revisits(
         clock,
         LARBIN_REVISIT_INTERVAL_MIN=1.0,
         LARBIN_REVISIT_INTERVAL=2.0,
         LARBIN_REVISIT_GONE_INTERVAL=0,
     )
-    _fetch(ext, "http://a.test/missing", 404)
-    _fetch(ext, "http://a.test/later-gone", 200)
+    fetch(ext, "http://a.test/missing", 404)
+    fetch(ext, "http://a.test/later-gone", 200)
     clock.now += 10
-    (entry,) = _taken(ext, clock.now)
-    _fetch(ext, entry.url, 404, token=entry.pack().hex())
+    (entry,) = taken(ext, clock.now)
+    fetch(ext, entry.url, 404, token=entry.pack().hex())
     assert len(ext.schedule) == 0
     assert ext.stats.get_value("larbin/revisit/gone") == 2
     ext.schedule.close()

@@ -634,7 +634,7 @@ LARBIN_REDIS_IDLE_BEFORE_CLOSE = Setting(
     doc="seconds the shared frontier must stay empty with nothing leased before a worker closes",
 )
 LARBIN_REDIS_OUTAGE_TIMEOUT = Setting(
-    30.0,
+    60.0,
     float,
     min=0,
     doc="seconds Redis may stay unreachable mid-crawl before a worker stops (exit 1); 0: wait for ever",

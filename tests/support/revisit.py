@@ -6,11 +6,21 @@ import itertools
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from scrapy import Request
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+
+from larbinscrapy import meta as M
+from larbinscrapy.revisit.extension import RevisitExtension
+from tests.support.crawl import LARBIN_DEFAULTS
 from testweb.changing import REVISIT_HOSTS
 from testweb.harness import SITE_FILES
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from larbinscrapy.revisit.entry import Entry
+    from tests.support.cores import ManualClock
 
 RULE = {
     "LARBIN_REVISIT": True,
@@ -54,3 +64,33 @@ def revisit_entries_per_master(cluster: Any, key: str = "larbin:revisit") -> dic
         finally:
             node.close()
     return out
+
+
+# -- the extension in this process, on a fake clock (the schedule is the real one) ---------------
+def local_revisits(clock: ManualClock, **settings: Any) -> RevisitExtension:
+    """A ``RevisitExtension`` with its local schedule (no JOBDIR), reading ``clock``."""
+    crawler = get_crawler(settings_dict={**LARBIN_DEFAULTS, "LARBIN_REVISIT": True, **settings})
+    ext = RevisitExtension.from_crawler(crawler)
+    ext.clock = clock
+    ext.schedule.store.clock = clock  # type: ignore[union-attr]
+    return ext
+
+
+def taken(ext: RevisitExtension, now: float) -> list[Entry]:
+    """The entries a take at ``now`` hands out (the local schedule answers at once)."""
+    out: list[Entry] = []
+    ext.schedule.take(now).addCallback(out.extend)
+    return out
+
+
+def fetch(
+    ext: RevisitExtension,
+    url: str,
+    status: int,
+    token: str | None = None,
+    body: bytes = b"<p>x</p>",
+) -> Request:
+    """Report a fetch of ``url`` (a revisit when ``token`` is given) answering ``status``."""
+    request = Request(url, meta={M.REVISIT: token} if token else {})
+    ext.fetched(request, HtmlResponse(url, status=status, body=body, request=request))
+    return request
