@@ -22,6 +22,7 @@ from twisted.internet import defer
 
 from larbinscrapy import fatal
 from larbinscrapy.distributed.admits import Admits
+from larbinscrapy.distributed.allworkers import AllWorkersControl
 from larbinscrapy.distributed.connection import UNREACHABLE, connector
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.ending import Ending
@@ -66,6 +67,7 @@ class RedisScheduler(FrontierScheduler):
     hosts: HostResolution
     releases: Releases
     sitemaps: SharedSitemaps  # one reader a site, each fetch under the IP lease
+    all_workers: AllWorkersControl  # pause, resume, stop for every worker of the crawl
     member: Membership
     ending: Ending
 
@@ -127,6 +129,14 @@ class RedisScheduler(FrontierScheduler):
         self.view = SharedView(shards)  # what we know of the frontier's size
         self.clock = ShardClock(shards)  # when each shard may have a ready IP
         self.held = HeldLeases()  # the IP leases we hold, for their release
+        self.all_workers = AllWorkersControl(
+            self.link,
+            f"{self.link.shards.prefix(0)}:control",
+            f"the queue stays in Redis (frontier {frontier_key} at {self.redis_where}), what "
+            f"this worker leased goes back to it: start workers again with the same REDIS_URL "
+            f"and LARBIN_REDIS_FRONTIER_KEY to go on",
+            crawler.signals.send_catch_log,
+        )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -185,7 +195,7 @@ class RedisScheduler(FrontierScheduler):
         self.table.add_release_listener(self.releases.released)
         self.crawler.signals.connect(self.ending.spider_idle, signal=signals.spider_idle)
 
-        def join() -> tuple[tuple[int, int], dict[str, int]]:
+        def join() -> tuple[Any, dict[str, int]]:
             self.link.build(
                 self.jobs.server,
                 self.table,  # connected in this thread
@@ -248,6 +258,7 @@ class RedisScheduler(FrontierScheduler):
             hosts=self.hosts,
             view=self.view,
             clock=self.clock,
+            control=self.all_workers,
             stats=stats,
             now=now,
             engine=self._engine,
@@ -289,10 +300,10 @@ class RedisScheduler(FrontierScheduler):
         self._unreachable = True
         self.link.stop()
 
-    def _joined(self, result: tuple[tuple[int, int], dict[str, int]]) -> None:
-        reaped, status = result
-        self.member.heartbeat_done(reaped)
-        self.view.joined(status["queued"])
+    def _joined(self, result: tuple[Any, dict[str, int]]) -> None:
+        beat, status = result
+        self.member.heartbeat_done(beat, joining=True)
+        self.view.joined(status["queued"], status)
         count = self.link.shards.count
         logger.info(
             "Worker %s joined frontier %s (%d shard%s): %d queued, %d leased, %d seeds waiting",

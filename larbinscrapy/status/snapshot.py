@@ -92,8 +92,11 @@ def build_status(
     busiest: list[tuple[str, int]],
     dns_cached: int | None,
     worker: str,
+    all_workers: str | None = None,
 ) -> dict[str, Any]:
-    """The whole status as one JSON-ready dict (see the module docstring)."""
+    """The whole status as one JSON-ready dict (see the module docstring). ``paused`` and
+    ``stopping`` are this worker's; ``all_workers`` the last command for every worker of a
+    distributed crawl ("" before any, None without a shared frontier)."""
     frontier = frontier or {}
     doc: dict[str, Any] = {
         "worker": worker,
@@ -104,6 +107,7 @@ def build_status(
         "rates": rates,
         "paused": paused,
         "stopping": stopping,
+        "all_workers": all_workers,
         "uptime_s": round(uptime, 1),
         "frontier": {k: v for k, v in frontier.items() if k not in ("seen", "ips", "sites")},
         "sites": frontier.get("sites", {}),
