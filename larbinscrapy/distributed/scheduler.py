@@ -129,14 +129,6 @@ class RedisScheduler(FrontierScheduler):
         self.view = SharedView(shards)  # what we know of the frontier's size
         self.clock = ShardClock(shards)  # when each shard may have a ready IP
         self.held = HeldLeases()  # the IP leases we hold, for their release
-        self.all_workers = AllWorkersControl(
-            self.link,
-            f"{self.link.shards.prefix(0)}:control",
-            f"the queue stays in Redis (frontier {frontier_key} at {self.redis_where}), what "
-            f"this worker leased goes back to it: start workers again with the same REDIS_URL "
-            f"and LARBIN_REDIS_FRONTIER_KEY to go on",
-            crawler.signals.send_catch_log,
-        )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
@@ -246,9 +238,18 @@ class RedisScheduler(FrontierScheduler):
         self._compose_membership()
 
     def _compose_membership(self) -> None:
-        """The worker's life in the shared frontier: heartbeat and seeds, and its ending."""
+        """The worker's life in the shared frontier: heartbeat and seeds, the commands for
+        every worker, and its ending."""
         link, stats = self.link, self.stats
         wake, wake_in, now = self._wake_engine, self._wake_in, self.table.clock
+        self.all_workers = AllWorkersControl(
+            link,
+            f"{link.shards.prefix(0)}:control",
+            f"the queue stays in Redis (frontier {self.frontier_key} at {self.redis_where}), "
+            f"what this worker leased goes back to it: start workers again with the same "
+            f"REDIS_URL and LARBIN_REDIS_FRONTIER_KEY to go on",
+            self.crawler.signals.send_catch_log,
+        )
         self.member = Membership(
             link,
             lease_timeout=self.lease_timeout,

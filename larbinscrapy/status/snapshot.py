@@ -1,4 +1,8 @@
-"""The status document (``GET /api/status``, the page, ``/metrics``): pure, from plain values."""
+"""The status document (``GET /api/status``, the page, ``/metrics``): pure, from plain values.
+
+``paused`` and ``stopping`` are this worker's; ``all_workers`` the last command asked of every
+worker of a distributed crawl ("" before any, None without a shared frontier).
+"""
 
 from __future__ import annotations
 
@@ -94,9 +98,7 @@ def build_status(
     worker: str,
     all_workers: str | None = None,
 ) -> dict[str, Any]:
-    """The whole status as one JSON-ready dict (see the module docstring). ``paused`` and
-    ``stopping`` are this worker's; ``all_workers`` the last command for every worker of a
-    distributed crawl ("" before any, None without a shared frontier)."""
+    """The whole status as one JSON-ready dict (see the module docstring)."""
     frontier = frontier or {}
     doc: dict[str, Any] = {
         "worker": worker,
