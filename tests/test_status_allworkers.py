@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import redis
 
+from tests.support.cluster import redis_cluster
 from tests.support.status import LiveCrawl, port_range
 from tests.support.wait import wait_stable
 
@@ -154,3 +155,30 @@ def test_stop_message_says_the_queue_stays_in_redis(
         worker.kill()
     queued, leased = counts(redis_url)
     assert queued > 0 and leased == 0, (queued, leased)
+
+
+@pytest.mark.cluster
+def test_pause_and_stop_all_workers_on_a_cluster(web: RunningWeb, tmp_path: Path) -> None:
+    """The same on a 3-master Redis Cluster: the command's hash lives in one slot, the
+    heartbeat that reads it goes to every master."""
+    with redis_cluster(tmp_path / "cluster") as cluster:
+        url = f"redis://127.0.0.1:{cluster.ports[1]}/0"  # any node
+        settings = worker_settings(url, LARBIN_REDIS_CLUSTER=True, LARBIN_REDIS_SHARDS=12)
+        workers: list[LiveCrawl] = []
+        try:
+            for name in ("w1", "w2"):
+                workers.append(LiveCrawl(web, tmp_path / name, settings=settings, env=DISTRIBUTED))
+            one, two = workers
+            for worker in workers:
+                worker.wait_until(lambda w=worker: pages(w) >= 3, 60, "a worker did not fetch")
+            assert one.call("POST", "/api/pause-all")[0] == 200
+            two.wait_until(lambda: two.status()["paused"] is True, 20, "worker 2 did not pause")
+            wait_stable(lambda: len(web.read_log()), 3.0, 30, "requests reaching the web")
+            code, answer = two.call("POST", "/api/stop-all")
+            assert code == 200 and answer["stopping"] is True
+            assert [w.wait(60) for w in workers] == [0, 0]
+            for worker in workers:
+                assert "Traceback" not in worker.log()
+        finally:
+            for worker in workers:
+                worker.kill()
