@@ -52,6 +52,7 @@ class AllWorkersControl:
         self._send = send  # the crawler's ``signals.send_catch_log``
         self._command = ""
         self.serial = 0  # the serial of the last command applied here (or seen at join)
+        self.asking = 0  # our asks not yet answered: a read before their answer is older
 
     @property
     def command(self) -> str:
@@ -74,8 +75,8 @@ class AllWorkersControl:
     def read(self, reply: tuple[str, int]) -> None:
         """A heartbeat read the command: apply it if no worker here applied it yet."""
         command, serial = reply
-        if serial <= self.serial or command not in COMMANDS:
-            return
+        if self.asking or serial <= self.serial or command not in COMMANDS:
+            return  # (the Redis thread is ordered: it was read before our ask was written)
         self._command, self.serial = command, serial
         self._apply(command, "another worker's status page, for every worker")
 
@@ -85,10 +86,12 @@ class AllWorkersControl:
             raise ValueError(f"not a command for every worker: {command!r}")
         self._command = command
         call = Call.script_call(_ASK, self.key, [command])
+        self.asking += 1
         self.link.send("all workers", call, then=self._asked)  # before a stop closes the link
         self._apply(command, "the status page, for every worker")
 
     def _asked(self, serial: int) -> None:
+        self.asking -= 1
         self.serial = max(self.serial, int(serial))  # our own: not applied again
 
     def _apply(self, command: str, source: str) -> None:
