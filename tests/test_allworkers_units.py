@@ -1,13 +1,16 @@
-"""``AllWorkersControl``'s rules, without Redis: which command read with a heartbeat a worker
-applies (the crawl tests in ``test_status_allworkers.py`` run it against real Redis)."""
+"""``AllWorkersControl``'s rules without Redis (which command read with a heartbeat a worker
+applies; the crawl tests in ``test_status_allworkers.py`` run it against real Redis), and what
+a stop line says is kept."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from scrapy.utils.test import get_crawler
 
 from larbinscrapy.distributed.allworkers import AllWorkersControl
+from larbinscrapy.middlewares.pause import PauseGate
 from larbinscrapy.signals import crawl_command
 
 
@@ -71,3 +74,12 @@ def test_only_the_three_commands() -> None:
         control.ask("reboot")
     control.read(("reboot", 9))
     assert applied == []
+
+
+@pytest.mark.parametrize(
+    ("jobdir", "said"),
+    [("job", "resumable with the same JOBDIR"), ("", "no JOBDIR: its queue is not kept")],
+)
+def test_the_stop_line_of_a_local_crawl_says_what_is_kept(jobdir: str, said: str) -> None:
+    gate = PauseGate.from_crawler(get_crawler(settings_dict={"JOBDIR": jobdir}))
+    assert said in gate.where_kept()

@@ -78,11 +78,12 @@ class PauseGate:
         if self.stopped:
             return
         self.stats.inc_value("larbin/status/stopped")
-        logger.info("Stop requested from %s: closing %s", source, self._kept())
+        logger.info("Stop requested from %s: closing %s", source, self.where_kept())
         self.stop()  # requests held here end unsent, or closing would wait for ever
         deferred_from_coro(self.crawler.stop_async())
 
-    def _kept(self) -> str:
+    def where_kept(self) -> str:
+        """What the stop line says is kept: this worker's Redis queue, JOBDIR, or nothing."""
         frontier = frontier_of(self.crawler)
         shared = frontier.all_workers if frontier is not None else None
         if shared is not None:
