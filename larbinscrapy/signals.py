@@ -9,3 +9,8 @@ from __future__ import annotations
 #: ``enqueue_request`` and, with item receipts (``pipelines/receipts.py``), that many items are
 #: stored (``PendingPages``), so a crash before re-queues it.
 request_done = object()
+
+#: A command for every worker of the crawl (the status page's "all workers" buttons, read
+#: from the shared frontier by each worker's heartbeat): ``command`` is ``pause``, ``resume``
+#: or ``stop``, ``source`` says who asked (for the log). ``PauseGate`` applies it.
+crawl_command = object()

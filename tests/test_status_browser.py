@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.support.status import LiveCrawl
+from tests.support.status import LiveCrawl, port_range
+from tests.support.wait import wait_stable
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -148,3 +149,61 @@ def test_what_a_person_sees_adds_up(web: RunningWeb, tmp_path: Path) -> None:
         assert crawl.wait(60) == 0
     finally:
         crawl.kill()
+
+
+def test_all_workers_buttons_in_chromium(web: RunningWeb, tmp_path: Path, redis_url: str) -> None:
+    """Issue 33, point 4: a distributed crawl's page says which buttons act on this worker and
+    which on all; "Pause all" on worker 1's page pauses worker 2 too (the web hears nothing),
+    "Resume all" resumes both, "Stop all" ends both cleanly."""
+    settings = {
+        "REDIS_URL": redis_url,
+        "DOWNLOAD_DELAY": 0.5,
+        "LARBIN_REDIS_KEEP_ALIVE": True,
+        "LARBIN_STATUS_PORT": port_range(10),
+    }
+    env = {"SCRAPY_SETTINGS_MODULE": "settings.distributed"}
+    workers = [LiveCrawl(web, tmp_path / n, settings=settings, env=env) for n in ("w1", "w2")]
+    one, two = workers
+    try:
+        for worker in workers:
+            worker.wait_until(lambda w=worker: w.status()["pages"] >= 3, 60, "no fetch")
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch_persistent_context(
+                str(tmp_path / "profile"),
+                executable_path=CHROMIUM,
+                args=ARGS,
+                headless=True,
+                viewport={"width": 1280, "height": 900},
+            )
+            try:
+                page = browser.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.on("dialog", lambda dialog: dialog.accept())  # "Stop every worker?"
+                page.goto(f"{one.address}/#token={one.token}")
+                expect(page.locator("#state")).to_have_text("running", timeout=15000)
+                expect(page.locator("#controls-all")).to_be_visible()
+                expect(page.locator("#scope-one")).to_have_text("this worker")
+                expect(page.locator("#all-state")).to_contain_text("this worker only")
+
+                page.click("#pause-all")
+                expect(page.locator("#state")).to_have_text("paused", timeout=10000)
+                two.wait_until(lambda: two.status()["paused"] is True, 20, "w2 not paused")
+                expect(page.locator("#all-state")).to_contain_text("paused", timeout=10000)
+                wait_stable(lambda: len(web.read_log()), 3.0, 30, "requests while paused")
+                page.screenshot(path=str(tmp_path / "status-all.png"), full_page=True)
+
+                before = two.status()["pages"]
+                page.click("#resume-all")
+                expect(page.locator("#state")).to_have_text("running", timeout=10000)
+                two.wait_until(lambda: two.status()["pages"] > before, 30, "w2 not resumed")
+
+                page.click("#stop-all")
+                assert [w.wait(60) for w in workers] == [0, 0]
+                assert errors == [], errors
+            finally:
+                browser.close()
+    finally:
+        for worker in workers:
+            worker.kill()
+    assert (tmp_path / "status-all.png").stat().st_size > 10_000

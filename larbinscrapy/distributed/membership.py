@@ -4,7 +4,8 @@ A part of ``RedisScheduler`` (``pops.py`` and ``admits.py`` hold the way request
 in; this module what happens around them, every ``POLL`` seconds and at ``open``):
 
 * the tick (every ``min(POLL, LARBIN_REDIS_LEASE_TIMEOUT / 4)`` s) sends, in one job, the heartbeat
-  (each shard reaps workers silent for ``LARBIN_REDIS_LEASE_TIMEOUT``), the seeds taken from
+  (each shard reaps workers silent for ``LARBIN_REDIS_LEASE_TIMEOUT``; the command for every
+  worker, ``allworkers.py``, is read in its round trip), the seeds taken from
   ``REDIS_START_URLS_KEY``, every eighth tick the hosts some dead worker left unresolved, and
   the frontier's status when ``spider_idle`` or the status page asked for it (``SharedView``);
   a worker that idles (every shard empty: ``ShardClock.idle``) sends it ever less often, up to
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from larbinscrapy.distributed.admits import Admits
+    from larbinscrapy.distributed.allworkers import AllWorkersControl
     from larbinscrapy.distributed.hosts import HostResolution
     from larbinscrapy.distributed.link import FrontierLink
     from larbinscrapy.distributed.pops import Pops
@@ -92,6 +94,7 @@ class Membership:
         hosts: HostResolution,
         view: SharedView,
         clock: ShardClock,
+        control: AllWorkersControl,
         stats: StatsCollector,
         now: Callable[[], float],
         engine: Callable[[], Any],
@@ -105,6 +108,7 @@ class Membership:
         self.hosts = hosts
         self.view = view
         self.clock = clock
+        self.control = control
         self.stats = stats
         self.now = now  # the politeness table's clock
         self.engine = engine  # the crawl's engine, or None
@@ -166,7 +170,7 @@ class Membership:
     ) -> tuple[Any, ...]:
         """Redis thread: heartbeat, seeds, hosts left unresolved, then the status if wanted."""
         fs = self.link.fs
-        reaped = self.heartbeat_job() if beat else (0, 0)
+        reaped = self.heartbeat_job() if beat else None
         raw = fs.take_seeds(self.link.worker, self.seeds.batch) if seeds else []
         unresolved = fs.unresolved(shard) if orphans else []
         return reaped, raw, unresolved, fs.status() if status else None
@@ -185,11 +189,21 @@ class Membership:
         for host in unresolved:
             self.hosts.resolve(host)  # left by a worker that died while resolving
 
-    def heartbeat_job(self) -> tuple[int, int]:
-        return self.link.fs.heartbeat(self.link.worker, self.lease_timeout)
+    def heartbeat_job(self) -> tuple[tuple[int, int], tuple[str, int]]:
+        """Redis thread: the heartbeat, and the command for every worker in its round trip."""
+        link = self.link
+        return link.fs.heartbeat_with(link.worker, self.lease_timeout, self.control.read_call())
 
-    def heartbeat_done(self, reaped: tuple[int, int]) -> None:
-        requeued, gone = reaped
+    def heartbeat_done(
+        self, beat: tuple[tuple[int, int], tuple[str, int]] | None, joining: bool = False
+    ) -> None:
+        if beat is None:  # this tick sent no heartbeat
+            return
+        (requeued, gone), command = beat
+        if joining:
+            self.control.joined(command)
+        else:
+            self.control.read(command)
         if gone:
             logger.warning(
                 "Reaped %d silent worker(s): %d leased requests back in the queue", gone, requeued

@@ -22,6 +22,7 @@ from twisted.internet import defer
 
 from larbinscrapy import fatal
 from larbinscrapy.distributed.admits import Admits
+from larbinscrapy.distributed.allworkers import AllWorkersControl
 from larbinscrapy.distributed.connection import UNREACHABLE, connector
 from larbinscrapy.distributed.dupefilter import RedisBitmapDupeFilter
 from larbinscrapy.distributed.ending import Ending
@@ -66,6 +67,7 @@ class RedisScheduler(FrontierScheduler):
     hosts: HostResolution
     releases: Releases
     sitemaps: SharedSitemaps  # one reader a site, each fetch under the IP lease
+    all_workers: AllWorkersControl  # pause, resume, stop for every worker of the crawl
     member: Membership
     ending: Ending
 
@@ -185,7 +187,7 @@ class RedisScheduler(FrontierScheduler):
         self.table.add_release_listener(self.releases.released)
         self.crawler.signals.connect(self.ending.spider_idle, signal=signals.spider_idle)
 
-        def join() -> tuple[tuple[int, int], dict[str, int]]:
+        def join() -> tuple[Any, dict[str, int]]:
             self.link.build(
                 self.jobs.server,
                 self.table,  # connected in this thread
@@ -236,9 +238,18 @@ class RedisScheduler(FrontierScheduler):
         self._compose_membership()
 
     def _compose_membership(self) -> None:
-        """The worker's life in the shared frontier: heartbeat and seeds, and its ending."""
+        """The worker's life in the shared frontier: heartbeat and seeds, the commands for
+        every worker, and its ending."""
         link, stats = self.link, self.stats
         wake, wake_in, now = self._wake_engine, self._wake_in, self.table.clock
+        self.all_workers = AllWorkersControl(
+            link,
+            f"{link.shards.prefix(0)}:control",
+            f"the queue stays in Redis (frontier {self.frontier_key} at {self.redis_where}), "
+            f"what this worker leased goes back to it: start workers again with the same "
+            f"REDIS_URL and LARBIN_REDIS_FRONTIER_KEY to go on",
+            self.crawler.signals.send_catch_log,
+        )
         self.member = Membership(
             link,
             lease_timeout=self.lease_timeout,
@@ -248,6 +259,7 @@ class RedisScheduler(FrontierScheduler):
             hosts=self.hosts,
             view=self.view,
             clock=self.clock,
+            control=self.all_workers,
             stats=stats,
             now=now,
             engine=self._engine,
@@ -289,10 +301,10 @@ class RedisScheduler(FrontierScheduler):
         self._unreachable = True
         self.link.stop()
 
-    def _joined(self, result: tuple[tuple[int, int], dict[str, int]]) -> None:
-        reaped, status = result
-        self.member.heartbeat_done(reaped)
-        self.view.joined(status["queued"])
+    def _joined(self, result: tuple[Any, dict[str, int]]) -> None:
+        beat, status = result
+        self.member.heartbeat_done(beat, joining=True)
+        self.view.joined(status["queued"], status)
         count = self.link.shards.count
         logger.info(
             "Worker %s joined frontier %s (%d shard%s): %d queued, %d leased, %d seeds waiting",

@@ -104,13 +104,22 @@ class ShardedFrontier:
     # -- membership (Redis thread) ----------------------------------------------------------
     def heartbeat(self, worker: str, timeout: float) -> tuple[int, int]:
         """Every shard reaps workers silent for ``timeout``: (requeued, workers reaped)."""
+        return self.heartbeat_with(worker, timeout, None)[0]
+
+    def heartbeat_with(
+        self, worker: str, timeout: float, also: Call | None
+    ) -> tuple[tuple[int, int], Any]:
+        """``heartbeat``, and the reply of ``also`` sent in the same round trip."""
         start = "" if self.cluster else self.seeds_key
         calls = [f.heartbeat_call(worker, timeout, start) for f in self.frontiers]
         if self.cluster:
             calls.append(seeds_reap_call(self.seed_prefix, worker, timeout, self.seeds_key))
+        if also is not None:
+            calls.append(also)
         results = _raise_first(run_calls(self.server, calls))
         reaps = results[: len(self.frontiers)]
-        return sum(r for r, _ in reaps), max(g for _, g in reaps)
+        extra = results[-1] if also is not None else None
+        return (sum(r for r, _ in reaps), max(g for _, g in reaps)), extra
 
     def retire(self, worker: str) -> int:
         start = "" if self.cluster else self.seeds_key

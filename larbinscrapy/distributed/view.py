@@ -14,6 +14,7 @@ class SharedView:
 
     def __init__(self, shards: int) -> None:
         self.status: dict[str, int] | None = None  # the last status read by a tick
+        self.first: dict[str, int] | None = None  # the status read as the worker joined
         self.wanted = False  # spider_idle or the status page asked the next tick for one
         self.tick_seq = 0  # the job of the tick in flight
         self.status_seq = 0  # the job that read ``status``
@@ -48,8 +49,11 @@ class SharedView:
             return None
         return self.status
 
-    def joined(self, queued: int) -> None:
+    def joined(self, queued: int, status: dict[str, int] | None = None) -> None:
+        """The worker joined; ``status``, read then, is what the status page shows until a tick
+        reads one (its first answer is not a view half empty)."""
         self.queued = queued
+        self.first = status
 
     def admitted(self, new: int) -> None:
         self.queued += new
@@ -59,5 +63,6 @@ class SharedView:
         self.queued = sum(self.by_shard)
 
     def summary(self) -> dict[str, int]:
-        """For the status page: the last status read, or our queued count."""
-        return dict(self.status or {"queued": self.queued})
+        """For the status page: the last status read (by a tick, else at join), or our queued
+        count."""
+        return dict(self.status or self.first or {"queued": self.queued})

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from larbinscrapy.frontier.pending import ItemSettlement
     from larbinscrapy.politeness import RobotsCache
 
-__all__ = ["Frontier", "SharedSitemaps", "frontier_of", "seen_set_of"]
+__all__ = ["AllWorkers", "Frontier", "SharedSitemaps", "frontier_of", "seen_set_of"]
 
 
 class SharedSitemaps(Protocol):
@@ -33,11 +33,28 @@ class SharedSitemaps(Protocol):
         """The IP of ``url``'s host with one of its connections leased to this worker."""
 
 
+class AllWorkers(Protocol):
+    """A frontier shared by workers: one command (``pause``, ``resume``, ``stop``) for every
+    worker of the crawl, asked of any of them; each applies it (``signals.crawl_command``)."""
+
+    @property
+    def command(self) -> str:
+        """The last command asked of every worker, "" before any."""
+
+    @property
+    def kept(self) -> str:
+        """Where the queue stays when the workers stop, and how to go on (for messages)."""
+
+    def ask(self, command: str) -> None:
+        """Ask every worker (this one at once, the others at their next heartbeat)."""
+
+
 @runtime_checkable
 class Frontier(Protocol):
     """The crawl's scheduler, as the gate, the middlewares, the sitemaps and the status ask it.
 
-    ``robots`` and ``sitemaps`` are None unless the frontier is shared by workers.
+    ``robots``, ``sitemaps`` and ``all_workers`` are None unless the frontier is shared by
+    workers.
     """
 
     @property
@@ -51,6 +68,10 @@ class Frontier(Protocol):
     @property
     def sitemaps(self) -> SharedSitemaps | None:
         """Who reads a site's sitemaps, among the workers."""
+
+    @property
+    def all_workers(self) -> AllWorkers | None:
+        """Pause, resume and stop for every worker of the crawl."""
 
     def enqueue_request(self, request: Request) -> bool:
         """Scrapy's: queue ``request``; False when the seen-set had it."""

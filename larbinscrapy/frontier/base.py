@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.internet.base import DelayedCall
 
-    from larbinscrapy.frontier import SharedSitemaps
+    from larbinscrapy.frontier import AllWorkers, SharedSitemaps
     from larbinscrapy.politeness import HostRegistry, RobotsCache
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class FrontierScheduler(ABC):
     REQUIRES_GATE = False  # True: refuse to run in a crawl without the send-time gate
     robots: RobotsCache | None = None  # the Redis frontier shares robots.txt between workers
     sitemaps: SharedSitemaps | None = None  # ...and who reads a site's sitemaps
+    all_workers: AllWorkers | None = None  # ...and a pause or stop for all of its workers
 
     def __init__(
         self,

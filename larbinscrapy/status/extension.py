@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import error, task
 from twisted.internet.protocol import ServerFactory
 
-from larbinscrapy.lean.private import wake_engine
+from larbinscrapy.frontier import frontier_of
 from larbinscrapy.middlewares.pause import PauseGate
 from larbinscrapy.parse.urls import MAX_PORT
 from larbinscrapy.politeness.dns import SsrfGuard, dns_cache
@@ -39,6 +38,8 @@ if TYPE_CHECKING:
     from twisted.internet.protocol import Protocol
     from twisted.internet.tcp import Port
     from twisted.web.server import Site
+
+    from larbinscrapy.frontier import AllWorkers
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +151,6 @@ class StatusServer:
         self.injector = UrlInjector(crawler, SsrfGuard.from_settings(crawler.settings))
         self.max_body = max_body
         self.max_urls = max_urls
-        self.paused = False
-        self.stopping = False
         self.address: str | None = None
         self.port: Port | None = None
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -255,6 +254,7 @@ class StatusServer:
             rates=self.history.rates(),
             paused=self.paused,
             stopping=self.stopping,
+            all_workers=self.all_workers,
             uptime=time.time() - self._started,
             busiest=self.hosts.top(self.busiest),
             dns_cached=cached,
@@ -264,41 +264,37 @@ class StatusServer:
     def _gate(self) -> PauseGate | None:
         return self.crawler.get_downloader_middleware(PauseGate)
 
-    def pause(self) -> None:
-        if self.paused or self.stopping:
-            return
-        self.paused = True
-        self.crawler.engine.pause()
-        gate = self._gate()
-        if gate is not None:
-            gate.pause()
-        self.crawler.stats.inc_value("larbin/status/paused")
-        logger.info("Crawl paused from the status page: no new request is sent")
+    def _all_workers(self) -> AllWorkers | None:
+        frontier = frontier_of(self.crawler)
+        return frontier.all_workers if frontier is not None else None
 
-    def resume(self) -> None:
-        if not self.paused or self.stopping:
-            return
-        self.paused = False
-        engine = self.crawler.engine
-        engine.unpause()
+    @property
+    def paused(self) -> bool:
         gate = self._gate()
-        if gate is not None:
-            gate.resume()
-        self.crawler.stats.inc_value("larbin/status/resumed")
-        logger.info("Crawl resumed from the status page")
-        wake_engine(engine)  # the frontier may have had work for a while: ask for it now
+        return gate is not None and gate.paused
 
-    def stop(self) -> None:
-        """Ctrl-C's graceful stop: what is in flight finishes, the frontier stays on disk."""
-        if self.stopping:
-            return
-        self.stopping = True
-        self.crawler.stats.inc_value("larbin/status/stopped")
-        logger.info(
-            "Stop requested from the status page: closing the crawl (resumable "
-            "with the same JOBDIR)"
-        )
+    @property
+    def stopping(self) -> bool:
         gate = self._gate()
-        if gate is not None:  # requests held there end unsent, or closing would wait for ever
-            gate.stop()
-        deferred_from_coro(self.crawler.stop_async())
+        return gate is not None and gate.stopped
+
+    @property
+    def all_workers(self) -> str | None:
+        """The last command for every worker ("" before any); None: not a shared frontier."""
+        control = self._all_workers()
+        return control.command if control is not None else None
+
+    def control(self, command: str, every_worker: bool) -> bool:
+        """``pause``, ``resume`` or ``stop`` this worker, or every worker of the crawl (one
+        worker, the whole crawl, without a shared frontier); False without ``PauseGate``."""
+        gate = self._gate()
+        if gate is None:
+            return False
+        shared = self._all_workers() if every_worker else None
+        if shared is not None:
+            shared.ask(command)
+            return True
+        source = "the status page"
+        switch = {"pause": gate.pause_crawl, "resume": gate.resume_crawl, "stop": gate.stop_crawl}
+        switch[command](source)
+        return True

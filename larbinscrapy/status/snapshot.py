@@ -1,4 +1,8 @@
-"""The status document (``GET /api/status``, the page, ``/metrics``): pure, from plain values."""
+"""The status document (``GET /api/status``, the page, ``/metrics``): pure, from plain values.
+
+``paused`` and ``stopping`` are this worker's; ``all_workers`` the last command asked of every
+worker of a distributed crawl ("" before any, None without a shared frontier).
+"""
 
 from __future__ import annotations
 
@@ -92,6 +96,7 @@ def build_status(
     busiest: list[tuple[str, int]],
     dns_cached: int | None,
     worker: str,
+    all_workers: str | None = None,
 ) -> dict[str, Any]:
     """The whole status as one JSON-ready dict (see the module docstring)."""
     frontier = frontier or {}
@@ -104,6 +109,7 @@ def build_status(
         "rates": rates,
         "paused": paused,
         "stopping": stopping,
+        "all_workers": all_workers,
         "uptime_s": round(uptime, 1),
         "frontier": {k: v for k, v in frontier.items() if k not in ("seen", "ips", "sites")},
         "sites": frontier.get("sites", {}),

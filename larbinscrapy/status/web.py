@@ -66,10 +66,14 @@ class StatusResource(resource.Resource):
             b"/api/history": self._get_history,
             b"/metrics": self._get_metrics,
         }
+        # (command, for every worker of a distributed crawl)
         self._posts = {
-            b"/api/pause": self.status.pause,
-            b"/api/resume": self.status.resume,
-            b"/api/stop": self.status.stop,
+            b"/api/pause": ("pause", False),
+            b"/api/resume": ("resume", False),
+            b"/api/stop": ("stop", False),
+            b"/api/pause-all": ("pause", True),
+            b"/api/resume-all": ("resume", True),
+            b"/api/stop-all": ("stop", True),
         }
 
     def render(self, request: Request) -> bytes | int:
@@ -98,11 +102,21 @@ class StatusResource(resource.Resource):
             return _json(request, 403, {"error": "cross-origin request refused"})
         if path == b"/api/urls":
             return self._post_urls(request)
-        self._posts[path]()
+        return self._post_control(request, *self._posts[path])
+
+    def _post_control(self, request: Request, command: str, every_worker: bool) -> bytes:
+        status = self.status
+        if not status.control(command, every_worker):
+            return _json(request, 503, {"error": "pause and stop need PauseGate (a middleware)"})
         return _json(
             request,
             200,
-            {"ok": True, "paused": self.status.paused, "stopping": self.status.stopping},
+            {
+                "ok": True,
+                "paused": status.paused,
+                "stopping": status.stopping,
+                "all_workers": status.all_workers,
+            },
         )
 
     def _get_status(self, request: Request) -> bytes:

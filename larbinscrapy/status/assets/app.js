@@ -130,6 +130,19 @@
     $("pause").disabled = s.paused || s.stopping;
     $("resume").disabled = !s.paused || s.stopping;
     $("stop").disabled = s.stopping;
+    // A distributed crawl (all_workers not null): the buttons above are this worker's only;
+    // "all workers" asks every worker of the crawl, through Redis, from this page.
+    const shared = s.all_workers !== null && s.all_workers !== undefined;
+    $("controls-all").hidden = !shared;
+    $("scope-one").hidden = !shared;
+    $("pause-all").disabled = $("resume-all").disabled = $("stop-all").disabled = s.stopping;
+    $("all-state").hidden = !shared;
+    if (shared) {
+      const asked = { pause: "paused", resume: "resumed", stop: "stopped" }[s.all_workers];
+      $("all-state").textContent = "Pause, Resume and Stop act on this worker only; "
+        + "the \u201call workers\u201d buttons on every worker of the crawl"
+        + (asked ? " (last asked of all workers: " + asked + ")" : "") + ".";
+    }
     const cards = [
       ["pages", human(s.pages)], ["items", human(s.items)], ["downloaded", human(s.bytes, "B")],
       ["queued", human(s.queued)], ["pages/s", s.rates.pages_per_s.toFixed(1)],
@@ -186,13 +199,19 @@
     });
   }
 
+  const STOP = {
+    "stop": "Stop this worker? Its leased URLs go back to the shared queue (distributed), or "
+      + "the same command resumes it with JOBDIR (without JOBDIR the queue is lost).",
+    "stop-all": "Stop every worker of the crawl? The queue stays in Redis: start the workers "
+      + "again with the same REDIS_URL to go on.",
+  };
   function control(action) {
-    if (action === "stop" && !confirm("Stop the crawl? With JOBDIR the same command resumes it.")) return;
+    if (STOP[action] && !confirm(STOP[action])) return;
     api("/api/" + action, {}).then(poll).catch((e) => { $("error").textContent = e.message; $("error").hidden = false; });
   }
-  $("pause").addEventListener("click", () => control("pause"));
-  $("resume").addEventListener("click", () => control("resume"));
-  $("stop").addEventListener("click", () => control("stop"));
+  for (const action of ["pause", "resume", "stop", "pause-all", "resume-all", "stop-all"]) {
+    $(action).addEventListener("click", () => control(action));
+  }
   $("add-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const urls = $("add-urls").value.split(/\s+/).filter(Boolean);
