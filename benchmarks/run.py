@@ -118,14 +118,17 @@ def run_process(
 ) -> dict[str, Any]:
     """Run ``cmd`` to the end; its wall time, rusage, peak RSS and status.
 
-    Peak RSS is the child's ``VmHWM`` (read while it runs), not ``ru_maxrss``: that one keeps
-    the high-water mark of the forked runner from before ``exec`` (~60 MB here), which would
-    put a floor under every crawler's figure. Stopped (SIGINT, then SIGKILL after 10 s) after
+    Peak RSS is the child's ``VmHWM`` (read while it runs), not ``ru_maxrss`` alone: that one
+    keeps the high-water mark of the forked runner from before ``exec`` (~60 MB here), which
+    would put a floor under every crawler's figure. A ``ru_maxrss`` above the runner's own
+    high-water mark can only be the child's: it is taken, so a peak just before the exit,
+    between two reads, is not missed. Stopped (SIGINT, then SIGKILL after 10 s) after
     ``timeout`` seconds, or when neither ``web``'s access log nor the child's output (stdout,
     stderr, the files in ``watch``) has grown for ``STALL_SECONDS``: a crawler trying its dead
     addresses is busy, not stuck.
     """
     stdout_path, stderr_path = Path(f"{log_prefix}.stdout"), Path(f"{log_prefix}.stderr")
+    runner_hwm_kib = _vm_hwm_kib(os.getpid())
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(
@@ -161,6 +164,8 @@ def run_process(
             time.sleep(0.02)
         wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
+    if rusage.ru_maxrss > max(runner_hwm_kib, _vm_hwm_kib(os.getpid())):
+        hwm_kib = max(hwm_kib, rusage.ru_maxrss)  # the child's own peak, read exactly
     return {
         "exit_code": proc.returncode,
         "stopped": stopped,
