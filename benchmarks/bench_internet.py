@@ -6,8 +6,8 @@ resolv.conf points at the simulated DNS server (port 53), runs ``scrapy crawl la
 seeds there with the ordinary system resolver (no ``LARBIN_RESOLVE``) and the test CA trusted,
 and prints one JSON document: CPU ms a page, pages/s, peak RSS, most open fds, and the
 analyzer's report (coverage against the generator's truth, DNS queries per host, politeness at
-the server). ``--latency`` adds a 30 ms median DNS answer delay and 100 ms median time to first
-byte. A crawl is stopped when the server has logged nothing for ``--stall`` seconds (reported as
+the server; with latency, the requests in flight at the server). ``--latency`` adds a 30 ms
+median DNS answer delay and 100 ms median time to first byte. A crawl is stopped when the server has logged nothing for ``--stall`` seconds (reported as
 ``stopped: stalled``) or after ``--timeout``. Figures go to ``benchmarks/RESULTS.md``.
 """
 
@@ -19,12 +19,16 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testweb.internet.analyze import analyze, load
 from testweb.internet.dns import dns_address
 from testweb.internet.harness import InternetProcess, crawl_command, run_watched
 from testweb.internet.netns import Namespace
+
+if TYPE_CHECKING:
+    from testweb.internet.logs import WebEntry
+    from testweb.internet.model import Internet
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = "127.100.0.0"
@@ -36,8 +40,38 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def in_flight(internet: Internet, web: list[WebEntry], until: float) -> dict[str, float]:
+    """Requests waiting for their first byte at the server, from its log and each host's time
+    to first byte (the generator's): the mean over the crawl up to ``until`` and the most."""
+    events: list[tuple[float, int]] = []
+    for e in web:
+        if e.t > until:
+            break
+        host = internet.host_of(e.host)
+        if host is not None and host.ttfb > 0:
+            events += [(e.t, 1), (e.t + host.ttfb, -1)]
+    if not events:
+        return {"in_flight_mean": 0.0, "in_flight_max": 0}
+    events.sort()
+    level = most = 0
+    area, last = 0.0, web[0].t
+    for t, step in events:
+        area += level * (min(t, until) - last)
+        last = min(t, until)
+        level += step
+        most = max(most, level)
+    return {"in_flight_mean": round(area / max(1e-9, until - web[0].t), 1), "in_flight_max": most}
+
+
 def bench(
-    hosts: int, seed: int, latency: bool, work: Path, timeout: float, stall: float, extra: list[str]
+    hosts: int,
+    seed: int,
+    latency: bool,
+    work: Path,
+    timeout: float,
+    stall: float,
+    extra: list[str],
+    netns: str | None = None,
 ) -> dict[str, Any]:
     """One crawl of a fresh simulated internet; the figures and the analyzer's report."""
     logdir = work / "internet"
@@ -54,7 +88,10 @@ def bench(
     if latency:
         args += ["--dns-ms", "30", "--ttfb-ms", "100"]
     logdir.mkdir(parents=True, exist_ok=True)
-    with Namespace(dns_address(BASE)) as ns, InternetProcess(logdir, args, netns=ns) as net:
+    with (
+        Namespace(dns_address(BASE), name=netns) as ns,
+        InternetProcess(logdir, args, netns=ns) as net,
+    ):
         env = {**os.environ, "PYTHONPATH": str(REPO), "SSL_CERT_FILE": net.ca}
         env.pop("SCRAPY_SETTINGS_MODULE", None)
         cmd = ns.command(crawl_command(logdir / "seeds.txt", work, extra))
@@ -85,6 +122,8 @@ def bench(
             "report": report,
         }
     )
+    if latency and t95:
+        result.update(in_flight(internet, web, web[0].t + t95))
     stats = work / "stats.json"
     if stats.exists():
         got = json.loads(stats.read_text())
@@ -107,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--stall", type=float, default=60, help="stop after this long without a request")
     p.add_argument("--work", type=Path, default=None)
+    p.add_argument("--netns", default=None, help="the namespace's name (default internet-<pid>)")
     p.add_argument(
         "-s", dest="settings", action="append", default=[], help="KEY=VALUE for the crawl"
     )
@@ -118,7 +158,14 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = work / f"h{hosts}-{'lat' if latency else 'nolat'}"
             run_dir.mkdir(parents=True, exist_ok=True)
             result = bench(
-                hosts, args.seed, latency, run_dir, args.timeout, args.stall, args.settings
+                hosts,
+                args.seed,
+                latency,
+                run_dir,
+                args.timeout,
+                args.stall,
+                args.settings,
+                f"{args.netns}-{len(results)}" if args.netns else None,
             )
             results.append(result)
             print(json.dumps(result), flush=True)
