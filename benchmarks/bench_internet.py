@@ -1,14 +1,15 @@
 """Our crawl of the simulated internet (``testweb/internet``) at N hosts, with real DNS.
 
 ``python -m benchmarks.bench_internet --hosts 1000 [--latency] [--seed 1]`` (root: it makes a
-network namespace): serves ``python -m testweb.internet`` inside a fresh namespace whose
-resolv.conf points at the simulated DNS server (port 53), runs ``scrapy crawl larbin`` of its
-seeds there with the ordinary system resolver (no ``LARBIN_RESOLVE``) and the test CA trusted,
-and prints one JSON document: CPU ms a page, pages/s, peak RSS, most open fds, and the
-analyzer's report (coverage against the generator's truth, DNS queries per host, politeness at
-the server; with latency, the requests in flight at the server). ``--latency`` adds a 30 ms
-median DNS answer delay and 100 ms median time to first byte. A crawl is stopped when the server has logged nothing for ``--stall`` seconds (reported as
-``stopped: stalled``) or after ``--timeout``. Figures go to ``benchmarks/RESULTS.md``.
+network namespace, ``--netns`` names it): serves ``python -m testweb.internet`` inside a fresh
+namespace whose resolv.conf points at the simulated DNS server (port 53), runs ``scrapy crawl
+larbin`` of its seeds there with the ordinary system resolver (no ``LARBIN_RESOLVE``) and the
+test CA trusted, and prints one JSON document: CPU ms a page, pages/s, peak RSS, most open fds,
+and the analyzer's report (coverage against the generator's truth, DNS queries per host,
+politeness at the server; with latency, the requests in flight at the server). ``--latency``
+adds a 30 ms median DNS answer delay and 100 ms median time to first byte. A crawl is stopped
+when the server has logged nothing for ``--stall`` seconds (reported as ``stopped: stalled``)
+or after ``--timeout``. Figures go to ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
