@@ -374,12 +374,7 @@ class PolitenessMiddleware(PolitenessProvider):
         lease = meta.pop(M.LEASE, None)
         host = urlparse_cached(request).hostname or ""
         sent = meta.pop(M.SENT, False)
-        probed = M.PROBE in meta
-        if probed:  # the request's own page timeout again (a retry, a redirect inherit it)
-            own = meta.pop(M.PROBE)
-            meta[M.DOWNLOAD_TIMEOUT] = own
-            if own is None:
-                del meta[M.DOWNLOAD_TIMEOUT]
+        probed = _end_probe(meta)
         if outcome is None:
             outcome = ANSWERED if sent and failed is False else ""
         if sent:
@@ -421,6 +416,19 @@ class PolitenessMiddleware(PolitenessProvider):
         if self._gauge_loop is not None and self._gauge_loop.running:
             self._gauge_loop.stop()
         self.sample_gauges()
+
+
+def _end_probe(meta: dict[str, Any]) -> bool:
+    """The request's own page timeout again (a retry, a redirect inherit its meta); True if
+    the fetch was a first one timed by ``LARBIN_HOST_SILENT_TIMEOUT``."""
+    if M.PROBE not in meta:
+        return False
+    own = meta.pop(M.PROBE)
+    if own is None:
+        meta.pop(M.DOWNLOAD_TIMEOUT, None)
+    else:
+        meta[M.DOWNLOAD_TIMEOUT] = own
+    return True
 
 
 def _fire(d: Deferred[None]) -> None:
