@@ -43,25 +43,35 @@ def _cpu_s(pid: int) -> float:
 
 def in_flight(internet: Internet, web: list[WebEntry], until: float) -> dict[str, float]:
     """Requests waiting for their first byte at the server, from its log and each host's time
-    to first byte (the generator's): the mean over the crawl up to ``until`` and the most."""
-    events: list[tuple[float, int]] = []
+    to first byte (the generator's): the mean over the crawl up to ``until``, the most at once,
+    and the most at once on one IP and on one host (politeness: ``LARBIN_IP_CONNECTIONS``, one
+    a host)."""
+    events: list[tuple[float, int, str, str]] = []
     for e in web:
         if e.t > until:
             break
         host = internet.host_of(e.host)
         if host is not None and host.ttfb > 0:
-            events += [(e.t, 1), (e.t + host.ttfb, -1)]
-    if not events:
-        return {"in_flight_mean": 0.0, "in_flight_max": 0}
-    events.sort()
+            events += [(e.t, 1, e.ip, e.host), (e.t + host.ttfb, -1, e.ip, e.host)]
+    events.sort(key=lambda ev: (ev[0], ev[1]))  # an end before a start at the same instant
     level = most = 0
-    area, last = 0.0, web[0].t
-    for t, step in events:
+    area, last = 0.0, web[0].t if web else 0.0
+    per: dict[str, int] = {}
+    most_ip = most_host = 0
+    for t, step, ip, name in events:
         area += level * (min(t, until) - last)
         last = min(t, until)
         level += step
         most = max(most, level)
-    return {"in_flight_mean": round(area / max(1e-9, until - web[0].t), 1), "in_flight_max": most}
+        at_ip = per[ip] = per.get(ip, 0) + step
+        at_host = per["host:" + name] = per.get("host:" + name, 0) + step
+        most_ip, most_host = max(most_ip, at_ip), max(most_host, at_host)
+    return {
+        "in_flight_mean": round(area / max(1e-9, until - (web[0].t if web else 0.0)), 1),
+        "in_flight_max": most,
+        "in_flight_per_ip_max": most_ip,
+        "in_flight_per_host_max": most_host,
+    }
 
 
 def bench(
