@@ -39,8 +39,10 @@ SENT = "larbin_sent"  # passed the politeness gate: its end starts the IP's dela
 OWN = "larbin_own"  # holds a connection the politeness gate acquired itself
 BANDWIDTH = "larbin_bandwidth"  # bytes the gate reserved for this fetch (LARBIN_BANDWIDTH_MAX)
 DOWNLOAD_SLOT = "download_slot"  # Scrapy's: the scheduler sets the IP, the politeness gate the host
+PROBE = "larbin_probe"  # its own timeout while LARBIN_HOST_SILENT_TIMEOUT stands in
+DOWNLOAD_TIMEOUT = "download_timeout"  # Scrapy's: this request's page timeout, seconds
 
-TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, BANDWIDTH, DOWNLOAD_SLOT)
+TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, BANDWIDTH, DOWNLOAD_SLOT, PROBE)
 DOWNLOAD_LATENCY = "download_latency"  # Scrapy's: the last download's duration (per trip)
 PICKLED = "larbin_pickled"  # in a stored record only: meta values kept by pickle (opt-in)
 

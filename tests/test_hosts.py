@@ -197,3 +197,19 @@ def test_an_ip_ready_by_the_clock_but_not_at_the_callers_now_does_not_spin(clock
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert ring.next_ready(clock.now) is not None  # and at its time it is handed out
+
+
+def test_a_host_never_heard_from_gets_the_silent_timeout_and_is_set_aside_after_it(clock):
+    hosts = host_table(0.0, clock=clock, silent_timeout=10.0)
+    quiet, talker, throttler = hosts.get("q.test"), hosts.get("t.test"), hosts.get("r.test")
+    assert hosts.first_answer_timeout(quiet) == 10.0
+    hosts.answered(talker)  # any answer, a 404 or a 301 as well
+    assert hosts.first_answer_timeout(talker) is None
+    assert not hosts.timed_out(talker) and not talker.set_aside  # a slow page of a live host
+    hosts.throttle(throttler, 5.0)  # a 429 is an answer too
+    assert hosts.first_answer_timeout(throttler) is None
+    assert hosts.timed_out(quiet) and quiet.set_aside and quiet.silent
+    assert not hosts.timed_out(quiet)  # set aside once
+    off = host_table(0.0, clock=clock)  # 0: off, DOWNLOAD_TIMEOUT for every fetch
+    assert off.first_answer_timeout(off.get("q.test")) is None
+    assert not off.timed_out(off.get("q.test"))

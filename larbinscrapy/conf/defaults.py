@@ -541,6 +541,12 @@ LARBIN_HOST_RESIDENT_MAX = Setting(
     min=1,
     doc="hostnames whose politeness state stays in memory as objects; older idle ones are evicted (packed in 50 bytes, or forgotten when a new host's)",
 )
+LARBIN_HOST_SILENT_TIMEOUT = Setting(
+    10.0,
+    float,
+    min=0,
+    doc="page timeout of a hostname's first fetch, seconds, until it answers once (its IP's connection, shared with every name on the address, is held meanwhile); one that stays silent is set aside, its URLs dropped (silent); 0: DOWNLOAD_TIMEOUT",
+)
 LARBIN_THROTTLE_RETRY_AFTER_MAX = Setting(
     3600.0,
     float,

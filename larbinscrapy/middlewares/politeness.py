@@ -28,6 +28,7 @@ from larbinscrapy.politeness.hosts import (
     ANSWERED,
     BACKOFF,
     RETRY_AFTER,
+    SILENT,
     THROTTLED,
     HostState,
     parse_retry_after,
@@ -61,8 +62,10 @@ class PolitenessMiddleware(PolitenessProvider):
         from_address: str = "",
         autothrottle: bool = False,
         pause_file: PauseFile | None = None,
+        download_timeout: float = 180.0,
     ) -> None:
         self.crawler = crawler
+        self.download_timeout = download_timeout  # DOWNLOAD_TIMEOUT: a request's own by default
         self.stats = crawler.stats
         self.politeness = politeness
         self.table = politeness.table
@@ -77,6 +80,7 @@ class PolitenessMiddleware(PolitenessProvider):
         self.table.add_listener(self._wake)
         self._pause_gate: PauseGate | None = None  # the status page's pause, found at open
         self._frontier: Frontier | None = None  # told of a host set aside, found at open
+        self._silent_logged = False
         crawler.signals.connect(self._open, signal=signals.spider_opened)
         crawler.signals.connect(self.sample_gauges, signal=signals.spider_idle)
         crawler.signals.connect(self._close, signal=signals.spider_closed)
@@ -99,6 +103,7 @@ class PolitenessMiddleware(PolitenessProvider):
             from_address=s.get("LARBIN_FROM") or "",
             autothrottle=s.getbool("AUTOTHROTTLE_ENABLED"),
             pause_file=PauseFile.in_jobdir(s.get("JOBDIR")),
+            download_timeout=s.getfloat("DOWNLOAD_TIMEOUT"),
         )
 
     def _resume_pauses(self) -> None:
@@ -152,9 +157,13 @@ class PolitenessMiddleware(PolitenessProvider):
         host = urlparse_cached(request).hostname or ""
         hs = self.hosts.get(host)
         if hs.set_aside:
-            self.politeness.count_drop(THROTTLED)
+            reason = SILENT if hs.silent else THROTTLED
+            self.politeness.count_drop(reason)
             raise DroppedRequest(
-                THROTTLED, f"{host} asked for a pause past LARBIN_THROTTLE_RETRY_AFTER_MAX"
+                reason,
+                f"{host} never answered within LARBIN_HOST_SILENT_TIMEOUT"
+                if hs.silent
+                else f"{host} asked for a pause past LARBIN_THROTTLE_RETRY_AFTER_MAX",
             )
         meta[M.DOWNLOAD_SLOT] = host
         st = self.table.get(ip)
@@ -183,11 +192,44 @@ class PolitenessMiddleware(PolitenessProvider):
             self.table.acquire(st)
             meta[M.OWN] = True
         self.hosts.start(hs)
+        self._probe(meta, hs)
         st.last_host = hs.host
         meta[M.BANDWIDTH] = self.table.bandwidth.start()
         meta[M.SENT] = True
         if self.from_address and b"From" not in request.headers:
             request.headers[b"From"] = self.from_address
+
+    def _probe(self, meta: dict[str, Any], hs: HostState) -> None:
+        """A host never heard from gets ``LARBIN_HOST_SILENT_TIMEOUT`` for its first answer, the
+        request's own page timeout kept aside (``M.PROBE``) until the fetch ends."""
+        limit = self.hosts.first_answer_timeout(hs)
+        if limit is None:
+            return
+        own = meta.get(M.DOWNLOAD_TIMEOUT)
+        if limit < float(own or self.download_timeout):
+            meta[M.PROBE] = own  # None: it had none of its own
+            meta[M.DOWNLOAD_TIMEOUT] = limit
+
+    def _silent(self, hs: HostState) -> None:
+        """A host's first fetch timed out: set it aside; its other URLs never reach the network.
+
+        Logged for the first host, counted in ``larbin/host/silent``; a shared frontier (Redis)
+        tells the other workers.
+        """
+        if not self.hosts.timed_out(hs):
+            return
+        self.stats.inc_value("larbin/host/silent")
+        if self._frontier is not None:
+            self._frontier.host_set_aside(hs.host)
+        level = logging.DEBUG if self._silent_logged else logging.INFO
+        self._silent_logged = True
+        logger.log(
+            level,
+            "Setting %s aside: it never answered within %g s (LARBIN_HOST_SILENT_TIMEOUT); "
+            "further hosts set aside so are counted in larbin/host/silent",
+            hs.host,
+            self.hosts.silent_timeout,
+        )
 
     def _host_lags(self, st: IpState, hs: HostState, meta: dict[str, Any]) -> bool:
         """True when a leased request would hold its IP idle for its host (after robots.txt).
@@ -332,10 +374,14 @@ class PolitenessMiddleware(PolitenessProvider):
         lease = meta.pop(M.LEASE, None)
         host = urlparse_cached(request).hostname or ""
         sent = meta.pop(M.SENT, False)
+        probed = _end_probe(meta)
         if outcome is None:
             outcome = ANSWERED if sent and failed is False else ""
         if sent:
-            self.hosts.finish(self.hosts.get(host), release=True)
+            hs = self.hosts.get(host)
+            self.hosts.finish(hs, release=True)
+            if probed and failed == failures.TIMEOUT:
+                self._silent(hs)
             self.table.bandwidth.received(nbytes, meta.pop(M.BANDWIDTH, 0.0))
             self.politeness.fetch_ended(
                 meta[M.IP],
@@ -370,6 +416,19 @@ class PolitenessMiddleware(PolitenessProvider):
         if self._gauge_loop is not None and self._gauge_loop.running:
             self._gauge_loop.stop()
         self.sample_gauges()
+
+
+def _end_probe(meta: dict[str, Any]) -> bool:
+    """The request's own page timeout again (a retry, a redirect inherit its meta); True if
+    the fetch was a first one timed by ``LARBIN_HOST_SILENT_TIMEOUT``."""
+    if M.PROBE not in meta:
+        return False
+    own = meta.pop(M.PROBE)
+    if own is None:
+        meta.pop(M.DOWNLOAD_TIMEOUT, None)
+    else:
+        meta[M.DOWNLOAD_TIMEOUT] = own
+    return True
 
 
 def _fire(d: Deferred[None]) -> None:

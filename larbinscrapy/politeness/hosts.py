@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 THROTTLED = "throttled"  # drop reason: the host asked for more than LARBIN_THROTTLE_RETRY_AFTER_MAX
+SILENT = "silent"  # drop reason: the host never answered within LARBIN_HOST_SILENT_TIMEOUT
 JITTER = 0.1  # back-off pauses are lengthened by up to this fraction, so workers do not align
 # How a fetch from a host ended, for a listener that keeps the host's throttling run elsewhere
 # (the Redis frontier): "" says nothing about the run (a failure, nothing sent).
@@ -67,6 +68,10 @@ class HostState:
     set_aside: bool = False
     throttled: int = 0  # throttling answers received
     in_a_row: int = 0  # throttling answers since its last normal answer
+    # an HTTP answer came (since the host was last made resident: not packed, so an evicted
+    # host is timed as a new one again), and the host was set aside for never answering
+    heard: bool = False
+    silent: bool = False
 
 
 # ready_at, crawl_delay, adaptive_delay, paused_until, backoff, set_aside, throttled, in_a_row
@@ -114,11 +119,13 @@ class HostTable:
         throttle_backoff: float,
         max_backoff: float,
         max_in_a_row: int = 0,
+        silent_timeout: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         rng: Callable[[], float] = random.random,
         resident_max: int = RESIDENT_MAX,
     ) -> None:
         self.default_delay = delay
+        self.silent_timeout = silent_timeout
         self.max_connections = max(1, max_connections)
         self.max_crawl_delay = max_crawl_delay
         self.max_retry_after = max_retry_after
@@ -211,6 +218,7 @@ class HostTable:
         """
         hs.throttled += 1
         hs.in_a_row += 1
+        hs.heard = True
         if self.max_in_a_row and hs.in_a_row >= self.max_in_a_row:
             # A host that answers nothing but throttling would hold a one-pass crawl open for ever.
             hs.set_aside = True
@@ -236,6 +244,27 @@ class HostTable:
         """A normal answer: the back-off starts again from its base next time."""
         hs.backoff = 0.0
         hs.in_a_row = 0
+        hs.heard = True
+
+    # -- hosts that never answer ------------------------------------------------------------
+    def first_answer_timeout(self, hs: HostState) -> float | None:
+        """The page timeout of a fetch from a host never heard from (``silent_timeout``), or
+        None: the host answered once, or the rule is off.
+
+        A host that accepts connections and never answers would hold its IP's connection,
+        shared with every other name on the address, for the whole page timeout, try after try.
+        """
+        if self.silent_timeout <= 0 or hs.heard:
+            return None
+        return self.silent_timeout
+
+    def timed_out(self, hs: HostState) -> bool:
+        """A fetch timed out under ``first_answer_timeout``: set the host aside as silent (its
+        other URLs are dropped before they reach the network). True if it was just set aside."""
+        if hs.heard or hs.set_aside or self.silent_timeout <= 0:
+            return False
+        hs.set_aside = hs.silent = True
+        return True
 
     def gauges(self, now: float) -> dict[str, int]:
         """Hostnames seen (``created``), resident, packed, fetching, cooling (delay), throttled

@@ -168,6 +168,7 @@ class IpTable:
             throttle_backoff=settings.getfloat("LARBIN_THROTTLE_BACKOFF"),
             max_backoff=settings.getfloat("LARBIN_THROTTLE_BACKOFF_MAX"),
             max_in_a_row=settings.getint("LARBIN_THROTTLE_IN_A_ROW_MAX"),
+            silent_timeout=settings.getfloat("LARBIN_HOST_SILENT_TIMEOUT"),
         )
         return cls(
             min(settings.getfloat("LARBIN_IP_DELAY"), host_delay),

@@ -22,9 +22,11 @@ from xxhash import xxh3_128_digest
 from larbinscrapy import meta as M
 from larbinscrapy.frontier import Frontier, frontier_of, seen_set_of
 from larbinscrapy.gate.admission import Admission, admission_of, source_of
-from larbinscrapy.parse.urls import fingerprint_url, site_of, site_origin
+from larbinscrapy.parse.urls import fingerprint_url, host_of, site_of, site_origin
+from larbinscrapy.politeness.ipsites import politeness_of
 from larbinscrapy.politeness.robotstxt import RobotsTxtParser
 from larbinscrapy.seeds.hints import sitemap_hint
+from larbinscrapy.seeds.turns import Turns
 from larbinscrapy.stopping import CrawlStopping, stopping
 
 if TYPE_CHECKING:
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+
+    from larbinscrapy.politeness import HostRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +101,13 @@ class SitemapReader:
         max_files: int,
         max_urls: int,
         max_bytes: int,
+        fetches_max: int = 16,
     ) -> None:
         self.crawler = crawler
+        # files fetched at once: one per IP, a few in all, waiting here and not in the
+        # downloader's CONCURRENT_REQUESTS slots (turns.py)
+        self._turns = Turns(fetches_max)
+        self._politeness: HostRegistry | None = None
         self.stats = crawler.stats
         self.priority = priority
         self.max_files = max_files
@@ -130,11 +139,13 @@ class SitemapReader:
             max_files=s.getint("LARBIN_SITEMAP_FILES_MAX"),
             max_urls=s.getint("LARBIN_SITEMAP_URLS_MAX"),
             max_bytes=s.getint("LARBIN_SITEMAP_BYTES_MAX"),
+            fetches_max=max(1, s.getint("CONCURRENT_REQUESTS") // 8),
         )
 
     def _spider_opened(self, spider: Any = None) -> None:
         self._admission = admission_of(self.crawler)
         self._frontier = frontier_of(self.crawler)
+        self._politeness = politeness_of(self.crawler)
         seen = seen_set_of(self.crawler)
         if seen is not None:
             self._mark, self._known = seen.seen_fingerprint, seen.knows_fingerprint
@@ -217,6 +228,19 @@ class SitemapReader:
                 self._queue(response, entries)
 
     async def _fetch(self, url: str) -> Response | None:
+        """``_download`` in the IP's turn (``Turns``): the site's host's IP when known."""
+        host = host_of(url)
+        ip = self._politeness.cached_ip(host) if self._politeness is not None else None
+        key = ip or host
+        await maybe_deferred_to_future(self._turns.take(key))
+        try:
+            if stopping(self.crawler):
+                raise CrawlStopping("the crawl is stopping")
+            return await self._download(url)
+        finally:
+            self._turns.give(key)
+
+    async def _download(self, url: str) -> Response | None:
         if self._mark is not None:
             self._mark(fingerprint_url(url))
         request = Request(url, callback=NO_CALLBACK, meta={M.DOWNLOAD_MAXSIZE: self.max_bytes})
