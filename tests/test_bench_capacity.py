@@ -4,11 +4,14 @@ Not timings: those live in benchmarks/RESULTS.md."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from benchmarks.bench_distributed import RedisProcess, capacity_crawl, key_kind, render_capacity
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_key_kind_folds_hosts_ips_workers_and_tags():
