@@ -951,46 +951,6 @@ def _queued(nodes: list[Any]) -> int:
     return total
 
 
-class _Sampler:
-    """Every ``every`` s during a crawl: used memory (summed over the nodes) and URLs queued;
-    keeps the peak. Its own traffic is measured after the crawl (``round_cost``) and taken off."""
-
-    def __init__(self, nodes: list[Any], every: float = 2.0) -> None:
-        self.nodes, self.every = nodes, every
-        self.rounds = 0
-        self.peak = {"used_memory": 0, "queued": 0}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def sample(self) -> None:
-        used = sum(int(n.info("memory")["used_memory"]) for n in self.nodes)
-        queued = _queued(self.nodes)
-        self.rounds += 1
-        if queued > self.peak["queued"]:
-            self.peak = {"used_memory": used, "queued": queued}
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.every):
-            with contextlib.suppress(redis.RedisError):
-                self.sample()
-
-    def round_cost(self) -> dict[str, float]:
-        """Bytes and commands one sampling round costs Redis (two rounds, the mean)."""
-        before = node_counters(self.nodes)
-        self.sample()
-        self.sample()
-        after = node_counters(self.nodes)
-        again = node_counters(self.nodes)  # what reading the counters itself costs
-        return {
-            k: (
-                sum(a[k] - b[k] for a, b in zip(after, before, strict=True))
-                - sum(g[k] - a[k] for g, a in zip(again, after, strict=True))
-            )
-            / 2
-            for k in ("net_in", "net_out", "commands", "scripts")
-        }
-
-
 def _capacity_settings(crawl_dir: Path) -> None:
     """The worker's settings module: the distributed profile with every name pinned."""
     (crawl_dir / "scale_settings.py").write_text(
@@ -1005,7 +965,7 @@ def capacity_crawl(
     rds: Any, work: Path, hosts: int, pages: int, hosts_per_ip: int
 ) -> dict[str, Any]:
     """One worker crawls a ``hosts``-host web (``testweb.manyhosts``) into ``rds``; Redis's
-    counters per node before and after, the peak while URLs were queued, and a census of keys."""
+    counters per node before and after, and a census of the keys left."""
     from testweb import manyhosts
 
     nodes = getattr(rds, "nodes", None) or [rds.client]
@@ -1019,11 +979,9 @@ def capacity_crawl(
         _capacity_settings(work / "crawl")
         settings: dict[str, object] = {"REDIS_URL": rds.url, "LARBIN_REDIS_IDLE_BEFORE_CLOSE": 1}
         settings.update(kv.split("=", 1) for kv in getattr(rds, "settings", ()))
-        sampler = _Sampler(nodes)
         load = os.getloadavg()[0]
         before = node_counters(nodes)
         started = time.monotonic()
-        sampler.thread.start()
         with open(work / "crawl.log", "wb") as log:
             proc = subprocess.Popen(
                 manyhosts.crawl_command(seeds, settings),
@@ -1034,10 +992,7 @@ def capacity_crawl(
             )
             _, status, usage = os.wait4(proc.pid, 0)
         wall = time.monotonic() - started
-        sampler.stop.set()
-        sampler.thread.join()
         after = node_counters(nodes)
-        cost = sampler.round_cost()
     records = manyhosts.read_log(work / "web" / manyhosts.LOG)
     fetched = len(manyhosts.summary(records, port)["pages"])
     return {
@@ -1051,11 +1006,9 @@ def capacity_crawl(
         "load": [load, os.getloadavg()[0]],
         "base_memory": base_memory,
         "nodes": [
-            {k: a[k] - b[k] - (cost[k] * sampler.rounds if k in cost else 0) for k in a}
-            | {"used_memory": a["used_memory"]}
+            {k: a[k] - b[k] for k in a} | {"used_memory": a["used_memory"]}
             for a, b in zip(after, before, strict=True)
         ],
-        "peak": sampler.peak,
         "census": key_census(nodes),
     }
 
@@ -1103,15 +1056,11 @@ def render_capacity(where: str, r: dict[str, Any]) -> str:
     dup = sum(c["bytes"] for k, c in census if "contentdup" in k)
     rest = sum(c["bytes"] for k, c in census) - seen - dup
     grown = sum(n["used_memory"] for n in r["nodes"]) - sum(r["base_memory"])
-    peak = r["peak"]
-    after = sum(n["used_memory"] for n in r["nodes"])
     lines += [
         "",
         f"used_memory grew {grown / 1e6:.2f} MB: seen bits {seen / 1e6:.2f} MB (fixed size), "
         f"content hashes {dup / pages:.1f} B/page, every other key {rest / hosts:.1f} B/host "
-        f"({rest / pages:.1f} B/page). At the most URLs queued ({peak['queued']:,}) used_memory "
-        f"was {(peak['used_memory'] - after) / max(1, peak['queued']):.0f} B/queued URL above "
-        "the end's.",
+        f"({rest / pages:.1f} B/page).",
     ]
     return "\n".join(lines) + "\n"
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-def test_key_kind_folds_hosts_ips_workers_and_tags():
+def test_key_kind_folds_hosts_ips_workers_and_tags() -> None:
     assert key_kind("{s3.32}larbin:frontier:site:http://h7.scale.test:4000") == (
         "{tag}larbin:frontier:site:<site>"
     )
@@ -24,7 +24,7 @@ def test_key_kind_folds_hosts_ips_workers_and_tags():
 
 
 @pytest.mark.crawl
-def test_a_tiny_capacity_crawl_counts_every_host_once(tmp_path: Path):
+def test_a_tiny_capacity_crawl_counts_every_host_once(tmp_path: Path) -> None:
     rds = RedisProcess(tmp_path)
     try:
         row = capacity_crawl(rds, tmp_path, hosts=12, pages=2, hosts_per_ip=4)
