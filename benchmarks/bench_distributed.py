@@ -5,6 +5,8 @@
                                            [--memory-only] [--memory-repo TREE]
     python benchmarks/bench_distributed.py --split [--hosts 20] [--pages 150] [--links 30]
                                            [--cluster] [--reps 2] [--base OLD_CHECKOUT]
+    python benchmarks/bench_distributed.py --capacity [--capacity-hosts 2000] [--capacity-pages 4]
+                                           [--no-cluster] [--json PATH]
 
 * Crawl: the CPU scenario of ``benchmarks.run`` (``SynthWeb``, ``DOWNLOAD_DELAY=0``,
   ``CONCURRENT_REQUESTS=100``, ``CONCURRENT_REQUESTS_PER_DOMAIN=8``), each repetition in this
@@ -32,6 +34,10 @@
   process's CPU is sampled every ``SAMPLE_S`` s and cut at its first and last page in nginx's
   log: CPU before the first page and after the last (fixed), per page in between; Redis's CPU
   (``psutil`` of its processes) per page and outside the pages.
+* ``--capacity`` (issue 33, point 3): one worker crawls ``testweb.manyhosts`` (many hosts, a few
+  pages each) on one Redis, then on a 3-master cluster: per node, Redis's CPU, network bytes,
+  commands and scripts per page (``INFO`` deltas); every key grouped by kind with its
+  ``MEMORY USAGE`` per host and per page, after the crawl and while URLs wait on every host.
 """
 
 from __future__ import annotations
