@@ -5,6 +5,8 @@
                                            [--memory-only] [--memory-repo TREE]
     python benchmarks/bench_distributed.py --split [--hosts 20] [--pages 150] [--links 30]
                                            [--cluster] [--reps 2] [--base OLD_CHECKOUT]
+    python benchmarks/bench_distributed.py --capacity [--capacity-hosts 2000] [--capacity-pages 4]
+                                           [--no-cluster] [--json PATH]
 
 * Crawl: the CPU scenario of ``benchmarks.run`` (``SynthWeb``, ``DOWNLOAD_DELAY=0``,
   ``CONCURRENT_REQUESTS=100``, ``CONCURRENT_REQUESTS_PER_DOMAIN=8``), each repetition in this
@@ -32,6 +34,10 @@
   process's CPU is sampled every ``SAMPLE_S`` s and cut at its first and last page in nginx's
   log: CPU before the first page and after the last (fixed), per page in between; Redis's CPU
   (``psutil`` of its processes) per page and outside the pages.
+* ``--capacity`` (issue 33, point 3): one worker crawls ``testweb.manyhosts`` (many hosts, a few
+  pages each) on one Redis, then on a 3-master cluster: per node, Redis's CPU, network bytes,
+  commands and scripts per page (``INFO`` deltas); every key grouped by kind with its
+  ``MEMORY USAGE`` per host and per page, after the crawl and while URLs wait on every host.
 """
 
 from __future__ import annotations
@@ -871,6 +877,298 @@ def idle_report(args: argparse.Namespace, work: Path) -> str:
     )
 
 
+# --- capacity: Redis memory per host, CPU, network and commands per page (issue 33, point 3) ---
+CAPACITY_FIRST_IP = "127.44.0.1"  # the capacity benchmark's range: 127.44.0.0/16
+_KEY_SHAPES = (  # (regex, placeholder): a key's per-entity parts, so keys group by kind
+    (r"\{[^}]*\}", "{tag}"),
+    (r"(https?://)?h\d+\.scale\.test(:\d+)?", "<site>"),
+    (r"127\.\d+\.\d+\.\d+", "<ip>"),
+    (r"(lease|held|seeds):[^:]+$", r"\1:<worker>"),
+    (r"seen:\d+$", "seen:<n>"),
+)
+
+
+def key_kind(key: str) -> str:
+    """``{s3.32}larbin:frontier:site:http://h7.scale.test:4000`` -> ``{tag}...:site:<site>``."""
+    import re
+
+    for pattern, repl in _KEY_SHAPES:
+        key = re.sub(pattern, repl, key)
+    return key
+
+
+def _elements(node: Any, key: bytes, kind: bytes) -> int:
+    """Entries of a hash, set, zset or list; 1 for a string."""
+    return int(
+        {b"hash": node.hlen, b"set": node.scard, b"zset": node.zcard, b"list": node.llen}.get(
+            kind, lambda k: 1
+        )(key)
+    )
+
+
+def key_census(nodes: list[Any]) -> dict[str, dict[str, int]]:
+    """Every key of every node grouped by ``key_kind``: keys, ``MEMORY USAGE`` bytes, entries."""
+    out: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        for key in node.scan_iter(count=1000):
+            kind = node.type(key)
+            row = out.setdefault(
+                f"{key_kind(key.decode())} ({kind.decode()})", {"keys": 0, "bytes": 0, "entries": 0}
+            )
+            row["keys"] += 1
+            row["bytes"] += int(node.memory_usage(key, samples=0) or 0)
+            row["entries"] += _elements(node, key, kind)
+    return out
+
+
+def node_counters(nodes: list[Any]) -> list[dict[str, float]]:
+    """Per node: CPU s, bytes in/out, commands run, used memory (``INFO``)."""
+    rows = []
+    for node in nodes:
+        info = node.info("all")
+        skip = ("cmdstat_info", "cmdstat_ping", "cmdstat_cluster", "cmdstat_memory", "cmdstat_scan")
+        rows.append(
+            {
+                "cpu_s": float(info["used_cpu_sys"]) + float(info["used_cpu_user"]),
+                "net_in": float(info["total_net_input_bytes"]),
+                "net_out": float(info["total_net_output_bytes"]),
+                "commands": float(
+                    sum(
+                        v["calls"]
+                        for k, v in info.items()
+                        if k.startswith("cmdstat_") and k not in skip
+                    )
+                ),
+                "scripts": float(
+                    sum(info.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("evalsha", "eval"))
+                ),
+                "used_memory": float(info["used_memory"]),
+            }
+        )
+    return rows
+
+
+def _queued(nodes: list[Any]) -> int:
+    """URLs queued in the frontier now (every shard's ``count`` hash)."""
+    total = 0
+    for node in nodes:
+        for key in node.scan_iter(match="*larbin:frontier:count", count=1000):
+            total += int(node.hget(key, "queued") or 0)
+    return total
+
+
+def _capacity_settings(crawl_dir: Path) -> None:
+    """The worker's settings module: the distributed profile with every name pinned."""
+    (crawl_dir / "scale_settings.py").write_text(
+        "import json, pathlib\nfrom settings.distributed import *  # noqa: F403\n"
+        f"LARBIN_RESOLVE = json.loads(pathlib.Path({str(crawl_dir / 'resolve.json')!r})"
+        ".read_text())\n",
+        encoding="utf-8",
+    )
+
+
+def capacity_crawl(
+    rds: Any, work: Path, hosts: int, pages: int, hosts_per_ip: int
+) -> dict[str, Any]:
+    """One worker crawls a ``hosts``-host web (``testweb.manyhosts``) into ``rds``; Redis's
+    counters per node before and after, and a census of the keys left."""
+    from testweb import manyhosts
+
+    nodes = getattr(rds, "nodes", None) or [rds.client]
+    rds.client.flushall()
+    base_memory = [int(n.info("memory")["used_memory"]) for n in nodes]
+    with manyhosts.served(work, hosts, pages, CAPACITY_FIRST_IP, hosts_per_ip) as (
+        port,
+        seeds,
+        env,
+    ):
+        _capacity_settings(work / "crawl")
+        settings: dict[str, object] = {"REDIS_URL": rds.url, "LARBIN_REDIS_IDLE_BEFORE_CLOSE": 1}
+        settings.update(kv.split("=", 1) for kv in getattr(rds, "settings", ()))
+        load = os.getloadavg()[0]
+        before = node_counters(nodes)
+        started = time.monotonic()
+        with open(work / "crawl.log", "wb") as log:
+            proc = subprocess.Popen(
+                manyhosts.crawl_command(seeds, settings),
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env},
+            )
+            _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - started
+        after = node_counters(nodes)
+    records = manyhosts.read_log(work / "web" / manyhosts.LOG)
+    fetched = len(manyhosts.summary(records, port)["pages"])
+    return {
+        "exit": os.waitstatus_to_exitcode(status),
+        "hosts": hosts,
+        "pages": fetched,
+        "requests": len(records),
+        "coverage": fetched / (hosts * pages),
+        "wall_s": wall,
+        "worker_cpu_s": usage.ru_utime + usage.ru_stime,
+        "load": [load, os.getloadavg()[0]],
+        "base_memory": base_memory,
+        "nodes": [
+            {k: a[k] - b[k] for k in a} | {"used_memory": a["used_memory"]}
+            for a, b in zip(after, before, strict=True)
+        ],
+        "census": key_census(nodes),
+    }
+
+
+def render_capacity(where: str, r: dict[str, Any]) -> str:
+    """One crawl's capacity figures as markdown (per node, then the key census)."""
+    pages, hosts = max(1, r["pages"]), r["hosts"]
+    lines = [
+        f"### {where}: {hosts:,} hosts, {r['pages']:,} pages ({r['requests']:,} requests, "
+        f"coverage {r['coverage']:.4f}, exit {r['exit']}), {r['wall_s']:.0f} s, worker "
+        f"{1000 * r['worker_cpu_s'] / pages:.2f} ms CPU/page, load {r['load'][0]:.1f}"
+        f"-{r['load'][1]:.1f}",
+        "",
+        "| node | Redis CPU ms/page | net in B/page | net out B/page | commands/page "
+        "| scripts/page | used_memory MB (empty) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    total = dict.fromkeys(("cpu_s", "net_in", "net_out", "commands", "scripts"), 0.0)
+    for i, (n, empty) in enumerate(zip(r["nodes"], r["base_memory"], strict=True)):
+        for k in total:
+            total[k] += n[k]
+        lines.append(
+            f"| {i} | {1000 * n['cpu_s'] / pages:.3f} | {n['net_in'] / pages:.0f} "
+            f"| {n['net_out'] / pages:.0f} | {n['commands'] / pages:.1f} "
+            f"| {n['scripts'] / pages:.2f} | {n['used_memory'] / 1e6:.2f} ({empty / 1e6:.2f}) |"
+        )
+    if len(r["nodes"]) > 1:
+        lines.append(
+            f"| all | {1000 * total['cpu_s'] / pages:.3f} | {total['net_in'] / pages:.0f} "
+            f"| {total['net_out'] / pages:.0f} | {total['commands'] / pages:.1f} "
+            f"| {total['scripts'] / pages:.2f} | |"
+        )
+    lines += [
+        "",
+        "| key (after the crawl) | keys | entries | bytes | bytes/host | bytes/page |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    census = sorted(r["census"].items(), key=lambda kv: -kv[1]["bytes"])
+    for kind, c in census:
+        lines.append(
+            f"| `{kind}` | {c['keys']:,} | {c['entries']:,} | {c['bytes']:,} "
+            f"| {c['bytes'] / hosts:.1f} | {c['bytes'] / pages:.1f} |"
+        )
+    seen = sum(c["bytes"] for k, c in census if ":seen" in k)
+    dup = sum(c["bytes"] for k, c in census if "contentdup" in k)
+    rest = sum(c["bytes"] for k, c in census) - seen - dup
+    grown = sum(n["used_memory"] for n in r["nodes"]) - sum(r["base_memory"])
+    lines += [
+        "",
+        f"used_memory grew {grown / 1e6:.2f} MB: seen bits {seen / 1e6:.2f} MB (fixed size), "
+        f"content hashes {dup / pages:.1f} B/page, every other key {rest / hosts:.1f} B/host "
+        f"({rest / pages:.1f} B/page).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def capacity_held(
+    rds: Any, work: Path, hosts: int, pages: int, hosts_per_ip: int
+) -> dict[str, Any]:
+    """URLs queued on every host: a crawl whose hosts wait an hour between two fetches
+    (``DOWNLOAD_DELAY=3600``; no robots.txt, no sitemaps; revisits on) fetches each start page
+    and then holds the links it found; the key census is taken then, while the worker runs."""
+    from testweb import manyhosts
+
+    nodes = getattr(rds, "nodes", None) or [rds.client]
+    rds.client.flushall()
+    with manyhosts.served(work, hosts, pages, CAPACITY_FIRST_IP, hosts_per_ip) as (
+        _port,
+        seeds,
+        env,
+    ):
+        _capacity_settings(work / "crawl")
+        settings: dict[str, object] = {
+            "REDIS_URL": rds.url,
+            "DOWNLOAD_DELAY": 3600,
+            "ROBOTSTXT_OBEY": False,  # a robots.txt would take the start page's turn
+            "LARBIN_SITEMAPS": False,  # so would /sitemap.xml
+            "LARBIN_REVISIT": True,  # each fetched page in the revisit schedule
+        }
+        settings.update(kv.split("=", 1) for kv in getattr(rds, "settings", ()))
+        log_path = work / "web" / manyhosts.LOG
+        with open(work / "held.log", "wb") as log:
+            proc = subprocess.Popen(
+                manyhosts.crawl_command(seeds, settings),
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env},
+                start_new_session=True,
+            )
+            try:
+                last, stable, deadline = (-1, -1), 0, time.monotonic() + 300
+                while stable < 4 and time.monotonic() < deadline and proc.poll() is None:
+                    time.sleep(1)  # the server's log is flushed every second
+                    now = (len(manyhosts.read_log(log_path)), _queued(nodes))
+                    stable = stable + 1 if now == last and now[1] else 0
+                    last = now
+                census = key_census(nodes)
+                used = sum(int(n.info("memory")["used_memory"]) for n in nodes)
+            finally:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=120)
+    return {
+        "hosts": hosts,
+        "requests": last[0],
+        "queued": last[1],
+        "used_memory": used,
+        "census": census,
+    }
+
+
+def render_held(where: str, r: dict[str, Any]) -> str:
+    """The census while URLs wait on every host: bytes per host and per queued URL."""
+    hosts, queued = r["hosts"], max(1, r["queued"])
+    lines = [
+        f"### {where}, URLs held on every host: {hosts:,} hosts, {r['queued']:,} URLs queued "
+        f"after {r['requests']:,} requests",
+        "",
+        "| key (while queued) | keys | entries | bytes | bytes/host (= /fetched page) "
+        "| bytes/queued URL |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    census = sorted(r["census"].items(), key=lambda kv: -kv[1]["bytes"])
+    for kind, c in census:
+        lines.append(
+            f"| `{kind}` | {c['keys']:,} | {c['entries']:,} | {c['bytes']:,} "
+            f"| {c['bytes'] / hosts:.1f} | {c['bytes'] / queued:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def capacity_report(args: argparse.Namespace, work: Path) -> str:
+    """``--capacity``: the many-host crawl on one Redis, then on a 3-master cluster."""
+    out = []
+    rows = {}
+    for where in ("one Redis", "a 3-master Redis Cluster"):
+        if where != "one Redis" and args.no_cluster:
+            continue
+        sub = work / where.split()[-1].lower()
+        sub.mkdir()
+        rds = RedisProcess(sub) if where == "one Redis" else ClusterRedis(sub)
+        try:
+            row = capacity_crawl(rds, sub / "crawl", args.capacity_hosts, args.capacity_pages, 10)
+            held = capacity_held(rds, sub / "held", args.capacity_hosts, args.capacity_pages, 10)
+        finally:
+            rds.stop()
+        rows[where] = {"crawl": row, "held": held}
+        print(f"  {where}: {row['pages']} pages", file=sys.stderr, flush=True)
+        out += [render_capacity(where, row), render_held(where, held)]
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--hosts", type=int, default=10)
@@ -918,7 +1216,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="Redis commands a second of an idle keep-alive worker (and --base's)",
     )
+    p.add_argument(
+        "--capacity",
+        action="store_true",
+        help="Redis memory per host, CPU, network and commands per page (many hosts)",
+    )
+    p.add_argument("--capacity-hosts", type=int, default=2000)
+    p.add_argument("--capacity-pages", type=int, default=4, help="--capacity: pages a host")
+    p.add_argument("--no-cluster", action="store_true", help="--capacity: one Redis only")
     args = p.parse_args(argv)
+    if args.capacity:
+        work = Path(tempfile.mkdtemp(prefix="larbin-bench-capacity-"))
+        try:
+            print(capacity_report(args, work))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     if args.split or args.idle:
         work = Path(tempfile.mkdtemp(prefix="larbin-bench-split-"))
         try:

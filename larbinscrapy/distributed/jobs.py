@@ -87,6 +87,22 @@ def _load_scripts(server: Any, calls: list[Call], force: bool = False) -> None:
             loaded.add(call.script.sha)
 
 
+# A slot moving or a master joining, as the client reports it outside ``UNREACHABLE``: a script
+# creating a key in a slot being migrated ("non local key"), and redis-py's table of nodes
+# while it learns a new master (an AttributeError on a node not yet in it). Retried as a moving
+# slot is: one line an outage, counted, no traceback.
+_MOVING = ("Script attempted to access a non local key", "'redis_connection'")
+
+
+def _moving(exc: Exception) -> Exception:
+    """``exc`` as a ``ClusterError`` when it says a slot or a node is moving, else itself."""
+    if isinstance(exc, (redis.exceptions.ResponseError, AttributeError)) and any(
+        m in str(exc) for m in _MOVING
+    ):
+        return redis.exceptions.ClusterError(f"the cluster is moving slots: {exc}")
+    return exc
+
+
 def run_calls(server: Any, calls: list[Call]) -> list[Any]:
     """Send ``calls`` in one pipeline; each entry is its parsed reply or its exception.
 
@@ -97,7 +113,13 @@ def run_calls(server: Any, calls: list[Call]) -> list[Any]:
     pipe = server.pipeline(transaction=False)
     for call in calls:
         pipe.execute_command(*call.args)
-    replies = pipe.execute(raise_on_error=False)
+    try:
+        replies = pipe.execute(raise_on_error=False)
+    except AttributeError as exc:
+        moved = _moving(exc)
+        if moved is exc:
+            raise
+        raise moved from exc
     again = [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
     if again:
         _load_scripts(server, [calls[i] for i in again], force=True)
@@ -109,7 +131,7 @@ def run_calls(server: Any, calls: list[Call]) -> list[Any]:
     out: list[Any] = []
     for call, reply in zip(calls, replies, strict=True):
         if isinstance(reply, Exception):
-            out.append(reply)
+            out.append(_moving(reply))
             continue
         try:
             out.append(call.parse(reply))
