@@ -55,7 +55,13 @@ def count_fds(pid: int) -> int:
 
 
 def run_size(
-    hosts: int, pages: int, hosts_per_ip: int, extra: list[str], workdir: Path, timeout: float
+    hosts: int,
+    pages: int,
+    hosts_per_ip: int,
+    extra: list[str],
+    workdir: Path,
+    timeout: float,
+    first_ip: str = FIRST_IP,
 ) -> dict[str, Any]:
     """One crawl of a ``hosts``-host web: its figures."""
     proc, info, _ = launch(
@@ -67,7 +73,7 @@ def run_size(
             "--pages",
             str(pages),
             "--first-ip",
-            FIRST_IP,
+            first_ip,
             "--hosts-per-ip",
             str(hosts_per_ip),
         ],
@@ -75,7 +81,7 @@ def run_size(
     try:
         port = info["port"]
         seeds, env = manyhosts.write_crawl_files(
-            workdir / "crawl", hosts, FIRST_IP, hosts_per_ip, port
+            workdir / "crawl", hosts, first_ip, hosts_per_ip, port
         )
         gc_path = workdir / "gc.json"
         with open(workdir / "crawl" / "scale_settings.py", "a", encoding="utf-8") as f:
@@ -208,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         "-s", dest="settings", action="append", default=[], help="NAME=VALUE for the crawl"
     )
     parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--first-ip", default=FIRST_IP, help="the web's first loopback address")
     parser.add_argument("--json", help="append each size's figures as a JSON line")
     parser.add_argument(
         "--state",
@@ -233,7 +240,13 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()[0]
         with TemporaryDirectory(prefix="bench-hosts-") as tmp:
             row = run_size(
-                hosts, args.pages, args.hosts_per_ip, args.settings, Path(tmp), args.timeout
+                hosts,
+                args.pages,
+                args.hosts_per_ip,
+                args.settings,
+                Path(tmp),
+                args.timeout,
+                args.first_ip,
             )
         row["load_before"] = load
         print(

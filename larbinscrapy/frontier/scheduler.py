@@ -51,6 +51,9 @@ logger = logging.getLogger(__name__)
 
 
 _MOVED_BATCH = 4096  # moves whose acks wait for a flush at most (a long refill flushes early)
+_REFILL_SITES = 4  # sites loaded at a time when nothing can be fetched (then: one ready?)
+_REFILL_READS = 256  # records read from disk at most for one request
+_NO_SOURCE = _MOVED.pack(0xFFFF_FFFF_FFFF_FFFF)  # a wait record written there first: no copy
 
 
 class LarbinScheduler(FrontierScheduler):
@@ -90,11 +93,13 @@ class LarbinScheduler(FrontierScheduler):
         self.in_memory = 0  # records held in site queues
         self._moved: list[tuple[int, int]] = []  # main records moved to wait, ack not written
         self._moves = 0  # records moved to a wait FIFO (larbin/frontier/to_wait)
+        self._leased: dict[tuple[int, int], Site] = {}  # handed out, not acked: their site
         self._dir: Path | None = None
         self._tempdir = False
         self._loop: task.LoopingCall | None = None
         self.disk_error: BaseException | None = None  # set once a frontier file failed
         self._refill_turn = 0
+        self.new_sites = 0  # sites loaded into memory so far (a site forgotten comes back new)
         self.ring: IpRing
         # the URLs dropped for DNS, for -a retry=dns (frontier/dnsfailed.py); JOBDIR only
         self.dns_failed = DnsFailedLog(jobdir) if jobdir else None
@@ -202,13 +207,46 @@ class LarbinScheduler(FrontierScheduler):
         record = self._encode(request)
         if record is not None:
             tier = self._tier(request)
-            self.fifos[tier].push(record)
             self.stats.inc_value("larbin/frontier/enqueued")
+            if tier == NORMAL and self._place_warm(request.url, record):
+                self._ack(previous)
+                return True
+            self.fifos[tier].push(record)
             # DNS once per site, when its first URL is admitted, not when its turn comes
             self.politeness.prefetch(host_of(request.url))
             if tier == PRIORITY and self.in_memory < self.mem_limit:
                 self._place_priority()
         self._ack(previous)
+        return True
+
+    def _place_warm(self, url: str, record: bytes) -> bool:
+        """Queue a URL of a site in memory (being fetched, or with URLs queued) in its site's
+        queue now, not behind every URL on disk (larbin: a known site's URLs go to its queue,
+        only the overflow to the wait FIFO): its pages go one after another at the site's
+        delay, over the connection its last page left open. Written once, to the wait FIFO
+        (read in order only after a restart), leased from there; False: queue it as before.
+        """
+        site = self.sites.get(site_of(url))
+        if site is None or site.state == DEAD or self.in_memory >= self.mem_limit:
+            return False
+        if len(self.fifos[PRIORITY]):  # the priority tier's URLs go into memory first
+            return False
+        crowded = site.overflow is not None or len(site.queue) >= self.max_per_site
+        if crowded and not site.queue:
+            return False
+        wait = self.fifos[NORMAL_WAIT]
+        rid = wait.push(_NO_SOURCE + record)
+        if crowded:
+            if site.overflow is None:
+                site.overflow = Overflow()
+            site.overflow.append(NORMAL_WAIT, rid, wait.last_offset)
+            return True
+        wait.lease(rid)
+        site.queue.append((NORMAL_WAIT, rid, record))
+        self.in_memory += 1
+        if site.state == READY and len(site.queue) == 1:
+            self.ring.add_site(site)
+            self._wake_engine()
         return True
 
     def _place_priority(self) -> None:
@@ -226,9 +264,8 @@ class LarbinScheduler(FrontierScheduler):
             return self.memory_only.popleft()
         now = self.table.clock()
         picked = self.ring.next_ready(now)
-        if picked is None and self.in_memory < self.mem_limit:
-            self._refill(now)
-            picked = self.ring.next_ready(now)
+        if picked is None:
+            picked = self._refill_until_ready(now)
         if picked is None:
             self._schedule_wakeup()
             return None
@@ -239,22 +276,47 @@ class LarbinScheduler(FrontierScheduler):
         self.in_memory -= 1
         if site.overflow is not None:
             self._top_up(site)
-        if not site.queue:
+        if not site.queue:  # kept while its page is out: its links come back to it (_place_warm)
             self.ring.site_emptied(site)
-            del self.sites[site.key]
+        site.out += 1
+        self._leased[(fifo_index, rid)] = site
+        self.ring.serving[site.host] = site
         self.table.acquire(st)
         self.ring.place(st.ip)
         self.stats.inc_value("larbin/frontier/dequeued")
         return self._hand_out(record, (fifo_index, rid), st.ip)
 
     # -- the sequencer: disk tiers -> site queues ------------------------------------------
-    def _refill(self, now: float, budget: int = 256) -> None:
-        """Move up to ``budget`` records from disk into site queues, priority tier first.
+    def _refill_until_ready(self, now: float) -> tuple[IpState, Site] | None:
+        """Nothing to fetch now: load records from disk, a few at a time, until a site can go.
+
+        A few, not a full batch: a site loaded is a site started, and the sites already
+        started go first (their next pages, queued by ``_place_warm``, are ready again after
+        their delay); so new sites start only as fast as the crawl has room for them, and a
+        started one is not left cooling past its server's keep-alive behind a crowd of them.
+        Counted in sites: a site's records behind it load with it.
+        """
+        budget = _REFILL_READS
+        while budget > 0 and self.in_memory < self.mem_limit:
+            read = self._refill(now, budget, self.new_sites + _REFILL_SITES)
+            if not read:
+                return None
+            budget -= read
+            picked = self.ring.next_ready(now)
+            if picked is not None:
+                return picked
+        return None
+
+    def _refill(self, now: float, budget: int = 256, sites: int = 0) -> int:
+        """Read up to ``budget`` records from disk into site queues (with ``sites``: until
+        ``new_sites`` reaches it), priority tier first; the number read.
 
         A wait FIFO is read in order only for what an earlier run left there (its records of
         this run are read back by id, per site); every fourth call starts with those.
         """
         self._refill_turn += 1
+        given = budget
+        sites = sites or 1 << 62
         order = (
             (PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT)
             if self._refill_turn % 4
@@ -264,7 +326,7 @@ class LarbinScheduler(FrontierScheduler):
         for index in order:
             fifo = self.fifos[index]
             before = fifo.resumed_end if index in _SOURCE_OF else None
-            while budget > 0 and self.in_memory < self.mem_limit:
+            while budget > 0 and self.in_memory < self.mem_limit and self.new_sites < sites:
                 popped = fifo.pop(before)
                 if popped is None:
                     break
@@ -272,6 +334,7 @@ class LarbinScheduler(FrontierScheduler):
                 self._place_record(index, popped[0], popped[1], fifo.last_offset)
         if self._moves != moved:  # counted once a call: a stats call costs more than a move
             self.stats.inc_value("larbin/frontier/to_wait", self._moves - moved)
+        return given - budget
 
     def _place_record(self, index: int, rid: int, record: bytes, offset: int) -> None:
         payload = record[_MOVED.size :] if index in _SOURCE_OF else record
@@ -285,6 +348,7 @@ class LarbinScheduler(FrontierScheduler):
         site = self.sites.get(key)
         if site is None:
             site = self.sites[key] = Site(key, host)
+            self.new_sites += 1
             self._resolve(site)
         if site.state == DEAD:  # refused synchronously (the SSRF guard, a cached DNS failure)
             self._drop_dead(index, rid, url, self.dead_hosts[host])
@@ -364,6 +428,8 @@ class LarbinScheduler(FrontierScheduler):
     def _drop_site(self, site: Site, reason: str) -> None:
         site.state = DEAD
         self.sites.pop(site.key, None)
+        if self.ring.serving.get(site.host) is site:
+            del self.ring.serving[site.host]
         for index, rid, _ in site.queue:
             self._drop(index, rid, reason)
         self.in_memory -= len(site.queue)
@@ -398,9 +464,21 @@ class LarbinScheduler(FrontierScheduler):
             self._flush_all()
         for index, record_id in acked:
             self.fifos[index].ack(record_id)
+            site = self._leased.pop((index, record_id), None)
+            if site is not None:
+                self._returned(site)
         if self.jobdir:
             for index in {index for index, _ in acked}:
                 self.fifos[index].flush()
+
+    def _returned(self, site: Site) -> None:
+        """A page of ``site`` is acknowledged: forget the site once nothing of it is left."""
+        site.out -= 1
+        gone = not site.out and not site.queue and site.overflow is None
+        if gone and self.sites.get(site.key) is site:
+            del self.sites[site.key]
+            if self.ring.serving.get(site.host) is site:
+                del self.ring.serving[site.host]
 
     def _flush_all(self) -> None:
         """Hand buffered writes to the OS in the order a ``kill -9`` needs.
@@ -431,11 +509,15 @@ class LarbinScheduler(FrontierScheduler):
     # -- IP readiness and waking the engine ------------------------------------------------
     @writes(None)
     def _ip_changed(self, st: IpState) -> None:
-        if st.dead:
-            for site in self.ring.dead_ip_sites(st.ip):
-                self.dead_hosts[site.host] = NOCONNECTION
-                self._drop_site(site, NOCONNECTION)
+        if st.dead:  # its sites in the ring, and those with a page out (not in the ring)
+            out = [site for site in self._leased.values() if site.ip == st.ip]
+            for site in (*self.ring.dead_ip_sites(st.ip), *out):
+                if site.state != DEAD:
+                    self.dead_hosts[site.host] = NOCONNECTION
+                    self._drop_site(site, NOCONNECTION)
             return
+        if st.last_host is not None:  # a fetch of it may have ended: its site goes next
+            self.ring.released(st, st.last_host)
         self.ring.place(st.ip)
         self._schedule_wakeup()
 

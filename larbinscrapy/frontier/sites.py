@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
@@ -74,10 +75,18 @@ class Site:
     queue: deque[Entry] = field(default_factory=deque)
     overflow: Overflow | None = None  # URLs past the cap, on disk (created when first needed)
     head: int = 0  # priority-tier URLs at the front of the queue, served before the rest
+    out: int = 0  # its URLs handed out and not acknowledged: the site stays while they are
+    due: float = 0.0  # when its entry in IpRing's warm heap is due (older entries are stale)
 
 
 class IpRing:
-    """IPs with queued sites; ``ready`` in round-robin order, cooling IPs in a heap by time."""
+    """IPs with queued sites; ``ready`` in round-robin order, cooling IPs in a heap by time.
+
+    A started site (a page of it out, or its fetch just ended: its server's connection is
+    open) with URLs queued also waits in ``_warm`` for the time its host may go again: it
+    goes then, ahead of the rotation, if its IP allows, or first on its IP once the IP is
+    free; sites not started yet wait (they have no connection to lose).
+    """
 
     def __init__(self, table: IpTable) -> None:
         self.table = table
@@ -85,13 +94,21 @@ class IpRing:
         self._ready: deque[str] = deque()
         self._cooling: list[tuple[float, str]] = []
         self._placed: set[str] = set()  # IPs currently in _ready or _cooling
+        self._warm: list[tuple[float, int, Site]] = []  # (host's next start, order, site)
+        self._order = itertools.count()
+        self.serving: dict[str, Site] = {}  # host -> its site, once served, while in memory
 
     def add_site(self, site: Site) -> None:
-        """A READY site got URLs: make sure it and its IP take part in the rotation."""
+        """A READY site got URLs: make sure it and its IP take part in the rotation (a site
+        with a page out first on its IP)."""
         ip = site.ip
         assert ip is not None
         sites = self.sites.setdefault(ip, deque())
-        if site not in sites:
+        if site.out:  # fetched just now (its connection open): its turn on the IP is next
+            if site not in sites:
+                sites.appendleft(site)
+            self.warm(site, self.table.next_start(self.table.get(ip), site.host))
+        elif site not in sites:
             sites.append(site)
         self.place(ip)
 
@@ -112,6 +129,9 @@ class IpRing:
 
     def next_ready(self, now: float) -> tuple[IpState, Site] | None:
         """The next IP allowed to fetch now and the site whose turn it is on that IP."""
+        warm = self._warm_ready(now) if self._warm else None
+        if warm is not None:
+            return warm
         cooling = self._cooling
         while cooling and cooling[0][0] <= now:
             self._ready.append(heapq.heappop(cooling)[1])
@@ -134,6 +154,40 @@ class IpRing:
             return st, site
         return None
 
+    def warm(self, site: Site, when: float) -> None:
+        """``site`` is started: serve it at ``when`` (its host's next start), before others."""
+        site.due = when
+        heapq.heappush(self._warm, (when, next(self._order), site))
+
+    def released(self, st: IpState, host: str) -> None:
+        """A fetch of ``host`` ended (a page, its robots.txt, a sitemap): its site's next URL
+        goes once the host's delay is over."""
+        site = self.serving.get(host)
+        if site is not None and site.queue and site.state == READY:
+            self.warm(site, self.table.next_start(st, host))
+
+    def _warm_ready(self, now: float) -> tuple[IpState, Site] | None:
+        """A started site whose host and IP may go now (stale entries dropped on the way)."""
+        warm = self._warm
+        while warm and warm[0][0] <= now:
+            when, _, site = heapq.heappop(warm)
+            if when != site.due or not site.queue or site.state != READY or site.ip is None:
+                continue  # a later entry, served since, or dropped
+            st = self.table.get(site.ip)
+            if st.dead:
+                continue
+            start = self.table.next_start(st, site.host)
+            if start > now:  # its delay was raised since (robots.txt, a sitemap, a pause)
+                self.warm(site, start)
+                continue
+            if self.table.available(st, now, site.host):
+                return st, site
+            sites = self.sites.get(site.ip)  # its IP is busy: first on it when it is free
+            if sites and sites[0] is not site and site in sites:
+                sites.remove(site)
+                sites.appendleft(site)
+        return None
+
     def _ready_site(self, st: IpState, sites: deque[Site], now: float) -> Site | None:
         """The next site in turn on ``st`` whose host may be fetched now (round robin)."""
         for _ in range(len(sites)):
@@ -151,8 +205,9 @@ class IpRing:
                 del self.sites[site.ip or ""]
 
     def next_wakeup(self) -> float | None:
-        """When the earliest cooling IP becomes ready (monotonic clock), if any."""
-        return self._cooling[0][0] if self._cooling else None
+        """When the earliest cooling IP or started site becomes ready (monotonic clock)."""
+        times = [heap[0][0] for heap in (self._cooling, self._warm) if heap]
+        return min(times) if times else None
 
     def dead_ip_sites(self, ip: str) -> list[Site]:
         """Forget an IP's sites (the IP was dropped); the caller drops their URLs."""
