@@ -240,6 +240,7 @@ class LarbinScheduler(FrontierScheduler):
             if site.overflow is None:
                 site.overflow = Overflow()
             site.overflow.append(NORMAL_WAIT, rid, wait.last_offset)
+            self.stats.inc_value("larbin/frontier/to_wait")
             return True
         wait.lease(rid)
         site.queue.append((NORMAL_WAIT, rid, record))
