@@ -61,6 +61,8 @@ class LarbinScheduler(FrontierScheduler):
 
     PRIORITY_TIER = PRIORITY
     NORMAL_TIER = NORMAL
+    new_sites = 0  # sites loaded into memory so far (a site forgotten comes back new)
+    _leased: dict[tuple[int, int], Site]  # handed out, not acked: their site (from open())
 
     def __init__(
         self,
@@ -93,13 +95,11 @@ class LarbinScheduler(FrontierScheduler):
         self.in_memory = 0  # records held in site queues
         self._moved: list[tuple[int, int]] = []  # main records moved to wait, ack not written
         self._moves = 0  # records moved to a wait FIFO (larbin/frontier/to_wait)
-        self._leased: dict[tuple[int, int], Site] = {}  # handed out, not acked: their site
         self._dir: Path | None = None
         self._tempdir = False
         self._loop: task.LoopingCall | None = None
         self.disk_error: BaseException | None = None  # set once a frontier file failed
         self._refill_turn = 0
-        self.new_sites = 0  # sites loaded into memory so far (a site forgotten comes back new)
         self.ring: IpRing
         # the URLs dropped for DNS, for -a retry=dns (frontier/dnsfailed.py); JOBDIR only
         self.dns_failed = DnsFailedLog(jobdir) if jobdir else None
@@ -121,6 +121,7 @@ class LarbinScheduler(FrontierScheduler):
         self._connect()
         self.politeness.hosts_scheduled = True  # the ring waits for each site's host
         self.ring = IpRing(self.table)
+        self._leased = {}
         self.table.add_listener(self._ip_changed)
         if self.jobdir:
             self._dir = Path(self.jobdir, "frontier")
