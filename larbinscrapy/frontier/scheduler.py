@@ -51,8 +51,6 @@ logger = logging.getLogger(__name__)
 
 
 _MOVED_BATCH = 4096  # moves whose acks wait for a flush at most (a long refill flushes early)
-_REFILL_SITES = 4  # sites loaded at a time when nothing can be fetched (then: one ready?)
-_REFILL_READS = 256  # records read from disk at most for one request
 _NO_SOURCE = _MOVED.pack(0xFFFF_FFFF_FFFF_FFFF)  # a wait record written there first: no copy
 
 
@@ -61,7 +59,6 @@ class LarbinScheduler(FrontierScheduler):
 
     PRIORITY_TIER = PRIORITY
     NORMAL_TIER = NORMAL
-    new_sites = 0  # sites loaded into memory so far (a site forgotten comes back new)
     _leased: dict[tuple[int, int], Site]  # handed out, not acked: their site (from open())
 
     def __init__(
@@ -120,7 +117,7 @@ class LarbinScheduler(FrontierScheduler):
         self.spider = spider
         self._connect()
         self.politeness.hosts_scheduled = True  # the ring waits for each site's host
-        self.ring = IpRing(self.table)
+        self.ring = IpRing(self.table, self.crawler.settings.getfloat("DOWNLOAD_DELAY"))
         self._leased = {}
         self.table.add_listener(self._ip_changed)
         if self.jobdir:
@@ -266,8 +263,9 @@ class LarbinScheduler(FrontierScheduler):
             return self.memory_only.popleft()
         now = self.table.clock()
         picked = self.ring.next_ready(now)
-        if picked is None:
-            picked = self._refill_until_ready(now)
+        if picked is None and self.in_memory < self.mem_limit:
+            self._refill(now)
+            picked = self.ring.next_ready(now)
         if picked is None:
             self._schedule_wakeup()
             return None
@@ -289,36 +287,13 @@ class LarbinScheduler(FrontierScheduler):
         return self._hand_out(record, (fifo_index, rid), st.ip)
 
     # -- the sequencer: disk tiers -> site queues ------------------------------------------
-    def _refill_until_ready(self, now: float) -> tuple[IpState, Site] | None:
-        """Nothing to fetch now: load records from disk, a few at a time, until a site can go.
-
-        A few, not a full batch: a site loaded is a site started, and the sites already
-        started go first (their next pages, queued by ``_place_warm``, are ready again after
-        their delay); so new sites start only as fast as the crawl has room for them, and a
-        started one is not left cooling past its server's keep-alive behind a crowd of them.
-        Counted in sites: a site's records behind it load with it.
-        """
-        budget = _REFILL_READS
-        while budget > 0 and self.in_memory < self.mem_limit:
-            read = self._refill(now, budget, self.new_sites + _REFILL_SITES)
-            if not read:
-                return None
-            budget -= read
-            picked = self.ring.next_ready(now)
-            if picked is not None:
-                return picked
-        return None
-
-    def _refill(self, now: float, budget: int = 256, sites: int = 0) -> int:
-        """Read up to ``budget`` records from disk into site queues (with ``sites``: until
-        ``new_sites`` reaches it), priority tier first; the number read.
+    def _refill(self, now: float, budget: int = 256) -> None:
+        """Move up to ``budget`` records from disk into site queues, priority tier first.
 
         A wait FIFO is read in order only for what an earlier run left there (its records of
         this run are read back by id, per site); every fourth call starts with those.
         """
         self._refill_turn += 1
-        given = budget
-        sites = sites or 1 << 62
         order = (
             (PRIORITY, PRIORITY_WAIT, NORMAL, NORMAL_WAIT)
             if self._refill_turn % 4
@@ -328,7 +303,7 @@ class LarbinScheduler(FrontierScheduler):
         for index in order:
             fifo = self.fifos[index]
             before = fifo.resumed_end if index in _SOURCE_OF else None
-            while budget > 0 and self.in_memory < self.mem_limit and self.new_sites < sites:
+            while budget > 0 and self.in_memory < self.mem_limit:
                 popped = fifo.pop(before)
                 if popped is None:
                     break
@@ -336,7 +311,6 @@ class LarbinScheduler(FrontierScheduler):
                 self._place_record(index, popped[0], popped[1], fifo.last_offset)
         if self._moves != moved:  # counted once a call: a stats call costs more than a move
             self.stats.inc_value("larbin/frontier/to_wait", self._moves - moved)
-        return given - budget
 
     def _place_record(self, index: int, rid: int, record: bytes, offset: int) -> None:
         payload = record[_MOVED.size :] if index in _SOURCE_OF else record
@@ -350,7 +324,6 @@ class LarbinScheduler(FrontierScheduler):
         site = self.sites.get(key)
         if site is None:
             site = self.sites[key] = Site(key, host)
-            self.new_sites += 1
             self._resolve(site)
         if site.state == DEAD:  # refused synchronously (the SSRF guard, a cached DNS failure)
             self._drop_dead(index, rid, url, self.dead_hosts[host])

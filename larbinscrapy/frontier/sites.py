@@ -88,8 +88,9 @@ class IpRing:
     free; sites not started yet wait (they have no connection to lose).
     """
 
-    def __init__(self, table: IpTable) -> None:
+    def __init__(self, table: IpTable, grace: float = 0.0) -> None:
         self.table = table
+        self.grace = grace  # a started site waits in the rotation this long past its time
         self.sites: dict[str, deque[Site]] = {}  # ip -> sites with queued URLs, round robin
         self._ready: deque[str] = deque()
         self._cooling: list[tuple[float, str]] = []
@@ -156,7 +157,7 @@ class IpRing:
 
     def warm(self, site: Site, when: float) -> None:
         """``site`` is started: serve it at ``when`` (its host's next start), before others."""
-        site.due = when
+        site.due = when = when + self.grace
         heapq.heappush(self._warm, (when, next(self._order), site))
 
     def released(self, st: IpState, host: str) -> None:
@@ -177,7 +178,7 @@ class IpRing:
             if st.dead:
                 continue
             start = self.table.next_start(st, site.host)
-            if start > now:  # its delay was raised since (robots.txt, a sitemap, a pause)
+            if start + self.grace > now:  # its delay was raised since (robots.txt, a sitemap)
                 self.warm(site, start)
                 continue
             if self.table.available(st, now, site.host):
