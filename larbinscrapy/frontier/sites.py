@@ -83,9 +83,12 @@ class IpRing:
     """IPs with queued sites; ``ready`` in round-robin order, cooling IPs in a heap by time.
 
     A started site (a page of it out, or its fetch just ended: its server's connection is
-    open) with URLs queued also waits in ``_warm`` for the time its host may go again: it
-    goes then, ahead of the rotation, if its IP allows, or first on its IP once the IP is
-    free; sites not started yet wait (they have no connection to lose).
+    open) with URLs queued also waits in ``_warm``: if the rotation has not served it
+    ``grace`` seconds (``DOWNLOAD_DELAY``) after its host may go again, it goes then, ahead
+    of the rotation, if its IP allows, or first on its IP once the IP is free. So a started
+    site is fetched again within two delays while the connection its last page left is
+    open; sites not started yet wait (they have no connection to lose), yet still start
+    while an IP's rotation has room (a shared IP is not left with a few hosts at the end).
     """
 
     def __init__(self, table: IpTable, grace: float = 0.0) -> None:
