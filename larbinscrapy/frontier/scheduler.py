@@ -270,6 +270,7 @@ class LarbinScheduler(FrontierScheduler):
             self._schedule_wakeup()
             return None
         st, site = picked
+        site.due = -1.0  # served: its warm entry, if any, is stale (set again when it ends)
         fifo_index, rid, record = site.queue.popleft()
         if site.head:
             site.head -= 1

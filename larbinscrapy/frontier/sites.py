@@ -76,7 +76,12 @@ class Site:
     overflow: Overflow | None = None  # URLs past the cap, on disk (created when first needed)
     head: int = 0  # priority-tier URLs at the front of the queue, served before the rest
     out: int = 0  # its URLs handed out and not acknowledged: the site stays while they are
-    due: float = 0.0  # when its entry in IpRing's warm heap is due (older entries are stale)
+    due: float = -1.0  # when its entry in IpRing's warm heap is due (older entries are stale)
+
+
+def _stale(when: float, site: Site) -> bool:
+    """A warm entry whose site was served since (or has a later entry), emptied or dropped."""
+    return when != site.due or not site.queue or site.state != READY or site.ip is None
 
 
 class IpRing:
@@ -160,8 +165,10 @@ class IpRing:
 
     def warm(self, site: Site, when: float) -> None:
         """``site`` is started: serve it at ``when`` (its host's next start), before others."""
-        site.due = when = when + self.grace
-        heapq.heappush(self._warm, (when, next(self._order), site))
+        when += self.grace
+        if site.due != when:  # (every event of its IP tells it again)
+            site.due = when
+            heapq.heappush(self._warm, (when, next(self._order), site))
 
     def released(self, st: IpState, host: str) -> None:
         """A fetch of ``host`` ended (a page, its robots.txt, a sitemap): its site's next URL
@@ -175,9 +182,10 @@ class IpRing:
         warm = self._warm
         while warm and warm[0][0] <= now:
             when, _, site = heapq.heappop(warm)
-            if when != site.due or not site.queue or site.state != READY or site.ip is None:
-                continue  # a later entry, served since, or dropped
-            st = self.table.get(site.ip)
+            if _stale(when, site):
+                continue
+            ip = site.ip or ""  # (set: a READY site has one)
+            st = self.table.get(ip)
             if st.dead:
                 continue
             start = self.table.next_start(st, site.host)
@@ -186,7 +194,7 @@ class IpRing:
                 continue
             if self.table.available(st, now, site.host):
                 return st, site
-            sites = self.sites.get(site.ip)  # its IP is busy: first on it when it is free
+            sites = self.sites.get(ip)  # its IP is busy: first on it when it is free
             if sites and sites[0] is not site and site in sites:
                 sites.remove(site)
                 sites.appendleft(site)
@@ -210,7 +218,10 @@ class IpRing:
 
     def next_wakeup(self) -> float | None:
         """When the earliest cooling IP or started site becomes ready (monotonic clock)."""
-        times = [heap[0][0] for heap in (self._cooling, self._warm) if heap]
+        warm = self._warm
+        while warm and _stale(*warm[0][::2]):  # no wake-up for an entry that is gone
+            heapq.heappop(warm)
+        times = [heap[0][0] for heap in (self._cooling, warm) if heap]
         return min(times) if times else None
 
     def dead_ip_sites(self, ip: str) -> list[Site]:
