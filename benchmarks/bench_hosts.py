@@ -54,10 +54,16 @@ def count_fds(pid: int) -> int:
 
 
 def run_size(
-    hosts: int, pages: int, hosts_per_ip: int, extra: list[str], workdir: Path, timeout: float
+    hosts: int,
+    pages: int,
+    hosts_per_ip: int,
+    extra: list[str],
+    workdir: Path,
+    timeout: float,
+    first_ip: str = FIRST_IP,
 ) -> dict[str, Any]:
     """One crawl of a ``hosts``-host web: its figures."""
-    with manyhosts.served(workdir, hosts, pages, FIRST_IP, hosts_per_ip) as (port, seeds, env):
+    with manyhosts.served(workdir, hosts, pages, first_ip, hosts_per_ip) as (port, seeds, env):
         gc_path = workdir / "gc.json"
         with open(workdir / "crawl" / "scale_settings.py", "a", encoding="utf-8") as f:
             f.write(GC_TIMER.format(path=str(gc_path)))
@@ -168,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "-s", dest="settings", action="append", default=[], help="NAME=VALUE for the crawl"
     )
     parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--first-ip", default=FIRST_IP, help="the web's first loopback address")
     parser.add_argument("--json", help="append each size's figures as a JSON line")
     parser.add_argument(
         "--state",
@@ -193,7 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()[0]
         with TemporaryDirectory(prefix="bench-hosts-") as tmp:
             row = run_size(
-                hosts, args.pages, args.hosts_per_ip, args.settings, Path(tmp), args.timeout
+                hosts,
+                args.pages,
+                args.hosts_per_ip,
+                args.settings,
+                Path(tmp),
+                args.timeout,
+                args.first_ip,
             )
         row["load_before"] = load
         print(

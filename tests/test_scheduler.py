@@ -497,6 +497,45 @@ def test_a_kill_right_after_dropping_stale_copies_keeps_them_dropped(tmp_path):
     resumed.close()
 
 
+# -- a site's URLs while a page of it is out go to its queue (#35, point 4) --------------------
+
+
+def test_a_link_to_a_site_with_a_page_out_goes_to_its_queue_not_behind_the_disk(tmp_path):
+    h = Harness("jobdir", tmp_path, {})
+    others = [url(f"o{n}", 0) for n in range(30)]
+    h.push(Request(url("a", 0)), *reqs(*others))
+    page = h.next_request()
+    assert page.url == url("a", 0)
+    h.sched.enqueue_request(Request(url("a", 1)))  # found on the page, while it is out
+    assert [codec.url_of(r) for _, _, r in h.sched.sites["http://a.test:80"].queue] == [url("a", 1)]
+    h.finish(page)
+    out = h.drain()
+    assert sorted(out) == sorted([url("a", 1), *others])
+    assert out.index(url("a", 1)) < len(out) - 1  # not behind every URL queued before it
+    h.close()
+    assert h.storage_empty()
+
+
+def test_a_link_queued_to_its_site_survives_a_kill_and_is_fetched_once(tmp_path):
+    h = Harness("jobdir", tmp_path / "a", {"LARBIN_FRONTIER_URLS_PER_SITE_MAX": 2})
+    h.push(Request(url("a", 0)))
+    page = h.next_request()
+    links = [url("a", n) for n in range(1, 6)]  # 2 to the site's queue, 3 to its overflow
+    for link in links:
+        h.sched.enqueue_request(Request(link))
+    h.sched._flush_all()  # what a kill -9 finds on disk: the page and its links, unacked
+    _crash_copy(Path(h.jobdir), tmp_path / "b" / "job", {})
+    killed = Harness("jobdir", tmp_path / "b", {"LARBIN_FRONTIER_URLS_PER_SITE_MAX": 2})
+    assert sorted(killed.drain()) == sorted([url("a", 0), *links])
+    killed.close()
+    h.finish(page)  # the run goes on: each link once, then nothing comes back
+    assert sorted(h.drain()) == sorted(links)
+    h.reopen()
+    assert h.drain() == []
+    h.close()
+    assert h.storage_empty()
+
+
 def test_a_wait_fifo_of_the_older_layout_is_moved_into_its_tier(tmp_path):
     legacy_urls = [url("old", n) for n in range(5)]
     old = SegmentFifo(tmp_path / "job" / "frontier" / "normal-wait", 4)

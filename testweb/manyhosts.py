@@ -168,7 +168,15 @@ class HttpConnection(asyncio.Protocol):
             f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
             f"{'Connection: close' if close else keep}\r\n\r\n"
         )
-        self.transport.write(head.encode() + body)
+        if self.server.latency > 0:  # before the first byte, as a distant server
+            asyncio.get_running_loop().call_later(
+                self.server.latency, self._send, head.encode() + body, close
+            )
+        else:
+            self._send(head.encode() + body, close)
+
+    def _send(self, data: bytes, close: bool) -> None:
+        self.transport.write(data)
         if close:
             self.transport.close()
 
@@ -176,9 +184,10 @@ class HttpConnection(asyncio.Protocol):
 class Server:
     """Listens on every address of the web; logs each request."""
 
-    def __init__(self, web: Web, keepalive: float, log: IO[str]) -> None:
+    def __init__(self, web: Web, keepalive: float, log: IO[str], latency: float = 0.0) -> None:
         self.web = web
         self.keepalive = keepalive
+        self.latency = latency
         self.connections = 0
         self._log = log
 
@@ -225,7 +234,7 @@ def summary(records: list[tuple[float, int, str, str]], port: int) -> dict[str, 
 async def serve(args: argparse.Namespace) -> None:
     web = Web(args.hosts, args.pages, args.cross, args.seed)
     with open(args.log, "w", encoding="utf-8", buffering=1 << 16) as log:
-        server = Server(web, args.keepalive, log)
+        server = Server(web, args.keepalive, log, args.latency)
         web.port = await server.listen(ips(args.hosts, args.first_ip, args.hosts_per_ip), args.port)
         info = json.dumps({"port": web.port})
         if args.info:
@@ -257,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--keepalive", type=float, default=5.0, help="idle seconds a connection")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--log", required=True)
     parser.add_argument("--info", default="")
     asyncio.run(serve(parser.parse_args(argv)))

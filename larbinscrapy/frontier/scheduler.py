@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 
 _MOVED_BATCH = 4096  # moves whose acks wait for a flush at most (a long refill flushes early)
+_NO_SOURCE = _MOVED.pack(0xFFFF_FFFF_FFFF_FFFF)  # a wait record written there first: no copy
 
 
 class LarbinScheduler(FrontierScheduler):
@@ -58,6 +59,7 @@ class LarbinScheduler(FrontierScheduler):
 
     PRIORITY_TIER = PRIORITY
     NORMAL_TIER = NORMAL
+    _leased: dict[tuple[int, int], Site]  # handed out, not acked: their site (from open())
 
     def __init__(
         self,
@@ -115,7 +117,8 @@ class LarbinScheduler(FrontierScheduler):
         self.spider = spider
         self._connect()
         self.politeness.hosts_scheduled = True  # the ring waits for each site's host
-        self.ring = IpRing(self.table)
+        self.ring = IpRing(self.table, self.crawler.settings.getfloat("DOWNLOAD_DELAY"))
+        self._leased = {}
         self.table.add_listener(self._ip_changed)
         if self.jobdir:
             self._dir = Path(self.jobdir, "frontier")
@@ -202,13 +205,47 @@ class LarbinScheduler(FrontierScheduler):
         record = self._encode(request)
         if record is not None:
             tier = self._tier(request)
-            self.fifos[tier].push(record)
             self.stats.inc_value("larbin/frontier/enqueued")
+            if tier == NORMAL and self._place_warm(request.url, record):
+                self._ack(previous)
+                return True
+            self.fifos[tier].push(record)
             # DNS once per site, when its first URL is admitted, not when its turn comes
             self.politeness.prefetch(host_of(request.url))
             if tier == PRIORITY and self.in_memory < self.mem_limit:
                 self._place_priority()
         self._ack(previous)
+        return True
+
+    def _place_warm(self, url: str, record: bytes) -> bool:
+        """Queue a URL of a site in memory (being fetched, or with URLs queued) in its site's
+        queue now, not behind every URL on disk (larbin: a known site's URLs go to its queue,
+        only the overflow to the wait FIFO): its pages go one after another at the site's
+        delay, over the connection its last page left open. Written once, to the wait FIFO
+        (read in order only after a restart), leased from there; False: queue it as before.
+        """
+        site = self.sites.get(site_of(url))
+        if site is None or site.state == DEAD or self.in_memory >= self.mem_limit:
+            return False
+        if len(self.fifos[PRIORITY]):  # the priority tier's URLs go into memory first
+            return False
+        crowded = site.overflow is not None or len(site.queue) >= self.max_per_site
+        if crowded and not site.queue:
+            return False
+        wait = self.fifos[NORMAL_WAIT]
+        rid = wait.push(_NO_SOURCE + record)
+        if crowded:
+            if site.overflow is None:
+                site.overflow = Overflow()
+            site.overflow.append(NORMAL_WAIT, rid, wait.last_offset)
+            self.stats.inc_value("larbin/frontier/to_wait")
+            return True
+        wait.lease(rid)
+        site.queue.append((NORMAL_WAIT, rid, record))
+        self.in_memory += 1
+        if site.state == READY and len(site.queue) == 1:
+            self.ring.add_site(site)
+            self._wake_engine()
         return True
 
     def _place_priority(self) -> None:
@@ -233,15 +270,18 @@ class LarbinScheduler(FrontierScheduler):
             self._schedule_wakeup()
             return None
         st, site = picked
+        site.due = -1.0  # served: its warm entry, if any, is stale (set again when it ends)
         fifo_index, rid, record = site.queue.popleft()
         if site.head:
             site.head -= 1
         self.in_memory -= 1
         if site.overflow is not None:
             self._top_up(site)
-        if not site.queue:
+        if not site.queue:  # kept while its page is out: its links come back to it (_place_warm)
             self.ring.site_emptied(site)
-            del self.sites[site.key]
+        site.out += 1
+        self._leased[(fifo_index, rid)] = site
+        self.ring.serving[site.host] = site
         self.table.acquire(st)
         self.ring.place(st.ip)
         self.stats.inc_value("larbin/frontier/dequeued")
@@ -364,6 +404,8 @@ class LarbinScheduler(FrontierScheduler):
     def _drop_site(self, site: Site, reason: str) -> None:
         site.state = DEAD
         self.sites.pop(site.key, None)
+        if self.ring.serving.get(site.host) is site:
+            del self.ring.serving[site.host]
         for index, rid, _ in site.queue:
             self._drop(index, rid, reason)
         self.in_memory -= len(site.queue)
@@ -398,9 +440,21 @@ class LarbinScheduler(FrontierScheduler):
             self._flush_all()
         for index, record_id in acked:
             self.fifos[index].ack(record_id)
+            site = self._leased.pop((index, record_id), None)
+            if site is not None:
+                self._returned(site)
         if self.jobdir:
             for index in {index for index, _ in acked}:
                 self.fifos[index].flush()
+
+    def _returned(self, site: Site) -> None:
+        """A page of ``site`` is acknowledged: forget the site once nothing of it is left."""
+        site.out -= 1
+        gone = not site.out and not site.queue and site.overflow is None
+        if gone and self.sites.get(site.key) is site:
+            del self.sites[site.key]
+            if self.ring.serving.get(site.host) is site:
+                del self.ring.serving[site.host]
 
     def _flush_all(self) -> None:
         """Hand buffered writes to the OS in the order a ``kill -9`` needs.
@@ -431,11 +485,15 @@ class LarbinScheduler(FrontierScheduler):
     # -- IP readiness and waking the engine ------------------------------------------------
     @writes(None)
     def _ip_changed(self, st: IpState) -> None:
-        if st.dead:
-            for site in self.ring.dead_ip_sites(st.ip):
-                self.dead_hosts[site.host] = NOCONNECTION
-                self._drop_site(site, NOCONNECTION)
+        if st.dead:  # its sites in the ring, and those with a page out (not in the ring)
+            out = [site for site in self._leased.values() if site.ip == st.ip]
+            for site in (*self.ring.dead_ip_sites(st.ip), *out):
+                if site.state != DEAD:
+                    self.dead_hosts[site.host] = NOCONNECTION
+                    self._drop_site(site, NOCONNECTION)
             return
+        if st.last_host is not None:  # a fetch of it may have ended: its site goes next
+            self.ring.released(st, st.last_host)
         self.ring.place(st.ip)
         self._schedule_wakeup()
 

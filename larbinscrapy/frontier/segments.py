@@ -198,6 +198,13 @@ class SegmentFifo(SegmentFiles):
             self.ack(rid)
         return record
 
+    def lease(self, rid: int) -> None:
+        """Hand out the record just pushed as ``rid`` without reading it back: its owner kept
+        it (a site's queue in memory). Acked like any other lease."""
+        self._ready -= 1
+        self._unacked += 1
+        self._reads.add(rid)
+
     def release(self, rid: int) -> None:
         """Give a popped record's lease back without a write: it stays on disk, unacked, and
         is handed out again only by ``read_at`` (or by ``pop`` after the next open)."""

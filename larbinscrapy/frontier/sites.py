@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
@@ -74,24 +75,49 @@ class Site:
     queue: deque[Entry] = field(default_factory=deque)
     overflow: Overflow | None = None  # URLs past the cap, on disk (created when first needed)
     head: int = 0  # priority-tier URLs at the front of the queue, served before the rest
+    out: int = 0  # its URLs handed out and not acknowledged: the site stays while they are
+    due: float = -1.0  # when its entry in IpRing's warm heap is due (older entries are stale)
+
+
+def _stale(when: float, site: Site) -> bool:
+    """A warm entry whose site was served since (or has a later entry), emptied or dropped."""
+    return when != site.due or not site.queue or site.state != READY or site.ip is None
 
 
 class IpRing:
-    """IPs with queued sites; ``ready`` in round-robin order, cooling IPs in a heap by time."""
+    """IPs with queued sites; ``ready`` in round-robin order, cooling IPs in a heap by time.
 
-    def __init__(self, table: IpTable) -> None:
+    A started site (a page of it out, or its fetch just ended: its server's connection is
+    open) with URLs queued also waits in ``_warm``: if the rotation has not served it
+    ``grace`` seconds (``DOWNLOAD_DELAY``) after its host may go again, it goes then, ahead
+    of the rotation, if its IP allows, or first on its IP once the IP is free. So a started
+    site is fetched again within two delays while the connection its last page left is
+    open; sites not started yet wait (they have no connection to lose), yet still start
+    while an IP's rotation has room (a shared IP is not left with a few hosts at the end).
+    """
+
+    def __init__(self, table: IpTable, grace: float = 0.0) -> None:
         self.table = table
+        self.grace = grace  # a started site waits in the rotation this long past its time
         self.sites: dict[str, deque[Site]] = {}  # ip -> sites with queued URLs, round robin
         self._ready: deque[str] = deque()
         self._cooling: list[tuple[float, str]] = []
         self._placed: set[str] = set()  # IPs currently in _ready or _cooling
+        self._warm: list[tuple[float, int, Site]] = []  # (host's next start, order, site)
+        self._order = itertools.count()
+        self.serving: dict[str, Site] = {}  # host -> its site, once served, while in memory
 
     def add_site(self, site: Site) -> None:
-        """A READY site got URLs: make sure it and its IP take part in the rotation."""
+        """A READY site got URLs: make sure it and its IP take part in the rotation (a site
+        with a page out first on its IP)."""
         ip = site.ip
         assert ip is not None
         sites = self.sites.setdefault(ip, deque())
-        if site not in sites:
+        if site.out:  # fetched just now (its connection open): its turn on the IP is next
+            if site not in sites:
+                sites.appendleft(site)
+            self.warm(site, self.table.next_start(self.table.get(ip), site.host))
+        elif site not in sites:
             sites.append(site)
         self.place(ip)
 
@@ -112,6 +138,9 @@ class IpRing:
 
     def next_ready(self, now: float) -> tuple[IpState, Site] | None:
         """The next IP allowed to fetch now and the site whose turn it is on that IP."""
+        warm = self._warm_ready(now) if self._warm else None
+        if warm is not None:
+            return warm
         cooling = self._cooling
         while cooling and cooling[0][0] <= now:
             self._ready.append(heapq.heappop(cooling)[1])
@@ -134,6 +163,43 @@ class IpRing:
             return st, site
         return None
 
+    def warm(self, site: Site, when: float) -> None:
+        """``site`` is started: serve it at ``when`` (its host's next start), before others."""
+        when += self.grace
+        if site.due != when:  # (every event of its IP tells it again)
+            site.due = when
+            heapq.heappush(self._warm, (when, next(self._order), site))
+
+    def released(self, st: IpState, host: str) -> None:
+        """A fetch of ``host`` ended (a page, its robots.txt, a sitemap): its site's next URL
+        goes once the host's delay is over."""
+        site = self.serving.get(host)
+        if site is not None and site.queue and site.state == READY:
+            self.warm(site, self.table.next_start(st, host))
+
+    def _warm_ready(self, now: float) -> tuple[IpState, Site] | None:
+        """A started site whose host and IP may go now (stale entries dropped on the way)."""
+        warm = self._warm
+        while warm and warm[0][0] <= now:
+            when, _, site = heapq.heappop(warm)
+            if _stale(when, site):
+                continue
+            ip = site.ip or ""  # (set: a READY site has one)
+            st = self.table.get(ip)
+            if st.dead:
+                continue
+            start = self.table.next_start(st, site.host)
+            if start + self.grace > now:  # its delay was raised since (robots.txt, a sitemap)
+                self.warm(site, start)
+                continue
+            if self.table.available(st, now, site.host):
+                return st, site
+            sites = self.sites.get(ip)  # its IP is busy: first on it when it is free
+            if sites and sites[0] is not site and site in sites:
+                sites.remove(site)
+                sites.appendleft(site)
+        return None
+
     def _ready_site(self, st: IpState, sites: deque[Site], now: float) -> Site | None:
         """The next site in turn on ``st`` whose host may be fetched now (round robin)."""
         for _ in range(len(sites)):
@@ -151,8 +217,12 @@ class IpRing:
                 del self.sites[site.ip or ""]
 
     def next_wakeup(self) -> float | None:
-        """When the earliest cooling IP becomes ready (monotonic clock), if any."""
-        return self._cooling[0][0] if self._cooling else None
+        """When the earliest cooling IP or started site becomes ready (monotonic clock)."""
+        warm = self._warm
+        while warm and _stale(*warm[0][::2]):  # no wake-up for an entry that is gone
+            heapq.heappop(warm)
+        times = [heap[0][0] for heap in (self._cooling, warm) if heap]
+        return min(times) if times else None
 
     def dead_ip_sites(self, ip: str) -> list[Site]:
         """Forget an IP's sites (the IP was dropped); the caller drops their URLs."""
