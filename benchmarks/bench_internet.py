@@ -9,6 +9,13 @@ analyzer's report (coverage against the generator's truth, DNS queries per host,
 the server). ``--latency`` adds a 30 ms median DNS answer delay and 100 ms median time to first
 byte. A crawl is stopped when the server has logged nothing for ``--stall`` seconds (reported as
 ``stopped: stalled``) or after ``--timeout``. Figures go to ``benchmarks/RESULTS.md``.
+
+Where the CPU goes: ``--base TREE`` runs each crawl from that checkout too, before this tree's
+(alternated: the same web, one after the other); ``--syscalls`` counts the crawl's system calls
+with ``perf stat`` (``epoll_wait`` = reactor iterations); ``--py-spy DIR`` records a profile per
+crawl (``py-spy record --format raw``; its own CPU is then in ``cpu_s``; with either, peak RSS
+and open fds are the wrapper's: read them from a plain run); ``--netns-prefix`` names the
+namespaces.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -36,10 +44,46 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _wrapped(cmd: list[str], tree: Path, work: Path, probe: dict[str, Any]) -> list[str]:
+    """The crawl's command run from ``tree``, under perf stat and py-spy when asked."""
+    venv_python = tree / ".venv" / "bin" / "python"
+    if venv_python.exists():
+        cmd = [str(venv_python), *cmd[1:]]
+    if probe.get("py_spy"):
+        out = Path(probe["py_spy"]) / f"{work.name}.spy"
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        record = [spy, "record", "--nonblocking", "--rate", "100", "--format", "raw"]
+        cmd = [*record, "-o", str(out), "--", *cmd]
+    if probe.get("syscalls"):
+        events = "syscalls:sys_enter_epoll_wait,raw_syscalls:sys_enter"
+        cmd = ["perf", "stat", "-x", ",", "-o", str(work / "perf.txt"), "-e", events, "--", *cmd]
+    return cmd
+
+
+def _perf_counts(path: Path) -> dict[str, int]:
+    """``perf stat -x ,`` output: event -> count."""
+    counts: dict[str, int] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[0].isdigit():  # count,unit,event
+                counts[fields[2].split(":")[-1]] = int(fields[0])
+    return counts
+
+
 def bench(
-    hosts: int, seed: int, latency: bool, work: Path, timeout: float, stall: float, extra: list[str]
+    hosts: int,
+    seed: int,
+    latency: bool,
+    work: Path,
+    timeout: float,
+    stall: float,
+    extra: list[str],
+    probe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One crawl of a fresh simulated internet; the figures and the analyzer's report."""
+    probe = probe or {}
+    tree = Path(probe.get("tree") or REPO)
     logdir = work / "internet"
     args = [
         "--hosts",
@@ -54,10 +98,15 @@ def bench(
     if latency:
         args += ["--dns-ms", "30", "--ttfb-ms", "100"]
     logdir.mkdir(parents=True, exist_ok=True)
-    with Namespace(dns_address(BASE)) as ns, InternetProcess(logdir, args, netns=ns) as net:
-        env = {**os.environ, "PYTHONPATH": str(REPO), "SSL_CERT_FILE": net.ca}
+    name = f"{probe.get('netns_prefix', 'internet-')}{os.getpid()}-{work.name}"
+    with (
+        Namespace(dns_address(BASE), name=name) as ns,
+        InternetProcess(logdir, args, netns=ns) as net,
+    ):
+        env = {**os.environ, "PYTHONPATH": str(tree), "SSL_CERT_FILE": net.ca}
         env.pop("SCRAPY_SETTINGS_MODULE", None)
-        cmd = ns.command(crawl_command(logdir / "seeds.txt", work, extra))
+        crawl = crawl_command(logdir / "seeds.txt", work, extra)
+        cmd = ns.command(_wrapped(crawl, tree, work, probe))
         result = run_watched(cmd, env, work, logdir / "web.log", timeout, stall)
         result["server_cpu_s"] = _cpu_s(net.proc.pid)
     internet, seeds, web, dns = load(logdir)
@@ -69,8 +118,11 @@ def bench(
     # the crawl's tail (a few hosts with hundreds of pages, one connection each) is long: the
     # time to 95% of the pages says how fast the bulk went
     t95 = (page_times[int(pages * 0.95) - 1] - web[0].t) if pages >= 20 else None
+    perf = _perf_counts(work / "perf.txt")
     result.update(
         {
+            "tree": str(tree),
+            "load": [round(x, 2) for x in os.getloadavg()],
             "hosts": hosts,
             "seed": seed,
             "latency": latency,
@@ -82,6 +134,15 @@ def bench(
             "pages_per_s_to_95pct": round(0.95 * pages / t95, 1) if t95 else None,
             "dns_queries_per_host": round(len(dns) / hosts, 3),
             "server_cpu_ms_per_request": round(result["server_cpu_s"] * 1000 / max(1, len(web)), 3),
+            "requests_per_page": round(len(web) / max(1, pages), 2),
+            "reactor_iterations_per_page": (
+                round(perf["sys_enter_epoll_wait"] / max(1, pages), 1)
+                if "sys_enter_epoll_wait" in perf
+                else None
+            ),
+            "syscalls_per_page": (
+                round(perf["sys_enter"] / max(1, pages), 1) if "sys_enter" in perf else None
+            ),
             "report": report,
         }
     )
@@ -110,18 +171,40 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "-s", dest="settings", action="append", default=[], help="KEY=VALUE for the crawl"
     )
+    p.add_argument("--base", type=Path, default=None, help="another checkout, run first")
+    p.add_argument("--reps", type=int, default=1, help="repetitions (with --base: pairs)")
+    p.add_argument("--syscalls", action="store_true", help="count system calls (perf stat)")
+    p.add_argument("--py-spy", type=Path, default=None, help="a py-spy profile per crawl here")
+    p.add_argument("--netns-prefix", default="internet-")
     args = p.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-internet-"))
+    if args.py_spy:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
+    trees = [("base", args.base), ("this", REPO)] if args.base else [("this", REPO)]
     results = []
-    for hosts in args.hosts or [1000]:
+    for rep, hosts in ((r, h) for r in range(args.reps) for h in args.hosts or [1000]):
         for latency in (False, True) if args.both else (args.latency,):
-            run_dir = work / f"h{hosts}-{'lat' if latency else 'nolat'}"
-            run_dir.mkdir(parents=True, exist_ok=True)
-            result = bench(
-                hosts, args.seed, latency, run_dir, args.timeout, args.stall, args.settings
-            )
-            results.append(result)
-            print(json.dumps(result), flush=True)
+            for label, tree in trees:
+                run_dir = work / f"h{hosts}-{'lat' if latency else 'nolat'}-{label}-{rep}"
+                run_dir.mkdir(parents=True, exist_ok=True)
+                probe = {
+                    "tree": tree,
+                    "syscalls": args.syscalls,
+                    "py_spy": args.py_spy,
+                    "netns_prefix": args.netns_prefix,
+                }
+                result = bench(
+                    hosts,
+                    args.seed,
+                    latency,
+                    run_dir,
+                    args.timeout,
+                    args.stall,
+                    args.settings,
+                    probe,
+                )
+                results.append(result)
+                print(json.dumps(result), flush=True)
     (work / "results.json").write_text(json.dumps(results, indent=1))
     return 0
 
