@@ -5,9 +5,8 @@ Scrapy's handler asks its context factory for a new TLS creator on every request
 own OpenSSL context, so no session is ever resumed. Here the same factory, built as Scrapy's
 handler builds it (so Scrapy's TLS settings mean what they mean there), is asked once per
 (host, port), and the site's newest session is offered to each new handshake. With Scrapy's own
-factory every site shares the first site's OpenSSL context (its options and trust store: loading
-the system's CA bundle costs ~20 ms a context, more than a page): a site's creator is the same
-class for its own name, so SNI and the certificate's name check stay per site.
+factory all sites share the first one's OpenSSL context (its trust store loaded once, not per
+site); each site's creator keeps SNI and the certificate's name check for its own name.
 ``TLSConnection`` is ``http1conn.Connection`` over Twisted's TLS transport; it keeps the peer
 certificate for ``Response.certificate``. Details: docs/https.md, docs/modules.md (lean/).
 
