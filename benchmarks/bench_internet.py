@@ -1,7 +1,7 @@
 """Our crawl of the simulated internet (``testweb/internet``) at N hosts, with real DNS.
 
 ``python -m benchmarks.bench_internet --hosts 1000 [--latency] [--seed 1]`` (root: it makes a
-network namespace, ``--netns`` names it): serves ``python -m testweb.internet`` inside a fresh
+network namespace): serves ``python -m testweb.internet`` inside a fresh
 namespace whose resolv.conf points at the simulated DNS server (port 53), runs ``scrapy crawl
 larbin`` of its seeds there with the ordinary system resolver (no ``LARBIN_RESOLVE``) and the
 test CA trusted, and prints one JSON document: CPU ms a page, pages/s, peak RSS, most open fds,
@@ -10,6 +10,13 @@ politeness at the server; with latency, the requests in flight at the server). `
 adds a 30 ms median DNS answer delay and 100 ms median time to first byte. A crawl is stopped
 when the server has logged nothing for ``--stall`` seconds (reported as ``stopped: stalled``)
 or after ``--timeout``. Figures go to ``benchmarks/RESULTS.md``.
+
+Where the CPU goes: ``--base TREE`` runs each crawl from that checkout too, before this tree's
+(alternated: the same web, one after the other); ``--syscalls`` counts the crawl's system calls
+with ``perf stat`` (``epoll_wait`` = reactor iterations); ``--py-spy DIR`` records a profile per
+crawl (``py-spy record --format raw``; its own CPU is then in ``cpu_s``; with either, peak RSS
+and open fds are the wrapper's: read them from a plain run); ``--netns-prefix`` names the
+namespaces.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -74,6 +82,33 @@ def in_flight(internet: Internet, web: list[WebEntry], until: float) -> dict[str
     }
 
 
+def _wrapped(cmd: list[str], tree: Path, work: Path, probe: dict[str, Any]) -> list[str]:
+    """The crawl's command run from ``tree``, under perf stat and py-spy when asked."""
+    venv_python = tree / ".venv" / "bin" / "python"
+    if venv_python.exists():
+        cmd = [str(venv_python), *cmd[1:]]
+    if probe.get("py_spy"):
+        out = Path(probe["py_spy"]) / f"{work.name}.spy"
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        record = [spy, "record", "--nonblocking", "--rate", "100", "--format", "raw"]
+        cmd = [*record, "-o", str(out), "--", *cmd]
+    if probe.get("syscalls"):
+        events = "syscalls:sys_enter_epoll_wait,raw_syscalls:sys_enter"
+        cmd = ["perf", "stat", "-x", ",", "-o", str(work / "perf.txt"), "-e", events, "--", *cmd]
+    return cmd
+
+
+def _perf_counts(path: Path) -> dict[str, int]:
+    """``perf stat -x ,`` output: event -> count."""
+    counts: dict[str, int] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[0].isdigit():  # count,unit,event
+                counts[fields[2].split(":")[-1]] = int(fields[0])
+    return counts
+
+
 def bench(
     hosts: int,
     seed: int,
@@ -82,9 +117,11 @@ def bench(
     timeout: float,
     stall: float,
     extra: list[str],
-    netns: str | None = None,
+    probe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One crawl of a fresh simulated internet; the figures and the analyzer's report."""
+    probe = probe or {}
+    tree = Path(probe.get("tree") or REPO)
     logdir = work / "internet"
     args = [
         "--hosts",
@@ -99,13 +136,15 @@ def bench(
     if latency:
         args += ["--dns-ms", "30", "--ttfb-ms", "100"]
     logdir.mkdir(parents=True, exist_ok=True)
+    name = f"{probe.get('netns_prefix', 'internet-')}{os.getpid()}-{work.name}"
     with (
-        Namespace(dns_address(BASE), name=netns) as ns,
+        Namespace(dns_address(BASE), name=name) as ns,
         InternetProcess(logdir, args, netns=ns) as net,
     ):
-        env = {**os.environ, "PYTHONPATH": str(REPO), "SSL_CERT_FILE": net.ca}
+        env = {**os.environ, "PYTHONPATH": str(tree), "SSL_CERT_FILE": net.ca}
         env.pop("SCRAPY_SETTINGS_MODULE", None)
-        cmd = ns.command(crawl_command(logdir / "seeds.txt", work, extra))
+        crawl = crawl_command(logdir / "seeds.txt", work, extra)
+        cmd = ns.command(_wrapped(crawl, tree, work, probe))
         result = run_watched(cmd, env, work, logdir / "web.log", timeout, stall)
         result["server_cpu_s"] = _cpu_s(net.proc.pid)
     internet, seeds, web, dns = load(logdir)
@@ -121,8 +160,11 @@ def bench(
     # host alone sets the end; half the pages says how fast the crawl goes while the work is
     # spread over many hosts (what latency hiding is about)
     t50 = (page_times[int(pages * 0.5) - 1] - web[0].t) if pages >= 20 else None
+    perf = _perf_counts(work / "perf.txt")
     result.update(
         {
+            "tree": str(tree),
+            "load": [round(x, 2) for x in os.getloadavg()],
             "hosts": hosts,
             "seed": seed,
             "latency": latency,
@@ -136,6 +178,15 @@ def bench(
             "pages_per_s_to_50pct": round(0.5 * pages / t50, 1) if t50 else None,
             "dns_queries_per_host": round(len(dns) / hosts, 3),
             "server_cpu_ms_per_request": round(result["server_cpu_s"] * 1000 / max(1, len(web)), 3),
+            "requests_per_page": round(len(web) / max(1, pages), 2),
+            "reactor_iterations_per_page": (
+                round(perf["sys_enter_epoll_wait"] / max(1, pages), 1)
+                if "sys_enter_epoll_wait" in perf
+                else None
+            ),
+            "syscalls_per_page": (
+                round(perf["sys_enter"] / max(1, pages), 1) if "sys_enter" in perf else None
+            ),
             "report": report,
         }
     )
@@ -163,29 +214,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--stall", type=float, default=60, help="stop after this long without a request")
     p.add_argument("--work", type=Path, default=None)
-    p.add_argument("--netns", default=None, help="the namespace's name (default internet-<pid>)")
     p.add_argument(
         "-s", dest="settings", action="append", default=[], help="KEY=VALUE for the crawl"
     )
+    p.add_argument("--base", type=Path, default=None, help="another checkout, run first")
+    p.add_argument("--reps", type=int, default=1, help="repetitions (with --base: pairs)")
+    p.add_argument("--syscalls", action="store_true", help="count system calls (perf stat)")
+    p.add_argument("--py-spy", type=Path, default=None, help="a py-spy profile per crawl here")
+    p.add_argument("--netns-prefix", default="internet-")
     args = p.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-internet-"))
+    if args.py_spy:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
+    trees = [("base", args.base), ("this", REPO)] if args.base else [("this", REPO)]
     results = []
-    for hosts in args.hosts or [1000]:
+    for rep, hosts in ((r, h) for r in range(args.reps) for h in args.hosts or [1000]):
         for latency in (False, True) if args.both else (args.latency,):
-            run_dir = work / f"h{hosts}-{'lat' if latency else 'nolat'}"
-            run_dir.mkdir(parents=True, exist_ok=True)
-            result = bench(
-                hosts,
-                args.seed,
-                latency,
-                run_dir,
-                args.timeout,
-                args.stall,
-                args.settings,
-                f"{args.netns}-{len(results)}" if args.netns else None,
-            )
-            results.append(result)
-            print(json.dumps(result), flush=True)
+            for label, tree in trees:
+                run_dir = work / f"h{hosts}-{'lat' if latency else 'nolat'}-{label}-{rep}"
+                run_dir.mkdir(parents=True, exist_ok=True)
+                probe = {
+                    "tree": tree,
+                    "syscalls": args.syscalls,
+                    "py_spy": args.py_spy,
+                    "netns_prefix": args.netns_prefix,
+                }
+                result = bench(
+                    hosts,
+                    args.seed,
+                    latency,
+                    run_dir,
+                    args.timeout,
+                    args.stall,
+                    args.settings,
+                    probe,
+                )
+                results.append(result)
+                print(json.dumps(result), flush=True)
     (work / "results.json").write_text(json.dumps(results, indent=1))
     return 0
 

@@ -4,7 +4,9 @@ counted.
 Scrapy's handler asks its context factory for a new TLS creator on every request, each with its
 own OpenSSL context, so no session is ever resumed. Here the same factory, built as Scrapy's
 handler builds it (so Scrapy's TLS settings mean what they mean there), is asked once per
-(host, port), and the site's newest session is offered to each new handshake.
+(host, port), and the site's newest session is offered to each new handshake. With Scrapy's own
+factory all sites share the first one's OpenSSL context (its trust store loaded once, not per
+site); each site's creator keeps SNI and the certificate's name check for its own name.
 ``TLSConnection`` is ``http1conn.Connection`` over Twisted's TLS transport; it keeps the peer
 certificate for ``Response.certificate``. Details: docs/https.md, docs/modules.md (lean/).
 
@@ -19,7 +21,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from OpenSSL.SSL import _lib  # type: ignore[attr-defined]
-from scrapy.core.downloader.contextfactory import _load_context_factory_from_settings
+from scrapy.core.downloader.contextfactory import (
+    _load_context_factory_from_settings,
+    _ScrapyClientContextFactory,
+)
+from twisted.internet._sslverify import ClientTLSOptions
 from twisted.internet.interfaces import IHandshakeListener, IOpenSSLClientConnectionCreator
 from twisted.internet.ssl import Certificate
 from zope.interface import implementer
@@ -74,6 +80,8 @@ class TLSSites:
         self.factory: Any = _load_context_factory_from_settings(crawler)
         self.stats = crawler.stats
         self._sites: dict[tuple[str, int], TLSSite] = {}
+        # Scrapy's factory makes the same context for every site: the first creator's is shared
+        self._shared: ClientTLSOptions | None = None
 
     def site(self, host: str, port: int) -> TLSSite:
         """The TLS of ``host``: its creator asked of the context factory on first use only
@@ -81,12 +89,23 @@ class TLSSites:
         sites = self._sites
         site = sites.pop((host, port), None)
         if site is None:
-            creator = self.factory.creatorForNetloc(host.encode("ascii"), port)
-            site = TLSSite(creator, self.stats)
+            site = TLSSite(self._creator(host, port), self.stats)
             if len(sites) >= MAX_SITES:
                 del sites[next(iter(sites))]
         sites[host, port] = site  # the most recent last
         return site
+
+    def _creator(self, host: str, port: int) -> Any:
+        """``host``'s creator: on the shared context, or the factory's own (another factory)."""
+        shared = self._shared
+        if shared is not None:
+            return type(shared)(shared._createConnection, host)
+        creator = self.factory.creatorForNetloc(host.encode("ascii"), port)
+        if type(self.factory) is _ScrapyClientContextFactory and isinstance(
+            creator, ClientTLSOptions
+        ):
+            self._shared = creator
+        return creator
 
 
 @implementer(IHandshakeListener)

@@ -4,6 +4,7 @@ enforcing per-IP and per-host politeness at send time."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Coroutine
@@ -48,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 # A leased request whose host needs this much longer than its IP goes back to the frontier.
 REQUEUE_AFTER = 0.05
+# Waiters of one IP a wake looks at for one that may start (the rest wait for their timer).
+WAKE_SCAN_MAX = 64
 
 
 class PolitenessMiddleware(PolitenessProvider):
@@ -184,6 +187,8 @@ class PolitenessMiddleware(PolitenessProvider):
         if stopping(self.crawler):  # a stop came while it waited: nothing new is sent
             drop_held(self.crawler, request)
         self._start(request, st, hs, own=own)
+        if st.waiters:  # another connection of the IP may be free for the next waiter
+            self._wake(st)
 
     def _start(self, request: Request, st: IpState, hs: HostState, *, own: bool) -> None:
         """The request goes: its IP connection, host and bandwidth are taken."""
@@ -262,15 +267,17 @@ class PolitenessMiddleware(PolitenessProvider):
         return max(wait, budget)
 
     async def _hold(self, st: IpState, hs: HostState, *, own: bool) -> None:
-        """Wait until the IP, the host and the bandwidth budget let the request go."""
+        """Wait until the IP, the host and the bandwidth budget let the request go.
+
+        A wait on a connection in use (``_ready_in`` None) is ended by the IP's listener
+        (``_wake``) when one is given back; its own timer only looks for a stop (``POLL``). A
+        wait for a time has its timer at that time (or ``POLL``).
+        """
         while (wait := self._ready_in(st, hs, own=own)) != 0.0 and not stopping(self.crawler):
-            d: Deferred[None] = defer.Deferred()
+            d = _Held(hs, own=own)
             st.waiters.append(d)
-            # Its own timer (at most POLL, to see a stop): one that woke the IP's first waiter
-            # could leave a waiter with none, woken only by the IP's next event, and a stopping
-            # crawl has none.
             timer = self._reactor.callLater(
-                0.05 if wait is None else min(max(wait, 0.005), POLL), _fire, d
+                POLL if wait is None else min(max(wait, 0.005), POLL), _fire, d
             )
             await maybe_deferred_to_future(d)
             if timer.active():
@@ -280,12 +287,18 @@ class PolitenessMiddleware(PolitenessProvider):
                     st.waiters.remove(d)
 
     def _wake(self, st: IpState) -> None:
-        """The IP's first waiter re-checks (an IP changed: a connection given back...)."""
-        while st.waiters:
-            d = st.waiters.popleft()
-            if not d.called:
-                d.callback(None)
-                return
+        """The IP changed (a connection given back...): wake its first waiter that may start
+        now. The others sleep on: a waiter woken only to find its host busy would leave the
+        connection idle until a timer of its own."""
+        waiters = st.waiters
+        for i, d in enumerate(itertools.islice(waiters, WAKE_SCAN_MAX)):
+            if d.called:
+                continue
+            if isinstance(d, _Held) and self._ready_in(st, d.hs, own=d.own) != 0.0:
+                continue
+            del waiters[i]
+            d.callback(None)
+            return
 
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
@@ -429,6 +442,15 @@ def _end_probe(meta: dict[str, Any]) -> bool:
     else:
         meta[M.DOWNLOAD_TIMEOUT] = own
     return True
+
+
+class _Held(defer.Deferred[None]):
+    """A held request's wake-up, with what it waits for (``_wake`` checks it first)."""
+
+    def __init__(self, hs: HostState, *, own: bool) -> None:
+        super().__init__()
+        self.hs = hs
+        self.own = own
 
 
 def _fire(d: Deferred[None]) -> None:
