@@ -10,6 +10,7 @@ SITE_DEPTH = "larbin_site_depth"  # larbin depthInSite: links followed inside th
 REFERER = "larbin_referer"  # the page that linked here (for the item)
 PRIORITY = "larbin_priority"  # queue in the priority tier (injected URLs, specificSearch)
 PARENT = "larbin_parent"  # the scheduler record of the page that produced this request
+HELD = "larbin_held"  # its seen bit is held off the disk until the frontier has it (SeenSet.hold)
 REQUEUED = "larbin_requeued"  # given back by the politeness gate: queued again, no seen test
 OUTPUT_DONE = "larbin_output_done"  # on a response: its page's output was counted once
 ANY_TYPE = "larbin_any_type"  # download whatever the Content-Type (larbin checkType off for it)

@@ -100,6 +100,7 @@ class FrontierScheduler(ABC):
         self.table = self.politeness.table
         sig = self.crawler.signals
         sig.connect(self._request_done, signal=larbin_signals.request_done)
+        sig.connect(self._request_dropped, signal=signals.request_dropped)
         if enforced is None:  # otherwise the send-time gate gives leases back
             sig.connect(self._left_downloader, signal=signals.request_left_downloader)
 
@@ -138,11 +139,25 @@ class FrontierScheduler(ABC):
             M.clear_trip(meta)
         # a request the politeness gate gave back was admitted before: its seen bit is set
         seen_test = not request.dont_filter and not meta.pop(M.REQUEUED, False)
+        held = meta.pop(M.HELD, False)
         try:
             return self._enqueue(request, previous, seen_test=seen_test)
         finally:
+            if held:
+                self._release(request)
             if parent is not None:
                 self.pending.child_enqueued(parent)
+
+    def _release(self, request: Request) -> None:
+        """The gate's hold on the seen bit of ``request`` ends: it is queued (or dropped)."""
+        seen = self.seen
+        if seen is not None:
+            seen.release()
+
+    def _request_dropped(self, request: Request, spider: Spider | None = None) -> None:
+        """The engine dropped a request before the scheduler saw it: its hold ends too."""
+        if request.meta.pop(M.HELD, False):
+            self._release(request)
 
     @abstractmethod
     def _enqueue(self, request: Request, previous: Any, *, seen_test: bool) -> bool:

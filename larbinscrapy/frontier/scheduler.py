@@ -151,6 +151,8 @@ class LarbinScheduler(FrontierScheduler):
             if len(fifo):
                 logger.info("Resuming %d queued URLs from %s", len(fifo), name)
         drop_stale_copies(self.fifos, self.stats)
+        if isinstance(self.df, SavedSeenSet):  # its bits never reach the disk before records
+            self.df.write_after(self._flush_records)
 
     def _disk_failed(self, exc: BaseException) -> None:
         """The frontier's files cannot be written or read: stop writing, stop the crawl.
@@ -463,13 +465,18 @@ class LarbinScheduler(FrontierScheduler):
         (``_FLUSH_ORDER``), and every record before the dupefilter bits of its URL: a bit on
         disk without its record would lose the URL for good, the reverse only fetches it twice.
         """
+        self._flush_records()
+        self.df_flush()
+
+    def _flush_records(self) -> None:
+        """The FIFOs' buffered records and acks to the OS, in ``_FLUSH_ORDER``; also what the
+        dupefilter's own clock runs before it writes (``write_after``)."""
         for index in _FLUSH_ORDER:
             if index == PRIORITY and self._moved:  # the wait FIFOs are flushed: now the acks
                 for source, rid in self._moved:
                     self.fifos[source].ack(rid)
                 self._moved.clear()
             self.fifos[index].flush()
-        self.df_flush()
 
     def df_flush(self) -> None:
         if isinstance(self.df, SavedSeenSet):

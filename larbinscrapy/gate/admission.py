@@ -209,7 +209,10 @@ class Admission:
         links_seen: SeenLinks | None,
     ) -> Request | None:
         """The Request of an admitted link; None when ``Request()`` refuses the URL."""
-        meta: dict[str, Any] = {M.ADMITTED: url} if links_seen is not None else {}
+        meta: dict[str, Any] = {}
+        if links_seen is not None:  # marked seen: its bit stays off the disk until it is queued
+            links_seen.hold()
+            meta = {M.ADMITTED: url, M.HELD: True}
         if source.parent is not None:
             meta[M.PARENT] = source.parent
         meta.update({"depth": depth, M.SITE_DEPTH: site_depth, M.REFERER: source.url})

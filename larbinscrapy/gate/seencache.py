@@ -9,25 +9,48 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from larbinscrapy.seen import SeenSet
+
+
+def _nothing() -> None:
+    return None
+
 
 class SeenLinks:
     """``known(url)`` then ``seen(url, host)``: the gate's seen test, see the module docstring."""
 
-    __slots__ = ("_fingerprint_url", "_old", "_seen_fingerprint", "_young", "size")
+    __slots__ = (
+        "_fingerprint_url",
+        "_old",
+        "_seen_fingerprint",
+        "_young",
+        "hold",
+        "release",
+        "size",
+    )
 
     def __init__(
         self,
         seen_fingerprint: Callable[[bytes], bool],
         fingerprint_url: Callable[[str], bytes],
         size: int,
+        hold: Callable[[], None] = _nothing,
+        release: Callable[[], None] = _nothing,
     ) -> None:
         if size < 0:
             raise ValueError(f"LARBIN_GATE_URL_CACHE must be >= 0, got {size!r}")
         self._seen_fingerprint = seen_fingerprint
         self._fingerprint_url = fingerprint_url
         self.size = size
+        # around the hand-over of a link just marked seen (SeenSet.hold / release)
+        self.hold, self.release = hold, release
         self._young: dict[int, str] = {}  # hash(raw link) -> its host
         self._old: dict[int, str] = {}
+
+    @classmethod
+    def over(cls, seen: SeenSet, fingerprint_url: Callable[[str], bytes], size: int) -> SeenLinks:
+        """The crawl's ``seen`` set behind the cache, its hold and release included."""
+        return cls(seen.seen_fingerprint, fingerprint_url, size, seen.hold, seen.release)
 
     def known(self, url: str) -> str | None:
         """The host of ``url`` if this very string went through ``seen`` recently, else None.

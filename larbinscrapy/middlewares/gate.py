@@ -78,9 +78,7 @@ class LinkGateMiddleware(AdmissionProvider):
         fingerprinter = self.crawler.request_fingerprinter
         links_seen = None
         if seen is not None and isinstance(fingerprinter, UrlFingerprinter):
-            links_seen = SeenLinks(
-                seen.seen_fingerprint, fingerprinter.fingerprint_url, self.url_cache
-            )
+            links_seen = SeenLinks.over(seen, fingerprinter.fingerprint_url, self.url_cache)
         else:
             logger.info(
                 "Dupefilter or fingerprinter without a URL fast path: every link "

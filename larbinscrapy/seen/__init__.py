@@ -8,7 +8,10 @@ frontier asks of one kept in JOBDIR (``BitmapDupeFilter``).
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["SavedSeenSet", "SeenSet"]
 
@@ -26,6 +29,13 @@ class SeenSet(Protocol):
     def count_filtered(self, n: int) -> None:
         """Count ``n`` links dropped as seen (``larbin/dupefilter/filtered``)."""
 
+    def hold(self) -> None:
+        """The newest key marked belongs to a link on its way to the scheduler: it stays off
+        the disk until ``release`` (a bit on disk before its URL's record is a URL lost)."""
+
+    def release(self) -> None:
+        """The link of a ``hold`` reached the scheduler (or was dropped)."""
+
 
 @runtime_checkable
 class SavedSeenSet(Protocol):
@@ -40,7 +50,10 @@ class SavedSeenSet(Protocol):
         """The chance that an unseen URL is taken for a seen one, now."""
 
     def flush(self) -> None:
-        """Hand the journal's buffered lines to the OS (before the frontier's records)."""
+        """Hand the journal's buffered lines to the OS (after the frontier's records)."""
+
+    def write_after(self, flush_records: Callable[[], None]) -> None:
+        """Call ``flush_records`` before any write of its own clock (journal, snapshot)."""
 
     def abandon(self) -> None:
         """The job directory failed: stop writing, and keep what is on disk as it is."""

@@ -63,6 +63,20 @@ __all__ = [
 ]
 
 
+class WriteOrder:
+    """What of the marked keys may reach the disk yet: the frontier's records go first
+    (``records_first``), and the keys of links still on their way to the scheduler wait
+    (``holds``; ``bitset.added[:held_from]`` may go meanwhile, a snapshot waits)."""
+
+    __slots__ = ("held_from", "holds", "records_first", "snapshot_due")
+
+    def __init__(self) -> None:
+        self.records_first: Callable[[], None] | None = None
+        self.holds = 0
+        self.held_from = 0
+        self.snapshot_due = False
+
+
 class CountingDupeFilter(BaseDupeFilter):
     """What every larbinscrapy seen-set shares: the ``larbin/dupefilter/filtered`` count and
     Scrapy's "log the first duplicate" habit. Subclasses set ``stats``, ``debug``,
@@ -79,6 +93,12 @@ class CountingDupeFilter(BaseDupeFilter):
             self.filtered += n
             if self.stats is not None:
                 self.stats.inc_value("larbin/dupefilter/filtered", n)
+
+    def hold(self) -> None:
+        """Nothing to hold back without a journal (``BitmapDupeFilter`` has one)."""
+
+    def release(self) -> None:
+        """See ``hold``."""
 
     def log(self, request: Request, spider: Spider | None = None) -> None:
         if self.debug:
@@ -157,6 +177,7 @@ class BitmapDupeFilter(CountingDupeFilter):
         self._journal: BinaryIO | None = None
         # Called with the error when a journal or snapshot write fails (the scheduler's stop).
         self.on_disk_error: Callable[[OSError], None] | None = None
+        self._order = WriteOrder()  # what of the marked keys may reach the disk yet
         self._loops: list[LoopingCall] = []
         self._logdupes = True
         self._warned = False
@@ -286,15 +307,33 @@ class BitmapDupeFilter(CountingDupeFilter):
             self._journal = None
             self.bitset.added = None
 
+    def hold(self) -> None:
+        """The newest key marked belongs to a link the gate hands to the scheduler a reactor
+        turn later: it (and what follows) stays off the disk until ``release``. A bit on disk
+        before its URL's record is a URL a ``kill -9`` loses: the page comes back, the link is
+        taken for seen, and no record of it exists."""
+        order = self._order
+        if not order.holds:
+            added = self.bitset.added
+            order.held_from = len(added) - 1 if added else 0
+        order.holds += 1
+
+    def release(self) -> None:
+        self._order.holds -= 1
+
     def flush(self) -> None:
-        """Hand the journal to the OS: every key set so far survives a kill of the process."""
+        """Hand the journal to the OS: every key set so far survives a kill of the process,
+        but those of links still on their way to the scheduler (``hold``)."""
         added = self.bitset.added
         journal = self._journal
         if journal is None or added is None:
             return
-        if added:
-            journal.write(b"".join(added))
-            added.clear()
+        order = self._order
+        n = order.held_from if order.holds else len(added)
+        if n:
+            journal.write(b"".join(added[:n]))
+            del added[:n]
+            order.held_from = 0
         journal.flush()
 
     def write_snapshot(self) -> None:
@@ -332,14 +371,33 @@ class BitmapDupeFilter(CountingDupeFilter):
     def _tick_stats(self) -> None:
         self.publish_stats()
 
+    def write_after(self, flush_records: Callable[[], None]) -> None:
+        """Call ``flush_records`` (the frontier's) before this clock's journal flush and
+        snapshot: a bit on disk ahead of its URL's record is a URL a ``kill -9`` loses (the
+        resumed crawl takes it for seen and has no record of it)."""
+        self._order.records_first = flush_records
+
+    def _flush_records(self) -> None:
+        if self._order.records_first is not None:
+            self._order.records_first()
+
     def _tick_flush(self) -> None:
+        if self._order.snapshot_due and not self._order.holds:
+            self._tick_snapshot()  # flushes too
+            return
         try:
+            self._flush_records()
             self.flush()
         except OSError as exc:
             self._disk_failed(f"Dupefilter journal flush failed; retry in {FLUSH_INTERVAL} s", exc)
 
     def _tick_snapshot(self) -> None:
+        if self._order.holds:  # a held link's bit would be in it: the next flush tick takes it
+            self._order.snapshot_due = True
+            return
+        self._order.snapshot_due = False
         try:
+            self._flush_records()
             self.write_snapshot()
         except OSError as exc:
             self._disk_failed("Dupefilter snapshot failed; the journal grows until one works", exc)
