@@ -141,6 +141,12 @@ def cluster_from_docs(base: Path) -> Iterator[DocCluster]:
             60,
             "3 masters and 3 replicas seen by every node",
         )
+        # the block's last loop waited for each replica's first sync: a replica without one
+        # may not take over (the failover then never comes)
+        linked = [
+            p for p in ports if "master_link_status:up" in cluster.cli(p, "info", "replication")
+        ]
+        assert len(linked) == 3, [cluster.cli(p, "info", "replication") for p in ports]
         yield cluster
     finally:
         cluster.stop()
