@@ -393,6 +393,8 @@ class BitmapDupeFilter(CountingDupeFilter):
 
     def _tick_snapshot(self) -> None:
         if self._order.holds:  # a held link's bit would be in it: the next flush tick takes it
+            if not self._order.snapshot_due and self.stats is not None:
+                self.stats.inc_value("larbin/dupefilter/snapshots_put_off")
             self._order.snapshot_due = True
             return
         self._order.snapshot_due = False
