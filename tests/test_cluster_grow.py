@@ -8,17 +8,15 @@ first masters; this one adds a node)."""
 from __future__ import annotations
 
 import subprocess
-import time
 from typing import TYPE_CHECKING
 
 import pytest
 import redis
 
 from tests.support.cluster import REDIS_CLI, cluster_port, redis_cluster
-from tests.support.crawl import seeds_args
 from tests.support.wait import wait_for
-from tests.support.workers import assert_clean_logs, start_worker, wait_workers
-from tests.test_distributed_cluster import CLUSTER, _crawl_checks
+from tests.support.workers import assert_clean_logs, cluster_workers_under_way, wait_workers
+from tests.test_distributed_cluster import _crawl_checks
 from testweb.harness import pages
 
 if TYPE_CHECKING:
@@ -62,20 +60,7 @@ def add_master(cluster: RedisClusterProcess) -> int:
 @pytest.mark.cluster
 def test_a_master_added_and_rebalanced_mid_crawl_loses_nothing(web, tmp_path: Path) -> None:
     with redis_cluster(tmp_path / "cluster") as cluster:
-        procs = [
-            start_worker(
-                web,
-                tmp_path / f"w{i}",
-                cluster.url,
-                *seeds_args(web.seeds),
-                **CLUSTER,
-                LARBIN_REDIS_LEASE_TIMEOUT=30,
-            )
-            for i in range(2)
-        ]
-        deadline = time.monotonic() + 60
-        while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        procs = cluster_workers_under_way(web, tmp_path, cluster.url)
         port = add_master(cluster)
         assert port not in cluster.masters()  # add-node moves nothing
         _cluster_cli(

@@ -19,9 +19,11 @@ from larbinscrapy.distributed.shards import SLOTS, Shards, key_slot, spread_tags
 from tests.support.cluster import cluster_port, redis_cluster
 from tests.support.crawl import seeds_args
 from tests.support.workers import (
+    CLUSTER,
     TOLERANCE,
     WORKER_DELAY,
     assert_clean_logs,
+    cluster_workers_under_way,
     fetched_twice,
     min_interval_per_ip,
     start_worker,
@@ -31,8 +33,6 @@ from testweb.harness import pages
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-CLUSTER = {"LARBIN_REDIS_CLUSTER": True, "LARBIN_REDIS_SHARDS": 12}
 
 
 @pytest.mark.parametrize("count", [1, 3, 12, 64, 1024])
@@ -139,20 +139,7 @@ def test_master_restarted_mid_crawl_workers_wait_and_go_on(web, tmp_path: Path):
     tests, a restart that takes longer on a loaded machine gets a live worker's leases reaped
     and their pages fetched again (at-least-once, by design), which is not what this tests."""
     with redis_cluster(tmp_path / "cluster", appendonly=True) as cluster:
-        procs = [
-            start_worker(
-                web,
-                tmp_path / f"w{i}",
-                cluster.url,
-                *seeds_args(web.seeds),
-                **CLUSTER,
-                LARBIN_REDIS_LEASE_TIMEOUT=30,
-            )
-            for i in range(2)
-        ]
-        deadline = time.monotonic() + 60
-        while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        procs = cluster_workers_under_way(web, tmp_path, cluster.url)
         cluster.restart(1)
         wait_workers(procs)
         assert [p.returncode for p in procs] == [0, 0]
@@ -172,20 +159,7 @@ def test_reshard_mid_crawl_loses_nothing(web, tmp_path: Path):
     is the default's order, not the 3 s of the kill tests: a master busy with MIGRATE on a
     loaded machine must not get a live worker reaped (docs/distributed.md, limits)."""
     with redis_cluster(tmp_path / "cluster") as cluster:
-        procs = [
-            start_worker(
-                web,
-                tmp_path / f"w{i}",
-                cluster.url,
-                *seeds_args(web.seeds),
-                **CLUSTER,
-                LARBIN_REDIS_LEASE_TIMEOUT=30,
-            )
-            for i in range(2)
-        ]
-        deadline = time.monotonic() + 60
-        while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        procs = cluster_workers_under_way(web, tmp_path, cluster.url)
         before = cluster.master_of_slot()
         cluster.reshard(0, 1, 2000)
         after = cluster.master_of_slot()

@@ -16,22 +16,19 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.support.cluster import redis_cluster
-from tests.support.crawl import seeds_args
 from tests.support.workers import (
     TOLERANCE,
     WORKER_DELAY,
     assert_clean_logs,
+    cluster_workers_under_way,
     fetched_twice,
     min_interval_per_ip,
-    start_worker,
     wait_workers,
 )
 from testweb.harness import page_counts, pages
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-CLUSTER = {"LARBIN_REDIS_CLUSTER": True, "LARBIN_REDIS_SHARDS": 12}
 
 
 @pytest.mark.crawl
@@ -40,20 +37,7 @@ def test_a_master_killed_mid_crawl_fails_over_to_its_replica(web, tmp_path: Path
     # the lease timeout is the default's order (as the restart and reshard tests): the failover
     # takes cluster-node-timeout (5 s) and more, and the workers' heartbeats on that shard fail
     with redis_cluster(tmp_path / "cluster", replicas=1) as cluster:
-        procs = [
-            start_worker(
-                web,
-                tmp_path / f"w{i}",
-                cluster.url,
-                *seeds_args(web.seeds),
-                **CLUSTER,
-                LARBIN_REDIS_LEASE_TIMEOUT=30,
-            )
-            for i in range(2)
-        ]
-        deadline = time.monotonic() + 60
-        while len(pages(web.read_log(), web.port)) < 30 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        procs = cluster_workers_under_way(web, tmp_path, cluster.url)
         masters = cluster.masters()
         victim = next(i for i, p in enumerate(cluster.ports) if p in masters and i > 0)
         killed_at = time.time()

@@ -144,12 +144,12 @@ class FrontierScheduler(ABC):
             return self._enqueue(request, previous, seen_test=seen_test)
         finally:
             if held:
-                self._release(request)
+                self._release()
             if parent is not None:
                 self.pending.child_enqueued(parent)
 
-    def _release(self, request: Request) -> None:
-        """The gate's hold on the seen bit of ``request`` ends: it is queued (or dropped)."""
+    def _release(self) -> None:
+        """The gate's hold on a request's seen bit ends: it is queued (or dropped)."""
         seen = self.seen
         if seen is not None:
             seen.release()
@@ -157,7 +157,7 @@ class FrontierScheduler(ABC):
     def _request_dropped(self, request: Request, spider: Spider | None = None) -> None:
         """The engine dropped a request before the scheduler saw it: its hold ends too."""
         if request.meta.pop(M.HELD, False):
-            self._release(request)
+            self._release()
 
     @abstractmethod
     def _enqueue(self, request: Request, previous: Any, *, seen_test: bool) -> bool:

@@ -63,6 +63,10 @@ __all__ = [
 ]
 
 
+def _no_records() -> None:
+    """No frontier owns this seen-set: nothing to write before it."""
+
+
 class WriteOrder:
     """What of the marked keys may reach the disk yet: the frontier's records go first
     (``records_first``), and the keys of links still on their way to the scheduler wait
@@ -71,7 +75,7 @@ class WriteOrder:
     __slots__ = ("held_from", "holds", "records_first", "snapshot_due")
 
     def __init__(self) -> None:
-        self.records_first: Callable[[], None] | None = None
+        self.records_first: Callable[[], None] = _no_records  # write_after() sets it
         self.holds = 0
         self.held_from = 0
         self.snapshot_due = False
@@ -377,16 +381,12 @@ class BitmapDupeFilter(CountingDupeFilter):
         resumed crawl takes it for seen and has no record of it)."""
         self._order.records_first = flush_records
 
-    def _flush_records(self) -> None:
-        if self._order.records_first is not None:
-            self._order.records_first()
-
     def _tick_flush(self) -> None:
         if self._order.snapshot_due and not self._order.holds:
             self._tick_snapshot()  # flushes too
             return
         try:
-            self._flush_records()
+            self._order.records_first()
             self.flush()
         except OSError as exc:
             self._disk_failed(f"Dupefilter journal flush failed; retry in {FLUSH_INTERVAL} s", exc)
@@ -399,7 +399,7 @@ class BitmapDupeFilter(CountingDupeFilter):
             return
         self._order.snapshot_due = False
         try:
-            self._flush_records()
+            self._order.records_first()
             self.write_snapshot()
         except OSError as exc:
             self._disk_failed("Dupefilter snapshot failed; the journal grows until one works", exc)

@@ -8,8 +8,8 @@ import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
-from tests.support.crawl import ROOT, crawl_command
-from testweb.harness import gaps_by_ip, page_counts
+from tests.support.crawl import ROOT, crawl_command, seeds_args
+from testweb.harness import gaps_by_ip, page_counts, pages
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 WORKER_DELAY = 0.3  # a worker's DOWNLOAD_DELAY unless a test sets its own
 TOLERANCE = 0.005  # Redis TIME is read in whole milliseconds
+CLUSTER = {"LARBIN_REDIS_CLUSTER": True, "LARBIN_REDIS_SHARDS": 12}  # a worker on a Redis Cluster
 
 
 def start_worker(
@@ -44,6 +45,30 @@ def start_worker(
     proc.err = err  # type: ignore[attr-defined]
     proc.out = out  # type: ignore[attr-defined]
     return proc
+
+
+def cluster_workers_under_way(
+    web: RunningWeb, out: Path, cluster_url: str, n: int = 2, first_pages: int = 30
+) -> list[subprocess.Popen[bytes]]:
+    """``n`` workers on the Redis Cluster at ``cluster_url`` (logs in ``out/w<i>``), once the
+    server has served ``first_pages`` pages (at most 60 s): a crawl under way for a test to
+    change the cluster under. The lease timeout is the default's order, not the 3 s of the kill
+    tests: a master busy with a failover or a MIGRATE must not get a live worker reaped."""
+    procs = [
+        start_worker(
+            web,
+            out / f"w{i}",
+            cluster_url,
+            *seeds_args(web.seeds),
+            **CLUSTER,
+            LARBIN_REDIS_LEASE_TIMEOUT=30,
+        )
+        for i in range(n)
+    ]
+    deadline = time.monotonic() + 60
+    while len(pages(web.read_log(), web.port)) < first_pages and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return procs
 
 
 def wait_workers(procs: Iterable[Any], timeout: float = 150) -> None:
