@@ -10,7 +10,8 @@
    of the oldest buckets (``take_due``), and ``done()`` (rescheduling) per second.
 2. The distributed schedule (``RedisRevisitStore``) in a real redis-server: ``add`` and ``take``
    rates for ``--redis-pages`` pages (one script call each, as a worker makes them) and Redis's
-   memory per scheduled page (``used_memory`` before and after).
+   memory per scheduled page (``used_memory`` before and after); then the check a revisit
+   request makes before its fetch (``in_flight``, one ``ZSCORE``) for each page taken.
 3. Conditional GET on the changing test web (``testweb/changing.py``) over a real revisiting
    crawl of ``--crawl-seconds``: body bytes the server sent, against what the same requests
    would have cost without validators (every 304 replaced by the page's full body: what a plain
@@ -133,6 +134,10 @@ def run_redis(n: int, tmp: Path) -> dict:
         started = time.perf_counter()
         _, _, taken = store.take(now + 30 * DAY, lease=3600.0)
         take_seconds = time.perf_counter() - started
+        # the check each revisit request makes before its fetch (a stale copy is dropped)
+        started, cpu = time.perf_counter(), time.process_time()
+        held = sum(store.in_flight(entry) for entry in taken)
+        check_seconds, check_cpu = time.perf_counter() - started, time.process_time() - cpu
         server.close()
     return {
         "pages": n,
@@ -140,6 +145,10 @@ def run_redis(n: int, tmp: Path) -> dict:
         "memory_bytes_per_page": memory / n,
         "take": len(taken),
         "take_s": take_seconds,
+        "checks": len(taken),
+        "checks_held": held,
+        "check_ms": check_seconds / max(1, len(taken)) * 1000,
+        "check_cpu_ms": check_cpu / max(1, len(taken)) * 1000,
     }
 
 
@@ -215,7 +224,9 @@ def main() -> int:
     print(
         f"Redis schedule, {rd['pages']:,} pages: add {rd['add_per_s']:,.0f}/s,"
         f" {rd['memory_bytes_per_page']:.0f} bytes of Redis memory per page,"
-        f" take {rd['take']:,} due (one script) in {rd['take_s'] * 1000:.0f} ms",
+        f" take {rd['take']:,} due (one script) in {rd['take_s'] * 1000:.0f} ms;"
+        f" the check before a revisit's fetch {rd['check_ms']:.3f} ms wall,"
+        f" {rd['check_cpu_ms']:.3f} ms CPU ({rd['checks_held']:,} of {rd['checks']:,} held)",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="bench-revisit-crawl-") as d:

@@ -8,6 +8,7 @@ to the other worker after ``LARBIN_REVISIT_LEASE``.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 import redis
 
-from tests.support.crawl import seeds_args
+from tests.support.crawl import run_crawl, seeds_args
 from tests.support.revisit import EARLY, RULE, by_page, gaps
 from tests.support.workers import start_worker, wait_workers
 from testweb.changing import start_changing
@@ -105,3 +106,32 @@ def test_redis_store_schedules_once_applies_a_fetch_once_and_leases(redis_url):
     expired, _, again = store.take(200.0, lease=60)  # the two in flight were never done
     assert expired == 3 and {e.fp for e in again} >= {e.fp for e in taken[1:]}
     assert store.count() == 5
+
+
+@pytest.mark.parametrize("frontier", ["local", "redis"])
+def test_a_due_page_held_past_its_lease_is_fetched_once(tmp_path: Path, request, frontier):
+    """A due page that waits in the frontier longer than ``LARBIN_REVISIT_LEASE`` is handed out
+    again (the frontier might have lost it); of the two copies, the one that comes second is
+    dropped before it reaches the server, on a shared schedule as on a local one. (A killed
+    worker's due page comes back twice the same way: from the frontier and from the lease.)"""
+    slow = {**RULE, "DOWNLOAD_DELAY": 0.5, "LARBIN_IP_DELAY": 0.5, "LARBIN_REVISIT_LEASE": 1.0}
+    with start_changing(tmp_path / "web", period=3.0, hosts=1) as web:
+        seeds = seeds_args(web.seeds)
+        if frontier == "redis":
+            url = request.getfixturevalue("redis_url")
+            proc = start_worker(web, tmp_path / "w", url, *seeds, CLOSESPIDER_TIMEOUT=14, **slow)
+            wait_workers([proc], timeout=60)
+            stats = json.loads((tmp_path / "w" / "stats.json").read_text())
+            log = web.read_log()
+        else:
+            crawl = run_crawl(
+                web, tmp_path / "w", *seeds, settings={**slow, "CLOSESPIDER_TIMEOUT": 14}
+            )
+            assert crawl.returncode == 0, crawl.stderr[-3000:]
+            stats, log = crawl.stats, crawl.requests
+    pages = by_page(log)
+    assert len(pages) == 11
+    assert stats["larbin/revisit/expired"] > 0  # due pages waited past their lease
+    revisits = sum(len(records) - 1 for records in pages.values())
+    applied = sum(stats.get(f"larbin/revisit/{k}", 0) for k in ("changed", "unchanged"))
+    assert revisits == applied, (revisits, applied, stats)  # no fetch thrown away as stale

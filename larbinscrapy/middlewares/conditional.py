@@ -16,6 +16,8 @@ from larbinscrapy.revisit.observe import NOT_MODIFIED, conditional_headers
 from larbinscrapy.stopping import CrawlStopping
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -42,11 +44,18 @@ class ConditionalGetMiddleware:
         if self.revisits is None:
             raise NotConfigured("ConditionalGetMiddleware needs RevisitExtension in EXTENSIONS")
 
-    def process_request(self, request: Request, spider: Any = None) -> None:
+    def process_request(
+        self, request: Request, spider: Any = None
+    ) -> Coroutine[Any, Any, None] | None:
+        """Nothing for a first fetch; a revisit waits for the schedule's word (a coroutine)."""
         token = request.meta.get(M.REVISIT)
         if token is None or self.revisits is None:
-            return
-        entry = self.revisits.due_entry(token)
+            return None
+        return self._revisit(request, token, self.revisits)
+
+    async def _revisit(self, request: Request, token: str, revisits: RevisitExtension) -> None:
+        """Drop a stale copy before it reaches the server; ask "changed since?" of a due one."""
+        entry = await maybe_deferred_to_future(revisits.due_entry(token))
         if entry is None:
             raise DroppedRequest(STALE, request.url)
         validators = conditional_headers(entry)

@@ -66,6 +66,10 @@ class LocalSchedule:
         entry = self.store.in_flight(token.fp)
         return entry if entry is not None and entry.fetch_count == token.fetch_count else None
 
+    def due(self, token: Entry) -> defer.Deferred[Entry | None]:
+        """``current``, as the shared schedule answers it."""
+        return defer.succeed(self.current(token))
+
     def take(self, now: float) -> defer.Deferred[list[Entry]]:
         for entry in self.store.expired(now, self.lease):
             self.count("expired", 1)
@@ -126,6 +130,21 @@ class SharedSchedule:
 
     def current(self, token: Entry) -> Entry | None:
         return token  # checked in Redis when the fetch is done (``done``)
+
+    def due(self, token: Entry) -> defer.Deferred[Entry | None]:
+        """The flight entry a request stands for, asked of Redis before the fetch: ``None`` for
+        a copy made stale by another copy's fetch (a page handed out again after its lease, or
+        by the frontier after a worker died). If Redis does not answer, the page is fetched:
+        ``done`` still applies one copy only."""
+
+        def answered(held: bool) -> Entry | None:
+            return token if held else None
+
+        def unanswered(failure: Any) -> Entry:
+            self.count("check_failed", 1)
+            return token
+
+        return self._run(self.store.in_flight, token).addCallbacks(answered, unanswered)
 
     def take(self, now: float) -> defer.Deferred[list[Entry]]:
         def taken(result: tuple[int, int | None, list[Entry]]) -> list[Entry]:

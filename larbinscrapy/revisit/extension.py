@@ -248,12 +248,15 @@ class RevisitExtension:
         self.crawler.engine.crawl(request)
 
     # -- what the middleware reports ------------------------------------------------------
-    def due_entry(self, token: str) -> Entry | None:
+    def due_entry(self, token: str) -> defer.Deferred[Entry | None]:
         """The entry a revisit request stands for; ``None`` if it is a stale copy."""
-        entry = self.schedule.current(parse_token(token))
-        if entry is None:
-            self._inc("stale")
-        return entry
+
+        def checked(entry: Entry | None) -> Entry | None:
+            if entry is None:
+                self._inc("stale")
+            return entry
+
+        return self.schedule.due(parse_token(token)).addCallback(checked)
 
     def fetched(self, request: Request, response: Response) -> defer.Deferred[bool]:
         """Schedule the page's next fetch; tell the spider ``changed`` and ``fetch_count``."""

@@ -141,6 +141,11 @@ class RedisRevisitStore:
         a stale copy."""
         return bool(self._run(_FORGET, self.keys(old), flight_member(old), old.fp))
 
+    def in_flight(self, entry: Entry) -> bool:
+        """``entry`` is still the page's flight entry (no copy of it was fetched and done)."""
+        member = flight_member(entry)
+        return run_call(self.server, Call(("ZSCORE", self.keys(entry)[1], member))) is not None
+
     def take(self, now: float, lease: float) -> tuple[int, int | None, list[Entry]]:
         """(re-taken after the lease, pages scheduled in all or None if a shard failed,
         entries to hand out), from every shard in one round trip."""
