@@ -6,15 +6,17 @@ import logging
 import time
 import zlib
 from http import HTTPStatus
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from scrapy import Request, signals
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
 from scrapy.http.request import NO_CALLBACK
 from scrapy.robotstxt import ProtegoRobotParser
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.gz import gunzip
+from scrapy.utils.job import job_dir
 from scrapy.utils.sitemap import Sitemap
 from twisted.internet.threads import deferToThread
 from xxhash import xxh3_128_digest
@@ -25,7 +27,9 @@ from larbinscrapy.gate.admission import Admission, admission_of, source_of
 from larbinscrapy.parse.urls import fingerprint_url, host_of, site_of, site_origin
 from larbinscrapy.politeness.ipsites import politeness_of
 from larbinscrapy.politeness.robotstxt import RobotsTxtParser
+from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.seeds.hints import sitemap_hint
+from larbinscrapy.seeds.pending import PendingSites
 from larbinscrapy.seeds.turns import Turns
 from larbinscrapy.stopping import CrawlStopping, stopping
 
@@ -102,6 +106,7 @@ class SitemapReader:
         max_urls: int,
         max_bytes: int,
         fetches_max: int = 16,
+        pending: Path | None = None,
     ) -> None:
         self.crawler = crawler
         # files fetched at once: one per IP, a few in all, waiting here and not in the
@@ -119,9 +124,14 @@ class SitemapReader:
         self._known: Callable[[bytes], bool] | None = None  # ...and its test without the set
         self._sites: set[str] = set()  # sites read, only without a dupefilter to mark them in
         self._reading: set[str] = set()  # sites whose files are being read now
+        self._pending = PendingSites(pending)  # ...and on disk, for a resumed crawl (JOBDIR)
+        self._closed = False
         self._logged_broken = False
         sig = crawler.signals
         sig.connect(self._spider_opened, signal=signals.spider_opened)
+        sig.connect(self._engine_started, signal=signals.engine_started)
+        sig.connect(self._spider_idle, signal=signals.spider_idle)
+        sig.connect(self._spider_closed, signal=signals.spider_closed)
         sig.connect(self._robots_parsed, signal=signals.robots_parsed)
         sig.connect(self._response_received, signal=signals.response_received)
 
@@ -140,6 +150,7 @@ class SitemapReader:
             max_urls=s.getint("LARBIN_SITEMAP_URLS_MAX"),
             max_bytes=s.getint("LARBIN_SITEMAP_BYTES_MAX"),
             fetches_max=max(1, s.getint("CONCURRENT_REQUESTS") // 8),
+            pending=Path(jobdir, "sitemaps", "pending") if (jobdir := job_dir(s)) else None,
         )
 
     def _spider_opened(self, spider: Any = None) -> None:
@@ -149,6 +160,40 @@ class SitemapReader:
         seen = seen_set_of(self.crawler)
         if seen is not None:
             self._mark, self._known = seen.seen_fingerprint, seen.knows_fingerprint
+        shared = self._frontier is not None and self._frontier.sitemaps is not None
+        if seen is None or shared:  # no "read" bits to tell; Redis workers: the shared claims
+            self._pending = PendingSites(None)
+
+    def _engine_started(self) -> None:
+        """Read again the sites a stop or a kill left unread (``seeds/pending.py``), once the
+        engine runs (``engine_started`` comes just before)."""
+        try:
+            pending = self._pending.open(self._was_read)
+        except OSError as exc:
+            logger.error("sitemaps: cannot open %s: %s", self._pending.path, exc)
+            return
+        if pending:
+            logger.info("sitemaps: %d sites left unread by the last run read now", len(pending))
+            self.stats.inc_value("larbin/sitemaps/resumed", len(pending))
+            self._reading.update(pending)  # held from now: the first idle must not close
+            installed_reactor().callLater(0, self._resume, pending)
+
+    def _resume(self, pending: dict[str, list[str]]) -> None:
+        if self._closed:
+            return
+        if not self.crawler.engine.running:  # engine_started's handlers still run: not yet
+            installed_reactor().callLater(0.05, self._resume, pending)
+            return
+        for site, listed in pending.items():
+            self._begin(site, listed)
+
+    def _spider_idle(self, spider: Any = None) -> None:
+        if self._reading:  # a site's files waiting for their IP's turn: URLs may follow
+            raise DontCloseSpider
+
+    def _spider_closed(self, spider: Any = None) -> None:
+        self._closed = True
+        self._pending.close()
 
     # -- which sites ------------------------------------------------------------------------
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
@@ -166,6 +211,10 @@ class SitemapReader:
     def _start(self, site: str, listed: list[str]) -> None:
         if not site or site in self._reading or self._was_read(site) or stopping(self.crawler):
             return  # (a stopping crawl sends nothing new: the resumed one reads it)
+        self._pending.add(site, listed)
+        self._begin(site, listed)
+
+    def _begin(self, site: str, listed: list[str]) -> None:
         self._reading.add(site)
         self.stats.inc_value("larbin/sitemaps/sites")
         urls = [u for u in listed if site_of(urljoin(site + "/", u)) == site]
@@ -193,6 +242,11 @@ class SitemapReader:
                 await self._read_files(site, queue)
         except CrawlStopping:  # unread: the resumed crawl reads it
             self._reading.discard(site)
+            return
+        except Exception as exc:  # a Redis claim that failed: unread, and the crawl goes on
+            self._reading.discard(site)
+            self.stats.inc_value("larbin/sitemaps/failed")
+            logger.warning("Sitemaps of %s not read: %s", site, exc)
             return
         self._read(site)  # not reached if the process dies first: a resumed crawl reads it
 
