@@ -14,7 +14,7 @@ from itertools import pairwise
 
 import pytest
 
-from larbinscrapy.frontier.sites import READY, IpRing, Site
+from larbinscrapy.frontier.sites import READY, ROTATION_EVERY, IpRing, Site
 from larbinscrapy.politeness.hosts import Bandwidth, parse_retry_after
 from larbinscrapy.politeness.ipsites import Politeness
 from larbinscrapy.politeness.pauses import PauseFile, write_pauses
@@ -213,3 +213,37 @@ def test_a_host_never_heard_from_gets_the_silent_timeout_and_is_set_aside_after_
     off = host_table(0.0, clock=clock)  # 0: off, DOWNLOAD_TIMEOUT for every fetch
     assert off.first_answer_timeout(off.get("q.test")) is None
     assert not off.timed_out(off.get("q.test"))
+
+
+def test_sites_not_started_yet_start_while_started_ones_could_take_every_fetch(clock):
+    # 5 IPs, a site each of 6 URLs, host and IP delays 0.1 s, and the crawl can start one fetch
+    # every 0.4 s (a bandwidth cap, or every slot taken). A started site goes ahead of the
+    # rotation while its connection is warm, but it must not keep the others from starting
+    # (CI: test_throttle's fifth site got its first page 9.5 s into a 14 s crawl).
+    table = ip_table(0.1, clock=clock, host_delay=0.1)
+    ring = IpRing(table, grace=0.1)
+    for i, name in enumerate("abcde"):
+        ring.add_site(_site(name, f"10.0.0.{i + 1}", 6))
+    order: list[tuple[str, float]] = []
+    while len(order) < 30:
+        picked = ring.next_ready(clock.now)
+        if picked is None:
+            clock.now = round(ring.next_wakeup() or clock.now + 0.01, 6)
+            continue
+        st, site = picked  # handed out as the scheduler does it, and fetched at once
+        site.due = -1.0
+        site.queue.popleft()
+        if not site.queue:
+            ring.site_emptied(site)
+        ring.serving[site.host] = site
+        table.acquire(st)
+        order.append((site.host, clock.now - 100.0))
+        table.hosts.finish(table.hosts.get(site.host), release=False)
+        table.finish(st, release=True, failed=False)
+        ring.released(st, site.host)
+        ring.place(st.ip)
+        clock.now += 0.4
+    assert sorted(host for host, _ in order) == sorted("abcde" * 6)
+    first = {host: min(t for h, t in order if h == host) for host in "abcde"}
+    # one site started a second at least (ROTATION_EVERY): before, e waited for a..d (9.6 s)
+    assert max(first.values()) <= 4 * (ROTATION_EVERY + 0.4), order

@@ -84,6 +84,11 @@ def _stale(when: float, site: Site) -> bool:
     return when != site.due or not site.queue or site.state != READY or site.ip is None
 
 
+# seconds: the longest started sites may keep the rotation from a turn (the sites not started
+# yet start at one a second at least when the crawl cannot start every fetch that is due)
+ROTATION_EVERY = 1.0
+
+
 class IpRing:
     """IPs with queued sites; ``ready`` in round-robin order, cooling IPs in a heap by time.
 
@@ -94,6 +99,9 @@ class IpRing:
     site is fetched again within two delays while the connection its last page left is
     open; sites not started yet wait (they have no connection to lose), yet still start
     while an IP's rotation has room (a shared IP is not left with a few hosts at the end).
+    Where the crawl cannot start every fetch that is due (a bandwidth cap, every slot taken)
+    started sites would take them all and the others not start until they ran out of URLs:
+    the rotation goes first when it has waited ``ROTATION_EVERY`` seconds for a turn.
     """
 
     def __init__(self, table: IpTable, grace: float = 0.0) -> None:
@@ -106,6 +114,7 @@ class IpRing:
         self._warm: list[tuple[float, int, Site]] = []  # (host's next start, order, site)
         self._order = itertools.count()
         self.serving: dict[str, Site] = {}  # host -> its site, once served, while in memory
+        self._rotation_at = float("-inf")  # the rotation's last turn (or last time it was idle)
 
     def add_site(self, site: Site) -> None:
         """A READY site got URLs: make sure it and its IP take part in the rotation (a site
@@ -137,10 +146,20 @@ class IpRing:
             heapq.heappush(self._cooling, (self.table.next_start(st), ip))
 
     def next_ready(self, now: float) -> tuple[IpState, Site] | None:
-        """The next IP allowed to fetch now and the site whose turn it is on that IP."""
-        warm = self._warm_ready(now) if self._warm else None
-        if warm is not None:
-            return warm
+        """The next IP allowed to fetch now and the site whose turn it is on that IP: a
+        started site first, but the rotation at least every ``ROTATION_EVERY`` seconds."""
+        if self._warm and now - self._rotation_at < ROTATION_EVERY:
+            warm = self._warm_ready(now)
+            if warm is not None:
+                return warm
+        picked = self._rotation_ready(now)
+        self._rotation_at = now  # its turn, taken or with nothing ready
+        if picked is not None:
+            return picked
+        return self._warm_ready(now) if self._warm else None
+
+    def _rotation_ready(self, now: float) -> tuple[IpState, Site] | None:
+        """The next ready IP in round-robin order and the site whose turn it is on it."""
         cooling = self._cooling
         while cooling and cooling[0][0] <= now:
             self._ready.append(heapq.heappop(cooling)[1])

@@ -14,15 +14,12 @@ alone; in a run it grows one line a site started.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-
-logger = logging.getLogger(__name__)
 
 
 def _line(site: str, listed: list[str]) -> bytes:
@@ -32,10 +29,10 @@ def _line(site: str, listed: list[str]) -> bytes:
 class PendingSites:
     """Started sites, appended to ``path`` (``None``: no job directory, nothing kept)."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, on_error: Callable[[OSError], None]) -> None:
         self.path = path
+        self.on_error = on_error  # a write failed (a full disk): the crawl stops (fatal.py)
         self._fd = -1
-        self.failed = False  # a write failed (logged once): a resume may then miss a site
 
     def open(self, read: Callable[[str], bool]) -> dict[str, list[str]]:
         """The sites started before and not ``read``; the file then holds them alone."""
@@ -72,9 +69,8 @@ class PendingSites:
             while view:
                 view = view[os.write(self._fd, view) :]
         except OSError as exc:
-            if not self.failed:
-                logger.error("sitemaps: cannot write %s: %s", self.path, exc)
-            self.failed = True
+            self.close()  # nothing more is written: a resume reads what reached the file
+            self.on_error(exc)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -21,6 +21,7 @@ from scrapy.utils.sitemap import Sitemap
 from twisted.internet.threads import deferToThread
 from xxhash import xxh3_128_digest
 
+from larbinscrapy import fatal
 from larbinscrapy import meta as M
 from larbinscrapy.frontier import Frontier, frontier_of, seen_set_of
 from larbinscrapy.gate.admission import Admission, admission_of, source_of
@@ -107,6 +108,7 @@ class SitemapReader:
         max_bytes: int,
         fetches_max: int = 16,
         pending: Path | None = None,
+        on_disk_error: Callable[[OSError], None] | None = None,
     ) -> None:
         self.crawler = crawler
         # files fetched at once: one per IP, a few in all, waiting here and not in the
@@ -124,7 +126,9 @@ class SitemapReader:
         self._known: Callable[[bytes], bool] | None = None  # ...and its test without the set
         self._sites: set[str] = set()  # sites read, only without a dupefilter to mark them in
         self._reading: set[str] = set()  # sites whose files are being read now
-        self._pending = PendingSites(pending)  # ...and on disk, for a resumed crawl (JOBDIR)
+        self._on_disk_error = on_disk_error or self._disk_error
+        # ...and on disk, for a resumed crawl (JOBDIR)
+        self._pending = PendingSites(pending, self._on_disk_error)
         self._closed = False
         self._logged_broken = False
         sig = crawler.signals
@@ -151,6 +155,7 @@ class SitemapReader:
             max_bytes=s.getint("LARBIN_SITEMAP_BYTES_MAX"),
             fetches_max=max(1, s.getint("CONCURRENT_REQUESTS") // 8),
             pending=Path(jobdir, "sitemaps", "pending") if (jobdir := job_dir(s)) else None,
+            on_disk_error=fatal.disk_stopper(crawler, jobdir) if jobdir else None,
         )
 
     def _spider_opened(self, spider: Any = None) -> None:
@@ -162,7 +167,7 @@ class SitemapReader:
             self._mark, self._known = seen.seen_fingerprint, seen.knows_fingerprint
         shared = self._frontier is not None and self._frontier.sitemaps is not None
         if seen is None or shared:  # no "read" bits to tell; Redis workers: the shared claims
-            self._pending = PendingSites(None)
+            self._pending = PendingSites(None, self._on_disk_error)
 
     def _engine_started(self) -> None:
         """Read again the sites a stop or a kill left unread (``seeds/pending.py``), once the
@@ -170,7 +175,7 @@ class SitemapReader:
         try:
             pending = self._pending.open(self._was_read)
         except OSError as exc:
-            logger.error("sitemaps: cannot open %s: %s", self._pending.path, exc)
+            self._on_disk_error(exc)
             return
         if pending:
             logger.info("sitemaps: %d sites left unread by the last run read now", len(pending))
@@ -186,6 +191,9 @@ class SitemapReader:
             return
         for site, listed in pending.items():
             self._begin(site, listed)
+
+    def _disk_error(self, exc: OSError) -> None:
+        logger.error("sitemaps: cannot write %s: %s", self._pending.path, exc)
 
     def _spider_idle(self, spider: Any = None) -> None:
         if self._reading:  # a site's files waiting for their IP's turn: URLs may follow
