@@ -230,13 +230,9 @@ def test_the_guessed_sitemap_is_written_as_a_browser_writes_it(site, url):
     assert guessed_sitemap(site) == url
 
 
-def _raise(exc: OSError) -> None:
-    raise exc
-
-
 def test_pending_sites_keep_the_unread_ones_and_skip_a_torn_line(tmp_path):
     path = tmp_path / "sitemaps" / "pending"
-    first = PendingSites(path, _raise)
+    first = PendingSites(path)
     assert first.open(lambda site: False) == {}
     first.add("http://a.test", ["http://a.test/s.xml"])
     first.add("http://b.test", [])
@@ -245,11 +241,11 @@ def test_pending_sites_keep_the_unread_ones_and_skip_a_torn_line(tmp_path):
     with open(path, "ab") as f:
         f.write(b'["http://d.test",[')  # a kill in the last write
     read = {"http://b.test"}
-    again = PendingSites(path, _raise)
+    again = PendingSites(path)
     assert again.open(read.__contains__) == {
         "http://a.test": ["http://a.test/s.xml"],
         "http://c.test": [],
     }
     again.close()
     assert len(path.read_bytes().splitlines()) == 2  # rewritten with the unread ones alone
-    assert PendingSites(None, _raise).open(read.__contains__) == {}  # no JOBDIR: nothing kept
+    assert PendingSites(None).open(read.__contains__) == {}  # no JOBDIR: nothing kept

@@ -29,10 +29,20 @@ def _line(site: str, listed: list[str]) -> bytes:
 class PendingSites:
     """Started sites, appended to ``path`` (``None``: no job directory, nothing kept)."""
 
-    def __init__(self, path: Path | None, on_error: Callable[[OSError], None]) -> None:
+    def __init__(
+        self, path: Path | None, on_error: Callable[[OSError], None] | None = None
+    ) -> None:
         self.path = path
         self.on_error = on_error  # a write failed (a full disk): the crawl stops (fatal.py)
         self._fd = -1
+
+    def failed(self, exc: OSError) -> None:
+        """Nothing more is written (a resume reads what reached the file); ``on_error``, or
+        raise without one."""
+        self.close()
+        if self.on_error is None:
+            raise exc
+        self.on_error(exc)
 
     def open(self, read: Callable[[str], bool]) -> dict[str, list[str]]:
         """The sites started before and not ``read``; the file then holds them alone."""
@@ -69,8 +79,7 @@ class PendingSites:
             while view:
                 view = view[os.write(self._fd, view) :]
         except OSError as exc:
-            self.close()  # nothing more is written: a resume reads what reached the file
-            self.on_error(exc)
+            self.failed(exc)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -126,9 +126,8 @@ class SitemapReader:
         self._known: Callable[[bytes], bool] | None = None  # ...and its test without the set
         self._sites: set[str] = set()  # sites read, only without a dupefilter to mark them in
         self._reading: set[str] = set()  # sites whose files are being read now
-        self._on_disk_error = on_disk_error or self._disk_error
-        # ...and on disk, for a resumed crawl (JOBDIR)
-        self._pending = PendingSites(pending, self._on_disk_error)
+        # ...and on disk, for a resumed crawl (JOBDIR; a failed write stops the crawl)
+        self._pending = PendingSites(pending, on_disk_error)
         self._closed = False
         self._logged_broken = False
         sig = crawler.signals
@@ -167,7 +166,7 @@ class SitemapReader:
             self._mark, self._known = seen.seen_fingerprint, seen.knows_fingerprint
         shared = self._frontier is not None and self._frontier.sitemaps is not None
         if seen is None or shared:  # no "read" bits to tell; Redis workers: the shared claims
-            self._pending = PendingSites(None, self._on_disk_error)
+            self._pending = PendingSites(None)
 
     def _engine_started(self) -> None:
         """Read again the sites a stop or a kill left unread (``seeds/pending.py``), once the
@@ -175,7 +174,7 @@ class SitemapReader:
         try:
             pending = self._pending.open(self._was_read)
         except OSError as exc:
-            self._on_disk_error(exc)
+            self._pending.failed(exc)
             return
         if pending:
             logger.info("sitemaps: %d sites left unread by the last run read now", len(pending))
@@ -191,9 +190,6 @@ class SitemapReader:
             return
         for site, listed in pending.items():
             self._begin(site, listed)
-
-    def _disk_error(self, exc: OSError) -> None:
-        logger.error("sitemaps: cannot write %s: %s", self._pending.path, exc)
 
     def _spider_idle(self, spider: Any = None) -> None:
         if self._reading:  # a site's files waiting for their IP's turn: URLs may follow
