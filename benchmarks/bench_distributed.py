@@ -674,6 +674,13 @@ def _at(samples: list[tuple[float, float, float]], t: float, col: int) -> float:
     return prev[col]
 
 
+def from_tree(env: dict[str, str], tree: Path) -> Path:
+    """The working directory that runs ``tree``'s code, its ``PYTHONPATH`` set in ``env``:
+    ``python -m`` puts the working directory first, ahead of ``PYTHONPATH``."""
+    env["PYTHONPATH"] = str(tree)
+    return tree
+
+
 def split_crawl(
     sc: Scenario, web: SynthWeb, rds: Any, work: Path, tag: str, tree: Path | None = None
 ) -> dict[str, Any]:
@@ -691,7 +698,7 @@ def split_crawl(
         for kv in getattr(rds, "settings", ()):
             cmd += ["-s", kv]
     if tree is not None:
-        env["PYTHONPATH"] = str(tree)
+        cwd = from_tree(env, tree)
     run = sampled_run(cmd, cwd, env, work / tag, 1800, redis_pids)
     entries = web.access_log_entries(log_start)
     fetches = analyze_fetches(web, entries)
@@ -814,7 +821,7 @@ def idle_rate(
     for kv in getattr(rds, "settings", ()):
         cmd += ["-s", kv]
     if tree is not None:
-        env["PYTHONPATH"] = str(tree)
+        cwd = from_tree(env, tree)
     with open(work / f"{tag}.stderr", "wb") as err:
         proc = subprocess.Popen(
             cmd,

@@ -39,3 +39,28 @@ def test_a_tiny_capacity_crawl_counts_every_host_once(tmp_path: Path) -> None:
     assert node["cpu_s"] > 0 and node["net_in"] > 0 and node["net_out"] > 0
     assert node["scripts"] >= row["pages"]  # an admit and a release a page at least
     assert "B/host" in render_capacity("one Redis", row)
+
+
+def test_a_base_worker_runs_the_base_trees_code(tmp_path: Path) -> None:
+    """``--base``: the other checkout's worker imports that checkout's larbinscrapy, not this
+    one's (run from this repository, ``python -m`` put it first: both "trees" were this one)."""
+    import os
+    import subprocess
+    import sys
+
+    from benchmarks.bench_distributed import from_tree
+
+    tree = tmp_path / "base"
+    (tree / "larbinscrapy").mkdir(parents=True)
+    (tree / "larbinscrapy" / "__init__.py").write_text("")
+    env = dict(os.environ)
+    cwd = from_tree(env, tree)
+    out = subprocess.run(
+        [sys.executable, "-c", "import larbinscrapy; print(larbinscrapy.__file__)"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == str(tree / "larbinscrapy" / "__init__.py")

@@ -5,12 +5,16 @@ and the bytes a queued URL costs in Redis."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
 
 from larbinscrapy.distributed.frontier import NORMAL, RedisFrontier
 from larbinscrapy.distributed.jobs import Call, run_call, run_calls
 from larbinscrapy.parse.urls import host_of, site_of
+from tests.support.crawl import seeds_args
+from tests.support.workers import assert_clean_logs, start_worker, wait_workers
 
 
 def _record(url: str) -> bytes:
@@ -114,3 +118,36 @@ def test_a_queued_url_costs_at_most_100_bytes(redis_url):
         assert _admit(f, urls[i : i + 1000]) == (1000, 0)
     per_url = (int(server.info("memory")["used_memory"]) - before) / len(urls)
     assert per_url <= 100
+
+
+@pytest.mark.crawl
+def test_a_workers_content_checks_share_its_redis_thread_and_connection(web, tmp_path, redis_url):
+    """A page's content check rides in the pipeline of the worker's own Redis thread: the check
+    on or off, the worker opens as many connections to Redis (a second thread and client
+    cost ~7% of the worker's CPU a page), and every page is still checked."""
+    client = redis.Redis.from_url(redis_url)
+
+    def crawl(name: str, content_dup: bool) -> tuple[int, dict[str, int]]:
+        client.flushall()
+        before = int(client.info("stats")["total_connections_received"])
+        proc = start_worker(
+            web,
+            tmp_path / name,
+            redis_url,
+            *seeds_args(web.seeds),
+            DOWNLOAD_DELAY=0,
+            LARBIN_IP_DELAY=0,
+            LARBIN_CONTENT_DUP=content_dup,
+        )
+        wait_workers([proc])
+        assert proc.returncode == 0
+        assert_clean_logs([proc])
+        opened = int(client.info("stats")["total_connections_received"]) - before
+        return opened, json.loads((proc.out / "stats.json").read_text())
+
+    off, _ = crawl("off", False)
+    on, stats = crawl("on", True)
+    assert stats["item_scraped_count"] >= 20
+    assert stats["larbin/contentdup/unique"] == stats["item_scraped_count"]
+    assert stats["larbin/contentdup/dropped"] == stats["item_dropped_count"]
+    assert on == off, (on, off)

@@ -16,6 +16,7 @@ from larbinscrapy.distributed.connection import UNREACHABLE, connector
 from larbinscrapy.distributed.jobs import Call, LuaScript, RedisJobs
 from larbinscrapy.distributed.neardup import COPY_MARK, NearIndex, Verdict
 from larbinscrapy.distributed.shards import spread_tags
+from larbinscrapy.frontier import frontier_of
 from larbinscrapy.pipelines.contentdup import content_hash, simhash
 from larbinscrapy.reactor import installed_reactor
 
@@ -64,6 +65,8 @@ class RedisContentDupPipeline:
         self._logged_drop = False
         self._logged_unchecked = False
         self._jobs = RedisJobs("larbin-contentdup", server=server, connect=connect)
+        self._own_jobs = True  # False: the scheduler's Redis thread, shared (``open_spider``)
+        self._crawler: Crawler | None = None
         self._script = LuaScript(_FIRST_URL)
 
     @classmethod
@@ -74,7 +77,7 @@ class RedisContentDupPipeline:
         name = crawler.spidercls.name
         template = s["LARBIN_REDIS_CONTENTDUP_KEY"]
         server, connect, shards = connector(s)
-        return cls(
+        pipeline = cls(
             server,
             template % {"spider": name, "name": name},
             crawler.stats,
@@ -83,8 +86,16 @@ class RedisContentDupPipeline:
             near_distance=s.getint("LARBIN_CONTENT_DUP_NEAR_DISTANCE"),
             cluster=connect is not None,
         )
+        pipeline._crawler = crawler
+        return pipeline
 
     def open_spider(self, spider: Any = None) -> None:
+        """The ``RedisScheduler``'s Redis thread when it runs (opened before the pipelines,
+        closed after them): no second thread, client and hand-over a page; else our own."""
+        jobs = getattr(frontier_of(self._crawler), "jobs", None) if self._crawler else None
+        if isinstance(jobs, RedisJobs) and jobs.running:
+            self._jobs, self._own_jobs = jobs, False
+            return
         self._jobs.start()
         installed_reactor().addSystemEventTrigger("during", "shutdown", self._stop)
 
@@ -92,7 +103,8 @@ class RedisContentDupPipeline:
         self._stop()
 
     def _stop(self) -> None:
-        self._jobs.stop()
+        if self._own_jobs:
+            self._jobs.stop()
 
     def _exact_key(self, digest: Any) -> str:
         return self._keys[int.from_bytes(digest[:4], "big") % len(self._keys)]
