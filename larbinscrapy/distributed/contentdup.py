@@ -15,6 +15,7 @@ from twisted.internet import defer
 from larbinscrapy.distributed.connection import UNREACHABLE, connector
 from larbinscrapy.distributed.jobs import Call, LuaScript, RedisJobs
 from larbinscrapy.distributed.neardup import COPY_MARK, NearIndex, Verdict
+from larbinscrapy.distributed.scheduler import RedisScheduler
 from larbinscrapy.distributed.shards import spread_tags
 from larbinscrapy.frontier import frontier_of
 from larbinscrapy.pipelines.contentdup import content_hash, simhash
@@ -92,9 +93,9 @@ class RedisContentDupPipeline:
     def open_spider(self, spider: Any = None) -> None:
         """The ``RedisScheduler``'s Redis thread when it runs (opened before the pipelines,
         closed after them): no second thread, client and hand-over a page; else our own."""
-        jobs = getattr(frontier_of(self._crawler), "jobs", None) if self._crawler else None
-        if isinstance(jobs, RedisJobs) and jobs.running:
-            self._jobs, self._own_jobs = jobs, False
+        scheduler = frontier_of(self._crawler) if self._crawler else None
+        if isinstance(scheduler, RedisScheduler) and scheduler.jobs.running:
+            self._jobs, self._own_jobs = scheduler.jobs, False
             return
         self._jobs.start()
         installed_reactor().addSystemEventTrigger("during", "shutdown", self._stop)
