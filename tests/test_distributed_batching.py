@@ -123,8 +123,8 @@ def test_a_queued_url_costs_at_most_100_bytes(redis_url):
 @pytest.mark.crawl
 def test_a_workers_content_checks_share_its_redis_thread_and_connection(web, tmp_path, redis_url):
     """A page's content check rides in the pipeline of the worker's own Redis thread: the check
-    on or off, the worker opens as many connections to Redis (a second thread and client
-    cost ~7% of the worker's CPU a page), and every page is still checked."""
+    on or off, the worker opens as many connections to Redis (no second thread and client),
+    and every page is still checked."""
     client = redis.Redis.from_url(redis_url)
 
     def crawl(name: str, content_dup: bool) -> tuple[int, dict[str, int]]:
