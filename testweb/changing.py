@@ -24,7 +24,8 @@
   ``/sitemap.xml`` is an HTML page with status 200 (a soft 404, as many sites answer).
 
 Every request is logged as a JSON line: ``t``, ``host``, ``path``, ``status``, ``bytes`` (body
-bytes sent), ``inm`` / ``ims`` (the conditional headers received, or null).
+bytes sent), ``inm`` / ``ims`` (the conditional headers received, or null), ``ua`` (the
+``User-Agent`` received: which worker of several fetched it).
 """
 
 from __future__ import annotations
@@ -214,6 +215,7 @@ class ChangingResource(Resource):
                 "bytes": len(body),
                 "inm": request.getHeader("if-none-match"),
                 "ims": request.getHeader("if-modified-since"),
+                "ua": request.getHeader("user-agent"),
             }
         )
         return body
