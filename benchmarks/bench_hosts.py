@@ -1,7 +1,7 @@
 """CPU a page, memory and descriptors as the number of hosts grows (#35, points 3 and 4).
 
     python -m benchmarks.bench_hosts [--hosts 1000 10000 100000] [--pages 5] [--hosts-per-ip 10]
-                                     [-s NAME=VALUE ...] [--json PATH]
+                                     [-s NAME=VALUE ...] [--json PATH] [--census]
 
 For each size: ``testweb.manyhosts`` serves the web (names pinned by ``LARBIN_RESOLVE``, zero
 latency, ``--hosts-per-ip`` names an address, the server keeps a connection 5 s), and
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -33,16 +34,40 @@ FIRST_IP = "127.25.0.1"  # 127.25.0.0/16 - 127.28.0.0/16: up to 262,144 addresse
 
 GC_TIMER = """
 import atexit as _atexit, gc as _gc, json as _json, time as _time
-_gc_spent = [0.0, 0.0, 0]
+_gc_spent = [0.0, 0.0, 0, [0.0, 0.0, 0.0], [0, 0, 0]]
 def _gc_timer(phase, info):
     if phase == "start":
         _gc_spent[1] = _time.process_time()
     else:
-        _gc_spent[0] += _time.process_time() - _gc_spent[1]
+        took = _time.process_time() - _gc_spent[1]
+        _gc_spent[0] += took
         _gc_spent[2] += 1
+        _gc_spent[3][info["generation"]] += took
+        _gc_spent[4][info["generation"]] += 1
 _gc.callbacks.append(_gc_timer)
 _atexit.register(lambda: open({path!r}, "w").write(_json.dumps(
-    {{"gc_seconds": _gc_spent[0], "collections": _gc_spent[2]}})))
+    {{"gc_seconds": _gc_spent[0], "collections": _gc_spent[2],
+      "seconds_by_generation": _gc_spent[3], "collections_by_generation": _gc_spent[4]}})))
+"""
+
+# --census: on SIGUSR1 (sent every 10 s; Scrapy keeps SIGUSR2 for its stack dump), the
+# GC-tracked objects and their references by type; the count with the most references is kept
+CENSUS = """
+import collections as _collections, signal as _signal
+_most = [0]
+def _census(signum, frame):
+    counts, refs = _collections.Counter(), _collections.Counter()
+    for o in _gc.get_objects():
+        name = type(o).__qualname__
+        counts[name] += 1
+        refs[name] += len(_gc.get_referents(o))
+    if sum(refs.values()) < _most[0]:
+        return
+    _most[0] = sum(refs.values())
+    open({path!r}, "w").write(_json.dumps(
+        {{"tracked": sum(counts.values()), "references": sum(refs.values()),
+          "types": dict(counts.most_common(30)), "by_references": dict(refs.most_common(30))}}))
+_signal.signal(_signal.SIGUSR1, _census)
 """
 
 
@@ -61,12 +86,15 @@ def run_size(
     workdir: Path,
     timeout: float,
     first_ip: str = FIRST_IP,
+    census: bool = False,
 ) -> dict[str, Any]:
     """One crawl of a ``hosts``-host web: its figures."""
     with manyhosts.served(workdir, hosts, pages, first_ip, hosts_per_ip) as (port, seeds, env):
         gc_path = workdir / "gc.json"
         with open(workdir / "crawl" / "scale_settings.py", "a", encoding="utf-8") as f:
             f.write(GC_TIMER.format(path=str(gc_path)))
+            if census:
+                f.write(CENSUS.format(path=str(workdir / "census.json")))
         settings: dict[str, object] = {"LARBIN_STATS_FILE": workdir / "stats.json"}
         settings.update(item.split("=", 1) for item in extra)
         cmd = manyhosts.crawl_command(seeds, settings)
@@ -75,12 +103,15 @@ def run_size(
             crawl = subprocess.Popen(
                 cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}
             )
-        most_fds = 0
+        most_fds, census_at = 0, started + 10
         while True:
             pid, status, usage = os.wait4(crawl.pid, os.WNOHANG)
             if pid:
                 break
             most_fds = max(most_fds, count_fds(crawl.pid))
+            if census and time.monotonic() > census_at:
+                crawl.send_signal(signal.SIGUSR1)
+                census_at += 10
             if time.monotonic() - started > timeout:
                 crawl.kill()
             time.sleep(0.5)
@@ -90,6 +121,8 @@ def run_size(
     fetched = len(summary["pages"])
     cpu = usage.ru_utime + usage.ru_stime
     spent = json.loads(gc_path.read_text()) if gc_path.exists() else {}
+    counted = workdir / "census.json"
+    objects = json.loads(counted.read_text()) if census and counted.exists() else None
     return {
         "hosts": hosts,
         "pages_per_host": pages,
@@ -105,9 +138,12 @@ def run_size(
         "open_fds_max": most_fds,
         "gc_share": round(spent.get("gc_seconds", 0.0) / cpu, 3) if cpu else None,
         "gc_collections": spent.get("collections"),
+        "gc_seconds_by_generation": [round(x, 2) for x in spent.get("seconds_by_generation", [])],
+        "gc_collections_by_generation": spent.get("collections_by_generation"),
         "connections_per_host": round(summary["connections_per_host"], 2),
         "fetched_twice": summary["twice"],
         "load_before": os.getloadavg()[0],
+        **({"census": objects} if census else {}),
     }
 
 
@@ -177,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-ip", default=FIRST_IP, help="the web's first loopback address")
     parser.add_argument("--json", help="append each size's figures as a JSON line")
     parser.add_argument(
+        "--census",
+        action="store_true",
+        help="the crawl's GC-tracked objects by type, every 10 s (the most references kept)",
+    )
+    parser.add_argument(
         "--state",
         type=int,
         default=0,
@@ -207,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                 Path(tmp),
                 args.timeout,
                 args.first_ip,
+                args.census,
             )
         row["load_before"] = load
         print(

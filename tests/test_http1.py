@@ -8,6 +8,7 @@ difference between the handlers is a failing test.
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any
 
@@ -340,6 +341,34 @@ def test_keep_alive_reuse_and_close(handler: str) -> None:
         assert web.connections == 2
         run(h.close())
         wait_for(lambda: not web.open, 5, "close() to close the idle connection", pause=settle)
+    finally:
+        web.stop()
+
+
+def test_answers_leave_nothing_for_the_cyclic_collector() -> None:
+    """An answer read, and a connection closed, free what they used by reference counting:
+    a broad crawl keeps many hosts' state alive, and every cycle left per page makes each of
+    the collector's passes over that state come sooner (issue 35, point 3)."""
+    close = OK + b"Connection: close\r\nContent-Length: 2\r\n\r\nok"
+    chunked = OK + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+    web = RawWeb({"/p": [PAGE], "/close": [close], "/chunked": [chunked]})
+    try:
+        h, _ = make_handler("lean")
+        run(h.download_request(Request(web.url("/p"))))  # one-time state (the pool, a slot)
+        while gc.collect():  # earlier tests' garbage, and what freeing it left
+            pass
+        gc.disable()
+        try:
+            for _ in range(20):
+                for path in ("/p", "/chunked", "/close"):
+                    assert run(h.download_request(Request(web.url(path)))).status == 200
+            settle()  # the closed connections' connectionLost
+            left = gc.collect()
+        finally:
+            gc.enable()
+        assert web.connections >= 20  # every /close answer closed its connection
+        assert left < 20, f"{left} objects in cycles after 60 answers"
+        run(h.close())
     finally:
         web.stop()
 

@@ -199,3 +199,21 @@ def test_a_whole_module_file_is_compared_without_importing_it():
     entry = ("scrapy.core.downloader.handlers.http11", "*", "000000000000")
     assert "changed" in problem(entry)
     assert "cannot be found" in problem(("scrapy.no_such_package.mod", "*", "0"))
+
+
+def test_the_crawl_collects_cycles_less_often_by_default():
+    """A page leaves no reference cycles (``lean/http1conn.py``, ``seeds/turns.py``), so at
+    Python's 700 allocations the cyclic collector mostly walks live state that grows with the
+    hosts and finds nothing: the crawl raises the first threshold at engine start."""
+    import gc
+
+    from larbinscrapy.lean.gcfreeze import StartupFreeze
+
+    ext = StartupFreeze.from_crawler(_crawler())
+    before = gc.get_threshold()
+    try:
+        ext.engine_started()
+        assert gc.get_threshold() == (50_000, 10, 10)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

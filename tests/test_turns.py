@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
+from typing import TYPE_CHECKING
+
+import pytest
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.test import get_crawler
+
+from larbinscrapy.seeds.sitemaps import SitemapReader
 from larbinscrapy.seeds.turns import Turns
+from tests.support.crawl import LARBIN_DEFAULTS
+from tests.support.http1 import run
+from tests.support.http1 import settle as reactor_turn
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def test_one_turn_per_ip_and_at_most_so_many_in_all():
@@ -23,3 +38,46 @@ def test_one_turn_per_ip_and_at_most_so_many_in_all():
     assert turns.running == 0 and turns.waiting == 0
     turns.take("a").addCallback(lambda _: got.append("a4"))  # nothing held: at once
     assert got[-1] == "a4"
+
+
+def test_sites_waiting_for_their_sitemap_turn_cost_no_coroutine():
+    """A broad crawl starts sites faster than their sitemap files get a turn: thousands wait
+    behind busy IPs at once. Each waits as a few bytes, not a suspended chain of coroutines
+    and futures that every pass of the cyclic collector walks (issue 35, point 3; figures in
+    benchmarks/RESULTS.md), and none is forgotten: each is read in its turn, and the crawl
+    stays open while any waits."""
+    crawler = get_crawler(settings_dict={**LARBIN_DEFAULTS, "LARBIN_SITEMAPS": True})
+    reader = SitemapReader.from_crawler(crawler)
+    reader._turns = Turns(1)
+    fetched: list[str] = []
+    first = asyncio.get_event_loop().create_future()  # the first file's answer, held
+
+    async def download(url: str) -> None:  # the engine's download: the server is slow
+        fetched.append(url)
+        if len(fetched) == 1:
+            await first
+
+    reader._download = download  # type: ignore[method-assign]
+    sites = [f"http://h{n}.test" for n in range(5000)]
+    gc.collect()
+    before = len(gc.get_objects())
+    for site in sites:
+        reader._start(site, [])
+    reactor_turn()
+    gc.collect()
+    per_site = (len(gc.get_objects()) - before) / len(sites)
+    assert fetched == ["http://h0.test/sitemap.xml"]
+    assert per_site < 4, per_site
+    with pytest.raises(DontCloseSpider):
+        reader._spider_idle()
+    first.set_result(None)  # the first answer comes: every other site gets its turn, in order
+    run(_until(lambda: len(fetched) == len(sites)))
+    assert fetched == [f"{site}/sitemap.xml" for site in sites]
+    reactor_turn()
+    assert reader._turns.waiting == 0 and reader._turns.running == 0
+    reader._spider_idle()
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    while not done():
+        await asyncio.sleep(0)

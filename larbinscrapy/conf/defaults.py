@@ -687,10 +687,10 @@ LARBIN_GC_FREEZE_INTERVAL = Setting(
     doc="seconds between gc.collect() + gc.freeze() during the crawl (a broad crawl's long-lived state out of full collections); 0: only at engine start",
 )
 LARBIN_GC_THRESHOLDS = Setting(
-    "",
+    "50000,10,10",
     parse="larbinscrapy.lean.gcfreeze.parse_thresholds",
     takes="one to three integers, e.g. 700,10,100",
-    doc="gc.set_threshold() at engine start; empty: Python's own",
+    doc="gc.set_threshold() at engine start (a crawl's pages leave no cycles: the first threshold far above Python's 700 spares collections that find nothing); empty: Python's own",
 )
 
 # --- Status -------------------------------------------------------------------------------

@@ -9,10 +9,9 @@ kept, except a cycle that was already garbage at that moment (figures: benchmark
 
 ``LARBIN_GC_FREEZE_INTERVAL`` also collects, then freezes, every so many seconds (off by
 default: a frozen cycle that dies later is never collected); ``LARBIN_GC_THRESHOLDS`` sets
-``gc.set_threshold``. Which pays: benchmarks/RESULTS.md, "Many hosts". Private names: none.
-Retire when: Scrapy freezes after start-up itself.
-Settings: ``LARBIN_GC_FREEZE``, ``LARBIN_GC_FREEZE_INTERVAL``, ``LARBIN_GC_THRESHOLDS``. No stat:
-counting the frozen objects walks them all.
+``gc.set_threshold`` (50000,10,10 by default: a page leaves no cycles, docs/running.md).
+Private names: none. Retire when: Scrapy freezes after start-up itself. No stat: counting the
+frozen objects walks them all.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import logging
 import re
 import typing
 from abc import ABC, abstractmethod
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httptools
 from twisted.internet import error as tx
@@ -25,6 +25,9 @@ from twisted.python.failure import Failure
 from twisted.web._abnf import _istoken
 from twisted.web._newclient import ParseError, RequestGenerationFailed
 from twisted.web.http_headers import _nameEncoder
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +90,11 @@ class Exchange(ABC):
 
 class _Stop(Exception):
     """Raised from a parser callback to stop llhttp: the exchange is over."""
+
+
+def _parse_error(raised: BaseException | None) -> ParseError:
+    """What a parser callback raised, as the ``ParseError`` the exchange fails with."""
+    return raised if isinstance(raised, ParseError) else ParseError(str(raised), b"")
 
 
 class ConnectionOwner(typing.Protocol):
@@ -174,11 +182,10 @@ class Connection(Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as e:
-            inner = e.__context__
-            if not isinstance(inner, _Stop):
-                self._fail(
-                    Failure(inner if isinstance(inner, ParseError) else ParseError(str(inner), b""))
-                )
+            # No local names the callback's exception: its traceback's frames link back to
+            # this one, and a local here would make a cycle of a dozen frames each answer.
+            if not isinstance(e.__context__, _Stop):
+                self._fail(Failure(_parse_error(e.__context__)))
             elif self.pending is not None:  # the chunked reader takes the body from here
                 rest, self.pending = self.pending, None
                 self.parser.feed_data(rest)
@@ -354,6 +361,7 @@ class Connection(Protocol):
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self.lost = True
+        self.parser = None  # it names this connection: no cycle left for the collector
         ex = self.exchange
         self.exchange = None
         self.owner.lost(self)
@@ -392,14 +400,15 @@ class _Chunked:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.buf = bytearray()
-        self.state = self._size
+        # the step to run next, a function of this reader (a bound method would be a cycle)
+        self.state: Callable[[_Chunked], bool] = _Chunked._size
         self.left = 0
         self.trailers = 0
 
     def feed_data(self, data: bytes) -> None:
         self.buf += data
         try:
-            while self.conn.exchange is not None and self.state():
+            while self.conn.exchange is not None and self.state(self):
                 pass
         except ParseError as e:
             self.conn._fail(Failure(e))
@@ -419,7 +428,7 @@ class _Chunked:
             raise ParseError("bad chunk size line", bytes(self.buf[:eol]))
         self.left = int(size, 16)
         del self.buf[: eol + 2]
-        self.state = self._data if self.left else self._trailer
+        self.state = _Chunked._data if self.left else _Chunked._trailer
         return True
 
     def _data(self) -> bool:
@@ -429,7 +438,7 @@ class _Chunked:
         del self.buf[: len(part)]
         self.left -= len(part)
         if self.left == 0:
-            self.state = self._crlf
+            self.state = _Chunked._crlf
         ex = self.conn.exchange
         if ex is not None and not ex.body(part):
             self.conn.close()
@@ -442,7 +451,7 @@ class _Chunked:
         if self.buf[:2] != b"\r\n":
             raise ParseError("chunk not ended by CRLF", b"")
         del self.buf[:2]
-        self.state = self._size
+        self.state = _Chunked._size
         return True
 
     def _trailer(self) -> bool:

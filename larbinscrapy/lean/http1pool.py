@@ -202,7 +202,7 @@ class Dialer(ClientFactory):
         key: Any,
         make: Callable[..., Connection] = Connection,
     ) -> None:
-        self.fut = fut
+        self.fut: asyncio.Future[Connection] | None = fut  # None once the connection is gone
         self.pool = pool
         self.key = key
         self.make = make  # the connection class (or a partial of it: TLSConnection's site)
@@ -214,7 +214,7 @@ class Dialer(ClientFactory):
         return conn
 
     def made(self, conn: Connection) -> None:  # ConnectionOwner: connected
-        if self.fut.done():  # the download gave up while connecting
+        if self.fut is None or self.fut.done():  # the download gave up while connecting
             conn.close()
         else:
             self.fut.set_result(conn)
@@ -224,6 +224,13 @@ class Dialer(ClientFactory):
 
     def lost(self, conn: Connection) -> None:  # ConnectionOwner: gone
         self.pool.lost(conn)
+        self.fut = None  # its result is the connection, which names this dialer: no cycle
+
+    def clientConnectionLost(self, connector: Any, reason: Failure) -> None:
+        # Twisted's client and connector name each other for good; the connector's
+        # ``transport`` is None before a connection too, so clearing it breaks the cycle
+        # without changing what the connector does next.
+        connector.transport = None
 
     def clientConnectionFailed(self, connector: Any, reason: Failure) -> None:
         self.pool.release()
@@ -231,7 +238,7 @@ class Dialer(ClientFactory):
         if isinstance(exc, tx.ConnectError) and exc.osError in OUT_OF_FDS:
             self.pool.out_of_descriptors()
             exc = OutOfDescriptors(str(exc))
-        if not self.fut.done():
+        if self.fut is not None and not self.fut.done():
             self.fut.set_exception(exc if isinstance(exc, OutOfDescriptors) else connect_error(exc))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from functools import partial
 from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -222,7 +223,18 @@ class SitemapReader:
         self._reading.add(site)
         self.stats.inc_value("larbin/sitemaps/sites")
         urls = [u for u in listed if site_of(urljoin(site + "/", u)) == site]
-        deferred_from_coro(self._read_site(site, urls or [guessed_sitemap(site)]))
+        urls = urls or [guessed_sitemap(site)]
+        # waits as a function, not a coroutine (turns.py), with its first file's turn
+        key = self._turn_key(urls[0])
+        self._turns.call(key, partial(self._go, site, tuple(urls), key))
+
+    def _go(self, site: str, urls: tuple[str, ...], held: str) -> None:
+        """``site``'s first file holds its IP's turn ``held``: read the site, from the next
+        reactor turn (not inside the signal handler or the ``give`` that called this)."""
+        installed_reactor().callLater(0, self._read_now, site, urls, held)
+
+    def _read_now(self, site: str, urls: tuple[str, ...], held: str) -> None:
+        deferred_from_coro(self._read_site(site, list(urls), held))
 
     def _was_read(self, site: str) -> bool:
         """Whether ``site``'s sitemaps were read, in this run or (JOBDIR) an earlier one."""
@@ -239,11 +251,14 @@ class SitemapReader:
             self._sites.add(site)
 
     # -- reading ------------------------------------------------------------------------------
-    async def _read_site(self, site: str, queue: list[str]) -> None:
+    async def _read_site(self, site: str, queue: list[str], held: str | None) -> None:
+        """Read ``site``'s files; ``held``: the turn its first file holds (given back here
+        unless ``_read_files`` takes it)."""
         shared = None if self._frontier is None else self._frontier.sitemaps  # Redis workers
         try:
             if shared is None or await shared.claim(site):  # there, one worker reads a site's
-                await self._read_files(site, queue)
+                turn, held = held, None
+                await self._read_files(site, queue, turn)
         except CrawlStopping:  # unread: the resumed crawl reads it
             self._reading.discard(site)
             return
@@ -252,45 +267,60 @@ class SitemapReader:
             self.stats.inc_value("larbin/sitemaps/failed")
             logger.warning("Sitemaps of %s not read: %s", site, exc)
             return
+        finally:
+            if held is not None:
+                self._turns.give(held)
         self._read(site)  # not reached if the process dies first: a resumed crawl reads it
 
-    async def _read_files(self, site: str, queue: list[str]) -> None:
+    async def _read_files(self, site: str, queue: list[str], held: str | None) -> None:
+        """``held``: the turn the first file holds (given back here if no file is fetched)."""
         files = 0
-        while queue:
-            if stopping(self.crawler):
-                raise CrawlStopping("the crawl is stopping")
-            if files >= self.max_files:
-                self.stats.inc_value("larbin/sitemaps/capped")
-                return
-            url = queue.pop(0)
-            files += 1
-            response = await self._fetch(url)
-            if response is None:
-                continue
-            try:
-                kind, entries, truncated = await maybe_deferred_to_future(
-                    deferToThread(parse_sitemap, response.body, self.max_bytes, self.max_urls)
-                )
-            except BrokenSitemap as exc:
-                if url == guessed_sitemap(site):  # nobody said a sitemap was there: a soft 404
-                    self._missing(url, f"not a sitemap ({exc})")
+        try:
+            while queue:
+                if stopping(self.crawler):
+                    raise CrawlStopping("the crawl is stopping")
+                if files >= self.max_files:
+                    self.stats.inc_value("larbin/sitemaps/capped")
+                    return
+                url = queue.pop(0)
+                files += 1
+                turn, held = held, None
+                response = await self._fetch(url, turn)
+                if response is None:
+                    continue
+                try:
+                    kind, entries, truncated = await maybe_deferred_to_future(
+                        deferToThread(parse_sitemap, response.body, self.max_bytes, self.max_urls)
+                    )
+                except BrokenSitemap as exc:
+                    if url == guessed_sitemap(site):  # nobody said a sitemap was there: soft 404
+                        self._missing(url, f"not a sitemap ({exc})")
+                    else:
+                        self._broken(url, exc)
+                    continue
+                self.stats.inc_value("larbin/sitemaps/files")
+                if truncated:
+                    self.stats.inc_value("larbin/sitemaps/truncated")
+                if kind == "sitemapindex":
+                    queue += [e["loc"] for e in entries if site_of(e["loc"]) == site]
                 else:
-                    self._broken(url, exc)
-                continue
-            self.stats.inc_value("larbin/sitemaps/files")
-            if truncated:
-                self.stats.inc_value("larbin/sitemaps/truncated")
-            if kind == "sitemapindex":
-                queue += [e["loc"] for e in entries if site_of(e["loc"]) == site]
-            else:
-                self._queue(response, entries)
+                    self._queue(response, entries)
+        finally:
+            if held is not None:
+                self._turns.give(held)
 
-    async def _fetch(self, url: str) -> Response | None:
-        """``_download`` in the IP's turn (``Turns``): the site's host's IP when known."""
+    def _turn_key(self, url: str) -> str:
+        """The turn ``url`` waits for: its host's IP when known, else the host."""
         host = host_of(url)
         ip = self._politeness.cached_ip(host) if self._politeness is not None else None
-        key = ip or host
-        await maybe_deferred_to_future(self._turns.take(key))
+        return ip or host
+
+    async def _fetch(self, url: str, held: str | None = None) -> Response | None:
+        """``_download`` in the IP's turn (``Turns``): ``held`` when the caller holds it."""
+        key = held
+        if key is None:
+            key = self._turn_key(url)
+            await maybe_deferred_to_future(self._turns.take(key))
         try:
             if stopping(self.crawler):
                 raise CrawlStopping("the crawl is stopping")
