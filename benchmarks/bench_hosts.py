@@ -1,7 +1,8 @@
 """CPU a page, memory and descriptors as the number of hosts grows (#35, points 3 and 4).
 
     python -m benchmarks.bench_hosts [--hosts 1000 10000 100000] [--pages 5] [--hosts-per-ip 10]
-                                     [-s NAME=VALUE ...] [--json PATH] [--census]
+                                     [-s NAME=VALUE ...] [--json PATH]
+                                     [--census] [--tracemalloc] [--malloc]
 
 For each size: ``testweb.manyhosts`` serves the web (names pinned by ``LARBIN_RESOLVE``, zero
 latency, ``--hosts-per-ip`` names an address, the server keeps a connection 5 s), and
@@ -11,7 +12,14 @@ crawl's CPU (user + system, from ``wait4``) per page fetched, pages/s, peak RSS 
 open descriptors (most seen, sampled from /proc every 0.5 s), the cyclic GC's share of the CPU
 (``gc.callbacks`` timing every collection, installed by the generated settings module),
 connections a host (from the server's log) and coverage. The machine's load average is printed:
-on a shared machine compare CPU ms/page, not pages/s.
+on a shared machine compare CPU ms/page, not pages/s. In ``--json`` also: resident memory at each
+tenth of the run (a rise to the end is what the crawl keeps of every host) and the
+``malloc_trim`` calls' CPU.
+
+Where the memory sits: ``--malloc`` reads, at the crawl's exit, pymalloc's arenas (and how full
+their blocks are) and glibc's heap (in use, free) beside VmRSS; ``--tracemalloc`` traces every
+allocation (the crawl runs several times slower) and keeps the largest snapshot, by line and by
+file; ``--census`` counts the objects the cyclic collector walks, by type.
 """
 
 from __future__ import annotations
@@ -70,6 +78,82 @@ def _census(signum, frame):
 _signal.signal(_signal.SIGUSR1, _census)
 """
 
+# --tracemalloc: allocations traced from the settings' import on; on SIGUSR1 a snapshot, the one
+# with the most bytes kept, written as the top lines (two frames: the allocation and its caller)
+TRACEMALLOC = """
+import signal as _signal, tracemalloc as _tracemalloc
+_tracemalloc.start(2)
+_largest = [0]
+def _snapshot(signum, frame):
+    snap = _tracemalloc.take_snapshot()
+    stats = snap.statistics("traceback")
+    total = sum(s.size for s in stats)
+    if total < _largest[0]:
+        return
+    _largest[0] = total
+    def _where(f):
+        return "/".join(f.filename.split("/")[-2:]) + ":" + str(f.lineno)
+    top = [{{"bytes": s.size, "blocks": s.count, "where": [_where(f) for f in s.traceback]}}
+           for s in stats[:60]]
+    files = {{}}
+    for s in snap.statistics("filename"):
+        name = "/".join(s.traceback[0].filename.split("/")[-2:])
+        files[name] = files.get(name, 0) + s.size
+    by_file = sorted(files.items(), key=lambda kv: -kv[1])[:60]
+    result = {{"traced_bytes": total, "top": top, "by_file": by_file}}
+    open({path!r}, "w").write(_json.dumps(result))
+_signal.signal(_signal.SIGUSR1, _snapshot)
+"""
+
+# --malloc: at exit, where the resident memory sits: Python's small-object allocator (pymalloc's
+# arenas, and how much of them live blocks fill) against glibc's heap (mallinfo2), beside VmRSS
+MALLOC = """
+import ctypes as _ctypes, os as _os, sys as _sys, tempfile as _tempfile
+class _Mallinfo2(_ctypes.Structure):
+    _fields_ = [(n, _ctypes.c_size_t) for n in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+def _malloc_report():
+    with _tempfile.TemporaryFile("w+") as f:
+        saved = _os.dup(2)
+        _os.dup2(f.fileno(), 2)
+        try:
+            _sys._debugmallocstats()
+        finally:
+            _os.dup2(saved, 2)
+            _os.close(saved)
+        f.seek(0)
+        text = f.read()
+    pymalloc = {{}}
+    for line in text.splitlines():
+        name, _, value = line.lstrip("# ").partition("=")
+        name = name.strip()
+        if name in ("arenas allocated current", "bytes in allocated blocks",
+                    "bytes in available empty blocks", "bytes in available blocks",
+                    "bytes lost to pool headers", "bytes lost to quantization"):
+            pymalloc.setdefault(name, int(value.replace(",", "").strip()))
+    libc = _ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _Mallinfo2
+    mi = libc.mallinfo2()
+    rss = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS"))
+    open({path!r}, "w").write(_json.dumps({{
+        "vmrss_kb": rss, "pymalloc": pymalloc,
+        "glibc": {{"heap": mi.arena, "mmapped": mi.hblkhd, "in_use": mi.uordblks,
+                  "free": mi.fordblks}}}}))
+_atexit.register(_malloc_report)
+"""
+
+
+def rss_mb(pid: int) -> float:
+    """The process's resident memory now (VmRSS), 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
 
 def count_fds(pid: int) -> int:
     try:
@@ -87,6 +171,8 @@ def run_size(
     timeout: float,
     first_ip: str = FIRST_IP,
     census: bool = False,
+    traced: bool = False,
+    malloc: bool = False,
 ) -> dict[str, Any]:
     """One crawl of a ``hosts``-host web: its figures."""
     with manyhosts.served(workdir, hosts, pages, first_ip, hosts_per_ip) as (port, seeds, env):
@@ -95,6 +181,10 @@ def run_size(
             f.write(GC_TIMER.format(path=str(gc_path)))
             if census:
                 f.write(CENSUS.format(path=str(workdir / "census.json")))
+            if traced:
+                f.write(TRACEMALLOC.format(path=str(workdir / "traced.json")))
+            if malloc:
+                f.write(MALLOC.format(path=str(workdir / "malloc.json")))
         settings: dict[str, object] = {"LARBIN_STATS_FILE": workdir / "stats.json"}
         settings.update(item.split("=", 1) for item in extra)
         cmd = manyhosts.crawl_command(seeds, settings)
@@ -104,12 +194,14 @@ def run_size(
                 cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}
             )
         most_fds, census_at = 0, started + 10
+        rss: list[tuple[float, float]] = []  # (seconds in, MB)
         while True:
             pid, status, usage = os.wait4(crawl.pid, os.WNOHANG)
             if pid:
                 break
             most_fds = max(most_fds, count_fds(crawl.pid))
-            if census and time.monotonic() > census_at:
+            rss.append((time.monotonic() - started, rss_mb(crawl.pid)))
+            if (census or traced) and time.monotonic() > census_at:
                 crawl.send_signal(signal.SIGUSR1)
                 census_at += 10
             if time.monotonic() - started > timeout:
@@ -123,6 +215,12 @@ def run_size(
     spent = json.loads(gc_path.read_text()) if gc_path.exists() else {}
     counted = workdir / "census.json"
     objects = json.loads(counted.read_text()) if census and counted.exists() else None
+    stats_path = workdir / "stats.json"
+    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+    malloc_path = workdir / "malloc.json"
+    allocators = json.loads(malloc_path.read_text()) if malloc_path.exists() else None
+    traced_path = workdir / "traced.json"
+    allocations = json.loads(traced_path.read_text()) if traced_path.exists() else None
     return {
         "hosts": hosts,
         "pages_per_host": pages,
@@ -136,14 +234,24 @@ def run_size(
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "rss_kb_per_host": round(usage.ru_maxrss / hosts, 2),
         "open_fds_max": most_fds,
+        # resident memory at each tenth of the run: a peak in the middle is what the crawl holds
+        # while its hosts are in progress, a rise to the end what it keeps of every host
+        "rss_mb_by_tenth": [
+            round(next((mb for t, mb in reversed(rss) if t <= wall * k / 10 and mb), 0.0), 1)
+            for k in range(1, 11)
+        ],
         "gc_share": round(spent.get("gc_seconds", 0.0) / cpu, 3) if cpu else None,
         "gc_collections": spent.get("collections"),
         "gc_seconds_by_generation": [round(x, 2) for x in spent.get("seconds_by_generation", [])],
         "gc_collections_by_generation": spent.get("collections_by_generation"),
         "connections_per_host": round(summary["connections_per_host"], 2),
+        "malloc_trims": stats.get("larbin/memory/trims", 0),
+        "malloc_trim_cpu_s": round(stats.get("larbin/memory/trim_cpu_us", 0) / 1e6, 3),
         "fetched_twice": summary["twice"],
         "load_before": os.getloadavg()[0],
         **({"census": objects} if census else {}),
+        **({"tracemalloc": allocations} if traced else {}),
+        **({"malloc": allocators} if malloc else {}),
     }
 
 
@@ -218,6 +326,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the crawl's GC-tracked objects by type, every 10 s (the most references kept)",
     )
     parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="the crawl's allocations by place, every 10 s (the largest snapshot kept; slow)",
+    )
+    parser.add_argument(
+        "--malloc",
+        action="store_true",
+        help="at the crawl's exit: pymalloc's arenas and glibc's heap beside its resident memory",
+    )
+    parser.add_argument(
         "--state",
         type=int,
         default=0,
@@ -249,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.timeout,
                 args.first_ip,
                 args.census,
+                args.tracemalloc,
+                args.malloc,
             )
         row["load_before"] = load
         print(

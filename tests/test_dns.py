@@ -382,3 +382,16 @@ def test_the_frontier_asks_for_a_host_when_its_first_url_is_admitted(tmp_path, a
         assert dns.in_flight("d.test") and not dns.in_flight("e.test")
     finally:
         sched.close("finished")
+
+
+def test_names_on_one_shared_address_keep_one_string_of_it(clock, answers):
+    """Shared hosting puts thousands of names on one address: each answer arrives as its own
+    string, the cache keeps one (a broad crawl holds its answers for their TTL)."""
+    cache = make_cache(clock, answers)
+    for n in range(3):
+        outcome(cache.resolve(f"h{n}.test"))
+    for _, d in answers.queries:
+        d.callback(".".join(["203", "0", "113", "7"]))  # a new str each time
+    kept = [cache.pinned(f"h{n}.test") for n in range(3)]
+    assert kept == ["203.0.113.7"] * 3
+    assert kept[0] is kept[1] is kept[2]

@@ -141,3 +141,39 @@ def test_seeds_file_and_url_list_are_merged(tmp_path):
     s = spider(seeds=str(path), urls="http://b.test/,http://c.test/")
     assert s.seed_urls == ["http://a.test/", "http://b.test/", "http://c.test/"]
     assert s.seed_errors == 1
+
+
+def test_seeds_are_let_go_once_handed_to_the_engine(tmp_path):
+    """A broad crawl's seeds list can hold millions of URLs: once each is queued (the frontier
+    keeps it on disk) the spider no longer holds it, for the rest of the crawl."""
+    import asyncio
+    import gc
+    import tracemalloc
+
+    def handed_over(count: int) -> LarbinSpider:
+        path = tmp_path / f"seeds-{count}.txt"
+        path.write_text("".join(f"http://host{n}.example.test/\n" for n in range(count)))
+        s = spider(seeds=str(path), urls=None)
+
+        async def hand_over() -> int:
+            return sum([1 async for _ in s.start()])
+
+        loop = asyncio.new_event_loop()  # not asyncio.run: it unsets the thread's loop
+        try:
+            assert loop.run_until_complete(hand_over()) == count
+        finally:
+            loop.close()
+        return s
+
+    handed_over(10)  # what the first spider loads once (imports, MIME types)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        s = handed_over(20_000)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert s.crawler.stats.get_value("larbin/seeds/valid") == 20_000
+    assert held / 20_000 < 20, f"{held / 20_000:.0f} bytes a seed still held"

@@ -352,3 +352,25 @@ def test_trap_guard_caps_queries_per_path_and_pages_per_site():
     assert TrapGuard(0, 0).enabled is False
     with pytest.raises(ValueError, match="LARBIN_GATE_PAGES_PER_SITE_MAX"):
         TrapGuard(-1, 0)
+
+
+def test_the_page_budget_of_every_site_costs_no_copy_of_its_name():
+    """A broad crawl counts pages for every site it meets, to its end: the count of 20,000 sites
+    holds a number a site, not a copy of the site's name (a hash, as the query cap's paths)."""
+    import gc
+    import tracemalloc
+
+    from larbinscrapy.gate.traps import TrapGuard
+
+    guard = TrapGuard(max_pages_per_site=100, max_queries_per_path=0)
+    urls = [f"http://host{n}.example.test/" for n in range(20_000)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        assert all(guard.reason(url) is None for url in urls)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # the count's dict entry and an 8-byte hash's int; the name would cost more than both
+    assert held / len(urls) < 80, f"{held / len(urls):.0f} bytes a site"

@@ -686,6 +686,12 @@ LARBIN_GC_FREEZE_INTERVAL = Setting(
     min=0,
     doc="seconds between gc.collect() + gc.freeze() during the crawl (a broad crawl's long-lived state out of full collections); 0: only at engine start",
 )
+LARBIN_MALLOC_TRIM_INTERVAL = Setting(
+    30.0,
+    float,
+    min=0,
+    doc="seconds between malloc_trim(0) calls (glibc: the C heap's free pages go back to the system; with LARBIN_GC_FREEZE); 0: never",
+)
 LARBIN_GC_THRESHOLDS = Setting(
     "50000,10,10",
     parse="larbinscrapy.lean.gcfreeze.parse_thresholds",

@@ -26,7 +26,9 @@ class TrapGuard:
             )
         self.max_pages_per_site = max_pages_per_site
         self.max_queries_per_path = max_queries_per_path
-        self._sites: defaultdict[str, int] = defaultdict(int)
+        # keyed by a 64-bit hash of the site, not its name: a count for every site of a broad
+        # crawl, kept to its end
+        self._sites: defaultdict[int, int] = defaultdict(int)
         self._paths: defaultdict[int, int] = defaultdict(int)
         self._logged: set[str] = set()
 
@@ -45,7 +47,7 @@ class TrapGuard:
                     return self._refuse(QUERIES, url, "distinct queries of its path")
         site = None
         if self.max_pages_per_site:
-            site = site_of(url)
+            site = xxh3_64_intdigest(site_of(url).encode())
             if self._sites[site] >= self.max_pages_per_site:
                 return self._refuse(SITE_BUDGET, url, "URLs of its site")
             self._sites[site] += 1

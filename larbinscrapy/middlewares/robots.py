@@ -82,6 +82,7 @@ Decider = RobotParser | tuple[str, ...] | None
 # never untracked by the cyclic collector, a tuple of atoms and strings is).
 Entry = tuple[str, float, int, float | None, Decider]
 _EXPIRES: Final = 1
+_RULE_SETS_MAX: Final = 4096  # distinct rule sets shared before the table starts afresh
 _DECIDER: Final = 4
 
 
@@ -107,6 +108,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self.parser_class: type[RobotParser] = load_object(settings["ROBOTSTXT_PARSER"])
         self._compact = issubclass(self.parser_class, RobotsTxtParser)
         self._sites: dict[str, Entry] = {}
+        self._rule_sets: dict[tuple[str, ...], tuple[str, ...]] = {}  # see _shared_rules
         self.policy = policy or RobotsPolicy.from_settings(crawler.settings)
         self.clock = clock
         self._waiters: dict[str, list[Deferred[Decider]]] = {}  # sites being read
@@ -310,8 +312,19 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         )
         self._apply_crawl_delay(parser, urlparse_cached(request).hostname)
         if self._compact:
-            return cast("RobotsTxtParser", parser).rules
+            return self._shared_rules(cast("RobotsTxtParser", parser).rules)
         return parser
+
+    def _shared_rules(self, rules: tuple[str, ...]) -> tuple[str, ...]:
+        """One tuple for every site with the same rules: most sites of a broad crawl serve one
+        of a few robots.txt files, and each site's rules are kept for its whole life."""
+        shared = self._rule_sets.get(rules)
+        if shared is not None:
+            return shared
+        if len(self._rule_sets) >= _RULE_SETS_MAX:  # rules seen once each: start afresh
+            self._rule_sets.clear()
+        self._rule_sets[rules] = rules
+        return rules
 
     def _never_answered(self, request: Request) -> bool:
         """True when the address of ``request`` has never answered this crawl."""

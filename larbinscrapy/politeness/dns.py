@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import sys
 import time
 import warnings
 import weakref
@@ -320,7 +321,9 @@ class DnsCache:
             self._event("cname")
         if ":" in answer.ip:
             self._event("ipv6")
-        self._done(host, answer.ip, max(self.rules.ttl_min, min(self.rules.ttl_max, answer.ttl)))
+        # interned: the thousands of names on one shared address keep one string of it
+        ip = sys.intern(answer.ip)
+        self._done(host, ip, max(self.rules.ttl_min, min(self.rules.ttl_max, answer.ttl)))
 
     def _failed(self, failure: Failure, host: str, attempt: int) -> None:
         self._next_query()

@@ -236,8 +236,11 @@ class LarbinSpider(Spider):
         s = self.crawler.settings
         if contact.missing(s.get("USER_AGENT") or "", s.get("LARBIN_FROM") or "", self.seed_urls):
             logger.warning(contact.HINT)
-        for url in self.seed_urls:
-            yield Request(url, errback=self.on_error, meta=M.seed_meta())
+        # each seed is let go once queued: a list of millions is not held for the whole crawl
+        seeds, self.seed_urls = self.seed_urls, []
+        seeds.reverse()
+        while seeds:
+            yield Request(seeds.pop(), errback=self.on_error, meta=M.seed_meta())
         if self.retry_arg is not None:
             stats.inc_value("larbin/seeds/retried_dns", len(self.retry_urls))  # a count
             logger.info(
