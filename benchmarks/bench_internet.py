@@ -135,6 +135,8 @@ def bench(
     ]
     if latency:
         args += ["--dns-ms", "30", "--ttfb-ms", "100"]
+    if probe.get("max_pages"):
+        args += ["--max-pages", str(probe["max_pages"])]
     logdir.mkdir(parents=True, exist_ok=True)
     name = f"{probe.get('netns_prefix', 'internet-')}{os.getpid()}-{work.name}"
     with (
@@ -222,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--syscalls", action="store_true", help="count system calls (perf stat)")
     p.add_argument("--py-spy", type=Path, default=None, help="a py-spy profile per crawl here")
     p.add_argument("--netns-prefix", default="internet-")
+    p.add_argument("--max-pages", type=int, default=None, help="pages a host at most (1: one)")
     args = p.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-internet-"))
     if args.py_spy:
@@ -238,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                     "syscalls": args.syscalls,
                     "py_spy": args.py_spy,
                     "netns_prefix": args.netns_prefix,
+                    "max_pages": args.max_pages,
                 }
                 result = bench(
                     hosts,

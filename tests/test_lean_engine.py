@@ -220,7 +220,7 @@ def test_the_crawl_collects_cycles_less_often_by_default():
 
 
 _TRIM_SCRIPT = """
-import os, sys
+import os
 from scrapy.utils.test import get_crawler
 from larbinscrapy.lean.gcfreeze import StartupFreeze
 from settings import base

@@ -82,8 +82,8 @@ Decider = RobotParser | tuple[str, ...] | None
 # never untracked by the cyclic collector, a tuple of atoms and strings is).
 Entry = tuple[str, float, int, float | None, Decider]
 _EXPIRES: Final = 1
-_RULE_SETS_MAX: Final = 4096  # distinct rule sets shared before the table starts afresh
 _DECIDER: Final = 4
+_RULE_SETS_MAX: Final = 4096  # distinct rule sets shared before the table starts afresh
 
 
 class RobotsMiddleware(RobotsTxtMiddleware):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from testweb.internet.dns import DnsServer, dns_address
-from testweb.internet.model import SOURCE_VERSION, Internet, Latency, Mix
+from testweb.internet.model import MAX_PAGES, SOURCE_VERSION, Internet, Latency, Mix
 from testweb.internet.tls import TestCA
 from testweb.internet.web import WebServer
 
@@ -65,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="every host answers: no DNS failures, dead or silent hosts, http only",
     )
+    p.add_argument(
+        "--max-pages", type=int, default=MAX_PAGES, help="pages a host at most (1: one each)"
+    )
     p.add_argument("--https", type=float, default=None, help="share of https hosts")
     p.add_argument("--tarpit", type=float, default=None, help="share of hosts never answering")
     p.add_argument("--logdir", default=None)
@@ -89,6 +92,7 @@ def build(args: argparse.Namespace) -> Internet:
         latency=Latency(dns_ms=args.dns_ms, ttfb_ms=args.ttfb_ms, bandwidth=args.bandwidth),
         http_port=args.http_port,
         https_port=args.https_port,
+        max_pages=args.max_pages,
     )
 
 

@@ -66,17 +66,21 @@ def crawl_command(seeds: Path, out: Path, extra: list[str]) -> list[str]:
     return cmd
 
 
-def _proc_status(pid: int) -> tuple[int, int]:
-    """(VmHWM KiB, open fds) of ``pid`` now (0, 0 when it is gone)."""
+def _proc_status(pid: int) -> tuple[int, int, int]:
+    """(VmHWM KiB, VmRSS KiB, open fds) of ``pid`` now (zeros when it is gone)."""
+    hwm = rss = 0
     try:
         fds = len(os.listdir(f"/proc/{pid}/fd"))
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
                 if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]), fds
+                    hwm = int(line.split()[1])
+                elif line.startswith(b"VmRSS:"):
+                    rss = int(line.split()[1])
+                    return hwm, rss, fds
     except (OSError, ValueError):
         pass
-    return 0, 0
+    return hwm, rss, 0
 
 
 def _watch(
@@ -86,14 +90,17 @@ def _watch(
     timeout: float,
     stall: float,
     grace: float,
+    rss: list[tuple[float, int]],
 ) -> tuple[int, Any, str, int, int]:
     """Wait for ``proc``, stopping it on timeout or stall; its status, rusage, why it was
-    stopped, its peak RSS (KiB) and most open fds."""
+    stopped, its peak RSS (KiB) and most open fds; ``rss`` gets (seconds in, VmRSS KiB)."""
     hwm = fds = 0
     stopped, stop_at, size, moved = "", 0.0, -1, start
     while True:
-        h, f = _proc_status(proc.pid)
+        h, now_rss, f = _proc_status(proc.pid)
         hwm, fds = max(hwm, h), max(fds, f)
+        if now_rss:
+            rss.append((time.perf_counter() - start, now_rss))
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
@@ -131,8 +138,11 @@ def run_watched(
         proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        rss: list[tuple[float, int]] = []
         try:
-            status, rusage, stopped, hwm, fds = _watch(proc, web_log, start, timeout, stall, grace)
+            status, rusage, stopped, hwm, fds = _watch(
+                proc, web_log, start, timeout, stall, grace, rss
+            )
         except BaseException:  # interrupted: the crawl (its own session) must not outlive us
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -146,6 +156,11 @@ def run_watched(
         "wall_s": wall,
         "cpu_s": rusage.ru_utime + rusage.ru_stime,
         "peak_rss_mb": hwm / 1024,
+        # at each tenth of the run: a rise to the end is what the crawl keeps of every host
+        "rss_mb_by_tenth": [
+            round(next((kb for t, kb in reversed(rss) if t <= wall * k / 10), 0) / 1024, 1)
+            for k in range(1, 11)
+        ],
         "open_fds_max": fds,
     }
 

@@ -152,6 +152,7 @@ class Internet:
         http_port: int = 80,
         https_port: int = 443,
         big_records: int = 100,
+        max_pages: int = MAX_PAGES,
         cache: int = 1 << 18,
     ) -> None:
         if hosts < 1:
@@ -165,6 +166,9 @@ class Internet:
         self.medium = max(1, int(n_addr * 0.3))
         self.tail = max(0, min(hosts, n_addr - BIG - self.medium))
         self.big_records = big_records
+        if not 1 <= max_pages <= MAX_PAGES:
+            raise ValueError(f"max_pages must be in 1..{MAX_PAGES}")
+        self.max_pages = max_pages  # 1: one page a host (the memory run of many hosts)
         self.mix = mix or Mix()
         self.latency = latency or Latency()
         self.http_port = http_port
@@ -253,7 +257,7 @@ class Internet:
         www = rng.random() < mix.www
         names, weights = zip(*mix.robots, strict=True)
         robots = rng.choices(names, weights)[0]
-        pages = min(MAX_PAGES, int(rng.paretovariate(PAGES_ALPHA)))
+        pages = min(self.max_pages, int(rng.paretovariate(PAGES_ALPHA)))
         # drawn whatever the medians, so that latency does not change the rest of the web
         factors = [rng.lognormvariate(0, lat.sigma) for _ in range(3)]
         ttfb = lat.ttfb_ms / 1000 * factors[0]
@@ -380,6 +384,7 @@ class Internet:
             "http_port": self.http_port,
             "https_port": self.https_port,
             "big_records": self.big_records,
+            "max_pages": self.max_pages,
         }
 
     @classmethod
