@@ -2,19 +2,21 @@
 
     python -m benchmarks.bench_hosts [--hosts 1000 10000 100000] [--pages 5] [--hosts-per-ip 10]
                                      [-s NAME=VALUE ...] [--json PATH]
-                                     [--census] [--tracemalloc] [--malloc]
+                                     [--census] [--tracemalloc] [--malloc] [--dns]
 
-For each size: ``testweb.manyhosts`` serves the web (names pinned by ``LARBIN_RESOLVE``, zero
-latency, ``--hosts-per-ip`` names an address, the server keeps a connection 5 s), and
-``scrapy crawl larbin`` crawls it from every host's start page with the default settings but
-``LARBIN_IP_DELAY=0`` (several names share an address) and the status page off. Reported: the
-crawl's CPU (user + system, from ``wait4``) per page fetched, pages/s, peak RSS (``ru_maxrss``),
-open descriptors (most seen, sampled from /proc every 0.5 s), the cyclic GC's share of the CPU
-(``gc.callbacks`` timing every collection, installed by the generated settings module),
-connections a host (from the server's log) and coverage. The machine's load average is printed:
-on a shared machine compare CPU ms/page, not pages/s. In ``--json`` also: resident memory at each
-tenth of the run (a rise to the end is what the crawl keeps of every host) and the
-``malloc_trim`` calls' CPU.
+For each size: ``testweb.manyhosts`` serves the web (names pinned by ``LARBIN_RESOLVE``; with
+``--dns`` looked up instead, root: the web answers them as a DNS server inside a network
+namespace whose resolv.conf names it, and the crawl runs there, so 10^6 hosts need no pinned map
+of 10^6 names in the crawl's memory; zero latency, ``--hosts-per-ip`` names an address, the
+server keeps a connection 5 s), and ``scrapy crawl larbin`` crawls it from every host's start
+page with the default settings but ``LARBIN_IP_DELAY=0`` (several names share an address) and
+the status page off. Reported: the crawl's CPU (user + system, from ``wait4``) per page fetched,
+pages/s, peak RSS (``ru_maxrss``), open descriptors (most seen, sampled from /proc every 0.5 s),
+the cyclic GC's share of the CPU (``gc.callbacks`` timing every collection, installed by the
+generated settings module), connections a host (from the server's log) and coverage. The
+machine's load average is printed: on a shared machine compare CPU ms/page, not pages/s. In
+``--json`` also: resident memory at each tenth of the run (a rise to the end is what the crawl
+keeps of every host) and the ``malloc_trim`` calls' CPU.
 
 Where the memory sits: ``--malloc`` reads, at the crawl's exit, pymalloc's arenas (and how full
 their blocks are) and glibc's heap (in use, free) beside VmRSS; ``--tracemalloc`` traces every
@@ -25,6 +27,7 @@ file; ``--census`` counts the objects the cyclic collector walks, by type.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -36,9 +39,11 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 from testweb import manyhosts
+from testweb.internet.netns import Namespace
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_IP = "127.25.0.1"  # 127.25.0.0/16 - 127.28.0.0/16: up to 262,144 addresses
+NAMESERVER = "127.24.255.53"  # with --dns (inside the namespace: its own loopback)
 
 GC_TIMER = """
 import atexit as _atexit, gc as _gc, json as _json, time as _time
@@ -173,9 +178,44 @@ def run_size(
     census: bool = False,
     traced: bool = False,
     malloc: bool = False,
+    dns: bool = False,
 ) -> dict[str, Any]:
     """One crawl of a ``hosts``-host web: its figures."""
-    with manyhosts.served(workdir, hosts, pages, first_ip, hosts_per_ip) as (port, seeds, env):
+    with contextlib.ExitStack() as stack:
+        ns = (
+            stack.enter_context(Namespace(NAMESERVER, name=f"bench-hosts-{os.getpid()}"))
+            if dns
+            else None
+        )
+        return _run_served(
+            hosts,
+            pages,
+            hosts_per_ip,
+            extra,
+            workdir,
+            timeout,
+            first_ip,
+            census,
+            traced,
+            malloc,
+            ns,
+        )
+
+
+def _run_served(
+    hosts: int,
+    pages: int,
+    hosts_per_ip: int,
+    extra: list[str],
+    workdir: Path,
+    timeout: float,
+    first_ip: str,
+    census: bool,
+    traced: bool,
+    malloc: bool,
+    ns: Namespace | None,
+) -> dict[str, Any]:
+    with manyhosts.served(workdir, hosts, pages, first_ip, hosts_per_ip, ns) as (port, seeds, env):
         gc_path = workdir / "gc.json"
         with open(workdir / "crawl" / "scale_settings.py", "a", encoding="utf-8") as f:
             f.write(GC_TIMER.format(path=str(gc_path)))
@@ -188,6 +228,8 @@ def run_size(
         settings: dict[str, object] = {"LARBIN_STATS_FILE": workdir / "stats.json"}
         settings.update(item.split("=", 1) for item in extra)
         cmd = manyhosts.crawl_command(seeds, settings)
+        if ns is not None:
+            cmd = ns.command(cmd)
         started = time.monotonic()
         with open(workdir / "crawl.log", "w") as log:
             crawl = subprocess.Popen(
@@ -224,6 +266,7 @@ def run_size(
     return {
         "hosts": hosts,
         "pages_per_host": pages,
+        "names": "looked up (DNS)" if ns is not None else "pinned (LARBIN_RESOLVE)",
         "exit": crawl.returncode,
         "pages": fetched,
         "coverage": fetched / (hosts * pages),
@@ -336,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         help="at the crawl's exit: pymalloc's arenas and glibc's heap beside its resident memory",
     )
     parser.add_argument(
+        "--dns", action="store_true", help="names looked up in DNS, not pinned (root: a namespace)"
+    )
+    parser.add_argument(
         "--state",
         type=int,
         default=0,
@@ -369,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.census,
                 args.tracemalloc,
                 args.malloc,
+                args.dns,
             )
         row["load_before"] = load
         print(

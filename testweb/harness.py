@@ -166,8 +166,10 @@ def launch(
     port: int = 0,
     *,
     own_session: bool = False,
+    prefix: list[str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any], Path]:
-    """Run ``python -m <module_args>`` with ``--port/--log/--info`` in ``tmp_path``; wait for it."""
+    """Run ``python -m <module_args>`` with ``--port/--log/--info`` in ``tmp_path``; wait for it.
+    ``prefix`` runs it through another command (``ip netns exec NAME``: inside a namespace)."""
     tmp = Path(tmp_path)
     tmp.mkdir(parents=True, exist_ok=True)
     info_path, log_path, stderr_path = (
@@ -179,6 +181,7 @@ def launch(
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
     cmd = [
+        *(prefix or []),
         sys.executable,
         "-m",
         *module_args,

@@ -3,10 +3,14 @@
 For the scale tests and ``benchmarks/bench_hosts.py`` (#35, points 3 and 4): no file per host,
 every answer made from the host's number. Host ``n`` (0-based) is named ``h<n>.scale.test`` and
 lives on address ``--first-ip`` + ``n // --hosts-per-ip``; every address listens on one port.
-Names are pinned with ``LARBIN_RESOLVE`` (``resolve_map``). A host has ``--pages`` pages: ``/``
-and ``/p<i>.html``; page ``i`` links to page ``i + 1`` (so every page is reachable from the start
-page), to two other pages of its host and to ``--cross`` start pages of other hosts. robots.txt
-allows all but ``/private/`` (never linked). The ground truth is every page of every host.
+Names are pinned with ``LARBIN_RESOLVE`` (``resolve_map``), or, with ``--dns ADDRESS``, looked
+up: the server answers A queries for them on ``ADDRESS`` port 53 (run it and the crawl inside a
+network namespace whose resolv.conf names that address: ``served(..., netns=...)``), so a crawl
+of 10^6 hosts holds no pinned map of 10^6 names and goes through its resolver. A host has
+``--pages`` pages: ``/`` and ``/p<i>.html``; page ``i`` links to page ``i + 1`` (so every page
+is reachable from the start page), to two other pages of its host and to ``--cross`` start pages
+of other hosts. robots.txt allows all but ``/private/`` (never linked). The ground truth is every
+page of every host.
 
 HTTP/1.1 with keep-alive: a connection idle for ``--keepalive`` seconds is closed (Apache's
 default is 5 s), as a real server does. Every request is logged as ``t conn host path`` (one
@@ -31,6 +35,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from testweb.internet.netns import Namespace
 
 DOMAIN = "scale.test"
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
@@ -231,11 +237,48 @@ def summary(records: list[tuple[float, int, str, str]], port: int) -> dict[str, 
     }
 
 
+DNS_TTL = 3600
+
+
+class NameServer(asyncio.DatagramProtocol):
+    """A queries for ``h<n>.scale.test`` answered with the host's address (TTL ``DNS_TTL``); an
+    unknown name NXDOMAIN, another type an empty answer. UDP only: the answers are small."""
+
+    def __init__(self, hosts: int, first_ip: str, hosts_per_ip: int) -> None:
+        self.hosts, self.first_ip, self.hosts_per_ip = hosts, first_ip, hosts_per_ip
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        from dnslib import QTYPE, RCODE, RR, A, DNSError, DNSRecord
+
+        try:
+            query = DNSRecord.parse(data)
+        except DNSError:
+            return
+        reply = query.reply()
+        n = host_number(str(query.q.qname).rstrip(".").lower())
+        if not 0 <= n < self.hosts:
+            reply.header.rcode = RCODE.NXDOMAIN
+        elif query.q.qtype == QTYPE.A:
+            address = ip_of(n, self.first_ip, self.hosts_per_ip)
+            reply.add_answer(RR(query.q.qname, QTYPE.A, rdata=A(address), ttl=DNS_TTL))
+        if self.transport is not None:
+            self.transport.sendto(reply.pack(), addr)
+
+
 async def serve(args: argparse.Namespace) -> None:
     web = Web(args.hosts, args.pages, args.cross, args.seed)
     with open(args.log, "w", encoding="utf-8", buffering=1 << 16) as log:
         server = Server(web, args.keepalive, log, args.latency)
         web.port = await server.listen(ips(args.hosts, args.first_ip, args.hosts_per_ip), args.port)
+        if args.dns:
+            await asyncio.get_running_loop().create_datagram_endpoint(
+                lambda: NameServer(args.hosts, args.first_ip, args.hosts_per_ip),
+                local_addr=(args.dns, 53),
+            )
         info = json.dumps({"port": web.port})
         if args.info:
             Path(args.info + ".tmp").write_text(info, encoding="utf-8")
@@ -269,6 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--log", required=True)
     parser.add_argument("--info", default="")
+    parser.add_argument("--dns", default="", help="also answer the names' A queries here, port 53")
     asyncio.run(serve(parser.parse_args(argv)))
 
 
@@ -278,7 +322,7 @@ if __name__ == "__main__":
 
 # -- running a crawl of it (tests and benchmarks) -----------------------------------------------
 def write_crawl_files(
-    directory: Path, hosts: int, first_ip: str, hosts_per_ip: int, port: int
+    directory: Path, hosts: int, first_ip: str, hosts_per_ip: int, port: int, pinned: bool = True
 ) -> tuple[Path, dict[str, str]]:
     """A seeds file (every start page) and a settings module pinning every name, in
     ``directory``; returns the seeds file and the environment (PYTHONPATH, the settings module)
@@ -289,26 +333,34 @@ def write_crawl_files(
     seeds.write_text(
         "".join(f"http://{host_name(n)}:{port}/\n" for n in range(hosts)), encoding="utf-8"
     )
-    (directory / "resolve.json").write_text(
-        json.dumps(resolve_map(hosts, first_ip, hosts_per_ip)), encoding="utf-8"
-    )
-    (directory / "scale_settings.py").write_text(
-        "import json, pathlib\nfrom settings.base import *  # noqa: F403\n"
-        f"LARBIN_RESOLVE = json.loads(pathlib.Path({str(directory / 'resolve.json')!r})"
-        ".read_text())\n",
-        encoding="utf-8",
-    )
+    text = "import json, pathlib\nfrom settings.base import *  # noqa: F403\n"
+    if pinned:  # else the names are looked up (``served(..., netns=...)``)
+        (directory / "resolve.json").write_text(
+            json.dumps(resolve_map(hosts, first_ip, hosts_per_ip)), encoding="utf-8"
+        )
+        text += (
+            f"LARBIN_RESOLVE = json.loads(pathlib.Path({str(directory / 'resolve.json')!r})"
+            ".read_text())\n"
+        )
+    (directory / "scale_settings.py").write_text(text, encoding="utf-8")
     root = str(Path(__file__).resolve().parent.parent)
     return seeds, {"PYTHONPATH": f"{root}:{directory}", "SCRAPY_SETTINGS_MODULE": "scale_settings"}
 
 
 @contextlib.contextmanager
 def served(
-    workdir: Path, hosts: int, pages: int, first_ip: str, hosts_per_ip: int
+    workdir: Path,
+    hosts: int,
+    pages: int,
+    first_ip: str,
+    hosts_per_ip: int,
+    netns: Namespace | None = None,
 ) -> Iterator[tuple[int, Path, dict[str, str]]]:
     """This web served from a subprocess (its files in ``workdir/web``), with the crawl's files
     in ``workdir/crawl``: (port, seeds file, environment). The server's log is flushed at exit:
-    read it (``read_log(workdir / "web" / LOG)``) after the block."""
+    read it (``read_log(workdir / "web" / LOG)``) after the block. With ``netns`` the server
+    runs inside that namespace and answers its names on the namespace's nameserver (the crawl
+    must run there too: ``netns.command``), and the crawl's settings pin no name."""
     from testweb.harness import launch  # here: the harness is for tests, this module is a server
 
     proc, info, _ = launch(
@@ -323,11 +375,15 @@ def served(
             first_ip,
             "--hosts-per-ip",
             str(hosts_per_ip),
+            *(["--dns", netns.nameserver] if netns else []),
         ],
+        prefix=netns.command([]) if netns else None,
     )
     try:
         port = info["port"]
-        seeds, env = write_crawl_files(workdir / "crawl", hosts, first_ip, hosts_per_ip, port)
+        seeds, env = write_crawl_files(
+            workdir / "crawl", hosts, first_ip, hosts_per_ip, port, pinned=netns is None
+        )
         yield port, seeds, env
     finally:
         proc.terminate()
