@@ -395,3 +395,32 @@ def test_names_on_one_shared_address_keep_one_string_of_it(clock, answers):
     kept = [cache.pinned(f"h{n}.test") for n in range(3)]
     assert kept == ["203.0.113.7"] * 3
     assert kept[0] is kept[1] is kept[2]
+
+
+def test_a_broad_crawl_keeps_a_bounded_number_of_names(answers):
+    """A broad crawl meets a million hosts an hour, each answer with an hour's TTL: the cache
+    built from the default settings keeps at most LARBIN_DNS_CACHE_MAX names (older ones go,
+    counted), and a forgotten name is asked again when it is met again."""
+    from scrapy.utils.test import get_crawler
+
+    from tests.support.crawl import LARBIN_DEFAULTS
+
+    settings = get_crawler(settings_dict=LARBIN_DEFAULTS).settings
+    cap = settings.getint("LARBIN_DNS_CACHE_MAX")
+    cache = DnsCache.from_settings(settings, task.Clock())
+    cache._lookup = answers  # the test's DNS server
+    heard = Heard()
+    cache.add_listener(heard.event)
+    names = [f"h{n}.test" for n in range(150_000)]
+    for n, name in enumerate(names):
+        got = outcome(cache.resolve(name))
+        answers.queries[-1][1].callback(f"10.0.{n // 256 % 256}.{n % 256}")
+        assert got == [f"10.0.{n // 256 % 256}.{n % 256}"]
+    assert len(cache) <= cap < len(names), f"{len(cache):,} names kept"
+    assert heard.events.count("evicted") == len(names) - len(cache)
+    assert (
+        cache.cached(names[-1]) == f"10.0.{(len(names) - 1) // 256 % 256}.{(len(names) - 1) % 256}"
+    )
+    asked = len(answers.queries)
+    outcome(cache.resolve(names[0]))  # forgotten: asked again
+    assert len(answers.queries) == asked + 1 and answers.queries[-1][0] == names[0]

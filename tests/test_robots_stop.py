@@ -4,6 +4,7 @@ waiting on it end unsent with their records kept, and the resumed crawl reads it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -116,3 +117,54 @@ def test_sites_with_the_same_robots_txt_share_its_rules():
     # the site's name, its entry and the entry's tuple; a copy of these rules a site costs
     # about as much again
     assert held / len(urls) < 300, f"{held / len(urls):.0f} bytes a site"
+
+
+class _Failing(_Answering):
+    """Every robots.txt answers ``body``, but failing.test's answers 503 (unreachable)."""
+
+    async def download_async(self, request: Request) -> Any:
+        from scrapy.http import TextResponse
+
+        self.asked = [*getattr(self, "asked", []), request.url]
+        status = 503 if "failing.test" in request.url else 200
+        return TextResponse(request.url, status=status, body=self.body, request=request)
+
+
+def test_a_broad_crawl_keeps_the_rules_of_a_bounded_number_of_sites():
+    """A broad crawl meets a million sites, and RFC 9309 lets their rules live a day: past
+    LARBIN_ROBOTS_RESIDENT_MAX sites the least recently used are forgotten (counted) and read
+    again if met again; a site in use stays, and so does a failing site's back-off."""
+    crawler = get_crawler(
+        settings_dict={
+            **LARBIN_DEFAULTS,
+            "ROBOTSTXT_OBEY": True,
+            "ROBOTSTXT_PARSER": ROBOTSTXT_PARSER,
+            "LARBIN_ROBOTS_RESIDENT_MAX": 1000,
+        }
+    )
+    mw = RobotsMiddleware.from_crawler(crawler)
+    engine = _Failing(b"User-agent: *\nDisallow: /private/\n")
+    crawler.engine = engine  # type: ignore[assignment]
+    loop = asyncio.new_event_loop()
+
+    def fetch(url: str) -> None:
+        with contextlib.suppress(IgnoreRequest):
+            got = mw.process_request(Request(url))
+            if got is not None:
+                loop.run_until_complete(got)
+
+    fetch("http://failing.test/a")
+    for n in range(3000):
+        fetch(f"http://site{n}.example.test/page")
+        fetch("http://site0.example.test/again")  # in use all along
+    sites = [site_key(f"http://site{n}.example.test/") for n in range(3000)]
+    resident = sum(mw.known(key) for key in sites)
+    assert resident <= 1000, f"the rules of {resident:,} sites kept"
+    assert crawler.stats.get_value("larbin/robots/evicted") == 3000 - resident
+    assert mw.known(sites[0]) and mw.known(sites[-1])
+    assert mw.known(site_key("http://failing.test/"))  # its back-off kept: not asked again
+    asked = len(engine.asked)
+    fetch("http://failing.test/b")
+    fetch("http://site5.example.test/again")  # forgotten: read again
+    loop.close()
+    assert engine.asked[asked:] == ["http://site5.example.test/robots.txt"]

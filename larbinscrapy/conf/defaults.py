@@ -447,6 +447,12 @@ LARBIN_DNS_IN_FLIGHT_MAX = Setting(
     min=1,
     doc="names being asked at once; more wait their turn (their timeout starts when asked)",
 )
+LARBIN_DNS_CACHE_MAX = Setting(
+    100_000,
+    int,
+    min=1,
+    doc="names whose answer (or failure) is kept; past that the older half is forgotten and asked again when met (larbin/dns/evicted)",
+)
 LARBIN_DNS_CNAME_MAX = Setting(
     8, int, min=0, doc="CNAME hops followed from a name before it counts as a cname_loop"
 )
@@ -517,6 +523,12 @@ LARBIN_ROBOTS_RETRY_MAX = Setting(
     float,
     above=0,
     doc="a robots.txt throttled (429, 503 + Retry-After) this long, seconds: the site is disallowed",
+)
+LARBIN_ROBOTS_RESIDENT_MAX = Setting(
+    100_000,
+    int,
+    min=2,
+    doc="sites whose robots.txt rules stay in memory; past that the least recently used half is forgotten and read again if met again (larbin/robots/evicted); a failing site's back-off stays",
 )
 LARBIN_ROBOTS_UNAVAILABLE_DAYS = Setting(
     30.0, float, min=0, doc="a robots.txt unreachable this long is taken as absent (allow)"

@@ -91,7 +91,8 @@ class RobotsMiddleware(RobotsTxtMiddleware):
     RFC 9309's reading of answers and expiry, and groups chosen by the product token.
 
     A site's state is one tuple (``Entry``) of atoms and strings, so an idle
-    site costs bytes the cyclic collector does not walk; ``forget(key)`` drops it.
+    site costs bytes the cyclic collector does not walk; ``forget(key)`` drops it. At most
+    ``LARBIN_ROBOTS_RESIDENT_MAX`` sites are kept, the least recently used forgotten first.
     """
 
     def __init__(
@@ -111,6 +112,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self._rule_sets: dict[tuple[str, ...], tuple[str, ...]] = {}  # see _shared_rules
         self.policy = policy or RobotsPolicy.from_settings(crawler.settings)
         self.clock = clock
+        self._resident_max = settings.getint("LARBIN_ROBOTS_RESIDENT_MAX")
         self._waiters: dict[str, list[Deferred[Decider]]] = {}  # sites being read
         self._fetching: dict[str, float] = {}  # site -> when its robots.txt fetch began
         self._gave_up_logged = False
@@ -145,9 +147,11 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         if url.startswith(("data:", "file:")):
             return None
         key = site_key(url)
-        entry = self._sites.get(key)
+        sites = self._sites
+        entry = sites.get(key)
         if entry is None or key in self._waiters or self.clock() >= entry[_EXPIRES]:
             return super().process_request(request)
+        sites[key] = sites.pop(key)  # the most recently used: the last to be forgotten
         self.process_request_2(entry[_DECIDER], request)
         return None
 
@@ -285,10 +289,29 @@ class RobotsMiddleware(RobotsTxtMiddleware):
 
     def _settle(self, key: str, rules: SiteRules, parser: Decider) -> Decider:
         """Keep the site's rules and decider, and hand the decider to the requests waiting."""
+        self._sites.pop(key, None)
         self._sites[key] = (rules.verdict, rules.expires, rules.errors, rules.failing_since, parser)
+        if len(self._sites) > self._resident_max:
+            self._evict()
         for waiter in self._waiters.pop(key):
             waiter.callback(parser)
         return parser
+
+    def _evict(self) -> None:
+        """Forget the least recently used half of the sites' rules: a broad crawl meets a
+        million sites, each read once for its few pages, and RFC 9309 lets rules live a day.
+        A site met again reads its robots.txt again; a failing one (errors, a back-off, all
+        disallowed) keeps its state, so forgetting never shortens a back-off."""
+        excess = len(self._sites) - self._resident_max // 2
+        kept: dict[str, Entry] = {}
+        for key, entry in self._sites.items():
+            failing = entry[2] or entry[3] is not None or entry[_DECIDER] is _DISALLOW_ALL
+            if excess > 0 and not failing and key not in self._waiters:
+                excess -= 1
+                continue
+            kept[key] = entry
+        self.stats.inc_value("larbin/robots/evicted", len(self._sites) - len(kept))
+        self._sites = kept
 
     async def _parse(
         self, response: Response, request: Request, key: str, rules: SiteRules

@@ -7,9 +7,10 @@ import os
 import re
 import struct
 import tempfile
+from array import array
 from itertools import pairwise
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import xxhash
 from scrapy.exceptions import DropItem, NotConfigured
@@ -122,6 +123,89 @@ class SimhashIndex:
         return None
 
 
+class HashOffsets:
+    """Content hash -> journal offset in two flat arrays (open addressing, linear probing).
+
+    A kept page's entry stays for the whole crawl: in a dict it is a 16-byte ``bytes``, an
+    ``int`` and the entry (~135 bytes a page); here a slot of 16 bytes at a load of 1/3 to 2/3.
+    The key is the hash's first 8 bytes, so two hashes that share them share a slot: a caller
+    compares the full hash it keeps elsewhere (the journal's record) before it trusts a match.
+    """
+
+    _EMPTY: Final = 0
+    _GONE: Final = 1  # a removed entry: probing goes on past it
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._keys = array("Q", bytes(8 * capacity))  # capacity: a power of two
+        self._offsets = array("Q", bytes(8 * capacity))
+        self._mask = capacity - 1
+        self._live = 0
+        self._filled = 0  # live and removed slots: what probing walks
+
+    @staticmethod
+    def _key(digest: bytes) -> int:
+        key = int.from_bytes(digest[:8], "little")
+        return key if key > HashOffsets._GONE else key + 2  # the two markers stay free
+
+    def __len__(self) -> int:
+        return self._live
+
+    def get(self, digest: bytes) -> int | None:
+        key, keys, mask = self._key(digest), self._keys, self._mask
+        i = key & mask
+        while (slot := keys[i]) != key:
+            if slot == self._EMPTY:
+                return None
+            i = (i + 1) & mask
+        return self._offsets[i]
+
+    def set(self, digest: bytes, offset: int) -> None:
+        if 3 * (self._filled + 1) > 2 * len(self._keys):
+            self._rebuild()
+        key, keys, mask = self._key(digest), self._keys, self._mask
+        i, free = key & mask, -1
+        while (slot := keys[i]) != key:
+            if slot == self._EMPTY:
+                if free < 0:
+                    free = i
+                    self._filled += 1
+                keys[free] = key
+                self._live += 1
+                i = free
+                break
+            if slot == self._GONE and free < 0:
+                free = i
+            i = (i + 1) & mask
+        self._offsets[i] = offset
+
+    def pop(self, digest: bytes) -> None:
+        key, keys, mask = self._key(digest), self._keys, self._mask
+        i = key & mask
+        while (slot := keys[i]) != key:
+            if slot == self._EMPTY:
+                return
+            i = (i + 1) & mask
+        keys[i] = self._GONE
+        self._live -= 1
+
+    def _rebuild(self) -> None:
+        """Twice the slots when live entries fill a third; else the same, without the removed."""
+        capacity = len(self._keys)
+        if 3 * self._live >= capacity:
+            capacity *= 2
+        keys, offsets = self._keys, self._offsets
+        self._keys = array("Q", bytes(8 * capacity))
+        self._offsets = array("Q", bytes(8 * capacity))
+        self._mask, self._filled = capacity - 1, self._live
+        new_keys, new_offsets, mask = self._keys, self._offsets, self._mask
+        for key, offset in zip(keys, offsets, strict=True):
+            if key > self._GONE:
+                i = key & mask
+                while new_keys[i] != self._EMPTY:
+                    i = (i + 1) & mask
+                new_keys[i], new_offsets[i] = key, offset
+
+
 class ContentDupPipeline:
     """Drops a page whose (whitespace-normalised) body was already kept under another URL.
 
@@ -148,7 +232,7 @@ class ContentDupPipeline:
         self.stats = stats
         self.compact_min = compact_min
         self.near = SimhashIndex(near_distance) if near_distance else None
-        self._seen: dict[bytes, int] = {}  # content hash -> offset of the first URL in the journal
+        self._seen = HashOffsets()  # content hash -> offset of its kept URL in the journal
         self._dups: set[int] = set()  # URL keys of pages dropped as copies (for 304 revisits)
         self._owner: dict[int, tuple[bytes, int]] = {}  # URL key -> its kept (hash, simhash)
         self._dead = 0  # journal records superseded since the last compaction
@@ -247,8 +331,8 @@ class ContentDupPipeline:
             self._inc("empty")
             return item
         first = self._seen.get(digest)
-        if first is not None:
-            kept = self._url_at(first)
+        kept = self._url_at(first, digest) if first is not None else None
+        if kept is not None:
             if kept == url:  # its own copy: a revisit, or fetched again after a crash
                 self._inc("refetched")
                 return item
@@ -275,7 +359,7 @@ class ContentDupPipeline:
         """``key``'s page holds ``digest`` now: its former content and copy mark are superseded."""
         former = self._owner.get(key) if self.revisits else None
         if former is not None:
-            self._seen.pop(former[0], None)
+            self._seen.pop(former[0])
             if former[1] and self.near is not None:
                 self.near.remove(former[1])
             self._dead += 1
@@ -284,7 +368,7 @@ class ContentDupPipeline:
             self._dead += 1
         if self.revisits:  # (a one-pass crawl's page never changes: no memory spent on it)
             self._owner[key] = (digest, sim)
-        self._seen[digest] = offset
+        self._seen.set(digest, offset)
         if sim and self.near is not None:
             self.near.add(sim, offset)
 
@@ -329,8 +413,10 @@ class ContentDupPipeline:
         self._end = url_offset + len(raw)
         return url_offset
 
-    def _url_at(self, offset: int) -> str:
-        """Read a kept page's URL back from the journal: one small read, only on a drop."""
+    def _url_at(self, offset: int, digest: bytes | None = None) -> str | None:
+        """Read a kept page's URL back from the journal: one small read, only on a match.
+        With ``digest``: ``None`` unless the record holds that whole hash (``HashOffsets``
+        matches on 8 bytes of it)."""
         journal = self._journal
         if journal is None:  # abandoned after a failed write
             return "a page kept earlier"
@@ -339,7 +425,10 @@ class ContentDupPipeline:
         except OSError as exc:
             self._disk_failed(exc)
             return "a page kept earlier"
-        (length,) = struct.unpack("<H", os.pread(journal.fileno(), 2, offset - 2))
+        start = offset - _HEADER.size
+        stored, _, length = _HEADER.unpack(os.pread(journal.fileno(), _HEADER.size, start))
+        if digest is not None and stored != digest:
+            return None
         return os.pread(journal.fileno(), length, offset).decode("utf-8", "replace")
 
     def _replay(self) -> None:
@@ -369,8 +458,8 @@ class ContentDupPipeline:
             return
         old, path = self._journal, Path(self.directory, "journal")
         tmp = path.with_name("journal.tmp")
-        live, marks = {offset: digest for digest, offset in self._seen.items()}, set(self._dups)
-        moved: dict[bytes, int] = {}
+        live, marks = self._seen, set(self._dups)
+        moved = HashOffsets()
         near = SimhashIndex(self.near.distance) if self.near is not None else None
         try:
             old.flush()
@@ -382,12 +471,12 @@ class ContentDupPipeline:
                         if key not in marks:
                             continue
                         marks.discard(key)  # one mark a copy
-                    elif live.get(url_offset) != digest:
+                    elif live.get(digest) != url_offset:  # superseded
                         continue
                     out.write(_HEADER.pack(digest, sim, len(raw)) + raw)
                     end += _HEADER.size + len(raw)
                     if digest != _DUP_MARK:
-                        moved[digest] = end - len(raw)
+                        moved.set(digest, end - len(raw))
                         if sim and near is not None:
                             near.add(sim, end - len(raw))
                 out.flush()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import json
 import logging
 import sys
@@ -131,6 +132,7 @@ class DnsRules(NamedTuple):
     max_in_flight: int
     servers: tuple[str, ...]
     max_cnames: int
+    max_entries: int
 
 
 class DnsCache:
@@ -141,7 +143,10 @@ class DnsCache:
     ``negative_ttl`` seconds (RFC 2308). A temporary failure (``resolver.TEMPORARY``, or no
     answer within ``timeout``) is asked again ``retries`` times, ``retry_delay`` doubling,
     before the name counts as failed. One query per name in flight; at most ``max_in_flight``
-    at once, the others wait their turn (the timeout starts when a query is sent). Listeners
+    at once, the others wait their turn (the timeout starts when a query is sent). At most
+    ``max_entries`` names are kept: past that the older half goes (``evicted``), whatever their
+    TTL, and a name met again is asked again (a broad crawl meets a million hosts an hour, most
+    of them once; a name's answer is needed while its few pages are fetched). Listeners
     (``add_listener``) hear each outcome: ``larbin/dns/<event>`` in ``Politeness``.
     """
 
@@ -163,20 +168,20 @@ class DnsCache:
         lookup: Lookup | None = None,
         servers: Sequence[str] = (),
         max_cnames: int = 8,
+        max_entries: int = 100_000,
     ) -> None:
         self._reactor = reactor
         self._lookup = lookup  # None: an AresResolver, made at the first lookup
         negative = ttl if negative_ttl is None else negative_ttl
-        cap, names = max(1, max_in_flight), tuple(servers)
-        self.rules = DnsRules(
-            ttl, ttl_min, ttl_max, negative, timeout, retries, retry_delay, cap, names, max_cnames
-        )
+        times = (ttl, ttl_min, ttl_max, negative, timeout, retries, retry_delay)
+        limits = (max(1, max_in_flight), tuple(servers), max_cnames, max(1, max_entries))
+        self.rules = DnsRules(*times, *limits)
         self._overrides = dict(overrides or {})
         self._hosts = dict(hosts or {})  # the hosts file: answered like overrides
         self._clock = clock
         # host -> (expiry, ip, "") or, for a failure, (expiry, None, outcome)
         self._entries: dict[str, tuple[float, str | None, str]] = {}
-        self._purge_at = _PURGE_MIN
+        self._purge_at = min(_PURGE_MIN, self.rules.max_entries)
         self._inflight: dict[str, list[Deferred[str]]] = {}  # asked for, answer not yet given
         self._waiting: deque[tuple[str, int]] = deque()  # (host, attempt) over the cap
         self._sent = 0  # queries sent and not yet answered
@@ -213,6 +218,7 @@ class DnsCache:
             hosts=hosts_file(),
             servers=parse_servers(settings.get("LARBIN_DNS_SERVERS") or ""),
             max_cnames=settings.getint("LARBIN_DNS_CNAME_MAX"),
+            max_entries=settings.getint("LARBIN_DNS_CACHE_MAX"),
         )
 
     def add_listener(self, listener: Callable[[str], None]) -> None:
@@ -346,6 +352,7 @@ class DnsCache:
 
     def _done(self, host: str, ip: str | None, ttl: float, outcome: str = "") -> None:
         now = self._clock()
+        self._entries.pop(host, None)  # a name answered again is the newest (what stays)
         self._entries[host] = (now + ttl, ip, outcome)
         if len(self._entries) >= self._purge_at:
             self._purge(now)
@@ -358,13 +365,20 @@ class DnsCache:
                 waiter.callback(ip)
 
     def _purge(self, now: float) -> None:
-        """Forget expired answers: a broad crawl meets millions of hosts, most of them once.
+        """Forget expired answers, then the older half when ``max_entries`` are still kept.
 
-        Runs when the table doubled since the last purge, so its cost is amortised O(1) per
-        lookup and memory is bounded by the hosts seen within one TTL.
+        Runs when the table doubled since the last purge, or reached ``max_entries``: its cost
+        is amortised O(1) per lookup, and memory is bounded by ``max_entries`` names.
         """
-        self._entries = {h: e for h, e in self._entries.items() if e[0] >= now}
-        self._purge_at = max(_PURGE_MIN, 2 * len(self._entries))
+        entries = {h: e for h, e in self._entries.items() if e[0] >= now}
+        cap = self.rules.max_entries
+        if len(entries) >= cap:
+            keep = cap // 2
+            for _ in range(len(entries) - keep):
+                self._event("evicted")
+            entries = dict(itertools.islice(entries.items(), len(entries) - keep, None))
+        self._entries = entries
+        self._purge_at = min(cap, max(_PURGE_MIN, 2 * len(entries)))
 
     def __len__(self) -> int:
         return len(self._entries)

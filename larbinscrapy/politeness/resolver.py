@@ -147,6 +147,9 @@ class _AresSocket:
         return "c-ares"
 
 
+_FLUSH_EVERY = 4096  # answers between two emptyings of c-ares' own query cache
+
+
 class AresResolver:
     """``lookup(host) -> Deferred[Answer]`` through one c-ares channel on ``reactor``.
 
@@ -168,6 +171,9 @@ class AresResolver:
         self._sockets: dict[int, _AresSocket] = {}
         self._timer: Any = None
         self._pending = 0  # queries c-ares has not answered yet
+        self._answers = 0  # since c-ares' query cache was last emptied
+        self._flush: Any = None  # the call that empties it, when due
+        self.flushes = 0
         self.channel = pycares.Channel(
             flags=pycares.ARES_FLAG_NOSEARCH,
             timeout=timeout,
@@ -191,6 +197,9 @@ class AresResolver:
     ) -> None:
         def answered(result: Any, status: int | None) -> None:
             self._pending -= 1
+            self._answers += 1
+            if self._answers >= _FLUSH_EVERY and self._flush is None:  # not inside c-ares' call
+                self._flush = self._reactor.callLater(0, self._flush_query_cache)
             try:
                 self._answered(d, host, name, rtype, hops, ttl, result, status)
             except DnsError as exc:
@@ -242,6 +251,19 @@ class AresResolver:
         else:  # the chain leaves the server's zone: ask for its target
             self._ask(d, host, final, rtype, hops, ttl)
 
+    def _flush_query_cache(self) -> None:
+        """Empty c-ares' own query cache: on by default since c-ares 1.23, it keeps every
+        answer for its TTL (~1.1 KB a name: a gigabyte for a million hosts an hour), beside
+        ``DnsCache``, which keeps what the crawl needs. pycares offers no option to turn it
+        off; ``reinit`` empties it (and reads resolv.conf again); queries in flight go on."""
+        self._flush, self._answers = None, 0
+        try:
+            self.channel.reinit()
+        except pycares.AresError as exc:  # the old configuration stays: nothing lost
+            logger.debug("c-ares reinit failed: %r", exc)
+            return
+        self.flushes += 1
+
     # -- c-ares' sockets and timer on the reactor ----------------------------------------------
     def _sock_state(self, fd: int, readable: bool, writable: bool) -> None:
         sock = self._sockets.get(fd)
@@ -269,6 +291,9 @@ class AresResolver:
     def close(self) -> None:
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
+        if self._flush is not None and self._flush.active():
+            self._flush.cancel()
+        self._flush = None
         for sock in list(self._sockets.values()):
             self._reactor.removeReader(sock)
             self._reactor.removeWriter(sock)
