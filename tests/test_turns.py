@@ -81,3 +81,49 @@ def test_sites_waiting_for_their_sitemap_turn_cost_no_coroutine():
 async def _until(done: Callable[[], bool]) -> None:
     while not done():
         await asyncio.sleep(0)
+
+
+def test_a_site_waiting_for_its_sitemap_turn_costs_a_few_bytes():
+    """With one page a host, a broad crawl starts sites much faster than their sitemap files
+    get a turn, and hundreds of thousands wait: each waits as its name and its turn's key, not
+    a function object, its arguments and a sitemap URL made before they are needed."""
+    import tracemalloc
+
+    class Resolved:
+        """The crawl's politeness as the reader asks it: a host's IP, 100 names an address."""
+
+        def cached_ip(self, host: str) -> str:
+            number = host.split(".")[0][1:]
+            return f"10.0.{int(number) // 100 // 256}.{int(number) // 100 % 256}"
+
+    crawler = get_crawler(settings_dict={**LARBIN_DEFAULTS, "LARBIN_SITEMAPS": True})
+    reader = SitemapReader.from_crawler(crawler)
+    reader._turns = Turns(1)
+    reader._politeness = Resolved()  # type: ignore[assignment]
+    held = asyncio.get_event_loop().create_future()
+
+    async def download(url: str) -> None:  # the first file's answer never comes
+        await held
+
+    reader._download = download  # type: ignore[method-assign]
+    sites = [f"http://h{n}.test:80" for n in range(5000)]
+    reader._start("http://h999999.test:80", [])  # holds the only turn
+    reactor_turn()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for site in sites:
+            reader._start(site, [])
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    ours = [tracemalloc.Filter(True, "*/larbinscrapy/*")]
+    held_bytes = sum(
+        s.size_diff
+        for s in after.filter_traces(ours).compare_to(before.filter_traces(ours), "filename")
+    )
+    assert reader._turns.waiting == len(sites)
+    assert held_bytes / len(sites) < 150, f"{held_bytes / len(sites):.0f} bytes a waiting site"
+    held.cancel()

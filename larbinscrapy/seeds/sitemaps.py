@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from functools import partial
 from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,9 +111,8 @@ class SitemapReader:
         on_disk_error: Callable[[OSError], None] | None = None,
     ) -> None:
         self.crawler = crawler
-        # files fetched at once: one per IP, a few in all, waiting here and not in the
-        # downloader's CONCURRENT_REQUESTS slots (turns.py)
-        self._turns = Turns(fetches_max)
+        self._turns = Turns(fetches_max)  # a file per IP, a few in all, waiting here (turns.py)
+        self._on_turn = self._go  # one bound method for every site that waits
         self._politeness: HostRegistry | None = None
         self.stats = crawler.stats
         self.priority = priority
@@ -126,7 +124,7 @@ class SitemapReader:
         self._mark: Callable[[bytes], bool] | None = None  # the seen-set's test-and-set...
         self._known: Callable[[bytes], bool] | None = None  # ...and its test without the set
         self._sites: set[str] = set()  # sites read, only without a dupefilter to mark them in
-        self._reading: set[str] = set()  # sites whose files are being read now
+        self._reading: dict[str, None] = {}  # read or waiting (a set's table is sparser)
         # ...and on disk, for a resumed crawl (JOBDIR; a failed write stops the crawl)
         self._pending = PendingSites(pending, on_disk_error)
         self._closed = False
@@ -180,7 +178,9 @@ class SitemapReader:
         if pending:
             logger.info("sitemaps: %d sites left unread by the last run read now", len(pending))
             self.stats.inc_value("larbin/sitemaps/resumed", len(pending))
-            self._reading.update(pending)  # held from now: the first idle must not close
+            self._reading.update(
+                dict.fromkeys(pending)
+            )  # held from now: the first idle must not close
             installed_reactor().callLater(0, self._resume, pending)
 
     def _resume(self, pending: dict[str, list[str]]) -> None:
@@ -220,21 +220,22 @@ class SitemapReader:
         self._begin(site, listed)
 
     def _begin(self, site: str, listed: list[str]) -> None:
-        self._reading.add(site)
+        self._reading[site] = None
         self.stats.inc_value("larbin/sitemaps/sites")
+        # waits as a tuple of strings, not a coroutine nor a function (turns.py), for the
+        # turn of its first file: one of the site's (a listed file elsewhere is not read)
+        key = self._turn_key(site)
+        self._turns.call(key, (self._on_turn, site, key, *listed))
+
+    def _go(self, waiter: tuple[Any, ...]) -> None:
+        """A site's first file holds its IP's turn: read the site, from the next reactor turn
+        (not inside the signal handler or the ``give`` that called this)."""
+        installed_reactor().callLater(0, self._read_now, waiter)
+
+    def _read_now(self, waiter: tuple[Any, ...]) -> None:
+        _, site, held, *listed = waiter
         urls = [u for u in listed if site_of(urljoin(site + "/", u)) == site]
-        urls = urls or [guessed_sitemap(site)]
-        # waits as a function, not a coroutine (turns.py), with its first file's turn
-        key = self._turn_key(urls[0])
-        self._turns.call(key, partial(self._go, site, tuple(urls), key))
-
-    def _go(self, site: str, urls: tuple[str, ...], held: str) -> None:
-        """``site``'s first file holds its IP's turn ``held``: read the site, from the next
-        reactor turn (not inside the signal handler or the ``give`` that called this)."""
-        installed_reactor().callLater(0, self._read_now, site, urls, held)
-
-    def _read_now(self, site: str, urls: tuple[str, ...], held: str) -> None:
-        deferred_from_coro(self._read_site(site, list(urls), held))
+        deferred_from_coro(self._read_site(site, urls or [guessed_sitemap(site)], held))
 
     def _was_read(self, site: str) -> bool:
         """Whether ``site``'s sitemaps were read, in this run or (JOBDIR) an earlier one."""
@@ -244,7 +245,7 @@ class SitemapReader:
 
     def _read(self, site: str) -> None:
         """Mark ``site`` read: its files were fetched (or failed) and their URLs queued."""
-        self._reading.discard(site)
+        self._reading.pop(site, None)
         if self._mark is not None:
             self._mark(read_key(site))
         else:
@@ -260,10 +261,10 @@ class SitemapReader:
                 turn, held = held, None
                 await self._read_files(site, queue, turn)
         except CrawlStopping:  # unread: the resumed crawl reads it
-            self._reading.discard(site)
+            self._reading.pop(site, None)
             return
         except Exception as exc:  # a Redis claim that failed: unread, and the crawl goes on
-            self._reading.discard(site)
+            self._reading.pop(site, None)
             self.stats.inc_value("larbin/sitemaps/failed")
             logger.warning("Sitemaps of %s not read: %s", site, exc)
             return

@@ -11,60 +11,66 @@ requests wait their turn before they reach the downloader: one at a time per IP,
 from __future__ import annotations
 
 from collections import deque
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any
 
 from twisted.internet.defer import Deferred
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
+# a waiter: a tuple whose first item is the function called with the tuple when its turn comes
+Waiter = tuple[Any, ...]
+
+
+def _fire(waiter: Waiter) -> None:
+    waiter[1].callback(None)
 
 
 class Turns:
     """At most ``most`` holders in all and one per key (an IP); the others wait, per key in
-    arrival order, keys in the order they became ready.
-
-    A waiter is a function called when its turn comes (``call``): a site waiting for its first
-    sitemap file costs that function's few bytes, not a coroutine and its frames (thousands of
-    sites wait behind busy IPs in a broad crawl). Turns come from a loop that is never entered
-    twice, so a holder that gives its turn back at once does not call the next one from
-    inside itself."""
+    arrival order, keys in the order they became ready. A waiter is a tuple, ``(function,
+    data...)``, and ``function(waiter)`` is called when its turn comes (``call``): a site
+    waiting for its first sitemap file costs one tuple of strings, not a coroutine and its
+    frames, nor a function object of its own (hundreds of thousands of sites wait behind busy
+    IPs in a broad crawl of one page a host). A key with one waiter keeps it as is, a deque
+    only from the second. Turns come from a loop that is never entered twice, so a holder that
+    gives its turn back at once does not call the next one from inside itself."""
 
     def __init__(self, most: int) -> None:
         self.most = max(1, most)
         self.running = 0
         self._active: set[str] = set()  # keys with a holder
-        self._queues: dict[str, deque[Callable[[], object]]] = {}  # keys with a holder or waiter
+        self._queues: dict[str, Waiter | deque[Waiter]] = {}  # keys with waiters
         self._ready: deque[str] = deque()  # free keys whose first waiter waits for room
         self._handing = False  # in the loop that hands turns out
 
-    def call(self, key: str, then: Callable[[], object]) -> None:
-        """Call ``then`` once the caller holds a turn for ``key`` (now if it may go);
-        ``give(key)`` ends it."""
-        queue = self._queues.setdefault(key, deque())
-        if key not in self._active and not queue and self.running < self.most:
-            self._active.add(key)
-            self.running += 1
-            then()
-            return
-        queue.append(then)
-        if key not in self._active and len(queue) == 1:
-            self._ready.append(key)
+    def call(self, key: str, waiter: Waiter) -> None:
+        """Call ``waiter[0](waiter)`` once the caller holds a turn for ``key`` (now if it may
+        go); ``give(key)`` ends it."""
+        queue = self._queues.get(key)
+        if queue is None:
+            if key not in self._active and self.running < self.most:
+                self._active.add(key)
+                self.running += 1
+                waiter[0](waiter)
+                return
+            self._queues[key] = waiter
+            if key not in self._active:
+                self._ready.append(key)
+        elif isinstance(queue, deque):
+            queue.append(waiter)
+        else:
+            self._queues[key] = deque((queue, waiter))
 
     def take(self, key: str) -> Deferred[None]:
         """Fires when the caller holds a turn for ``key``; ``give(key)`` ends it."""
         d: Deferred[None] = Deferred()
-        self.call(key, partial(d.callback, None))
+        self.call(key, (_fire, d))
         return d
 
     def give(self, key: str) -> None:
         """The holder of ``key`` is done: the next waiter that may go goes."""
         self._active.discard(key)
         self.running -= 1
-        if self._queues.get(key):
+        if key in self._queues:
             self._ready.append(key)
-        else:
-            self._queues.pop(key, None)
         if self._handing:  # the loop below, further up the stack, hands it out
             return
         self._handing = True
@@ -73,10 +79,22 @@ class Turns:
                 ready = self._ready.popleft()
                 self._active.add(ready)
                 self.running += 1
-                self._queues[ready].popleft()()
+                waiter = self._next(ready)
+                waiter[0](waiter)
         finally:
             self._handing = False
 
+    def _next(self, key: str) -> Waiter:
+        """The first waiter of ``key``, taken from its queue."""
+        queue = self._queues[key]
+        if not isinstance(queue, deque):
+            del self._queues[key]
+            return queue
+        waiter = queue.popleft()
+        if not queue:
+            del self._queues[key]
+        return waiter
+
     @property
     def waiting(self) -> int:
-        return sum(len(q) for q in self._queues.values())
+        return sum(len(q) if isinstance(q, deque) else 1 for q in self._queues.values())
