@@ -8,6 +8,7 @@ from collections import defaultdict
 from xxhash import xxh3_64_intdigest
 
 from larbinscrapy.parse.urls import site_of
+from larbinscrapy.seen.flat import U64Table
 
 logger = logging.getLogger(__name__)
 
@@ -26,9 +27,9 @@ class TrapGuard:
             )
         self.max_pages_per_site = max_pages_per_site
         self.max_queries_per_path = max_queries_per_path
-        # keyed by a 64-bit hash of the site, not its name: a count for every site of a broad
-        # crawl, kept to its end
-        self._sites: defaultdict[int, int] = defaultdict(int)
+        # a count for every site of a broad crawl, kept to its end: keyed by a 64-bit hash of
+        # the site, not its name, in a flat table (16-byte slots, not a dict of ints)
+        self._sites = U64Table()
         self._paths: defaultdict[int, int] = defaultdict(int)
         self._logged: set[str] = set()
 
@@ -48,9 +49,10 @@ class TrapGuard:
         site = None
         if self.max_pages_per_site:
             site = xxh3_64_intdigest(site_of(url).encode())
-            if self._sites[site] >= self.max_pages_per_site:
+            count = self._sites.get(site) or 0
+            if count >= self.max_pages_per_site:
                 return self._refuse(SITE_BUDGET, url, "URLs of its site")
-            self._sites[site] += 1
+            self._sites.set(site, count + 1)
         if path_key is not None:
             self._paths[path_key] += 1
         return None

@@ -7,10 +7,9 @@ import os
 import re
 import struct
 import tempfile
-from array import array
 from itertools import pairwise
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any
 
 import xxhash
 from scrapy.exceptions import DropItem, NotConfigured
@@ -19,6 +18,7 @@ from scrapy.utils.job import job_dir
 
 from larbinscrapy import fatal
 from larbinscrapy.pipelines.receipts import receipts_of
+from larbinscrapy.seen.flat import U64Table
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -40,6 +40,11 @@ _BIT_TABLES = [bytes(b >> bit & 1 for b in range(256)) for bit in range(8)]  # b
 
 
 _WHITESPACE = b" \t\n\r\x0b\x0c"
+
+
+def _slot(digest: bytes) -> int:
+    """A content hash's key in the table of kept pages: its first 8 bytes."""
+    return int.from_bytes(digest[:8], "little")
 
 
 def url_key(url: str) -> int:
@@ -123,89 +128,6 @@ class SimhashIndex:
         return None
 
 
-class HashOffsets:
-    """Content hash -> journal offset in two flat arrays (open addressing, linear probing).
-
-    A kept page's entry stays for the whole crawl: in a dict it is a 16-byte ``bytes``, an
-    ``int`` and the entry (~135 bytes a page); here a slot of 16 bytes at a load of 1/3 to 2/3.
-    The key is the hash's first 8 bytes, so two hashes that share them share a slot: a caller
-    compares the full hash it keeps elsewhere (the journal's record) before it trusts a match.
-    """
-
-    _EMPTY: Final = 0
-    _GONE: Final = 1  # a removed entry: probing goes on past it
-
-    def __init__(self, capacity: int = 1024) -> None:
-        self._keys = array("Q", bytes(8 * capacity))  # capacity: a power of two
-        self._offsets = array("Q", bytes(8 * capacity))
-        self._mask = capacity - 1
-        self._live = 0
-        self._filled = 0  # live and removed slots: what probing walks
-
-    @staticmethod
-    def _key(digest: bytes) -> int:
-        key = int.from_bytes(digest[:8], "little")
-        return key if key > HashOffsets._GONE else key + 2  # the two markers stay free
-
-    def __len__(self) -> int:
-        return self._live
-
-    def get(self, digest: bytes) -> int | None:
-        key, keys, mask = self._key(digest), self._keys, self._mask
-        i = key & mask
-        while (slot := keys[i]) != key:
-            if slot == self._EMPTY:
-                return None
-            i = (i + 1) & mask
-        return self._offsets[i]
-
-    def set(self, digest: bytes, offset: int) -> None:
-        if 3 * (self._filled + 1) > 2 * len(self._keys):
-            self._rebuild()
-        key, keys, mask = self._key(digest), self._keys, self._mask
-        i, free = key & mask, -1
-        while (slot := keys[i]) != key:
-            if slot == self._EMPTY:
-                if free < 0:
-                    free = i
-                    self._filled += 1
-                keys[free] = key
-                self._live += 1
-                i = free
-                break
-            if slot == self._GONE and free < 0:
-                free = i
-            i = (i + 1) & mask
-        self._offsets[i] = offset
-
-    def pop(self, digest: bytes) -> None:
-        key, keys, mask = self._key(digest), self._keys, self._mask
-        i = key & mask
-        while (slot := keys[i]) != key:
-            if slot == self._EMPTY:
-                return
-            i = (i + 1) & mask
-        keys[i] = self._GONE
-        self._live -= 1
-
-    def _rebuild(self) -> None:
-        """Twice the slots when live entries fill a third; else the same, without the removed."""
-        capacity = len(self._keys)
-        if 3 * self._live >= capacity:
-            capacity *= 2
-        keys, offsets = self._keys, self._offsets
-        self._keys = array("Q", bytes(8 * capacity))
-        self._offsets = array("Q", bytes(8 * capacity))
-        self._mask, self._filled = capacity - 1, self._live
-        new_keys, new_offsets, mask = self._keys, self._offsets, self._mask
-        for key, offset in zip(keys, offsets, strict=True):
-            if key > self._GONE:
-                i = key & mask
-                while new_keys[i] != self._EMPTY:
-                    i = (i + 1) & mask
-                new_keys[i], new_offsets[i] = key, offset
-
-
 class ContentDupPipeline:
     """Drops a page whose (whitespace-normalised) body was already kept under another URL.
 
@@ -232,7 +154,7 @@ class ContentDupPipeline:
         self.stats = stats
         self.compact_min = compact_min
         self.near = SimhashIndex(near_distance) if near_distance else None
-        self._seen = HashOffsets()  # content hash -> offset of its kept URL in the journal
+        self._seen = U64Table()  # content hash (8 bytes of it) -> offset of its kept URL
         self._dups: set[int] = set()  # URL keys of pages dropped as copies (for 304 revisits)
         self._owner: dict[int, tuple[bytes, int]] = {}  # URL key -> its kept (hash, simhash)
         self._dead = 0  # journal records superseded since the last compaction
@@ -330,7 +252,7 @@ class ContentDupPipeline:
                 self._drop("dropped", "still a duplicate (not modified)", item)
             self._inc("empty")
             return item
-        first = self._seen.get(digest)
+        first = self._seen.get(_slot(digest))
         kept = self._url_at(first, digest) if first is not None else None
         if kept is not None:
             if kept == url:  # its own copy: a revisit, or fetched again after a crash
@@ -359,7 +281,7 @@ class ContentDupPipeline:
         """``key``'s page holds ``digest`` now: its former content and copy mark are superseded."""
         former = self._owner.get(key) if self.revisits else None
         if former is not None:
-            self._seen.pop(former[0])
+            self._seen.pop(_slot(former[0]))
             if former[1] and self.near is not None:
                 self.near.remove(former[1])
             self._dead += 1
@@ -368,7 +290,7 @@ class ContentDupPipeline:
             self._dead += 1
         if self.revisits:  # (a one-pass crawl's page never changes: no memory spent on it)
             self._owner[key] = (digest, sim)
-        self._seen.set(digest, offset)
+        self._seen.set(_slot(digest), offset)
         if sim and self.near is not None:
             self.near.add(sim, offset)
 
@@ -415,8 +337,8 @@ class ContentDupPipeline:
 
     def _url_at(self, offset: int, digest: bytes | None = None) -> str | None:
         """Read a kept page's URL back from the journal: one small read, only on a match.
-        With ``digest``: ``None`` unless the record holds that whole hash (``HashOffsets``
-        matches on 8 bytes of it)."""
+        With ``digest``: ``None`` unless the record holds that whole hash (the table matches
+        on 8 bytes of it)."""
         journal = self._journal
         if journal is None:  # abandoned after a failed write
             return "a page kept earlier"
@@ -459,7 +381,7 @@ class ContentDupPipeline:
         old, path = self._journal, Path(self.directory, "journal")
         tmp = path.with_name("journal.tmp")
         live, marks = self._seen, set(self._dups)
-        moved = HashOffsets()
+        moved = U64Table()
         near = SimhashIndex(self.near.distance) if self.near is not None else None
         try:
             old.flush()
@@ -471,12 +393,12 @@ class ContentDupPipeline:
                         if key not in marks:
                             continue
                         marks.discard(key)  # one mark a copy
-                    elif live.get(digest) != url_offset:  # superseded
+                    elif live.get(_slot(digest)) != url_offset:  # superseded
                         continue
                     out.write(_HEADER.pack(digest, sim, len(raw)) + raw)
                     end += _HEADER.size + len(raw)
                     if digest != _DUP_MARK:
-                        moved.set(digest, end - len(raw))
+                        moved.set(_slot(digest), end - len(raw))
                         if sim and near is not None:
                             near.add(sim, end - len(raw))
                 out.flush()
