@@ -11,6 +11,14 @@ adds a 30 ms median DNS answer delay and 100 ms median time to first byte. A cra
 when the server has logged nothing for ``--stall`` seconds (reported as ``stopped: stalled``)
 or after ``--timeout``. Figures go to ``benchmarks/RESULTS.md``.
 
+The peers on the same web (``--peers plain,crawlee``): plain Scrapy with its documented "Broad
+Crawls" settings (``benchmarks/plain_spider.py``: Scrapy's own resolver, getaddrinfo in its
+thread pool, certificates not checked as Scrapy's default; redirects off as that page says) and
+crawlee-python (``benchmarks/crawlee_spider.py``, its own venv: ``make bench-crawlee-venv``;
+``--insecure``), each run like ours: a fresh web in its own namespace, the same seeds, the same
+figures from the server's log (coverage, pages fetched twice, robots-disallowed pages, the
+shortest gap between two requests to one host and to one IP). ``--peers-only`` skips ours.
+
 Where the CPU goes: ``--base TREE`` runs each crawl from that checkout too, before this tree's
 (alternated: the same web, one after the other); ``--syscalls`` counts the crawl's system calls
 with ``perf stat`` (``epoll_wait`` = reactor iterations); ``--py-spy DIR`` records a profile per
@@ -30,6 +38,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks import peers
 from testweb.internet.analyze import analyze, load
 from testweb.internet.dns import dns_address
 from testweb.internet.harness import InternetProcess, crawl_command, run_watched
@@ -98,6 +107,17 @@ def _wrapped(cmd: list[str], tree: Path, work: Path, probe: dict[str, Any]) -> l
     return cmd
 
 
+def _peer_command(peer: str, seeds: Path, work: Path) -> list[str]:
+    """A peer's crawl of ``seeds`` (the module doc): its own defaults, the system resolver."""
+    items = str(work / "items.jsonl")
+    if peer == "plain":
+        return [sys.executable, str(peers.PLAIN_SPIDER), "--seeds-file", str(seeds), "--out", items]
+    if peer == "crawlee":
+        crawlee = [str(peers.CRAWLEE_PYTHON), str(peers.CRAWLEE_SPIDER), "--seeds-file", str(seeds)]
+        return [*crawlee, "--out", items, "--concurrency", "100", "--insecure"]
+    raise SystemExit(f"--peers: unknown peer {peer!r} (plain, crawlee)")
+
+
 def _perf_counts(path: Path) -> dict[str, int]:
     """``perf stat -x ,`` output: event -> count."""
     counts: dict[str, int] = {}
@@ -145,8 +165,12 @@ def bench(
     ):
         env = {**os.environ, "PYTHONPATH": str(tree), "SSL_CERT_FILE": net.ca}
         env.pop("SCRAPY_SETTINGS_MODULE", None)
-        crawl = crawl_command(logdir / "seeds.txt", work, extra)
-        cmd = ns.command(_wrapped(crawl, tree, work, probe))
+        peer = probe.get("peer", "larbin")
+        if peer == "larbin":
+            crawl = _wrapped(crawl_command(logdir / "seeds.txt", work, extra), tree, work, probe)
+        else:
+            crawl = _peer_command(peer, logdir / "seeds.txt", work)
+        cmd = ns.command(crawl)
         result = run_watched(cmd, env, work, logdir / "web.log", timeout, stall)
         result["server_cpu_s"] = _cpu_s(net.proc.pid)
     internet, seeds, web, dns = load(logdir)
@@ -165,6 +189,7 @@ def bench(
     perf = _perf_counts(work / "perf.txt")
     result.update(
         {
+            "crawler": peers.LABELS.get(probe.get("peer", "larbin"), "larbinscrapy"),
             "tree": str(tree),
             "load": [round(x, 2) for x in os.getloadavg()],
             "hosts": hosts,
@@ -225,15 +250,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--py-spy", type=Path, default=None, help="a py-spy profile per crawl here")
     p.add_argument("--netns-prefix", default="internet-")
     p.add_argument("--max-pages", type=int, default=None, help="pages a host at most (1: one)")
+    p.add_argument("--peers", default="", help="comma-separated: plain, crawlee (run after ours)")
+    p.add_argument("--peers-only", action="store_true", help="the peers without our crawl")
     args = p.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-internet-"))
     if args.py_spy:
         args.py_spy.mkdir(parents=True, exist_ok=True)
     trees = [("base", args.base), ("this", REPO)] if args.base else [("this", REPO)]
+    runs: list[tuple[str, Path | None, str]] = [
+        (label, tree, "larbin") for label, tree in trees if not args.peers_only
+    ]
+    for peer in filter(None, args.peers.split(",")):
+        why = peers.missing(peer)
+        if why:
+            raise SystemExit(f"--peers: {peer} cannot run here: {why}")
+        runs.append((peer, REPO, peer))
     results = []
     for rep, hosts in ((r, h) for r in range(args.reps) for h in args.hosts or [1000]):
         for latency in (False, True) if args.both else (args.latency,):
-            for label, tree in trees:
+            for label, tree, peer in runs:
                 run_dir = work / f"h{hosts}-{'lat' if latency else 'nolat'}-{label}-{rep}"
                 run_dir.mkdir(parents=True, exist_ok=True)
                 probe = {
@@ -242,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                     "py_spy": args.py_spy,
                     "netns_prefix": args.netns_prefix,
                     "max_pages": args.max_pages,
+                    "peer": peer,
                 }
                 result = bench(
                     hosts,
