@@ -525,10 +525,10 @@ LARBIN_ROBOTS_RETRY_MAX = Setting(
     doc="a robots.txt throttled (429, 503 + Retry-After) this long, seconds: the site is disallowed",
 )
 LARBIN_ROBOTS_RESIDENT_MAX = Setting(
-    100_000,
+    1_000_000,
     int,
     min=2,
-    doc="sites whose robots.txt rules stay in memory; past that the least recently used half is forgotten and read again if met again (larbin/robots/evicted); a failing site's back-off stays",
+    doc="sites whose robots.txt rules stay in memory (~200 bytes each); past that the least recently used half is forgotten and read again if met again, after the host's delay (larbin/robots/evicted); a failing site's back-off stays",
 )
 LARBIN_ROBOTS_UNAVAILABLE_DAYS = Setting(
     30.0, float, min=0, doc="a robots.txt unreachable this long is taken as absent (allow)"
