@@ -93,7 +93,7 @@ def test_a_site_waiting_for_its_sitemap_turn_costs_a_few_bytes():
         """The crawl's politeness as the reader asks it: a host's IP, 100 names an address."""
 
         def cached_ip(self, host: str) -> str:
-            number = host.split(".")[0][1:]
+            number = host.split(".", maxsplit=1)[0][1:]
             return f"10.0.{int(number) // 100 // 256}.{int(number) // 100 % 256}"
 
     crawler = get_crawler(settings_dict={**LARBIN_DEFAULTS, "LARBIN_SITEMAPS": True})
