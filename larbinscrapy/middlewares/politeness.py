@@ -183,15 +183,17 @@ class PolitenessMiddleware(PolitenessProvider):
     async def _hold_then_start(
         self, request: Request, st: IpState, hs: HostState, *, own: bool
     ) -> None:
-        await self._hold(st, hs, own=own)
-        if stopping(self.crawler):  # a stop came while it waited: nothing new is sent
+        turn = await self._hold(st, hs, own=own)
+        if turn is _STOPPED:  # a stop came while it waited: nothing new is sent
             drop_held(self.crawler, request)
-        self._start(request, st, hs, own=own)
+        self._start(request, st, hs, own=own, turn=turn)
         if st.waiters:  # another connection of the IP may be free for the next waiter
             self._wake(st)
 
-    def _start(self, request: Request, st: IpState, hs: HostState, *, own: bool) -> None:
-        """The request goes: its IP connection, host and bandwidth are taken."""
+    def _start(
+        self, request: Request, st: IpState, hs: HostState, *, own: bool, turn: int | None = None
+    ) -> None:
+        """The request goes: its IP connection, host and bandwidth (its ``turn``) are taken."""
         meta = request.meta
         if own:
             self.table.acquire(st)
@@ -199,7 +201,7 @@ class PolitenessMiddleware(PolitenessProvider):
         self.hosts.start(hs)
         self._probe(meta, hs)
         st.last_host = hs.host
-        meta[M.BANDWIDTH] = self.table.bandwidth.start()
+        meta[M.BANDWIDTH] = self.table.bandwidth.start(turn)
         meta[M.SENT] = True
         if self.from_address and b"From" not in request.headers:
             request.headers[b"From"] = self.from_address
@@ -254,37 +256,65 @@ class PolitenessMiddleware(PolitenessProvider):
         self.stats.inc_value("larbin/host/requeued")
         return self._back_to_frontier(request)
 
-    def _ready_in(self, st: IpState, hs: HostState, *, own: bool) -> float | None:
+    def _ready_in(
+        self, st: IpState, hs: HostState, *, own: bool, turn: int | None = None
+    ) -> float | None:
         """Seconds until the request may go; None while a connection it needs is in use."""
-        now = self.table.clock()
-        if own:
-            wait = self.table.wait(st, now, hs.host)
-        else:
-            wait = max(0.0, self.table.next_start(st, hs.host) - now)
-        budget = self.table.bandwidth.wait(now)
-        if wait is None or budget is None or self.hosts.full(hs):
+        gate, budget = self._waits(st, hs, own=own, turn=turn)
+        if gate is None or budget is None:
             return None
-        return max(wait, budget)
+        return max(gate, budget)
 
-    async def _hold(self, st: IpState, hs: HostState, *, own: bool) -> None:
-        """Wait until the IP, the host and the bandwidth budget let the request go.
+    def _waits(
+        self, st: IpState, hs: HostState, *, own: bool, turn: int | None
+    ) -> tuple[float | None, float | None]:
+        """(Seconds until the IP and the host let the request go, until the budget does)."""
+        now = self.table.clock()
+        if self.hosts.full(hs):
+            gate: float | None = None
+        elif own:
+            gate = self.table.wait(st, now, hs.host)
+        else:
+            gate = max(0.0, self.table.next_start(st, hs.host) - now)
+        return gate, self.table.bandwidth.wait(now, turn)
 
-        A wait on a connection in use (``_ready_in`` None) is ended by the IP's listener
+    async def _hold(self, st: IpState, hs: HostState, *, own: bool) -> int | None:
+        """Wait until the IP, the host and the bandwidth budget let the request go; return its
+        turn for the budget (``Bandwidth.take``), or ``_STOPPED`` when the crawl stops.
+
+        A request ready but for the budget takes a turn and keeps it while nothing else holds
+        it. A wait on a connection in use (``_ready_in`` None) is ended by the IP's listener
         (``_wake``) when one is given back; its own timer only looks for a stop (``POLL``). A
         wait for a time has its timer at that time (or ``POLL``).
         """
-        while (wait := self._ready_in(st, hs, own=own)) != 0.0 and not stopping(self.crawler):
-            d = _Held(hs, own=own)
-            st.waiters.append(d)
-            timer = self._reactor.callLater(
-                POLL if wait is None else min(max(wait, 0.005), POLL), _fire, d
-            )
-            await maybe_deferred_to_future(d)
-            if timer.active():
-                timer.cancel()
-            else:  # its own timer woke it: it is still queued
-                with contextlib.suppress(ValueError):
-                    st.waiters.remove(d)
+        budget = self.table.bandwidth
+        turn: int | None = None
+        try:
+            while not stopping(self.crawler):
+                gate, wait = self._waits(st, hs, own=own, turn=turn)
+                if gate == 0.0 and wait == 0.0:
+                    went, turn = turn, None
+                    return went
+                if gate != 0.0 and turn is not None:
+                    budget.give_up(turn)  # not the budget's to hold up: others go first
+                    turn = None
+                elif gate == 0.0 and wait is not None and turn is None:
+                    turn = budget.take()
+                    continue
+                d = _Held(hs, own=own, turn=turn)
+                st.waiters.append(d)
+                delay = POLL if gate is None or wait is None else min(max(gate, wait, 0.005), POLL)
+                timer = self._reactor.callLater(delay, _fire, d)
+                await maybe_deferred_to_future(d)
+                if timer.active():
+                    timer.cancel()
+                else:  # its own timer woke it: it is still queued
+                    with contextlib.suppress(ValueError):
+                        st.waiters.remove(d)
+            return _STOPPED
+        finally:
+            if turn is not None:  # stopped, cancelled: the next in line goes
+                budget.give_up(turn)
 
     def _wake(self, st: IpState) -> None:
         """The IP changed (a connection given back...): wake its first waiter that may start
@@ -294,7 +324,7 @@ class PolitenessMiddleware(PolitenessProvider):
         for i, d in enumerate(itertools.islice(waiters, WAKE_SCAN_MAX)):
             if d.called:
                 continue
-            if isinstance(d, _Held) and self._ready_in(st, d.hs, own=d.own) != 0.0:
+            if isinstance(d, _Held) and self._ready_in(st, d.hs, own=d.own, turn=d.turn) != 0.0:
                 continue
             del waiters[i]
             d.callback(None)
@@ -444,13 +474,17 @@ def _end_probe(meta: dict[str, Any]) -> bool:
     return True
 
 
+_STOPPED = -1  # ``_hold``: the crawl stopped while the request waited (never a turn)
+
+
 class _Held(defer.Deferred[None]):
     """A held request's wake-up, with what it waits for (``_wake`` checks it first)."""
 
-    def __init__(self, hs: HostState, *, own: bool) -> None:
+    def __init__(self, hs: HostState, *, own: bool, turn: int | None = None) -> None:
         super().__init__()
         self.hs = hs
         self.own = own
+        self.turn = turn
 
 
 def _fire(d: Deferred[None]) -> None:

@@ -296,7 +296,9 @@ class Bandwidth:
     ``rate`` 0 turns it off. Each start reserves the largest body seen so far, and ``received``
     settles the reservation with the real size: the long-run rate is the cap, and the starts
     of many ready sites cannot land in the same second. Until the first body is known one
-    fetch runs at a time.
+    fetch runs at a time. Fetches the budget holds go in turn (``take``): the first to wait
+    goes first, else the timers of many waiters race for each opening and a site can wait
+    while the others take every one.
     """
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
@@ -305,23 +307,58 @@ class Bandwidth:
         self.ready_at = 0.0
         self.largest = 0  # the largest body received so far; 0 = none yet
         self._probing = False  # the first fetch is out, its size unknown
+        self._issued = 0  # turns handed out (``take``)
+        self._serving = 0  # the turn that goes next
+        self._given_up: set[int] = set()  # turns not yet reached whose holder went away
 
     @property
     def enabled(self) -> bool:
         return self.rate > 0
 
-    def wait(self, now: float) -> float | None:
-        """Seconds until the budget lets a fetch start; None until the first body is known."""
+    def wait(self, now: float, turn: int | None = None) -> float | None:
+        """Seconds until the budget lets a fetch start; None until the first body is known.
+
+        Without a ``turn``, more than 0 while fetches wait in turn (the caller takes one);
+        with one, an estimate for the turns before it (the caller looks again then).
+        """
         if not self.enabled:
             return 0.0
         if self._probing:
             return None
-        return max(0.0, self.ready_at - now)
+        free_in = max(0.0, self.ready_at - now)
+        if turn is None:
+            if self._serving == self._issued:
+                return free_in
+            turn = self._issued  # behind every waiting turn
+        ahead = turn - self._serving - sum(1 for t in self._given_up if t < turn)
+        if ahead <= 0:
+            return free_in
+        return free_in + max(ahead * self.largest / self.rate, 0.001)
 
-    def start(self) -> float:
-        """A fetch starts: reserve bytes for it; return the reservation (for ``received``)."""
+    def take(self) -> int:
+        """A place in line for a fetch that waits for the budget alone."""
+        self._issued += 1
+        return self._issued - 1
+
+    def give_up(self, turn: int) -> None:
+        """The holder of ``turn`` waits for something else now (or went away): skip it."""
+        if turn >= self._serving:
+            self._given_up.add(turn)
+            self._next()
+
+    def _next(self) -> None:
+        while self._serving in self._given_up:
+            self._given_up.discard(self._serving)
+            self._serving += 1
+
+    def start(self, turn: int | None = None) -> float:
+        """A fetch starts (with its ``turn``, if it waited): reserve bytes for it; return the
+        reservation (for ``received``)."""
         if not self.enabled:
             return 0.0
+        if turn is not None and turn == self._serving:
+            self._serving += 1
+            self._next()
         if not self.largest:
             self._probing = True
             return 0.0
