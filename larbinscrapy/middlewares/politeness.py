@@ -180,16 +180,6 @@ class PolitenessMiddleware(PolitenessProvider):
         self._start(request, st, hs, own=own)
         return None
 
-    async def _hold_then_start(
-        self, request: Request, st: IpState, hs: HostState, *, own: bool
-    ) -> None:
-        turn = await self._hold(st, hs, own=own)
-        if turn is _STOPPED:  # a stop came while it waited: nothing new is sent
-            drop_held(self.crawler, request)
-        self._start(request, st, hs, own=own, turn=turn)
-        if st.waiters:  # another connection of the IP may be free for the next waiter
-            self._wake(st)
-
     def _start(
         self, request: Request, st: IpState, hs: HostState, *, own: bool, turn: int | None = None
     ) -> None:
@@ -278,43 +268,52 @@ class PolitenessMiddleware(PolitenessProvider):
             gate = max(0.0, self.table.next_start(st, hs.host) - now)
         return gate, self.table.bandwidth.wait(now, turn)
 
-    async def _hold(self, st: IpState, hs: HostState, *, own: bool) -> int | None:
-        """Wait until the IP, the host and the bandwidth budget let the request go; return its
-        turn for the budget (``Bandwidth.take``), or ``_STOPPED`` when the crawl stops.
+    async def _hold_then_start(
+        self, request: Request, st: IpState, hs: HostState, *, own: bool
+    ) -> None:
+        """Wait until the IP, the host and the bandwidth budget let the request go, then start
+        it; a stop that comes meanwhile ends it unsent.
 
-        A request ready but for the budget takes a turn and keeps it while nothing else holds
-        it. A wait on a connection in use (``_ready_in`` None) is ended by the IP's listener
-        (``_wake``) when one is given back; its own timer only looks for a stop (``POLL``). A
-        wait for a time has its timer at that time (or ``POLL``).
+        A request ready but for the budget takes a turn (``Bandwidth.take``) and keeps it while
+        nothing else holds it. A wait on a connection in use (``_ready_in`` None) is ended by
+        the IP's listener (``_wake``) when one is given back; its own timer only looks for a
+        stop (``POLL``). A wait for a time has its timer at that time (or ``POLL``).
         """
         budget = self.table.bandwidth
         turn: int | None = None
         try:
-            while not stopping(self.crawler):
+            while True:
+                if stopping(self.crawler):  # nothing new is sent
+                    drop_held(self.crawler, request)
                 gate, wait = self._waits(st, hs, own=own, turn=turn)
                 if gate == 0.0 and wait == 0.0:
-                    went, turn = turn, None
-                    return went
+                    break
                 if gate != 0.0 and turn is not None:
                     budget.give_up(turn)  # not the budget's to hold up: others go first
                     turn = None
                 elif gate == 0.0 and wait is not None and turn is None:
                     turn = budget.take()
                     continue
-                d = _Held(hs, own=own, turn=turn)
-                st.waiters.append(d)
                 delay = POLL if gate is None or wait is None else min(max(gate, wait, 0.005), POLL)
-                timer = self._reactor.callLater(delay, _fire, d)
-                await maybe_deferred_to_future(d)
-                if timer.active():
-                    timer.cancel()
-                else:  # its own timer woke it: it is still queued
-                    with contextlib.suppress(ValueError):
-                        st.waiters.remove(d)
-            return _STOPPED
+                await self._sleep(st, _Held(hs, own=own, turn=turn), delay)
+            self._start(request, st, hs, own=own, turn=turn)
+            turn = None
         finally:
             if turn is not None:  # stopped, cancelled: the next in line goes
                 budget.give_up(turn)
+        if st.waiters:  # another connection of the IP may be free for the next waiter
+            self._wake(st)
+
+    async def _sleep(self, st: IpState, d: _Held, delay: float) -> None:
+        """Wait on ``st``'s list until ``_wake`` picks ``d`` or ``delay`` runs out."""
+        st.waiters.append(d)
+        timer = self._reactor.callLater(delay, _fire, d)
+        await maybe_deferred_to_future(d)
+        if timer.active():
+            timer.cancel()
+        else:  # its own timer woke it: it is still queued
+            with contextlib.suppress(ValueError):
+                st.waiters.remove(d)
 
     def _wake(self, st: IpState) -> None:
         """The IP changed (a connection given back...): wake its first waiter that may start
@@ -472,9 +471,6 @@ def _end_probe(meta: dict[str, Any]) -> bool:
     else:
         meta[M.DOWNLOAD_TIMEOUT] = own
     return True
-
-
-_STOPPED = -1  # ``_hold``: the crawl stopped while the request waited (never a turn)
 
 
 class _Held(defer.Deferred[None]):
