@@ -8,6 +8,7 @@ the same rules at the server; these catch a regression in milliseconds.
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import pytest
@@ -76,6 +77,40 @@ def test_ip_connections_bound_the_fetches_open_at_once(clock):
     st1 = one.get("10.0.0.1")
     one.acquire(st1)
     assert one.wait(st1, clock.now) is None
+
+
+def test_the_ip_delay_paces_the_requests_so_a_slow_server_is_not_asked_less_often(clock):
+    """``LARBIN_IP_DELAY`` as the crawl sets it (``from_start``): a server that takes 0.15 s
+    to answer still gets a request every 0.25 s on its one connection, not every 0.4 s, the
+    gap counted from when each request was written (a new connection's connect time is not
+    taken off the gap); one slower than the delay gets the next when its answer ends; a
+    request not known to be written, or a failure's back-off, rests the IP from the end. The
+    bare table (a host as its own IP) keeps the delay from the end."""
+    paced = ip_table(0.25, clock=clock, from_start=True)
+    from_end = ip_table(0.25, clock=clock)
+    cases = ((paced, 0.15, True, 0.25), (paced, 0.4, True, 0.4), (paced, 0.15, False, 0.4))
+    for table, answer, known, gap in (*cases, (from_end, 0.15, True, 0.4)):
+        st = table.get(f"10.0.{len(table.ips)}.{int(answer * 100)}")
+        arrivals = []
+        for n in range(4):
+            clock.now += table.wait(st, clock.now) or 0.0
+            assert table.available(st, clock.now)
+            table.acquire(st)
+            table.sent(st)
+            assert table.wait(st, clock.now) is None  # its one connection is in use
+            clock.now += 0.02 if n == 0 else 0.0  # the first opens a connection
+            arrivals.append(clock.now)
+            clock.now += answer
+            table.finish(st, release=True, failed=False, written=arrivals[-1] if known else None)
+        assert [round(b - a, 6) for a, b in itertools.pairwise(arrivals)] == [gap] * 3
+    st = paced.get("10.0.9.9")
+    for failed in (False, True):  # it answered once: a failure now backs off
+        paced.acquire(st)
+        paced.sent(st)
+        written = clock.now
+        clock.now += 0.15
+        paced.finish(st, release=True, failed=failed, written=written)
+    assert paced.wait(st, clock.now) == pytest.approx(0.25 + paced.backoff)
 
 
 def test_backoff_grows_per_failure_and_a_success_resets_it(clock):

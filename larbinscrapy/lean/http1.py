@@ -50,6 +50,7 @@ from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
 from twisted.web.http import _DataLoss
 from twisted.web.iweb import UNKNOWN_LENGTH
 
+from larbinscrapy import meta as M
 from larbinscrapy.lean.http1conn import CONNECTION_CONTROL, Connection, Exchange, request_bytes
 from larbinscrapy.lean.http1pool import (
     ConnectionPool,
@@ -255,6 +256,7 @@ class LeanHttpDownloadHandler:
         elif not (retry and dl.method in _RETRYABLE):
             conn.used = False  # a close before any byte is then no reason to send again
         dl.conn = conn
+        dl.request.meta[M.WRITTEN] = monotonic()
         conn.send(dl, data)
         return await dl.wait(dl.answer)
 

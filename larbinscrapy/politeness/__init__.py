@@ -51,9 +51,16 @@ class HostRegistry(Protocol):
         """A host's URLs are being dropped: log the first host per reason; the reason."""
 
     def fetch_ended(
-        self, ip: str, *, release: bool, failed: bool | str | None, retry: bool = False
+        self,
+        ip: str,
+        *,
+        release: bool,
+        failed: bool | str | None,
+        retry: bool = False,
+        written: float | None = None,
     ) -> None:
-        """A request sent to ``ip`` ended: start the IP's delay, count its failures."""
+        """A request sent to ``ip`` (written to its connection at ``written``) ended: set the
+        IP's next start, count its failures."""
 
     def throttled(self, ip: str, host: str, status: int, retry_after: float | None) -> float | None:
         """A throttling answer: pause ``host`` and its IP; the pause, or None if set aside."""

@@ -116,8 +116,10 @@ class IpTable:
         bandwidth: Bandwidth | None = None,
         clock: Callable[[], float] = time.monotonic,
         resident_max: int = RESIDENT_MAX,
+        from_start: bool = False,  # the delay paces the requests (``sent``, ``finish``)
     ) -> None:
         self.default_delay = delay
+        self.from_start = from_start
         self.max_connections = max(1, max_connections)
         self.max_failures = max_failures
         self.backoff = backoff
@@ -177,6 +179,7 @@ class IpTable:
             hosts=hosts,
             bandwidth=Bandwidth(settings.getfloat("LARBIN_BANDWIDTH_MAX")),
             resident_max=settings.getint("LARBIN_IP_RESIDENT_MAX"),
+            from_start=True,
         )
 
     @staticmethod
@@ -281,14 +284,38 @@ class IpTable:
     def acquire(self, st: IpState) -> None:
         st.busy += 1
 
+    def sent(self, st: IpState) -> None:
+        """A fetch went out to ``st`` (the send-time gate): with ``from_start``, the next may
+        start ``LARBIN_IP_DELAY`` from now at the soonest (``finish`` moves it to the delay
+        after the request was written). The server then gets at most one request per delay
+        whatever its latency, which one connection would otherwise add to every gap."""
+        if self.from_start:
+            st.ready_at = max(st.ready_at, self.clock() + self.default_delay)
+
     def finish(
-        self, st: IpState, *, release: bool, failed: bool | str | None, retry: bool = False
+        self,
+        st: IpState,
+        *,
+        release: bool,
+        failed: bool | str | None,
+        retry: bool = False,
+        written: float | None = None,
     ) -> None:
-        """A fetch on ``st`` ended: start its delay and count its outcome (``count_outcome``)."""
+        """A fetch on ``st`` ended: set when the next may start, count its outcome
+        (``count_outcome``).
+
+        With ``from_start`` the next start is the delay after ``written``, when the request
+        reached the connection (the connect time must not shorten the gap the server sees);
+        a back-off, a fetch not known to have been written, or a table without
+        ``from_start`` rests the IP from the end of the fetch.
+        """
         if release:
             st.busy = max(0, st.busy - 1)
         self.count_outcome(st, failed, retry=retry)
-        st.ready_at = max(st.ready_at, self.clock() + self.delay(st))
+        if self.from_start and written is not None and not self.backoff_of(st):
+            st.ready_at = max(st.ready_at, written + self.default_delay)
+        else:
+            st.ready_at = max(st.ready_at, self.clock() + self.delay(st))
         self._notify(st)
 
     def count_outcome(self, st: IpState, failed: bool | str | None, *, retry: bool = False) -> None:
@@ -484,15 +511,23 @@ class Politeness:
 
     # -- the end of a fetch -------------------------------------------------------------------
     def fetch_ended(
-        self, ip: str, *, release: bool, failed: bool | str | None, retry: bool = False
+        self,
+        ip: str,
+        *,
+        release: bool,
+        failed: bool | str | None,
+        retry: bool = False,
+        written: float | None = None,
     ) -> None:
-        """A request sent to ``ip`` ended: start the IP's delay, drop the IP if it keeps failing.
+        """A request sent to ``ip`` ended: set the IP's next start, drop the IP if it keeps
+        failing.
 
-        ``release``: the request held a connection the send-time gate acquired itself.
+        ``release``: the request held a connection the send-time gate acquired itself;
+        ``written``: when its bytes went to the connection (``IpTable.finish``).
         """
         st = self.table.get(ip)
         was_dead = st.dead
-        self.table.finish(st, release=release, failed=failed, retry=retry)
+        self.table.finish(st, release=release, failed=failed, retry=retry, written=written)
         if st.dead and not was_dead:
             logger.warning(
                 "Dropping IP %s after %d consecutive failures (larbin noConnection)",
