@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import peers
+from larbinscrapy.conf import defaults
 from testweb.internet.analyze import analyze, load
 from testweb.internet.dns import dns_address
 from testweb.internet.harness import InternetProcess, crawl_command, run_watched
@@ -118,6 +119,18 @@ def _peer_command(peer: str, seeds: Path, work: Path) -> list[str]:
     raise SystemExit(f"--peers: unknown peer {peer!r} (plain, crawlee)")
 
 
+SERVER_CLOCK_SLACK = 0.01  # the server logs a request when its event loop reads it: late by ms
+
+
+def _delays(extra: list[str]) -> tuple[float, float]:
+    """(``DOWNLOAD_DELAY``, ``LARBIN_IP_DELAY``) our crawl runs with: the harness's 0 per host
+    unless ``-s`` sets it, the IP's at most the host's (``IpTable.from_settings``)."""
+    given = dict(kv.split("=", 1) for kv in extra if "=" in kv)
+    host = float(given.get("DOWNLOAD_DELAY", 0.0))
+    ip = float(given.get("LARBIN_IP_DELAY", defaults.LARBIN_IP_DELAY))
+    return host, min(ip, host)
+
+
 def _perf_counts(path: Path) -> dict[str, int]:
     """``perf stat -x ,`` output: event -> count."""
     counts: dict[str, int] = {}
@@ -171,10 +184,11 @@ def bench(
         else:
             crawl = _peer_command(peer, logdir / "seeds.txt", work)
         cmd = ns.command(crawl)
-        result = run_watched(cmd, env, work, logdir / "web.log", timeout, stall)
+        result = run_watched(cmd, env, work, logdir / "web.log", timeout, stall, cwd=tree)
         result["server_cpu_s"] = _cpu_s(net.proc.pid)
     internet, seeds, web, dns = load(logdir)
-    report = analyze(internet, seeds, web, dns)
+    host_delay, ip_delay = _delays(extra) if peer == "larbin" else (0.0, 0.0)
+    report = analyze(internet, seeds, web, dns, host_delay, ip_delay, SERVER_CLOCK_SLACK)
     page_times = sorted(
         e.t for e in web if e.status == 200 and e.path not in ("/robots.txt", "/sitemap.xml")
     )

@@ -38,15 +38,15 @@ BORROW = "larbin_borrow"  # robots.txt fetched on the lease of the page that nee
 IP = "larbin_ip"  # the resolved IP the request is pinned to
 SENT = "larbin_sent"  # passed the politeness gate: its end starts the IP's delay
 OWN = "larbin_own"  # holds a connection the politeness gate acquired itself
-# set by the lean HTTP handler: when (time.monotonic) the request's bytes went to the
-# connection; the IP's next fetch is paced from it (LARBIN_IP_DELAY), the connect time out
-WRITTEN = "larbin_written"
+# set by the politeness gate, called by the lean HTTP handler with the time (time.monotonic)
+# the request's bytes go to the connection: the IP's next request is paced from it
+PACER = "larbin_pacer"
 BANDWIDTH = "larbin_bandwidth"  # bytes the gate reserved for this fetch (LARBIN_BANDWIDTH_MAX)
 DOWNLOAD_SLOT = "download_slot"  # Scrapy's: the scheduler sets the IP, the politeness gate the host
 PROBE = "larbin_probe"  # its own timeout while LARBIN_HOST_SILENT_TIMEOUT stands in
 DOWNLOAD_TIMEOUT = "download_timeout"  # Scrapy's: this request's page timeout, seconds
 
-TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, BANDWIDTH, DOWNLOAD_SLOT, PROBE, WRITTEN)
+TRIP = (RID, LEASE, IP, SENT, OWN, BORROW, BANDWIDTH, DOWNLOAD_SLOT, PROBE, PACER)
 DOWNLOAD_LATENCY = "download_latency"  # Scrapy's: the last download's duration (per trip)
 PICKLED = "larbin_pickled"  # in a stored record only: meta values kept by pickle (opt-in)
 

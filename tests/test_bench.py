@@ -172,3 +172,21 @@ def test_the_paired_benchmark_runs_both_checkouts_at_once_on_twin_webs(tmp_path,
     assert pairs[0]["larbin"]["port"] == pairs[1]["baseline"]["port"]
     result = summary(pairs)
     assert result["ok_pairs"] == 2 and result["ratio_median"] > 0
+
+
+def test_a_watched_crawl_of_another_checkout_imports_that_checkouts_code(tmp_path):
+    """``bench_internet --base``: ``python -m`` puts the working directory first on the import
+    path, so the base checkout's crawl must run there, or both "trees" are this one's."""
+    from testweb.internet.harness import run_watched
+
+    tree = tmp_path / "base"
+    (tree / "larbinscrapy").mkdir(parents=True)
+    (tree / "larbinscrapy" / "__init__.py").write_text("")
+    (tree / "larbinscrapy" / "__main__.py").write_text("print(__file__)\n")
+    web_log = tmp_path / "web.log"
+    web_log.write_text("")
+    cmd = [sys.executable, "-m", "larbinscrapy"]
+    run = run_watched(cmd, {"PATH": "/usr/bin:/bin"}, tmp_path, web_log, 30, 30, cwd=tree)
+    assert run["exit_code"] == 0
+    printed = (tmp_path / "crawl.log").read_text().strip()
+    assert printed == str(tree / "larbinscrapy" / "__main__.py")

@@ -96,12 +96,15 @@ def test_the_ip_delay_paces_the_requests_so_a_slow_server_is_not_asked_less_ofte
             clock.now += table.wait(st, clock.now) or 0.0
             assert table.available(st, clock.now)
             table.acquire(st)
-            table.sent(st)
+            pacer = table.sent(st)
             assert table.wait(st, clock.now) is None  # its one connection is in use
             clock.now += 0.02 if n == 0 else 0.0  # the first opens a connection
             arrivals.append(clock.now)
+            if pacer is not None and known:
+                pacer(clock.now)  # the handler wrote it
             clock.now += answer
-            table.finish(st, release=True, failed=False, written=arrivals[-1] if known else None)
+            written = pacer.at if pacer is not None else clock.now - answer
+            table.finish(st, release=True, failed=False, written=written)
         assert [round(b - a, 6) for a, b in itertools.pairwise(arrivals)] == [gap] * 3
     st = paced.get("10.0.9.9")
     for failed in (False, True):  # it answered once: a failure now backs off
@@ -111,6 +114,23 @@ def test_the_ip_delay_paces_the_requests_so_a_slow_server_is_not_asked_less_ofte
         clock.now += 0.15
         paced.finish(st, release=True, failed=failed, written=written)
     assert paced.wait(st, clock.now) == pytest.approx(0.25 + paced.backoff)
+
+
+def test_with_two_connections_the_next_request_waits_for_the_first_to_be_written(clock):
+    """Two connections to an IP, ``LARBIN_IP_DELAY`` 0.25 s: the first request spends 0.1 s
+    connecting; the second, on a warm connection, goes 0.25 s after the first was written,
+    not 0.25 s after it was sent (0.15 s apart at the server)."""
+    table = ip_table(0.25, 2, clock=clock, from_start=True)
+    st = table.get("10.0.0.1")
+    table.acquire(st)
+    first = table.sent(st)
+    assert first is not None
+    assert table.wait(st, clock.now) == pytest.approx(0.25)  # a connection free, the pace not
+    clock.now += 0.1
+    first(clock.now)  # connected and written
+    assert table.wait(st, clock.now) == pytest.approx(0.25)
+    clock.now += 0.25
+    assert table.available(st, clock.now)
 
 
 def test_backoff_grows_per_failure_and_a_success_resets_it(clock):

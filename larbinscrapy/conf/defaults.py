@@ -538,7 +538,7 @@ LARBIN_IP_DELAY = Setting(
     0.25,
     float,
     min=0,
-    doc="seconds from the end of one fetch to the next start on one IP (all its hostnames); at most DOWNLOAD_DELAY",
+    doc="seconds between two requests to one IP (all its hostnames), from when the first was written: its latency is not added; at most DOWNLOAD_DELAY",
 )
 LARBIN_IP_CONNECTIONS = Setting(1, int, min=1, doc="fetches open to one IP at once")
 LARBIN_IP_RESIDENT_MAX = Setting(

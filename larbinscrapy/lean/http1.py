@@ -256,7 +256,9 @@ class LeanHttpDownloadHandler:
         elif not (retry and dl.method in _RETRYABLE):
             conn.used = False  # a close before any byte is then no reason to send again
         dl.conn = conn
-        dl.request.meta[M.WRITTEN] = monotonic()
+        pacer = dl.request.meta.get(M.PACER)
+        if pacer is not None:
+            pacer(monotonic())
         conn.send(dl, data)
         return await dl.wait(dl.answer)
 

@@ -188,8 +188,7 @@ class PolitenessMiddleware(PolitenessProvider):
         if own:
             self.table.acquire(st)
             meta[M.OWN] = True
-        self.table.sent(st)
-        meta.pop(M.WRITTEN, None)  # a retry's copy: this trip's is the handler's to set
+        meta[M.PACER] = self.table.sent(st)
         self.hosts.start(hs)
         self._probe(meta, hs)
         st.last_host = hs.host
@@ -432,7 +431,7 @@ class PolitenessMiddleware(PolitenessProvider):
                 release=meta.pop(M.OWN, False),
                 failed=failed,
                 retry=bool(meta.get(M.RETRY_TIMES)),
-                written=meta.pop(M.WRITTEN, None),
+                written=getattr(meta.pop(M.PACER, None), "at", None),
             )
         if lease is not None:
             self.politeness.lease_returned(lease, host, outcome)

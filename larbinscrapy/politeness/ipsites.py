@@ -100,6 +100,23 @@ def unpack_ip(ip: str, packed: Packed) -> IpState:
     )
 
 
+class Pacer:
+    """Called by the HTTP handler when a request's bytes go to the connection (``meta[PACER]``):
+    the IP's next request waits the delay from then, so a new connection's connect time never
+    shortens the gap the server sees, however many connections the IP has."""
+
+    __slots__ = ("at", "st", "table")
+
+    def __init__(self, table: IpTable, st: IpState) -> None:
+        self.table = table
+        self.st = st
+        self.at: float | None = None  # when it was written; None: not by a handler that says
+
+    def __call__(self, at: float) -> None:
+        self.at = at
+        self.table.written(self.st, at)
+
+
 class IpTable:
     """Per-IP politeness state shared by the scheduler (who goes next) and the send-time gate."""
 
@@ -284,13 +301,20 @@ class IpTable:
     def acquire(self, st: IpState) -> None:
         st.busy += 1
 
-    def sent(self, st: IpState) -> None:
-        """A fetch went out to ``st`` (the send-time gate): with ``from_start``, the next may
-        start ``LARBIN_IP_DELAY`` from now at the soonest (``finish`` moves it to the delay
-        after the request was written). The server then gets at most one request per delay
-        whatever its latency, which one connection would otherwise add to every gap."""
-        if self.from_start:
-            st.ready_at = max(st.ready_at, self.clock() + self.default_delay)
+    def sent(self, st: IpState) -> Pacer | None:
+        """A fetch goes out to ``st`` (the send-time gate): with ``from_start``, the next may
+        start ``LARBIN_IP_DELAY`` from now at the soonest, and later from when this one is
+        written (the ``Pacer`` returned, for the HTTP handler). The server then gets at most
+        one request per delay whatever its latency, which one connection would otherwise add
+        to every gap."""
+        if not self.from_start:
+            return None
+        st.ready_at = max(st.ready_at, self.clock() + self.default_delay)
+        return Pacer(self, st)
+
+    def written(self, st: IpState, at: float) -> None:
+        """A request to ``st`` reached its connection at ``at``: no other before the delay."""
+        st.ready_at = max(st.ready_at, at + self.default_delay)
 
     def finish(
         self,

@@ -127,16 +127,19 @@ def run_watched(
     timeout: float,
     stall: float,
     grace: float = 15,
+    cwd: Path = ROOT,
 ) -> dict[str, Any]:
-    """Run ``cmd`` to its end; wall, CPU (rusage), peak RSS, most open fds, how it stopped.
+    """Run ``cmd`` to its end in ``cwd``; wall, CPU (rusage), peak RSS, most open fds, how it
+    stopped.
 
     Stopped with SIGINT (then SIGKILL after ``grace`` s) after ``timeout`` s, or when the web
     log has not grown for ``stall`` s (``stopped: stalled``): a crawl that stops asking is stuck.
+    ``python -m`` puts ``cwd`` first on the import path: another checkout's crawl runs there.
     """
     with open(out / "crawl.log", "wb") as log:
         start = time.perf_counter()
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         rss: list[tuple[float, int]] = []
         try:
