@@ -311,3 +311,47 @@ def test_one_creator_per_site_from_the_configured_factory(web: SynthWeb) -> None
     factory = handler._tls.factory
     assert type(factory).__name__ == "CountingContextFactory"
     assert sorted(factory.asked) == [(ip.encode(), port) for ip in sorted(web.ips.values())]
+
+
+def test_an_ip_is_paced_from_when_the_request_leaves_after_the_tls_handshake(
+    tmp_path: Path,
+) -> None:
+    """The politeness gate's ``Pacer`` (``meta[PACER]``) is told when the request's bytes go
+    out. Over TLS they wait in the TLS layer for the handshake: told at the write, the IP's
+    next request was paced from before the handshake, and a server whose handshake took 0.3 s
+    got the next request 0.3 s sooner than ``LARBIN_IP_DELAY`` after this one."""
+    import socket
+    import threading
+
+    from larbinscrapy import meta as M
+    from testweb.internet.tls import TestCA
+
+    ca = TestCA(tmp_path / "ca", "pace.test")
+    listener = socket.create_server((f"{NET}.9", 0))
+    arrived: list[float] = []
+
+    def serve() -> None:
+        raw, _ = listener.accept()
+        time.sleep(0.3)  # a slow handshake: the server takes its time to answer the hello
+        with ca.default.wrap_socket(raw, server_side=True) as conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            arrived.append(time.monotonic())
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    told: list[float] = []
+    try:
+        with plain_reactor():
+            handler, _ = make_handler("lean")
+            url = f"https://{NET}.9:{listener.getsockname()[1]}/"
+            response = run(handler.download_request(Request(url, meta={M.PACER: told.append})))
+            run(handler.close())
+    finally:
+        server.join(5)
+        listener.close()
+    assert response.body == b"ok"
+    assert len(told) == 1 and len(arrived) == 1
+    assert told[0] >= arrived[0] - 0.05, arrived[0] - told[0]  # not 0.3 s before it arrived

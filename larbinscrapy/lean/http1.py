@@ -256,10 +256,7 @@ class LeanHttpDownloadHandler:
         elif not (retry and dl.method in _RETRYABLE):
             conn.used = False  # a close before any byte is then no reason to send again
         dl.conn = conn
-        pacer = dl.request.meta.get(M.PACER)
-        if pacer is not None:
-            pacer(monotonic())
-        conn.send(dl, data)
+        conn.send(dl, data, dl.request.meta.get(M.PACER))
         return await dl.wait(dl.answer)
 
     async def _connect(self, dl: _Download, key: tuple[str, str, int]) -> Connection:

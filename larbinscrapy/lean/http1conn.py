@@ -16,6 +16,7 @@ import logging
 import re
 import typing
 from abc import ABC, abstractmethod
+from time import monotonic
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httptools
@@ -131,6 +132,8 @@ class Connection(Protocol):
         self.key: Any = None  # the pool's key, (host, port)
         self.ip_address: Any = None  # the peer's address, for Response.ip_address
         self.idle_since = 0.0
+        self.wired = True  # what is written goes out now (TLS: once the handshake is done)
+        self.on_wire: Callable[[float], None] | None = None  # told when the request goes out
 
     def went_idle(self) -> None:
         """The answer is complete and the connection may carry another request."""
@@ -140,7 +143,11 @@ class Connection(Protocol):
         self.transport.setTcpNoDelay(True)  # type: ignore[union-attr]
         self.owner.made(self)
 
-    def send(self, exchange: Exchange, data: bytes) -> None:
+    def send(
+        self, exchange: Exchange, data: bytes, on_wire: Callable[[float], None] | None = None
+    ) -> None:
+        """Write the request ``data``; ``on_wire`` is called with the time (``monotonic``) its
+        bytes go out: now, or when a TLS handshake still under way is done."""
         self.exchange = exchange
         self.parser = httptools.HttpResponseParser(self)
         self.head = []
@@ -155,6 +162,18 @@ class Connection(Protocol):
         self.pending = None
         transport: Any = self.transport
         transport.write(data)
+        if on_wire is not None:
+            if self.wired:
+                on_wire(monotonic())
+            else:
+                self.on_wire = on_wire
+
+    def wire_ready(self) -> None:
+        """What was written goes out from now (a TLS handshake done)."""
+        self.wired = True
+        on_wire, self.on_wire = self.on_wire, None
+        if on_wire is not None:
+            on_wire(monotonic())
 
     def close(self) -> None:
         """Drop the connection now (a stopped, cancelled or failed download)."""
@@ -361,6 +380,7 @@ class Connection(Protocol):
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self.lost = True
+        self.on_wire = None  # never sent: nothing to tell
         self.parser = None  # it names this connection: no cycle left for the collector
         ex = self.exchange
         self.exchange = None

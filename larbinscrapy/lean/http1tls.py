@@ -117,12 +117,14 @@ class TLSConnection(Connection):
         self.site = site
         self.certificate: Certificate | None = None
         self._saved = False
+        self.wired = False  # a request written now waits in TLS for the handshake
 
     def handshakeCompleted(self) -> None:
         transport: Any = self.transport
         peer = transport.getPeerCertificate()
         self.certificate = None if peer is None else Certificate(peer)
         self.site.handshake_done(transport.getHandle())
+        self.wire_ready()
 
     def went_idle(self) -> None:
         if not self._saved:  # the session, once, for the next connection to resume
