@@ -40,6 +40,27 @@ def test_one_turn_per_ip_and_at_most_so_many_in_all():
     assert got[-1] == "a4"
 
 
+def test_an_ip_with_several_connections_has_as_many_turns():
+    """``LARBIN_IP_CONNECTIONS`` 2: two of a shared address's sitemap files at once (one at a
+    time held the end of a broad crawl to one file an address), still ``most`` in all."""
+    turns = Turns(3, per_key=2)
+    got: list[str] = []
+    for key, name in (("a", "a1"), ("a", "a2"), ("a", "a3"), ("b", "b1"), ("c", "c1")):
+        turns.take(key).addCallback(lambda _, n=name: got.append(n))
+    assert got == ["a1", "a2", "b1"] and turns.running == 3  # a3 waits for a, c1 for room
+    turns.give("a")  # room, and a has a free turn: c became ready first
+    assert got == ["a1", "a2", "b1", "c1"]
+    turns.give("b")
+    assert got == ["a1", "a2", "b1", "c1", "a3"] and turns.running == 3
+    for key in ("a", "a", "c"):
+        turns.give(key)
+    assert turns.running == 0 and turns.waiting == 0
+    one = Turns(3)  # the default: one a key
+    for name in ("x1", "x2"):
+        one.take("x").addCallback(lambda _, n=name: got.append(n))
+    assert got[-1] == "x1" and one.running == 1 and one.waiting == 1
+
+
 def test_sites_waiting_for_their_sitemap_turn_cost_no_coroutine():
     """A broad crawl starts sites faster than their sitemap files get a turn: thousands wait
     behind busy IPs at once. Each waits as a few bytes, not a suspended chain of coroutines

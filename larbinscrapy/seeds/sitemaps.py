@@ -107,11 +107,13 @@ class SitemapReader:
         max_urls: int,
         max_bytes: int,
         fetches_max: int = 16,
+        per_ip: int = 1,
         pending: Path | None = None,
         on_disk_error: Callable[[OSError], None] | None = None,
     ) -> None:
         self.crawler = crawler
-        self._turns = Turns(fetches_max)  # a file per IP, a few in all, waiting here (turns.py)
+        # as many files per IP as it has connections, a few in all, waiting here (turns.py)
+        self._turns = Turns(fetches_max, per_ip)
         self._on_turn = self._go  # one bound method for every site that waits
         self._politeness: HostRegistry | None = None
         self.stats = crawler.stats
@@ -152,6 +154,7 @@ class SitemapReader:
             max_urls=s.getint("LARBIN_SITEMAP_URLS_MAX"),
             max_bytes=s.getint("LARBIN_SITEMAP_BYTES_MAX"),
             fetches_max=max(1, s.getint("CONCURRENT_REQUESTS") // 8),
+            per_ip=s.getint("LARBIN_IP_CONNECTIONS"),
             pending=Path(jobdir, "sitemaps", "pending") if (jobdir := job_dir(s)) else None,
             on_disk_error=fatal.disk_stopper(crawler, jobdir) if jobdir else None,
         )
