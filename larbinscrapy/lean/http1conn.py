@@ -112,6 +112,8 @@ class Connection(Protocol):
     """An HTTP/1.1 client connection carrying one ``Exchange`` at a time, telling its
     ``owner`` when it is connected, idle again (it may carry another request) and gone."""
 
+    wired = True  # what is written goes out now (over TLS: once the handshake is done)
+
     def __init__(self, owner: ConnectionOwner) -> None:
         self.owner = owner
         self.exchange: Exchange | None = None
@@ -132,7 +134,6 @@ class Connection(Protocol):
         self.key: Any = None  # the pool's key, (host, port)
         self.ip_address: Any = None  # the peer's address, for Response.ip_address
         self.idle_since = 0.0
-        self.wired = True  # what is written goes out now (TLS: once the handshake is done)
         self.on_wire: Callable[[float], None] | None = None  # told when the request goes out
 
     def went_idle(self) -> None:

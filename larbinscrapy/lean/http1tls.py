@@ -112,12 +112,13 @@ class TLSSites:
 class TLSConnection(Connection):
     """A ``Connection`` over TLS: the peer certificate kept, the session saved when idle."""
 
+    wired = False  # a request written before the handshake is done waits in TLS (``wire_ready``)
+
     def __init__(self, site: TLSSite, owner: ConnectionOwner) -> None:
         super().__init__(owner)
         self.site = site
         self.certificate: Certificate | None = None
         self._saved = False
-        self.wired = False  # a request written now waits in TLS for the handshake
 
     def handshakeCompleted(self) -> None:
         transport: Any = self.transport

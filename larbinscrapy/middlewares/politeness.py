@@ -421,6 +421,7 @@ class PolitenessMiddleware(PolitenessProvider):
         if outcome is None:
             outcome = ANSWERED if sent and failed is False else ""
         if sent:
+            pacer = meta.pop(M.PACER, None)  # told when the request went out (``Pacer``)
             hs = self.hosts.get(host)
             self.hosts.finish(hs, release=True)
             if probed and failed == failures.TIMEOUT:
@@ -431,7 +432,7 @@ class PolitenessMiddleware(PolitenessProvider):
                 release=meta.pop(M.OWN, False),
                 failed=failed,
                 retry=bool(meta.get(M.RETRY_TIMES)),
-                written=getattr(meta.pop(M.PACER, None), "at", None),
+                written=None if pacer is None else pacer.at,
             )
         if lease is not None:
             self.politeness.lease_returned(lease, host, outcome)
