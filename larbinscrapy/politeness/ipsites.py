@@ -337,7 +337,7 @@ class IpTable:
             st.busy = max(0, st.busy - 1)
         self.count_outcome(st, failed, retry=retry)
         if self.from_start and written is not None and not self.backoff_of(st):
-            st.ready_at = max(st.ready_at, written + self.default_delay)
+            self.written(st, written)  # the pacer's, once more when a caller gives the time
         else:
             st.ready_at = max(st.ready_at, self.clock() + self.delay(st))
         self._notify(st)
