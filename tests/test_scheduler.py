@@ -705,11 +705,11 @@ def test_redis_outage_is_one_line_then_counts_and_its_end_is_logged(caplog):
     try:
         client = _closed_port_client()
         for _ in range(5):
-            wait_for(jobs.submit("ping", client.ping))
+            wait_for(jobs.submit_awaited("ping", client.ping))
         assert stats.values["larbin/redis/failed"] == 5
         failed = [r for r in caplog.records if "Redis ping failed" in r.getMessage()]
         assert len(failed) == 1 and failed[0].exc_info is None  # an outage, not a bug
-        wait_for(jobs.submit("ping", lambda: True))  # Redis (any job) answers again
+        wait_for(jobs.submit_awaited("ping", lambda: True))  # Redis (any job) answers again
         assert any("Redis answers again" in r.getMessage() for r in caplog.records)
         assert outages == []
     finally:
@@ -724,8 +724,8 @@ def test_redis_outage_past_its_timeout_is_reported_once():
         client = _closed_port_client()
         deadline = time.monotonic() + 10
         while not outages and time.monotonic() < deadline:
-            wait_for(jobs.submit("ping", client.ping))
-        wait_for(jobs.submit("ping", client.ping))  # still down: not reported again
+            wait_for(jobs.submit_awaited("ping", client.ping))
+        wait_for(jobs.submit_awaited("ping", client.ping))  # still down: not reported again
         assert len(outages) == 1 and outages[0].startswith("unreachable for"), outages
     finally:
         jobs.stop()
@@ -739,7 +739,7 @@ def test_redis_jobs_without_any_answer_are_an_outage_too():
     jobs.start()
     answer = threading.Event()  # a Redis that accepts the connection and never answers
     try:
-        d = jobs.submit("pop", answer.wait, 10)
+        d = jobs.submit_awaited("pop", answer.wait, 10)
         jobs.check()
         assert outages == []  # not yet
         wait_until(lambda: (jobs.check(), outages)[1], 5, "the outage reported", pause=run_reactor)

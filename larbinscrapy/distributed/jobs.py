@@ -3,8 +3,8 @@
 Redis is never called in the reactor thread. Every round trip of a ``RedisScheduler`` goes
 through one dedicated thread, so the jobs reach Redis in the order they were submitted (an
 admit before the pop after it, a release before the next pop...); their results come back to
-the reactor thread through Deferred callbacks. A failed job is logged and never fails the
-caller's Deferred, so no error wedges the worker.
+the reactor thread, to each job's handlers. A failed job is logged and never fails its caller,
+so no error wedges the worker.
 
 More in docs/modules.md ("Distributed mode").
 """
@@ -17,6 +17,7 @@ import threading
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -25,6 +26,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from larbinscrapy.distributed.connection import UNREACHABLE
+from larbinscrapy.lean.rediscluster import pipelined
 from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
@@ -110,11 +112,8 @@ def run_calls(server: Any, calls: list[Call]) -> list[Any]:
     restarted and forgot every script) ran nothing: the scripts are loaded again and those
     calls sent again, in order."""
     _load_scripts(server, calls)
-    pipe = server.pipeline(transaction=False)
-    for call in calls:
-        pipe.execute_command(*call.args)
     try:
-        replies = pipe.execute(raise_on_error=False)
+        replies = pipelined(server, [call.args for call in calls])
     except AttributeError as exc:
         moved = _moving(exc)
         if moved is exc:
@@ -123,10 +122,7 @@ def run_calls(server: Any, calls: list[Call]) -> list[Any]:
     again = [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
     if again:
         _load_scripts(server, [calls[i] for i in again], force=True)
-        pipe = server.pipeline(transaction=False)
-        for i in again:
-            pipe.execute_command(*calls[i].args)
-        for i, r in zip(again, pipe.execute(raise_on_error=False), strict=True):
+        for i, r in zip(again, pipelined(server, [calls[i].args for i in again]), strict=True):
             replies[i] = r
     out: list[Any] = []
     for call, reply in zip(calls, replies, strict=True):
@@ -152,7 +148,11 @@ def run_call(server: Any, call: Call) -> Any:
 class _Job:
     fn: Callable[..., Any] | Call
     args: tuple[Any, ...]
-    d: defer.Deferred[Any]
+    done: Callable[[Any], Any]  # given the result or its Failure, in the reactor thread
+
+
+def _fire(d: defer.Deferred[Any], result: Any) -> None:
+    d.errback(result) if isinstance(result, Failure) else d.callback(result)
 
 
 class RedisJobs:
@@ -251,7 +251,7 @@ class RedisJobs:
 
     def _deliver(self, batch: list[_Job], results: list[Any]) -> None:
         for job, result in zip(batch, results, strict=True):
-            job.d.callback(result) if not isinstance(result, Failure) else job.d.errback(result)
+            job.done(result)
 
     # -- the reactor side ------------------------------------------------------------------
     def run(self, fn: Callable[..., Any] | Call, *args: Any) -> defer.Deferred[Any]:
@@ -260,10 +260,13 @@ class RedisJobs:
         if self._stopped:  # the thread is gone: fail now rather than never
             return defer.fail(redis.ConnectionError(f"{self.name} has stopped"))
         d: defer.Deferred[Any] = defer.Deferred()
-        self._turn.append(_Job(fn, args, d))
+        self._queue_job(_Job(fn, args, partial(_fire, d)))
+        return d
+
+    def _queue_job(self, job: _Job) -> None:
+        self._turn.append(job)
         if len(self._turn) == 1:  # the thread gets this reactor turn's jobs at its end
             installed_reactor().callLater(0, self._hand_over)
-        return d
 
     def _hand_over(self) -> None:
         """One wake-up of the thread for every job of a reactor turn: they share a pipeline
@@ -281,30 +284,58 @@ class RedisJobs:
         then: Callable[[Any], Any] | None = None,
         always: Callable[[], Any] | None = None,
         failed: Callable[[], Any] | None = None,
-    ) -> defer.Deferred[Any]:
+        waiter: defer.Deferred[Any] | None = None,
+    ) -> None:
         """Run ``fn(*args)`` (Redis round trips), or send the ``Call``, after every job
         submitted before it; then, in the reactor thread, ``always()``, ``then(result)`` on
-        success, or ``failed()`` after logging the error. The Deferred never fails."""
+        success, or ``failed()`` after logging the error (``then`` raising counts as a
+        failure). No Deferred a job: a worker submits several a page."""
         if self._stopped:
             logger.warning("Redis %s after the scheduler closed: not sent", what)
-            return defer.succeed(None)
+            if waiter is not None:
+                waiter.callback(None)
+            return
         if not self.in_flight:
             self._last_answer = self._now()  # "no answer for N s" counts from here
         self.in_flight += 1
         self.seq += 1
-        d = self.run(fn, *args)
-        d.addBoth(self._finish, always)
-        if then is not None:
-            d.addCallback(then)
-        d.addErrback(self._failed, what, failed)
-        d.addErrback(
-            lambda f: logger.error(
-                "Handling a failed Redis %s failed", what, exc_info=failure_to_exc_info(f)
-            )
-        )
-        return d
+        self._queue_job(_Job(fn, args, partial(self._settle, what, then, always, failed, waiter)))
 
-    def _finish(self, result: Any, always: Callable[[], Any] | None) -> Any:
+    def submit_awaited(
+        self, what: str, fn: Callable[..., Any] | Call, *args: Any, **how: Any
+    ) -> defer.Deferred[Any]:
+        """``submit``, and a Deferred fired once the handlers ran: with the result (what
+        ``then`` returned, if given), or None when the job failed. It never fails."""
+        waiter: defer.Deferred[Any] = defer.Deferred()
+        self.submit(what, fn, *args, waiter=waiter, **how)
+        return waiter
+
+    def _settle(
+        self,
+        what: str,
+        then: Callable[[Any], Any] | None,
+        always: Callable[[], Any] | None,
+        failed: Callable[[], Any] | None,
+        waiter: defer.Deferred[Any] | None,
+        result: Any,
+    ) -> None:
+        """A job's result, in the reactor thread: its handlers, its failure logged."""
+        try:
+            self._finish(result, always)
+            if not isinstance(result, Failure) and then is not None:
+                result = then(result)
+        except Exception:
+            result = Failure()
+        if isinstance(result, Failure):
+            try:
+                self._failed(result, what, failed)
+            except Exception:
+                logger.exception("Handling a failed Redis %s failed", what)
+            result = None
+        if waiter is not None:
+            waiter.callback(result)
+
+    def _finish(self, result: Any, always: Callable[[], Any] | None) -> None:
         """A job is over: its answer ends an outage once jobs succeed for ``RECOVERED`` s."""
         self.in_flight -= 1
         self._last_answer = self._now()
@@ -318,7 +349,6 @@ class RedisJobs:
             self._down_since = None
         if always is not None:
             always()
-        return result
 
     def _failed(self, failure: Failure, what: str, failed: Callable[[], Any] | None) -> None:
         if failure.check(*UNREACHABLE):

@@ -87,7 +87,7 @@ class SharedRobots:
         keys = self._keys(site)
         while True:
             reply = await maybe_deferred_to_future(
-                self.jobs.submit(
+                self.jobs.submit_awaited(
                     "robots.txt look-up",
                     Call(
                         ("EVALSHA", _CLAIM.sha, 2, *keys, self.worker, self.lease_ms), script=_CLAIM

@@ -340,7 +340,7 @@ class RedisScheduler(FrontierScheduler):
                 fs.delete()
             return requeued, status, bits
 
-        d = self.jobs.submit("close", retire, then=self._retired)
+        d = self.jobs.submit_awaited("close", retire, then=self._retired)
         d.addBoth(lambda _: self.jobs.stop())
         return d
 

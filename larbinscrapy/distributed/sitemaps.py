@@ -42,7 +42,7 @@ class SharedSitemaps:
         link = self.link
         key = f"{link.shards.prefix(link.shards.of(host_of(site)))}:sitemaps:{site}"
         reply = await maybe_deferred_to_future(
-            link.jobs.submit("sitemap claim", Call(("SET", key, link.worker, "NX")))
+            link.jobs.submit_awaited("sitemap claim", Call(("SET", key, link.worker, "NX")))
         )
         return reply is not None
 
@@ -55,14 +55,16 @@ class SharedSitemaps:
         shard, frontier = link.frontier_of(host)
         while True:
             wait = await maybe_deferred_to_future(
-                link.jobs.submit("sitemap lease", frontier.take_call(link.worker, ip, host))
+                link.jobs.submit_awaited("sitemap lease", frontier.take_call(link.worker, ip, host))
             )
             if wait == 0:
                 self.taken += 1
                 rid = f"sitemap{self.taken}"
                 if link.ips is not None:  # a cluster: the IP's own lease too
                     other = await maybe_deferred_to_future(
-                        link.jobs.submit("iplease", link.ips.acquire_call(ip, link.token(rid)))
+                        link.jobs.submit_awaited(
+                            "iplease", link.ips.acquire_call(ip, link.token(rid))
+                        )
                     )
                     if other != 0:
                         link.send("release", frontier.release_call(link.worker, ip, 0.0, host=host))

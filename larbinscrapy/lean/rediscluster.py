@@ -1,16 +1,26 @@
-"""``cluster_client``: redis-py's ``RedisCluster`` that routes script calls by their keys.
+"""``cluster_client``: redis-py's ``RedisCluster`` that routes script calls by their keys, and
+``pipelined``: a batch of one-key commands sent to their masters in one write each.
 
 Replaces: ``RedisCluster.pipeline``'s pipelines, which leave out the client's command policies.
 redis-py's static policies leave ``EVAL``/``EVALSHA`` out, and a cluster pipeline then asks a
 node for each script call's keys (``COMMAND GETKEYS``, one round trip per call) before it sends
 anything; a keyed policy routes them by their keys' slot, read from the arguments.
+And the first attempt of ``ClusterPipeline.execute`` (``PipelineStrategy._send_cluster_commands``:
+a policy lookup, a command object and its options a command, ~20-55 us of CPU a call on
+loopback): ``_Cluster.by_node`` groups the commands by their key's master itself and writes and
+reads each group as redis-py's ``NodeCommands`` does. What that attempt did not settle (a node
+that could not be reached, ``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN``, a key with no
+master known) goes to redis-py's own pipeline, whose retries follow the moved slots.
 Private names: ``redis._parsers.commands`` (``CommandPolicies``, ``RequestPolicy``,
 ``ResponsePolicy``), ``RedisCluster._policy_resolver`` and ``ClusterPipeline._policy_resolver``
-(set by their ``__init__``, compared by digest with ``RedisCluster.pipeline``).
+(set by their ``__init__``, compared by digest with ``RedisCluster.pipeline``); the first
+attempt's behaviour, compared by digest (``PipelineStrategy._send_cluster_commands``,
+``NodeCommands``).
 Fallback: when one changed (``check``: one warning), redis-py's own ``RedisCluster``: every
-script call costs a ``COMMAND GETKEYS`` round trip again, nothing else changes.
+script call costs a ``COMMAND GETKEYS`` round trip again, and every batch the cluster
+pipeline's CPU; nothing else changes.
 Retire when: redis-py's static policies key ``EVAL``/``EVALSHA`` and its cluster pipelines
-take the client's policy resolver.
+take the client's policy resolver and cost what a plain pipeline a node costs.
 """
 
 from __future__ import annotations
@@ -19,8 +29,9 @@ import logging
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from redis.cluster import RedisCluster
+from redis.cluster import ClusterPipeline, RedisCluster
 from redis.commands.policies import BasePolicyResolver, StaticPolicyResolver
+from redis.exceptions import ConnectionError, RedisClusterException, RedisError, TimeoutError
 
 from larbinscrapy.lean.requires import Private, problems
 
@@ -35,7 +46,15 @@ REQUIRES: tuple[Private, ...] = (
     ("redis._parsers.commands", "ResponsePolicy.DEFAULT_KEYED"),
     ("redis.cluster", "RedisCluster.pipeline", "280ca3fa7469"),  # leaves the resolver out
     ("redis.cluster", "ClusterPipeline.__init__", "6baea8048de2"),  # sets ._policy_resolver
+    ("redis.cluster", "PipelineStrategy._send_cluster_commands", "4be5ee0cda30"),  # by_node
+    ("redis.cluster", "NodeCommands", "088e9f097b96"),  # how by_node writes and reads a node
 )
+
+# Where a command's one key is: a script call's first key, else the command's first argument.
+_KEY_AT = {"EVALSHA": 3, "EVAL": 3}
+# Replies redis-py's pipeline retries (``ClusterPipeline.ERRORS_ALLOW_RETRY``): sent again there.
+_AGAIN = ClusterPipeline.ERRORS_ALLOW_RETRY
+_NOT_SENT = object()  # a command whose node could not be asked: redis-py's pipeline sends it
 
 
 class _ScriptsKeyed(BasePolicyResolver):
@@ -59,6 +78,72 @@ class _Cluster(RedisCluster):
         pipe._policy_resolver = self._policy_resolver
         return pipe
 
+    def by_node(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Each command's reply (an error in its place): one write and its reads a master,
+        then redis-py's pipeline for what that did not settle (module docstring)."""
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        try:
+            for i, args in enumerate(commands):
+                node = self.get_node_from_key(args[_KEY_AT.get(args[0], 1)])
+                groups.setdefault(node.name, (node, []))[1].append(i)
+        except (RedisClusterException, RedisError, IndexError):  # no master known: redis-py's
+            return self._pipelined(commands)
+        replies: list[Any] = [_NOT_SENT] * len(commands)
+        sent = [self._write(node, [commands[i] for i in idx]) for node, idx in groups.values()]
+        for (_, idx), (client, conn) in zip(groups.values(), sent, strict=True):
+            if conn is not None:
+                self._read(client, conn, idx, commands, replies)
+        again = [i for i, r in enumerate(replies) if r is _NOT_SENT or isinstance(r, _AGAIN)]
+        if again:
+            try:
+                retried = self._pipelined([commands[i] for i in again])
+            except RedisError as exc:  # the others ran: each of these fails, not the batch
+                retried = [exc] * len(again)
+            for i, r in zip(again, retried, strict=True):
+                replies[i] = r
+        return replies
+
+    def _write(self, node: Any, commands: list[tuple[Any, ...]]) -> tuple[Any, Any]:
+        """(client, connection) with ``commands`` written, or (client, None) if it failed."""
+        client = self.get_redis_connection(node)
+        try:
+            conn = client.connection_pool.get_connection()
+        except RedisError:
+            return client, None
+        try:
+            conn.send_packed_command(conn.pack_commands(commands))
+        except RedisError:
+            conn.disconnect()
+            client.connection_pool.release(conn)
+            return client, None
+        return client, conn
+
+    @staticmethod
+    def _read(
+        client: Any, conn: Any, idx: list[int], commands: list[Any], replies: list[Any]
+    ) -> None:
+        """Read ``idx``'s replies into ``replies``. A connection that fails is dropped and the
+        replies not read stay ``_NOT_SENT`` (redis-py sends the node's commands again, those
+        already answered included; these are not)."""
+        try:
+            for i in idx:
+                try:
+                    replies[i] = client.parse_response(conn, commands[i][0])
+                except (ConnectionError, TimeoutError):
+                    raise
+                except RedisError as exc:  # this command's error reply
+                    replies[i] = exc
+        except (ConnectionError, TimeoutError):
+            conn.disconnect()  # replies may still come: never hand it to another caller
+        finally:
+            client.connection_pool.release(conn)
+
+    def _pipelined(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        pipe = self.pipeline(transaction=False)
+        for args in commands:
+            pipe.execute_command(*args)
+        return list(pipe.execute(raise_on_error=False))
+
 
 def check(requires: tuple[Private, ...] = REQUIRES) -> list[str]:
     """One warning when a private name changed in the installed redis-py; its problems."""
@@ -76,6 +161,16 @@ def check(requires: tuple[Private, ...] = REQUIRES) -> list[str]:
 def usable() -> bool:
     """Whether the keyed client can be built here (``check`` once a process)."""
     return not check()
+
+
+def pipelined(server: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """Each command's reply or its error, in order: one pipeline (a cluster: one a master)."""
+    if isinstance(server, _Cluster):
+        return server.by_node(commands)
+    pipe = server.pipeline(transaction=False)
+    for args in commands:
+        pipe.execute_command(*args)
+    return list(pipe.execute(raise_on_error=False))
 
 
 def cluster_client(url: str, **params: Any) -> Any:
