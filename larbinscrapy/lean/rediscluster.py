@@ -1,26 +1,17 @@
 """``cluster_client``: redis-py's ``RedisCluster`` that routes script calls by their keys, and
-``pipelined``: a batch of one-key commands sent to their masters in one write each.
+``pipelined``: a batch of one-key commands sent as one plain pipeline a master.
 
-Replaces: ``RedisCluster.pipeline``'s pipelines, which leave out the client's command policies.
-redis-py's static policies leave ``EVAL``/``EVALSHA`` out, and a cluster pipeline then asks a
-node for each script call's keys (``COMMAND GETKEYS``, one round trip per call) before it sends
-anything; a keyed policy routes them by their keys' slot, read from the arguments.
-And the first attempt of ``ClusterPipeline.execute`` (``PipelineStrategy._send_cluster_commands``:
-a policy lookup, a command object and its options a command, ~20-55 us of CPU a call on
-loopback): ``_Cluster.by_node`` groups the commands by their key's master itself and writes and
-reads each group as redis-py's ``NodeCommands`` does. What that attempt did not settle (a node
-that could not be reached, ``MOVED``, ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN``, a key with no
-master known) goes to redis-py's own pipeline, whose retries follow the moved slots.
+Replaces: ``RedisCluster.pipeline``'s pipelines (they leave the client's command policies out, so
+each script call costs a ``COMMAND GETKEYS`` round trip) and the first attempt of
+``ClusterPipeline.execute`` (a policy, a command object and a node lookup a call, ~15-50 us of
+CPU): ``_Cluster.by_node`` groups the calls by master and writes and reads each group as
+redis-py's ``NodeCommands`` does; what that did not settle goes to redis-py's pipeline.
 Private names: ``redis._parsers.commands`` (``CommandPolicies``, ``RequestPolicy``,
-``ResponsePolicy``), ``RedisCluster._policy_resolver`` and ``ClusterPipeline._policy_resolver``
-(set by their ``__init__``, compared by digest with ``RedisCluster.pipeline``); the first
-attempt's behaviour, compared by digest (``PipelineStrategy._send_cluster_commands``,
-``NodeCommands``).
-Fallback: when one changed (``check``: one warning), redis-py's own ``RedisCluster``: every
-script call costs a ``COMMAND GETKEYS`` round trip again, and every batch the cluster
-pipeline's CPU; nothing else changes.
-Retire when: redis-py's static policies key ``EVAL``/``EVALSHA`` and its cluster pipelines
-take the client's policy resolver and cost what a plain pipeline a node costs.
+``ResponsePolicy``), ``RedisCluster._policy_resolver``, ``ClusterPipeline._policy_resolver``;
+by digest: ``RedisCluster.pipeline``, ``PipelineStrategy._send_cluster_commands``,
+``NodeCommands``. Fallback: when one changed (``check``: one warning), redis-py's own client.
+Retire when: redis-py's cluster pipelines take the client's policies and cost a plain pipeline's.
+More in docs/modules.md (`larbinscrapy/lean/rediscluster.py`).
 """
 
 from __future__ import annotations
