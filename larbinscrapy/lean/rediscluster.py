@@ -78,16 +78,25 @@ class _Cluster(RedisCluster):
                 node = self.get_node_from_key(args[_KEY_AT.get(args[0], 1)])
                 groups.setdefault(node.name, (node, []))[1].append(i)
         except (RedisClusterException, RedisError, IndexError):  # no master known: redis-py's
-            return self._pipelined(commands)
+            return _one_pipeline(self, commands)
         replies: list[Any] = [_NOT_SENT] * len(commands)
-        sent = [self._write(node, [commands[i] for i in idx]) for node, idx in groups.values()]
-        for (_, idx), (client, conn) in zip(groups.values(), sent, strict=True):
-            if conn is not None:
+        written: list[tuple[list[int], Any, Any]] = []  # written, not yet read
+        try:
+            for node, idx in groups.values():
+                client, conn = self._write(node, [commands[i] for i in idx])
+                if conn is not None:
+                    written.append((idx, client, conn))
+            while written:
+                idx, client, conn = written.pop(0)
                 self._read(client, conn, idx, commands, replies)
+        finally:
+            for _, client, conn in written:  # an unexpected error: never reused with replies due
+                conn.disconnect()
+                client.connection_pool.release(conn)
         again = [i for i, r in enumerate(replies) if r is _NOT_SENT or isinstance(r, _AGAIN)]
         if again:
             try:
-                retried = self._pipelined([commands[i] for i in again])
+                retried = _one_pipeline(self, [commands[i] for i in again])
             except RedisError as exc:  # the others ran: each of these fails, not the batch
                 retried = [exc] * len(again)
             for i, r in zip(again, retried, strict=True):
@@ -103,10 +112,12 @@ class _Cluster(RedisCluster):
             return client, None
         try:
             conn.send_packed_command(conn.pack_commands(commands))
-        except RedisError:
+        except BaseException as exc:
             conn.disconnect()
             client.connection_pool.release(conn)
-            return client, None
+            if isinstance(exc, RedisError):
+                return client, None
+            raise
         return client, conn
 
     @staticmethod
@@ -126,14 +137,19 @@ class _Cluster(RedisCluster):
                     replies[i] = exc
         except (ConnectionError, TimeoutError):
             conn.disconnect()  # replies may still come: never hand it to another caller
+        except BaseException:
+            conn.disconnect()
+            raise
         finally:
             client.connection_pool.release(conn)
 
-    def _pipelined(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        pipe = self.pipeline(transaction=False)
-        for args in commands:
-            pipe.execute_command(*args)
-        return list(pipe.execute(raise_on_error=False))
+
+def _one_pipeline(server: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """redis-py's own pipeline of ``commands`` (a cluster's follows moved slots)."""
+    pipe = server.pipeline(transaction=False)
+    for args in commands:
+        pipe.execute_command(*args)
+    return list(pipe.execute(raise_on_error=False))
 
 
 def check(requires: tuple[Private, ...] = REQUIRES) -> list[str]:
@@ -158,10 +174,7 @@ def pipelined(server: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """Each command's reply or its error, in order: one pipeline (a cluster: one a master)."""
     if isinstance(server, _Cluster):
         return server.by_node(commands)
-    pipe = server.pipeline(transaction=False)
-    for args in commands:
-        pipe.execute_command(*args)
-    return list(pipe.execute(raise_on_error=False))
+    return _one_pipeline(server, commands)
 
 
 def cluster_client(url: str, **params: Any) -> Any:
