@@ -3,9 +3,10 @@
 
 Replaces: ``RedisCluster.pipeline``'s pipelines (they leave the client's command policies out, so
 each script call costs a ``COMMAND GETKEYS`` round trip) and the first attempt of
-``ClusterPipeline.execute`` (a policy, a command object and a node lookup a call, ~15-50 us of
-CPU): ``_Cluster.by_node`` groups the calls by master and writes and reads each group as
-redis-py's ``NodeCommands`` does; what that did not settle goes to redis-py's pipeline.
+``ClusterPipeline.execute`` (a policy, a command object and a node lookup for every call: the
+client CPU of a worker's batches, measured in benchmarks/RESULTS.md, "Issue 33,
+point 1: a batch a master"): ``_Cluster.by_node`` groups the calls by master and writes and
+reads each group as redis-py's ``NodeCommands`` does; what that did not settle goes to redis-py's.
 Private names: ``redis._parsers.commands`` (``CommandPolicies``, ``RequestPolicy``,
 ``ResponsePolicy``), ``RedisCluster._policy_resolver``, ``ClusterPipeline._policy_resolver``;
 by digest: ``RedisCluster.pipeline``, ``PipelineStrategy._send_cluster_commands``,
