@@ -23,8 +23,10 @@ Where the CPU goes: ``--base TREE`` runs each crawl from that checkout too, befo
 (alternated: the same web, one after the other); ``--syscalls`` counts the crawl's system calls
 with ``perf stat`` (``epoll_wait`` = reactor iterations); ``--py-spy DIR`` records a profile per
 crawl (``py-spy record --format raw``; its own CPU is then in ``cpu_s``; with either, peak RSS
-and open fds are the wrapper's: read them from a plain run); ``--netns-prefix`` names the
-namespaces.
+and open fds are the wrapper's: read them from a plain run); ``--inside gc,malloc,census`` runs
+``bench_hosts``' probes inside the crawl (a ``sitecustomize`` ahead on its path): the cyclic
+GC's CPU, where the resident memory sits at exit, the GC-tracked objects by type (every 30 s,
+the largest count kept); ``--netns-prefix`` names the namespaces.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import peers
+from benchmarks import bench_hosts, peers
 from larbinscrapy.conf import defaults
 from testweb.internet.analyze import analyze, load
 from testweb.internet.dns import dns_address
@@ -176,7 +178,8 @@ def bench(
         Namespace(dns_address(BASE), name=name) as ns,
         InternetProcess(logdir, args, netns=ns) as net,
     ):
-        env = {**os.environ, "PYTHONPATH": str(tree), "SSL_CERT_FILE": net.ca}
+        path = [str(_probes(work, probe.get("inside", ""))), str(tree)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "SSL_CERT_FILE": net.ca}
         env.pop("SCRAPY_SETTINGS_MODULE", None)
         peer = probe.get("peer", "larbin")
         if peer == "larbin":
@@ -236,10 +239,43 @@ def bench(
     stats = work / "stats.json"
     if stats.exists():
         got = json.loads(stats.read_text())
-        result["stats"] = {
-            k: v for k, v in got.items() if k.startswith(("larbin/dns", "larbin/dropped"))
-        }
+        kept = ("larbin/dns", "larbin/dropped", "larbin/http1/connections", "larbin/tls/")
+        result["stats"] = {k: v for k, v in got.items() if k.startswith(kept)}
+    for probe_name in filter(None, (probe.get("inside") or "").split(",")):
+        out = work / f"{probe_name}.json"
+        if out.exists():
+            result[probe_name] = json.loads(out.read_text())
     return result
+
+
+def _probes(work: Path, inside: str) -> Path:
+    """A directory with a ``sitecustomize`` running ``bench_hosts``' probes named in ``inside``
+    (empty: an empty directory)."""
+    where = work / "probes"
+    where.mkdir(exist_ok=True)
+    names = set(filter(None, inside.split(",")))
+    if unknown := names - {"gc", "malloc", "census"}:
+        raise SystemExit(f"--inside: unknown probe(s): {', '.join(sorted(unknown))}")
+    if names:
+        code = [bench_hosts.GC_TIMER.format(path=str(work / "gc.json"))]
+        if "malloc" in names:
+            code.append(bench_hosts.MALLOC.format(path=str(work / "malloc.json")))
+        if "census" in names:  # the signal from a timer thread: the census runs in the main one
+            code.append(bench_hosts.CENSUS.format(path=str(work / "census.json")))
+            code.append(CENSUS_TICKS)
+        (where / "sitecustomize.py").write_text("\n".join(code))
+    return where
+
+
+CENSUS_TICKS = """
+import os as _os, threading as _threading
+def _ticks():
+    while True:
+        _time.sleep(30)
+        _os.kill(_os.getpid(), _signal.SIGUSR1)
+if "scrapy" in " ".join(__import__("sys").argv):
+    _threading.Thread(target=_ticks, daemon=True).start()
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=1, help="repetitions (with --base: pairs)")
     p.add_argument("--syscalls", action="store_true", help="count system calls (perf stat)")
     p.add_argument("--py-spy", type=Path, default=None, help="a py-spy profile per crawl here")
+    p.add_argument("--inside", default="", help="probes in the crawl: gc, malloc, census")
     p.add_argument("--netns-prefix", default="internet-")
     p.add_argument("--max-pages", type=int, default=None, help="pages a host at most (1: one)")
     p.add_argument("--peers", default="", help="comma-separated: plain, crawlee (run after ours)")
@@ -292,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                     "netns_prefix": args.netns_prefix,
                     "max_pages": args.max_pages,
                     "peer": peer,
+                    "inside": args.inside if peer == "larbin" else "",
                 }
                 result = bench(
                     hosts,

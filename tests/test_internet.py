@@ -420,3 +420,25 @@ def test_a_crawl_through_the_system_resolver_is_polite_and_exact(e2e: dict[str, 
 def test_a_crawl_through_the_system_resolver_covers_every_live_host(e2e: dict[str, Any]) -> None:
     report = e2e["report"]
     assert report["coverage"] == 1.0 and report["host_coverage"] == 1.0, report
+
+
+@pytest.mark.crawl
+def test_a_robots_txt_or_sitemap_reached_by_a_redirect_is_not_fetched_again(
+    e2e: dict[str, Any],
+) -> None:
+    """An http site that moved to https (or a bare name to www) redirects its robots.txt and
+    sitemap to the new site's: those files are the new site's own, so the crawl reads each
+    once (RFC 9309 section 2.3.1.2 applies them to both), not again when it meets the new
+    site. Every other robots.txt and sitemap is asked once too while it answers."""
+    web = read_web(e2e["logdir"] / "web.log")
+    answered: dict[tuple[str, int, str], int] = {}
+    redirected = 0
+    for e in web:
+        if e.path in ("/robots.txt", "/sitemap.xml"):
+            redirected += e.status in (301, 302, 307, 308)
+            if e.status in (200, 404):  # an answer that settles the file (not 5xx nor silence)
+                key = (e.host, e.port, e.path)
+                answered[key] = answered.get(key, 0) + 1
+    assert redirected >= 10, redirected  # the web has moved sites
+    twice = {key: n for key, n in answered.items() if n > 1}
+    assert not twice, (len(twice), sorted(twice)[:10])

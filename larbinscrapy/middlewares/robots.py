@@ -2,7 +2,7 @@
 ``LARBIN_ROBOTS_TTL``) before any page of the site, and every waiting request checked.
 
 Stats: ``larbin/robots/{unreachable,unavailable,refetched,shared,crawl_delay,gave_up,
-lease_returned}`` and
+lease_returned,moved}`` and
 Scrapy's ``robotstxt/*``.
 """
 
@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
 from larbinscrapy.frontier import frontier_of
-from larbinscrapy.parse.urls import site_of, site_origin
+from larbinscrapy.parse.urls import host_of, site_of, site_origin
 from larbinscrapy.politeness import robotstxt
 from larbinscrapy.politeness.ipsites import IpState, politeness_of
 from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
@@ -73,6 +73,14 @@ class ReadsCrawlDelay(Protocol):
 
 class RobotsGaveUp(IgnoreRequest):
     """A robots.txt throttled past ``LARBIN_ROBOTS_RETRY_MAX``: the site is disallowed."""
+
+
+class RobotsKnown(IgnoreRequest):
+    """A robots.txt redirected to a site whose rules are in hand (``entry``): not fetched."""
+
+    def __init__(self, key: str, entry: Entry) -> None:
+        super().__init__(f"robots.txt of {key} is known")
+        self.entry = entry
 
 
 # What decides a site's pages: None (all allowed), ``_DISALLOW_ALL`` (none), a tuple of str
@@ -142,6 +150,8 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         """A site's rules in hand are applied at once; a coroutine only while they are read."""
         if request.meta.get("dont_obey_robotstxt"):
             self._check_throttled(request)
+            if M.ROBOTS_FOR in request.meta and M.REDIRECT_URLS in request.meta:
+                self._check_known(request.url)
             return None
         url = request.url
         if url.startswith(("data:", "file:")):
@@ -170,6 +180,17 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             logger.debug("Forbidden by robots.txt: %s", request)
             self.stats.inc_value("robotstxt/forbidden")
             raise IgnoreRequest("Forbidden by robots.txt")
+
+    def _check_known(self, url: str) -> None:
+        """A robots.txt redirected to a site whose rules are in hand is not fetched: that
+        site's answer is the one the redirect leads to (``RobotsKnown``)."""
+        key = site_key(url)
+        entry = self._sites.get(key)
+        if entry is None or key in self._waiters or url != site_origin(key) + "/robots.txt":
+            return
+        if entry[2] or entry[_DECIDER] is _DISALLOW_ALL or self.clock() >= entry[_EXPIRES]:
+            return  # failing or expired: asked again
+        raise RobotsKnown(key, entry)
 
     def _check_throttled(self, request: Request) -> None:
         """A robots.txt given back by a throttling pause (429...) goes again only while the
@@ -216,7 +237,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
                 )
         self._fetching[key] = self.clock()
         try:
-            rules, parser, body = await self._fetch(request, key, before)
+            rules, parser, body, moved = await self._fetch(request, key, before)
         except CrawlStopping:  # not read: the site keeps what it had, the resume reads it
             for waiter in self._waiters.pop(key):
                 waiter.errback(CrawlStopping("the crawl is stopping: robots.txt not read"))
@@ -226,7 +247,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self.stats.inc_value("robotstxt/request_count")
         if self._shared is not None:
             self._shared.store(key, rules, body, self.clock(), time.time())
-        return self._settle(key, rules, parser)
+        return self._settle(key, rules, parser, moved)
 
     def _return_lease(self, request: Request) -> None:
         """A leased request waiting for a robots.txt another request is reading gives its IP
@@ -241,38 +262,65 @@ class RobotsMiddleware(RobotsTxtMiddleware):
 
     async def _fetch(
         self, request: Request, key: str, before: SiteRules | None
-    ) -> tuple[SiteRules, Decider, bytes | None]:
-        """Fetch and read the site's robots.txt: its rules, decider and the body to share."""
-        meta: dict[str, Any] = {"dont_obey_robotstxt": True}
-        if before is not None and before.errors and self._never_answered(request):
-            meta[M.DONT_RETRY] = True  # asked again before the next page anyway
-        if M.LEASE in request.meta:
-            meta[M.BORROW] = request.meta[M.LEASE]
-            meta[M.IP] = request.meta.get(M.IP)
-        robotsreq = Request(
-            site_origin(key) + "/robots.txt",
-            priority=self.DOWNLOAD_PRIORITY,
-            meta=meta,
-            callback=NO_CALLBACK,
-        )
+    ) -> tuple[SiteRules, Decider, bytes | None, list[str]]:
+        """Fetch and read the site's robots.txt: its rules, decider, the body to share, and
+        the sites its redirects went through that the answer serves too (``_moved_to``)."""
+        robotsreq = self._robots_request(request, key, before)
         try:
             response = await self.crawler.engine.download_async(robotsreq)
             rules = self.policy.answered(response.status, self.clock(), before)
-            return rules, await self._parse(response, request, key, rules), response.body
+            moved = [] if rules.errors else self._moved_to(key, response)
+            parser = await self._parse(response, request, key, rules, moved)
+            return rules, parser, response.body, moved
         except CrawlStopping:
             raise
+        except RobotsKnown as known:  # redirected to a site read already: its rules
+            self.stats.inc_value("larbin/robots/moved_known")
+            entry = known.entry
+            return SiteRules(*entry[:_DECIDER]), entry[_DECIDER], None, []
         except RobotsGaveUp as exc:
             rules = self.policy.gave_up(self.clock(), before)
             self._log_gave_up(key, str(exc))
-            return rules, _DISALLOW_ALL, b""
+            return rules, _DISALLOW_ALL, b"", []
         except IgnoreRequest:  # dropped before the server was asked (or too many redirects)
-            return self.policy.unavailable(self.clock()), None, None  # says nothing of the site
+            return self.policy.unavailable(self.clock()), None, None, []  # nothing of the site
         except Exception as exc:
             self.stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
             rules = self.policy.answered(
                 None, self.clock(), before, at_once=self._never_answered(robotsreq)
             )
-            return rules, self._unreachable(key, rules, str(exc)), b""
+            return rules, self._unreachable(key, rules, str(exc)), b"", []
+
+    def _robots_request(self, request: Request, key: str, before: SiteRules | None) -> Request:
+        """The fetch of ``key``'s robots.txt, on the lease of the page ``request`` if it has one."""
+        meta: dict[str, Any] = {"dont_obey_robotstxt": True, M.ROBOTS_FOR: key}
+        if before is not None and before.errors and self._never_answered(request):
+            meta[M.DONT_RETRY] = True  # asked again before the next page anyway
+        if M.LEASE in request.meta:
+            meta[M.BORROW] = request.meta[M.LEASE]
+            meta[M.IP] = request.meta.get(M.IP)
+        url = site_origin(key) + "/robots.txt"
+        return Request(url, priority=self.DOWNLOAD_PRIORITY, meta=meta, callback=NO_CALLBACK)
+
+    def _moved_to(self, key: str, response: Response) -> list[str]:
+        """The sites whose own robots.txt the redirects of ``key``'s went through, nothing of
+        them known yet (``http://h`` moved to ``https://h``, a bare name to ``www``): the
+        answer is their robots.txt too, so none is asked again (RFC 9309 section 2.3.1.2
+        applies it to ``key``). The final site is the last. Only between a name and its
+        ``www`` form: a file elsewhere says nothing of what the crawl will meet."""
+        hops = [*response.meta.get(M.REDIRECT_URLS, ())[1:], response.url]
+        host = host_of(key)
+        moved: list[str] = []
+        for url in hops:
+            site = site_key(url)
+            if site == key or url != site_origin(site) + "/robots.txt" or site in moved:
+                continue
+            if site in self._sites or site in self._waiters:
+                continue
+            other = host_of(site)
+            if other == host or other == "www." + host or host == "www." + other:
+                moved.append(site)
+        return moved
 
     def _log_gave_up(self, key: str, why: str) -> None:
         """Log the first site given up at INFO, the others at DEBUG; count them all."""
@@ -287,8 +335,16 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             self.policy.ttl,
         )
 
-    def _settle(self, key: str, rules: SiteRules, parser: Decider) -> Decider:
-        """Keep the site's rules and decider, and hand the decider to the requests waiting."""
+    def _settle(
+        self, key: str, rules: SiteRules, parser: Decider, moved: list[str] | None = None
+    ) -> Decider:
+        """Keep the site's rules and decider, and hand the decider to the requests waiting;
+        the same for the sites its robots.txt ``moved`` to (``_moved_to``) not read since."""
+        for site in moved or ():
+            if site not in self._waiters and site not in self._sites:
+                self._waiters[site] = []
+                self._settle(site, rules, parser)
+                self.stats.inc_value("larbin/robots/moved")
         self._sites.pop(key, None)
         self._sites[key] = (rules.verdict, rules.expires, rules.errors, rules.failing_since, parser)
         if len(self._sites) > self._resident_max:
@@ -314,26 +370,48 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self._sites = kept
 
     async def _parse(
-        self, response: Response, request: Request, key: str, rules: SiteRules
+        self,
+        response: Response,
+        request: Request,
+        key: str,
+        rules: SiteRules,
+        moved: list[str] | None = None,
     ) -> Decider:
         self.stats.inc_value("robotstxt/response_count")
         self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
         if rules.verdict != PARSE:
             return self._unreachable(key, rules, f"status {response.status}")
-        return await self._parse_body(response.body, request, key, rules)
+        final = site_key(response.url)
+        return await self._parse_body(response.body, request, key, rules, moved, final)
 
     async def _parse_body(
-        self, body: bytes, request: Request, key: str, rules: SiteRules
+        self,
+        body: bytes,
+        request: Request,
+        key: str,
+        rules: SiteRules,
+        moved: list[str] | None = None,
+        final: str | None = None,
     ) -> Decider:
         """What decides the pages of a robots.txt ``body`` read (or shared) under ``rules``:
-        our parser's compact rules, or the user's parser itself."""
+        our parser's compact rules, or the user's parser itself. ``robots_parsed`` names the
+        site whose file it is: the ``final`` site ``key``'s redirects ``moved`` to, none when
+        that site was known already (its sitemaps are read there, not through redirects)."""
         if rules.verdict != PARSE:
             return self._unreachable(key, rules, "as another worker found it")
         parser = build_from_crawler(self.parser_class, self.crawler, body)
-        await self.crawler.signals.send_catch_log_async(
-            signal=signals.robots_parsed, robotparser=parser, request=request
-        )
-        self._apply_crawl_delay(parser, urlparse_cached(request).hostname)
+        hosts = {urlparse_cached(request).hostname, *map(host_of, moved or ())}
+        told: Request | None = request
+        if final is not None and final != key:  # redirected elsewhere
+            told = None
+            if moved and moved[-1] == final:
+                told = Request(site_origin(final) + "/robots.txt", callback=NO_CALLBACK)
+        if told is not None:
+            await self.crawler.signals.send_catch_log_async(
+                signal=signals.robots_parsed, robotparser=parser, request=told
+            )
+        for host in hosts:
+            self._apply_crawl_delay(parser, host)
         if self._compact:
             return self._shared_rules(cast("RobotsTxtParser", parser).rules)
         return parser
