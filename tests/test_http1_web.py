@@ -8,7 +8,9 @@ responses must be equal (class, status, headers but ``Date``, body, flags, IP, p
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import gc
+import tracemalloc
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from scrapy import Request
@@ -16,7 +18,12 @@ from scrapy import Request
 from tests.support.http1 import make_handler, plain_reactor, run
 from testweb.synthweb import SynthWeb
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
+
+CONNECTIONS = 100  # idle keep-alive connections held at once
 
 
 def _summary(response: Any) -> tuple[Any, ...]:
@@ -33,8 +40,8 @@ def _summary(response: Any) -> tuple[Any, ...]:
     )
 
 
-async def _fetch(handler: Any, requests: list[Request]) -> list[tuple[Any, ...]]:
-    sem = asyncio.Semaphore(16)
+async def _fetch(handler: Any, requests: list[Request], at_once: int = 16) -> list[tuple[Any, ...]]:
+    sem = asyncio.Semaphore(at_once)
 
     async def one(request: Request) -> tuple[Any, ...]:
         async with sem:
@@ -63,3 +70,33 @@ def test_same_answers_from_nginx() -> None:
     statuses = [s[2] for s in got["lean"]]
     assert statuses.count(200) == len(urls) + 3 and 404 in statuses
     assert all(len(s[4]) > 1000 for s in got["lean"][: len(urls)])
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_an_idle_connection_keeps_nothing_of_its_last_answer(tls: bool, tmp_path: Path) -> None:
+    """A broad crawl keeps thousands of keep-alive connections idle between a site's fetches
+    (up to the server's keep-alive timeout): one must not hold the bytes of the answer it last
+    carried (the socket read its head came in, up to 64 KB) until its next request."""
+    with (
+        plain_reactor(),
+        SynthWeb(hosts=1, pages_per_host=5, dead=0, tls=tls, workdir=str(tmp_path)) as web,
+    ):
+        handler, _ = make_handler("lean", CONCURRENT_REQUESTS_PER_DOMAIN=CONNECTIONS)
+        url = sorted(u for u in web.pages if u.startswith(web.seeds[0]))[1]
+        run(handler.download_request(Request(url)))  # TLS: the shared context, once
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            answers = run(_fetch(handler, [Request(url)] * CONNECTIONS, CONNECTIONS), timeout=60)
+            body = len(answers[0][4])
+            del answers
+            gc.collect()
+            kept = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        idle = sum(len(conns) for conns in handler._pool.idle.values())
+        run(handler.close())
+    assert body > 20_000 and idle >= CONNECTIONS * 0.9, (body, idle)
+    # its own objects (transport, parser, TLS state) are a few KB; the answer was over 20
+    assert kept / idle < 12_000, (kept / idle, body)

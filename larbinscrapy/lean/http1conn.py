@@ -365,6 +365,10 @@ class Connection(Protocol):
         ex.finished = True
         self.exchange = None
         self.used = True
+        # nothing of this answer stays on the connection while it waits idle: the socket
+        # read its head came in (up to 64 KB) is the largest thing it would hold
+        self.head_bytes, self.head = [], []
+        self.after_head = self.pending = None
         if ex.conn_close or partial or self.lost:
             self.close()
         else:
