@@ -442,3 +442,29 @@ def test_a_robots_txt_or_sitemap_reached_by_a_redirect_is_not_fetched_again(
     assert redirected >= 10, redirected  # the web has moved sites
     twice = {key: n for key, n in answered.items() if n > 1}
     assert not twice, (len(twice), sorted(twice)[:10])
+
+
+@pytest.mark.crawl
+def test_a_redirects_target_is_fetched_next_on_its_address(e2e: dict[str, Any]) -> None:
+    """A page that moved (http to https, a bare name to www) redirects to a site new to the
+    frontier. That site waited its turn in its address's round of sites (on a shared address,
+    after every other site of it) while the connection its robots.txt had just opened went
+    cold. A redirect's target now goes as a started site's next page does: next on its
+    address, once its host's delay allows."""
+    web = read_web(e2e["logdir"] / "web.log")
+    between: list[int] = []  # requests to the same address between a redirect and its target
+    for i, e in enumerate(web):
+        if e.status not in (301, 302, 307, 308) or e.path in ("/robots.txt", "/sitemap.xml"):
+            continue
+        bare = e.host.removeprefix("www.")
+        targets = {(bare, 443), ("www." + bare, 443), ("www." + bare, e.port)} - {(e.host, e.port)}
+        others = 0
+        for later in web[i + 1 :]:
+            if (later.host, later.port) in targets and later.path == e.path:
+                between.append(others)
+                break
+            others += later.ip == e.ip
+    assert len(between) >= 20, between
+    # a few at most: those leased, or held at the send-time gate, when it was queued (the
+    # tree before: a median of 17, a round of the address's sites)
+    assert sorted(between)[len(between) // 2] <= 6, sorted(between)

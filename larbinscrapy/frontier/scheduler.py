@@ -335,7 +335,7 @@ class LarbinScheduler(FrontierScheduler):
             site.queue.insert(site.head, (index, rid, payload))
             site.head += 1
             self.in_memory += 1
-            if site.state == READY and len(site.queue) == 1:
+            if site.state == READY:  # served as a started site (``IpRing.add_site``)
                 self.ring.add_site(site)
             return
         if len(site.queue) >= self.max_per_site or site.overflow is not None:

@@ -93,7 +93,8 @@ class IpRing:
     """IPs with queued sites; ``ready`` in round-robin order, cooling IPs in a heap by time.
 
     A started site (a page of it out, or its fetch just ended: its server's connection is
-    open) with URLs queued also waits in ``_warm``: if the rotation has not served it
+    open, or a priority-tier URL first in its queue: a redirect's target, an injected URL)
+    with URLs queued also waits in ``_warm``: if the rotation has not served it
     ``grace`` seconds (``DOWNLOAD_DELAY``) after its host may go again, it goes then, ahead
     of the rotation, if its IP allows, or first on its IP once the IP is free. So a started
     site is fetched again within two delays while the connection its last page left is
@@ -118,11 +119,13 @@ class IpRing:
 
     def add_site(self, site: Site) -> None:
         """A READY site got URLs: make sure it and its IP take part in the rotation (a site
-        with a page out first on its IP)."""
+        with a page out, or a priority-tier URL first in its queue, first on its IP)."""
         ip = site.ip
         assert ip is not None
         sites = self.sites.setdefault(ip, deque())
-        if site.out:  # fetched just now (its connection open): its turn on the IP is next
+        # fetched just now (its connection open), or its next URL is a redirect's target (the
+        # rest of a fetch: its robots.txt was read just now) or injected: next on the IP
+        if site.out or site.head:
             if site not in sites:
                 sites.appendleft(site)
             self.warm(site, self.table.next_start(self.table.get(ip), site.host))
