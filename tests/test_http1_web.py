@@ -100,3 +100,28 @@ def test_an_idle_connection_keeps_nothing_of_its_last_answer(tls: bool, tmp_path
     assert body > 20_000 and idle >= CONNECTIONS * 0.9, (body, idle)
     # its own objects (transport, parser, TLS state) are a few KB; the answer was over 20
     assert kept / idle < 12_000, (kept / idle, body)
+
+
+def test_idle_connections_are_capped_least_recently_used_first(tmp_path: Path) -> None:
+    """Past ``LARBIN_FETCH_IDLE_MAX`` idle keep-alive connections the least recently used is
+    closed: a broad crawl would otherwise keep every site's last connection (tens of KB of TLS
+    state each) until its server closes it. The ones kept are the newest, and they still
+    carry requests."""
+    with (
+        plain_reactor(),
+        SynthWeb(hosts=1, pages_per_host=5, dead=0, workdir=str(tmp_path)) as web,
+    ):
+        handler, crawler = make_handler(
+            "lean", CONCURRENT_REQUESTS_PER_DOMAIN=40, LARBIN_FETCH_IDLE_MAX=10
+        )
+        url = sorted(u for u in web.pages if u.startswith(web.seeds[0]))[1]
+        start = web.log_offset()
+        run(_fetch(handler, [Request(url)] * 40, 40), timeout=60)
+        idle = sum(len(conns) for conns in handler._pool.idle.values())
+        again = run(_fetch(handler, [Request(url)] * 10, 10), timeout=60)
+        entries = web.access_log_entries(start)
+        run(handler.close())
+    assert idle == 10, idle
+    assert crawler.stats.get_value("larbin/http1/idle_closed") == 30
+    assert all(answer[2] == 200 for answer in again)
+    assert len({e.connection for e in entries}) == 40, "the 10 kept carried the last 10"

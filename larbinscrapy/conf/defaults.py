@@ -480,6 +480,12 @@ LARBIN_FETCH_IDLE_TIMEOUT = Setting(
     old="LARBIN_HTTP1_IDLE_TIMEOUT",
     doc="seconds an idle keep-alive connection is kept (Twisted's pool: 240)",
 )
+LARBIN_FETCH_IDLE_MAX = Setting(
+    4096,
+    int,
+    min=0,
+    doc="idle keep-alive connections kept at most, the least recently used closed past it (an idle https connection holds OpenSSL's state, tens of KB: benchmarks/RESULTS.md; a broad crawl leaves thousands idle until their servers close them); 0: no cap but LARBIN_FETCH_CONNECTIONS_MAX",
+)
 LARBIN_IP_FAILURES_MAX = Setting(
     3,
     int,

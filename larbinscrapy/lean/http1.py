@@ -135,6 +135,7 @@ class LeanHttpDownloadHandler:
         idle_timeout: float,
         tls_verbose: bool = False,
         max_connections: int = 0,
+        idle_max: int = 0,
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError("LARBIN_FETCH_IDLE_TIMEOUT must be positive")
@@ -146,9 +147,9 @@ class LeanHttpDownloadHandler:
         self.fail_on_dataloss = fail_on_dataloss
         self._delegate_all = bool(bind_address) or not is_asyncio_available()
         self._reactor = cast("_NetReactor", installed_reactor())
-        self._pool = ConnectionPool(
-            self._reactor, max(1, max_idle), idle_timeout, connections_max(max_connections)
-        )
+        cap = connections_max(max_connections)
+        pool = ConnectionPool(self._reactor, max(1, max_idle), idle_timeout, cap, idle_max=idle_max)
+        self._pool, pool.stats = pool, self.stats
         self._scrapy: Any = None
         self._dataloss_warned = False
         self._earned: PageRule | None = None  # larbin's page timeout, once adopted
@@ -177,6 +178,7 @@ class LeanHttpDownloadHandler:
             idle_timeout=s.getfloat("LARBIN_FETCH_IDLE_TIMEOUT"),
             tls_verbose=s.getbool("DOWNLOADER_CLIENT_TLS_VERBOSE_LOGGING"),
             max_connections=s.getint("LARBIN_FETCH_CONNECTIONS_MAX"),
+            idle_max=s.getint("LARBIN_FETCH_IDLE_MAX"),
         )
 
     def _delegate(self) -> Any:

@@ -1,10 +1,13 @@
 """The lean handler's connections: idle keep-alive ones per (host, port), and new ones.
 
 ``ConnectionPool`` keeps idle ``http1conn.Connection`` objects, LIFO, at most ``max_idle`` per
-key, and closes those idle longer than ``idle_timeout`` from one sweep timer (not one timer per
-connection). It also holds the cap on open connections (``LARBIN_FETCH_CONNECTIONS_MAX``, by
-default derived from ``RLIMIT_NOFILE``): at the cap the least recently used idle connection is
-closed for a new one, and a socket the OS refuses (EMFILE) makes the download wait, not fail.
+key and ``idle_max`` in all (``LARBIN_FETCH_IDLE_MAX``: an idle https connection holds
+OpenSSL's state, and a broad crawl leaves thousands idle until their servers close them; the
+least recently used goes, ``larbin/http1/idle_closed``), and closes those idle longer than
+``idle_timeout`` from one sweep timer (not one timer per connection). It also holds the cap on
+open connections (``LARBIN_FETCH_CONNECTIONS_MAX``, by default derived from ``RLIMIT_NOFILE``):
+at the cap the least recently used idle connection is closed for a new one, and a socket the OS
+refuses (EMFILE) makes the download wait, not fail.
 ``Dialer`` connects one TCP connection for a waiting download; ``connect_error``
 turns a connect or DNS failure into the exception Scrapy's handler raises for it.
 
@@ -66,9 +69,20 @@ class ConnectionPool:
     connect fails, its connection is lost, or ``release`` (nothing was dialled).
     """
 
-    def __init__(self, reactor: Any, max_idle: int, idle_timeout: float, max_open: int = 0) -> None:
+    def __init__(
+        self,
+        reactor: Any,
+        max_idle: int,
+        idle_timeout: float,
+        max_open: int = 0,
+        *,
+        idle_max: int = 0,
+        stats: Any = None,
+    ) -> None:
         self.reactor = reactor
         self.max_idle = max_idle
+        self.idle_max = idle_max  # idle connections in all at most (0: none but the open cap)
+        self.stats = stats
         self.idle_timeout = idle_timeout
         self.max_open = max_open
         self.limit = max_open  # lowered for a while when the OS runs out of descriptors
@@ -98,6 +112,10 @@ class ConnectionPool:
         conn.idle_since = self.reactor.seconds()
         if len(conns) > self.max_idle:
             self._close_idle(conns[0])
+        elif self.idle_max and len(self.lru) > self.idle_max:  # the least recently used goes
+            self._close_idle(next(iter(self.lru)))
+            if self.stats is not None:
+                self.stats.inc_value("larbin/http1/idle_closed")
         if self._slots:
             self._grant()
         if self._sweeper is None:
