@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import tracemalloc
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import pytest
 from scrapy import Request
 
-from tests.support.http1 import make_handler, plain_reactor, run
+from tests.support.http1 import BASE_SETTINGS, HANDLERS, make_handler, plain_reactor, run, settle
 from testweb.synthweb import SynthWeb
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
 
@@ -132,3 +131,107 @@ def test_idle_connections_are_capped_least_recently_used_first(tmp_path: Path) -
     assert crawler.stats.get_value("larbin/http1/idle_closed") == 30
     assert all(answer[2] == 200 for answer in again)
     assert len({e.connection for e in entries}) == 40, "the 10 kept carried the last 10"
+
+
+def test_http_and_https_share_one_cap_on_connections(tmp_path: Path) -> None:
+    """Scrapy builds a download handler for each scheme in ``DOWNLOAD_HANDLERS``: the caps on
+    open and idle connections are the crawl's (``LARBIN_FETCH_CONNECTIONS_MAX`` comes from the
+    process's descriptor limit), not each scheme's, or a crawl of http and https sites holds
+    twice the connections and descriptors it was given."""
+    from scrapy import Spider, signals
+    from scrapy.core.downloader.handlers import DownloadHandlers
+    from scrapy.utils.test import get_crawler
+
+    from larbinscrapy.conf.defaults import DOWNLOAD_HANDLERS
+
+    def sockets() -> int:
+        fds = Path("/proc/self/fd")
+        return sum(1 for fd in fds.iterdir() if _link(fd).startswith("socket:"))
+
+    with (
+        plain_reactor(),
+        SynthWeb(hosts=1, pages_per_host=5, dead=0, workdir=str(tmp_path / "a")) as web,
+        SynthWeb(hosts=1, pages_per_host=5, dead=0, tls=True, workdir=str(tmp_path / "b")) as tls,
+    ):
+        crawler = get_crawler(
+            Spider,
+            {
+                **BASE_SETTINGS,
+                "DOWNLOAD_HANDLERS": DOWNLOAD_HANDLERS,
+                "LARBIN_FETCH_HANDLER": HANDLERS["lean"],
+                "CONCURRENT_REQUESTS_PER_DOMAIN": 40,
+                "LARBIN_FETCH_CONNECTIONS_MAX": 16,
+                "LARBIN_FETCH_IDLE_MAX": 10,
+                "EXTENSIONS_BASE": {},  # engine_stopped closes the handlers here, nothing else
+            },
+        )
+        crawler.spider = Spider("t")
+        handlers = DownloadHandlers(crawler)
+        urls = [sorted(u for u in w.pages if u.startswith(w.seeds[0]))[1] for w in (web, tls)]
+        before, most = sockets(), [0]
+
+        async def watch() -> None:
+            while True:
+                most[0] = max(most[0], sockets() - before)
+                await asyncio.sleep(0.002)
+
+        async def fetch_all() -> list[int]:
+            watcher = asyncio.ensure_future(watch())
+            fetched = [handlers.download_request_async(Request(u)) for u in urls for _ in range(40)]
+            answers = await asyncio.gather(*fetched)
+            watcher.cancel()
+            return [answer.status for answer in answers]
+
+        statuses = run(fetch_all(), timeout=60)
+        settle(0.2)
+        idle = sockets() - before
+        run(crawler.signals.send_catch_log_async(signal=signals.engine_stopped))
+    assert statuses == [200] * 80
+    assert most[0] <= 16, f"{most[0]} connections open at once, the cap is 16"
+    assert idle == 10, f"{idle} idle connections kept, the cap is 10"
+
+
+def _link(fd: Path) -> str:
+    try:
+        return os.readlink(fd)
+    except OSError:  # closed since it was listed
+        return ""
+
+
+def test_tls_connections_leave_no_connection_state_for_the_cyclic_collector(
+    tmp_path: Path,
+) -> None:
+    """A TLS error (a server's close without ``close_notify``) made Twisted keep its failure
+    in a cycle with the frames that handled it: with them the whole connection, OpenSSL's
+    state included (tens of KB), lived until a full collection, and a broad crawl's hundreds
+    of thousands of connections piled up between two of them. A certificate check's verify
+    callback did the same. What is left to the collector is a few small objects a
+    connection (the verify callback Scrapy's TLS options set and replace at once)."""
+    import OpenSSL.SSL
+
+    with (
+        plain_reactor(),
+        SynthWeb(hosts=1, pages_per_host=5, dead=0, tls=True, workdir=str(tmp_path)) as web,
+    ):
+        url = sorted(u for u in web.pages if u.startswith(web.seeds[0]))[1]
+        handler, _crawler = make_handler("lean", CONCURRENT_REQUESTS_PER_DOMAIN=20)
+        run(handler.download_request(Request(url)))  # one-time state: the shared context
+        while gc.collect():  # earlier tests' garbage, and what freeing it left
+            pass
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            answers = run(_fetch(handler, [Request(url)] * 20, 20), timeout=60)
+            run(handler.close())  # the idle connections closed: the server sees no close_notify
+            settle(0.3)  # their connectionLost
+            gc.collect()
+            left = list(gc.garbage)
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+    assert [answer[2] for answer in answers] == [200] * 20
+    kinds = {type(o) for o in left}
+    assert OpenSSL.SSL.Connection not in kinds, "an OpenSSL connection waits for the collector"
+    assert not any(kind.__name__ == "frame" for kind in kinds), "frames wait for the collector"
+    assert len(left) < 20 * 20, f"{len(left)} objects in cycles after 20 TLS connections"

@@ -16,6 +16,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet import defer
 
 from larbinscrapy.lean.addon import SCRAPY_HTTP_HANDLER
+from larbinscrapy.lean.perscheme import one_per_crawler
 from larbinscrapy.reactor import installed_reactor
 
 if TYPE_CHECKING:
@@ -105,9 +106,15 @@ class PageDeadlineHandler:
         self._reactor = installed_reactor()
         self._signals = crawler.signals
         self._counting = False  # bytes_received connected: on the first download, see below
+        self._closed = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PageDeadlineHandler:
+        """One wrapper for http and https: its inner handler owns the crawl's connections."""
+        return one_per_crawler(cls, crawler, lambda: cls._build(crawler))
+
+    @classmethod
+    def _build(cls, crawler: Crawler) -> PageDeadlineHandler:
         s = crawler.settings
         # empty when no LeanEngineAddon ran to choose: Scrapy's handler, as with the switch off
         inner_cls = load_object(s["LARBIN_FETCH_HANDLER"] or SCRAPY_HTTP_HANDLER)
@@ -125,8 +132,8 @@ class PageDeadlineHandler:
             if inside is not None:
                 return await inside
         if not self._counting:
-            # Scrapy builds one handler per scheme (http, https): only one that downloads
-            # listens, since every receiver costs a call per chunk of every page.
+            # connected on the first download timed here, not by the inner handler: every
+            # receiver costs a call per chunk of every page
             self._counting = True
             self._signals.connect(self._bytes_received, signal=signals.bytes_received)
         meta = request.meta
@@ -165,6 +172,10 @@ class PageDeadlineHandler:
             page.received += len(data)
 
     async def close(self) -> None:
+        """Close the inner handler once (Scrapy closes this wrapper for each scheme)."""
+        if self._closed:
+            return
+        self._closed = True
         closing = self.inner.close()
         if inspect.isawaitable(closing):
             await closing

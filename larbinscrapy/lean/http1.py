@@ -44,7 +44,6 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.ssl import _log_ssl_conn_debug_info
 from twisted.internet import defer
 from twisted.internet.abstract import isIPAddress
-from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
 from twisted.web.http import _DataLoss
@@ -59,7 +58,8 @@ from larbinscrapy.lean.http1pool import (
     connect_error,
     connections_max,
 )
-from larbinscrapy.lean.http1tls import TLSConnection, TLSSites
+from larbinscrapy.lean.http1tls import TLSConnection, TLSFactory, TLSSites
+from larbinscrapy.lean.perscheme import one_per_crawler
 from larbinscrapy.reactor import Reactor, installed_reactor
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ REQUIRES: tuple[Private, ...] = (
     ("scrapy.utils._download_handlers", "get_dataloss_msg"),
     ("scrapy.utils._download_handlers", "get_maxsize_msg"),
     ("scrapy.utils._download_handlers", "get_warnsize_msg"),
+    ("twisted.protocols.tls", "TLSMemoryBIOProtocol._tlsShutdownFinished", "e78b042366fe"),
     ("twisted.web._newclient", "ResponseFailed"),
     ("twisted.web._newclient", "ResponseNeverReceived"),
     ("twisted.web._newclient", "ParseError"),
@@ -161,12 +162,19 @@ class LeanHttpDownloadHandler:
         ):
             self._tls = TLSSites(crawler)  # a wrong TLS version fails at start, as in Scrapy's
         self.tls_verbose = tls_verbose
+        self._closed = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LeanHttpDownloadHandler:
+        """One handler for http and https (``one_per_crawler``): one pool, one cap."""
         s = crawler.settings
         if not s.getbool("TWISTED_REACTOR_ENABLED"):  # as Scrapy's handler says it
             raise NotConfigured(f"{cls.__name__} requires a Twisted reactor.")
+        return one_per_crawler(cls, crawler, lambda: cls._build(crawler))
+
+    @classmethod
+    def _build(cls, crawler: Crawler) -> LeanHttpDownloadHandler:
+        s = crawler.settings
         return cls(
             crawler,
             timeout=s.getfloat("DOWNLOAD_TIMEOUT"),
@@ -323,7 +331,7 @@ class LeanHttpDownloadHandler:
                 self._tls = TLSSites(self.crawler)
             site = self._tls.site(host, port)
             dialer = Dialer(fut, self._pool, key, partial(TLSConnection, site))
-            factory = TLSMemoryBIOFactory(site, True, dialer)  # type: ignore[arg-type]
+            factory = TLSFactory(site, True, dialer)  # type: ignore[arg-type]
         else:
             factory = Dialer(fut, self._pool, key)
         # under larbin's page timeout its timer ends a connect that takes too long, as it did
@@ -362,6 +370,10 @@ class LeanHttpDownloadHandler:
         return response
 
     async def close(self) -> None:
+        """Close the pool (Scrapy closes this handler once for each scheme it serves)."""
+        if self._closed:
+            return
+        self._closed = True
         self._pool.close()
         if self._scrapy is not None:
             closing = self._scrapy.close()

@@ -1,5 +1,4 @@
-"""TLS for the lean handler: one client TLS creator per site, its sessions resumed, handshakes
-counted.
+"""TLS for the lean handler: one client TLS creator per site, its sessions resumed.
 
 Scrapy's handler asks its context factory for a new TLS creator on every request, each with its
 own OpenSSL context, so no session is ever resumed. Here the same factory, built as Scrapy's
@@ -9,10 +8,10 @@ factory all sites share the first one's OpenSSL context (its trust store loaded 
 site); each site's creator keeps SNI and the certificate's name check for its own name.
 ``TLSConnection`` is ``http1conn.Connection`` over Twisted's TLS transport; it keeps the peer
 certificate for ``Response.certificate``. Details: docs/https.md, docs/modules.md (lean/).
-
 Stats: ``larbin/tls/handshakes`` (TLS handshakes completed), ``larbin/tls/resumed`` (those that
-resumed a session). Private name used: ``OpenSSL.SSL._lib.SSL_session_reused`` (pyOpenSSL has no
-public call that tells whether a handshake resumed a session).
+resumed a session). Private names: ``OpenSSL.SSL._lib.SSL_session_reused`` (no public call tells
+a resumed session), ``Connection._verify_helper`` and Twisted's ``_tlsShutdownFinished``: no TLS
+connection leaves its state to the cyclic collector (docs/modules.md).
 """
 
 from __future__ import annotations
@@ -27,7 +26,9 @@ from scrapy.core.downloader.contextfactory import (
 )
 from twisted.internet._sslverify import ClientTLSOptions
 from twisted.internet.interfaces import IHandshakeListener, IOpenSSLClientConnectionCreator
+from twisted.internet.protocol import connectionDone
 from twisted.internet.ssl import Certificate
+from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from zope.interface import implementer
 
 from larbinscrapy.lean.http1conn import Connection, ConnectionOwner
@@ -35,7 +36,7 @@ from larbinscrapy.lean.http1conn import Connection, ConnectionOwner
 if TYPE_CHECKING:
     from OpenSSL import SSL
     from scrapy.crawler import Crawler
-    from twisted.protocols.tls import TLSMemoryBIOProtocol
+    from twisted.python.failure import Failure
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,52 @@ class TLSSites:
         return creator
 
 
+def _drop_verify_callback(handle: SSL.Connection) -> None:
+    """The certificate is checked: drop its verify callback now, not when the connection goes.
+
+    pyOpenSSL's verify helper and its C callback name each other, and hold Twisted's hostname
+    check (closures, the service id): a cycle a handshake that only a full collection would
+    free. A renegotiation later is still verified by OpenSSL against the trust store.
+    """
+    helper = getattr(handle, "_verify_helper", None)
+    handle.set_verify(handle.get_verify_mode(), None)
+    if helper is not None:
+        helper.callback = None  # the helper's cycle broken: freed by reference counting
+
+
+class _TLSProtocol(TLSMemoryBIOProtocol):
+    """Twisted's TLS layer without the reference cycle a connection's TLS error leaves.
+
+    ``_flushReceiveBIO`` makes the failure of a TLS error (a server's close without
+    ``close_notify`` is one) in a local variable: its traceback holds that frame, the frame
+    the failure, and with the frames every object of the connection, its OpenSSL state
+    included, until a full collection. Stringified once handled, they go by reference
+    counting. Private name overridden: ``TLSMemoryBIOProtocol._tlsShutdownFinished``
+    (``http1.py``'s ``REQUIRES``).
+    """
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        super().connectionLost(reason)
+        # a verify callback Scrapy's TLS options set and replaced at once (pyOpenSSL's
+        # helper, a cycle) still names this protocol: let it hold neither the socket's objects
+        # nor the factory's (nothing reads them once the connection is lost)
+        self.transport = None
+        self.factory = None  # type: ignore[assignment]
+
+    def _tlsShutdownFinished(self, reason: Failure | None) -> None:
+        try:
+            super()._tlsShutdownFinished(reason)
+        finally:
+            if reason is not None:
+                reason.cleanFailure()
+
+
+class TLSFactory(TLSMemoryBIOFactory):
+    """``TLSMemoryBIOFactory`` building ``_TLSProtocol``."""
+
+    protocol = _TLSProtocol
+
+
 @implementer(IHandshakeListener)
 class TLSConnection(Connection):
     """A ``Connection`` over TLS: the peer certificate kept, the session saved when idle."""
@@ -124,8 +171,14 @@ class TLSConnection(Connection):
         transport: Any = self.transport
         peer = transport.getPeerCertificate()
         self.certificate = None if peer is None else Certificate(peer)
-        self.site.handshake_done(transport.getHandle())
+        handle = transport.getHandle()
+        self.site.handshake_done(handle)
+        _drop_verify_callback(handle)
         self.wire_ready()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        super().connectionLost(reason)
+        self.transport = None  # the TLS layer names this connection back: no cycle left
 
     def went_idle(self) -> None:
         if not self._saved:  # the session, once, for the next connection to resume
