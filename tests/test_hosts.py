@@ -254,7 +254,7 @@ def test_sites_not_started_yet_start_while_started_ones_could_take_every_fetch(c
             continue
         st, site = picked  # handed out as the scheduler does it, and fetched at once
         site.due = -1.0
-        site.queue.popleft()
+        site.queue.pop(0)
         if not site.queue:
             ring.site_emptied(site)
         ring.serving[site.host] = site

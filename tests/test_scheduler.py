@@ -748,3 +748,27 @@ def test_redis_jobs_without_any_answer_are_an_outage_too():
         answer.set()
         wait_for(d)
         jobs.stop()
+
+
+def test_a_loaded_site_holding_one_url_costs_a_few_hundred_bytes():
+    """A broad crawl keeps up to ``LARBIN_FRONTIER_LOADED_SITES_MAX`` x
+    ``LARBIN_FRONTIER_URLS_PER_SITE_MAX`` URLs in memory (80,000 by default), most sites
+    holding one or two: a site's own structure (its fields, its queue) must not cost many
+    times the record it holds."""
+    import tracemalloc
+
+    n = 10_000
+    keys = [(f"http://h{i}.test:80", f"h{i}.test") for i in range(n)]
+    records = [(0, i, codec.encode(Request(url(f"h{i}", 1)), FrontierSpider())) for i in range(n)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        sites = []
+        for (key, host), entry in zip(keys, records, strict=True):
+            site = Site(key, host)
+            site.queue.append(entry)
+            sites.append(site)
+        per_site = (tracemalloc.get_traced_memory()[0] - before) / n
+    finally:
+        tracemalloc.stop()
+    assert per_site < 300, per_site

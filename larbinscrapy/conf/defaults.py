@@ -347,7 +347,7 @@ LARBIN_FRONTIER_LOADED_SITES_MAX = Setting(
     int,
     min=1,
     old="LARBIN_LOADED_SITES",
-    doc="sites with URLs in memory at once (larbin: namedSiteListSize cap)",
+    doc="sites with URLs in memory at once, counted as full sites: the frontier holds at most this x LARBIN_FRONTIER_URLS_PER_SITE_MAX URLs in memory, so more sites when most hold one or two (larbin: namedSiteListSize cap)",
 )
 
 # --- Dupefilter (larbin hashTable) ---------------------------------------------------------
@@ -484,7 +484,7 @@ LARBIN_FETCH_IDLE_MAX = Setting(
     4096,
     int,
     min=0,
-    doc="idle keep-alive connections kept at most, the least recently used closed past it (an idle https connection holds OpenSSL's state, tens of KB: benchmarks/RESULTS.md; a broad crawl leaves thousands idle until their servers close them); 0: no cap but LARBIN_FETCH_CONNECTIONS_MAX",
+    doc="idle keep-alive connections kept at most, http and https together, the least recently used closed past it (an idle https connection holds OpenSSL's state, tens of KB: benchmarks/RESULTS.md; a broad crawl leaves thousands idle until their servers close them); 0: no cap but LARBIN_FETCH_CONNECTIONS_MAX",
 )
 LARBIN_IP_FAILURES_MAX = Setting(
     3,
@@ -497,7 +497,7 @@ LARBIN_FETCH_CONNECTIONS_MAX = Setting(
     0,
     int,
     min=0,
-    doc="open connections of the lean handler at most (idle ones closed least recently used first at the cap); 0: RLIMIT_NOFILE less half of it, at most 256, kept for files",
+    doc="open connections of the lean handler at most, http and https together (idle ones closed least recently used first at the cap); 0: RLIMIT_NOFILE less half of it, at most 256, kept for files",
 )
 LARBIN_IP_BACKOFF = Setting(
     10.0, float, min=0, doc="extra delay after each consecutive failure, seconds"

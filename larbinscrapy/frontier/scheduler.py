@@ -273,7 +273,7 @@ class LarbinScheduler(FrontierScheduler):
             return None
         st, site = picked
         site.due = -1.0  # served: its warm entry, if any, is stale (set again when it ends)
-        fifo_index, rid, record = site.queue.popleft()
+        fifo_index, rid, record = site.queue.pop(0)
         if site.head:
             site.head -= 1
         self.in_memory -= 1
