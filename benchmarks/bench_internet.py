@@ -254,7 +254,7 @@ def _probes(work: Path, inside: str) -> Path:
     where = work / "probes"
     where.mkdir(exist_ok=True)
     names = set(filter(None, inside.split(",")))
-    if unknown := names - {"gc", "malloc", "census"}:
+    if unknown := names - {"gc", "malloc", "census", "series"}:
         raise SystemExit(f"--inside: unknown probe(s): {', '.join(sorted(unknown))}")
     if names:
         code = [bench_hosts.GC_TIMER.format(path=str(work / "gc.json"))]
@@ -263,8 +263,47 @@ def _probes(work: Path, inside: str) -> Path:
         if "census" in names:  # the signal from a timer thread: the census runs in the main one
             code.append(bench_hosts.CENSUS.format(path=str(work / "census.json")))
             code.append(CENSUS_TICKS)
+        if "series" in names:
+            code.append(SERIES.format(path=str(work / "series.jsonl")))
         (where / "sitecustomize.py").write_text("\n".join(code))
     return where
+
+
+# --inside series: every 60 s, in the crawl's own thread, the GC-tracked objects by type (count,
+# their own bytes, and the bytes of the untracked str/bytes/int they hold) and the RSS, appended
+# as one JSON line: what grows with the hosts met, where a census of the peak cannot tell
+SERIES = """
+import gc as _sgc, json as _sjson, sys as _ssys, threading as _sthreading, time as _stime
+def _series_once():
+    import collections
+    count, own, held = collections.Counter(), collections.Counter(), collections.Counter()
+    leaf = (str, bytes, int, float, bytearray)
+    for o in _sgc.get_objects():
+        name = type(o).__qualname__
+        count[name] += 1
+        own[name] += _ssys.getsizeof(o)
+        for r in _sgc.get_referents(o):
+            if type(r) in leaf:
+                held[name] += _ssys.getsizeof(r)
+    rss = int(open("/proc/self/statm").read().split()[1]) * 4096
+    top = sorted(count, key=lambda n: -(own[n] + held[n]))[:40]
+    with open({path!r}, "a") as f:
+        f.write(_sjson.dumps({{"t": _stime.monotonic(), "rss": rss, "tracked": sum(count.values()),
+            "bytes": sum(own.values()) + sum(held.values()),
+            "types": {{n: [count[n], own[n], held[n]] for n in top}}}}) + "\\n")
+def _series_tick():
+    from twisted.internet import reactor
+    reactor.callLater(60, _series_tick)
+    _series_once()
+def _series_start():  # never imports the reactor itself: the crawl chooses which to install
+    reactor = _ssys.modules.get("twisted.internet.reactor")
+    if reactor is not None and reactor.running:
+        reactor.callFromThread(reactor.callLater, 60, _series_tick)
+        return
+    _sthreading.Timer(1, _series_start).start()
+if "crawl" in _ssys.argv:
+    _sthreading.Timer(5, _series_start).start()
+"""
 
 
 CENSUS_TICKS = """
@@ -273,7 +312,7 @@ def _ticks():
     while True:
         _time.sleep(30)
         _os.kill(_os.getpid(), _signal.SIGUSR1)
-if "scrapy" in " ".join(__import__("sys").argv):
+if "crawl" in __import__("sys").argv:  # (under -m, argv at start-up lacks "scrapy")
     _threading.Thread(target=_ticks, daemon=True).start()
 """
 
@@ -298,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=1, help="repetitions (with --base: pairs)")
     p.add_argument("--syscalls", action="store_true", help="count system calls (perf stat)")
     p.add_argument("--py-spy", type=Path, default=None, help="a py-spy profile per crawl here")
-    p.add_argument("--inside", default="", help="probes in the crawl: gc, malloc, census")
+    p.add_argument("--inside", default="", help="probes in the crawl: gc, malloc, census, series")
     p.add_argument("--netns-prefix", default="internet-")
     p.add_argument("--max-pages", type=int, default=None, help="pages a host at most (1: one)")
     p.add_argument("--peers", default="", help="comma-separated: plain, crawlee (run after ours)")
