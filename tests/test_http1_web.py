@@ -234,4 +234,5 @@ def test_tls_connections_leave_no_connection_state_for_the_cyclic_collector(
     kinds = {type(o) for o in left}
     assert OpenSSL.SSL.Connection not in kinds, "an OpenSSL connection waits for the collector"
     assert not any(kind.__name__ == "frame" for kind in kinds), "frames wait for the collector"
-    assert len(left) < 20 * 20, f"{len(left)} objects in cycles after 20 TLS connections"
+    # ~20 a connection left (the replaced verify callback's), ~120 before
+    assert len(left) < 30 * 20, f"{len(left)} objects in cycles after 20 TLS connections"
