@@ -119,6 +119,54 @@ def test_sites_with_the_same_robots_txt_share_its_rules():
     assert held / len(urls) < 300, f"{held / len(urls):.0f} bytes a site"
 
 
+class _Moving(_Answering):
+    """Every http site's robots.txt redirects to its https site's, which answers ``body``."""
+
+    async def download_async(self, request: Request) -> Any:
+        from scrapy.http import TextResponse
+
+        request.meta[M.REDIRECT_URLS] = [request.url]
+        moved = request.url.replace("http://", "https://", 1)
+        return TextResponse(moved, status=200, body=self.body, request=request)
+
+
+def test_the_sites_along_a_robots_txt_redirect_share_one_entry():
+    """Most sites of a broad crawl moved (http to https, a bare name to www): the answer at the
+    end of a robots.txt redirect is the rules of every site along it, kept for each for the
+    crawl's life. Their one entry is shared: a moved site costs its name, not another copy."""
+    import gc
+    import tracemalloc
+
+    crawler = get_crawler(
+        settings_dict={
+            **LARBIN_DEFAULTS,
+            "ROBOTSTXT_OBEY": True,
+            "ROBOTSTXT_PARSER": ROBOTSTXT_PARSER,
+        }
+    )
+    mw = RobotsMiddleware.from_crawler(crawler)
+    crawler.engine = _Moving(b"User-agent: *\nDisallow: /private/\n")  # type: ignore[assignment]
+    loop = asyncio.new_event_loop()
+    urls = [f"http://site{n}.example.test/page" for n in range(2000)]
+    assert loop.run_until_complete(mw.process_request(Request("http://warm.test/"))) is None
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = _ours(tracemalloc.take_snapshot())
+        for url in urls:
+            assert loop.run_until_complete(mw.process_request(Request(url))) is None
+        gc.collect()
+        held = _ours(tracemalloc.take_snapshot()) - before
+    finally:
+        tracemalloc.stop()
+    loop.close()
+    moved = [url.replace("http://", "https://", 1) for url in urls]
+    assert all(mw.known(site_key(url)) for url in urls + moved)
+    assert crawler.stats.get_value("larbin/robots/moved") == len(urls) + 1  # and warm.test
+    # two names and their slots, one entry; each site its own entry was ~400 bytes
+    assert held / len(urls) < 360, f"{held / len(urls):.0f} bytes a site and the site it moved to"
+
+
 class _Failing(_Answering):
     """Every robots.txt answers ``body``, but failing.test's answers 503 (unreachable)."""
 

@@ -339,19 +339,25 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self, key: str, rules: SiteRules, parser: Decider, moved: list[str] | None = None
     ) -> Decider:
         """Keep the site's rules and decider, and hand the decider to the requests waiting;
-        the same for the sites its robots.txt ``moved`` to (``_moved_to``) not read since."""
+        the same for the sites its robots.txt ``moved`` to (``_moved_to``) not read since,
+        which share the one entry (most sites of a broad crawl moved: a name, not a copy)."""
+        entry: Entry = (rules.verdict, rules.expires, rules.errors, rules.failing_since, parser)
         for site in moved or ():
             if site not in self._waiters and site not in self._sites:
                 self._waiters[site] = []
-                self._settle(site, rules, parser)
+                self._keep(site, entry)
                 self.stats.inc_value("larbin/robots/moved")
+        self._keep(key, entry)
+        return parser
+
+    def _keep(self, key: str, entry: Entry) -> None:
+        """``key``'s entry, the most recently used; its waiting requests told its decider."""
         self._sites.pop(key, None)
-        self._sites[key] = (rules.verdict, rules.expires, rules.errors, rules.failing_since, parser)
+        self._sites[key] = entry
         if len(self._sites) > self._resident_max:
             self._evict()
         for waiter in self._waiters.pop(key):
-            waiter.callback(parser)
-        return parser
+            waiter.callback(entry[_DECIDER])
 
     def _evict(self) -> None:
         """Forget the least recently used half of the sites' rules: a broad crawl meets a
