@@ -772,3 +772,56 @@ def test_a_loaded_site_holding_one_url_costs_a_few_hundred_bytes():
     finally:
         tracemalloc.stop()
     assert per_site < 300, per_site
+
+
+class _ComparedSite(Site):
+    """A site that counts the equality tests made against it (a scan of a list of sites)."""
+
+    __slots__ = ()
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _ComparedSite.compared += 1
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+def _serve_all_on_one_ip(n: int) -> float:
+    """Serve ``n`` sites sharing one address, one URL each, as the scheduler does; the
+    equality tests made against sites on the way, per site."""
+    clock = ManualClock()
+    table = ip_table(0.0, 8, clock=clock)
+    ring = IpRing(table)
+    sites = []
+    for i in range(n):
+        site = _ComparedSite(f"s{i}", f"s{i}", state=READY, ip="10.0.0.1")
+        site.queue.append((0, i, b"r"))
+        sites.append(site)
+    _ComparedSite.compared = 0
+    for site in sites:
+        ring.add_site(site)
+    served = 0
+    while (picked := ring.next_ready(clock.now)) is not None:
+        st, site = picked
+        site.queue.pop(0)
+        ring.site_emptied(site)  # as next_request does when a site's last URL goes
+        site.out += 1
+        table.acquire(st)
+        table.finish(st, release=True, failed=False)
+        site.out -= 1
+        ring.released(st, site.host)
+        ring.place(st.ip)
+        served += 1
+        clock.now += 0.001
+    assert served == n
+    return _ComparedSite.compared / n
+
+
+def test_serving_a_site_costs_the_same_however_many_share_its_address():
+    """Shared hosting puts thousands of names on one address, and a broad crawl holds tens of
+    thousands of sites in memory (most on a few such addresses): adding a site to its IP's
+    rotation, and taking it out when its last URL goes, must not scan the IP's other sites,
+    or the CPU a page grows with the sites held (benchmarks/RESULTS.md, a million hosts)."""
+    few, many = _serve_all_on_one_ip(200), _serve_all_on_one_ip(4000)
+    assert many <= few + 1, (few, many)

@@ -79,6 +79,11 @@ class Site:
     head: int = 0  # priority-tier URLs at the front of the queue, served before the rest
     out: int = 0  # its URLs handed out and not acknowledged: the site stays while they are
     due: float = -1.0  # when its entry in IpRing's warm heap is due (older entries are stale)
+    ring: int = 0  # the stamp of its live entry in its IP's rotation (IpRing), 0: not in it
+
+
+# an entry of an IP's rotation: the site and the stamp it was put there with (IpRing)
+Turn = tuple[Site, int]
 
 
 def _stale(when: float, site: Site) -> bool:
@@ -110,7 +115,12 @@ class IpRing:
     def __init__(self, table: IpTable, grace: float = 0.0) -> None:
         self.table = table
         self.grace = grace  # a started site waits in the rotation this long past its time
-        self.sites: dict[str, deque[Site]] = {}  # ip -> sites with queued URLs, round robin
+        # ip -> its sites with queued URLs, round robin. A shared address holds thousands: a
+        # site leaves or moves to the front in O(1), its entry left behind stale (its stamp
+        # is no longer the site's ``ring``) and dropped when the rotation meets it
+        self.sites: dict[str, deque[Turn]] = {}
+        self._live: dict[str, int] = {}  # ip -> its live entries
+        self._stamps = itertools.count(1)
         self._ready: deque[str] = deque()
         self._cooling: list[tuple[float, str]] = []
         self._placed: set[str] = set()  # IPs currently in _ready or _cooling
@@ -124,21 +134,31 @@ class IpRing:
         with a page out, or a priority-tier URL first in its queue, first on its IP)."""
         ip = site.ip
         assert ip is not None
-        sites = self.sites.setdefault(ip, deque())
         # fetched just now (its connection open), or its next URL is a redirect's target (the
         # rest of a fetch: its robots.txt was read just now) or injected: next on the IP
         if site.out or site.head:
-            if site not in sites:
-                sites.appendleft(site)
+            if not site.ring:
+                self._enter(ip, site, first=True)
             self.warm(site, self.table.next_start(self.table.get(ip), site.host))
-        elif site not in sites:
-            sites.append(site)
+        elif not site.ring:
+            self._enter(ip, site, first=False)
         self.place(ip)
+
+    def _enter(self, ip: str, site: Site, *, first: bool) -> None:
+        """Put ``site`` in its IP's rotation, first or last (an entry it had goes stale)."""
+        if not site.ring:
+            self._live[ip] = self._live.get(ip, 0) + 1
+        site.ring = stamp = next(self._stamps)
+        sites = self.sites.setdefault(ip, deque())
+        if first:
+            sites.appendleft((site, stamp))
+        else:
+            sites.append((site, stamp))
 
     def place(self, ip: str, now: float | None = None) -> None:
         """Put ``ip`` where it belongs at ``now`` (the clock's): ready, cooling, or nowhere
         (busy / no work)."""
-        if ip in self._placed or not self.sites.get(ip):
+        if ip in self._placed or not self._live.get(ip):
             return
         st = self.table.get(ip)
         wait = self.table.wait(st, self.table.clock() if now is None else now)
@@ -173,7 +193,7 @@ class IpRing:
             self._placed.discard(ip)
             st = self.table.get(ip)
             sites = self.sites.get(ip)
-            if not sites or st.dead:
+            if sites is None or not self._live.get(ip) or st.dead:
                 continue
             if not self.table.available(st, now):
                 self.place(ip, now)  # at the same `now`: never ready again in this loop
@@ -181,7 +201,8 @@ class IpRing:
             site = self._ready_site(st, sites, now)
             if site is None:  # every host on the IP cools down: back when the first is ready
                 self._placed.add(ip)
-                when = min(self.table.next_start(st, s.host) for s in sites)
+                live = (s for s, stamp in sites if stamp == s.ring)
+                when = min(self.table.next_start(st, s.host) for s in live)
                 heapq.heappush(self._cooling, (when, ip))
                 continue
             return st, site
@@ -219,26 +240,34 @@ class IpRing:
             if self.table.available(st, now, site.host):
                 return st, site
             sites = self.sites.get(ip)  # its IP is busy: first on it when it is free
-            if sites and sites[0] is not site and site in sites:
-                sites.remove(site)
-                sites.appendleft(site)
+            if site.ring and sites and sites[0][1] != site.ring:
+                self._enter(ip, site, first=True)
         return None
 
-    def _ready_site(self, st: IpState, sites: deque[Site], now: float) -> Site | None:
-        """The next site in turn on ``st`` whose host may be fetched now (round robin)."""
+    def _ready_site(self, st: IpState, sites: deque[Turn], now: float) -> Site | None:
+        """The next site in turn on ``st`` whose host may be fetched now (round robin; the
+        stale entries met on the way are dropped, and the rest left live)."""
         for _ in range(len(sites)):
-            site = sites[0]
-            sites.rotate(-1)
+            site, stamp = sites.popleft()
+            if stamp != site.ring:
+                continue
+            sites.append((site, stamp))
             if self.table.next_start(st, site.host) <= now:
                 return site
         return None
 
     def site_emptied(self, site: Site) -> None:
-        sites = self.sites.get(site.ip or "")
-        if sites is not None and site in sites:
-            sites.remove(site)
-            if not sites:
-                del self.sites[site.ip or ""]
+        """``site`` has no URL queued: out of its IP's rotation (its entry goes stale)."""
+        if not site.ring:
+            return
+        site.ring = 0
+        ip = site.ip or ""
+        live = self._live[ip] - 1
+        if live:
+            self._live[ip] = live
+        else:  # nothing live left: the stale entries go with the IP's rotation
+            del self._live[ip]
+            del self.sites[ip]
 
     def next_wakeup(self) -> float | None:
         """When the earliest cooling IP or started site becomes ready (monotonic clock)."""
@@ -251,4 +280,8 @@ class IpRing:
     def dead_ip_sites(self, ip: str) -> list[Site]:
         """Forget an IP's sites (the IP was dropped); the caller drops their URLs."""
         self._placed.discard(ip)
-        return list(self.sites.pop(ip, ()))
+        self._live.pop(ip, None)
+        live = [site for site, stamp in self.sites.pop(ip, ()) if stamp == site.ring]
+        for site in live:
+            site.ring = 0
+        return live
