@@ -424,3 +424,66 @@ def test_a_broad_crawl_keeps_a_bounded_number_of_names(answers):
     asked = len(answers.queries)
     outcome(cache.resolve(names[0]))  # forgotten: asked again
     assert len(answers.queries) == asked + 1 and answers.queries[-1][0] == names[0]
+
+
+def test_an_answer_that_comes_after_the_frontier_closed_changes_nothing(tmp_path, answers):
+    """A stop leaves lookups in flight: a failure heard after the frontier closed its files
+    (a name that timed out) wrote to a closed file, a CRITICAL traceback in the log. It is
+    now left alone: the resumed crawl asks for the name again, its URL still queued."""
+    import gc
+
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+    from twisted.logger import globalLogPublisher
+
+    from larbinscrapy.frontier.scheduler import LarbinScheduler
+    from larbinscrapy.politeness.ipsites import IpTable, Politeness
+    from larbinscrapy.politeness.resolver import DnsError
+    from settings import base
+    from tests.support.crawl import settings_of
+
+    class Frontier(Spider):
+        name = "frontier"
+
+    clock = task.Clock()
+
+    def opened() -> LarbinScheduler:
+        crawler = get_crawler(
+            Frontier, settings_of(base, JOBDIR=str(tmp_path / "job"), DOWNLOAD_DELAY=0)
+        )
+        sched = LarbinScheduler.from_crawler(crawler)
+        sched.open(Frontier())
+        sched.politeness = Politeness(
+            IpTable(0.0, 1, max_failures=3, backoff=1.0),
+            crawler.stats,
+            DnsCache(clock, clock=clock.seconds, lookup=answers),
+            SsrfGuard(enabled=False),
+        )
+        return sched
+
+    errors: list[dict] = []
+    globalLogPublisher.addObserver(errors.append)
+    try:
+        sched = opened()
+        sched.enqueue_request(Request("http://late.test/x"))
+        assert sched.next_request() is None  # its site in memory, waiting for the answer
+        assert [h for h, _ in answers.queries] == ["late.test"]
+        sched.close("shutdown")
+        for _ in range(10):  # every try of the name times out, its back-offs run out
+            for _, d in answers.queries:
+                if not d.called:
+                    d.errback(DnsError("late.test", "nxdomain"))
+            clock.advance(3600)
+        assert sched.stats.get_value("larbin/dns/failures")
+        assert sched.dead_hosts == {}  # nothing of the closed frontier changed
+        del sched
+        answers.queries.clear()
+        gc.collect()  # an unhandled failure is logged when its Deferred goes
+    finally:
+        globalLogPublisher.removeObserver(errors.append)
+    assert [e["log_failure"].value for e in errors if "log_failure" in e] == []
+    again = opened()
+    try:
+        assert len(again) == 1  # the URL is still queued: the name is asked for again
+    finally:
+        again.close("finished")

@@ -13,6 +13,7 @@ class Guarded(Protocol):
     """What ``writes`` needs of the class whose methods it wraps."""
 
     disk_error: BaseException | None
+    closed: bool
 
     def _disk_failed(self, exc: BaseException) -> None: ...
 
@@ -23,7 +24,7 @@ def writes(default: Any) -> Callable[[_F], _F]:
     def wrap(method: _F) -> _F:
         @functools.wraps(method)
         def guarded(self: Guarded, *args: Any, **kwargs: Any) -> Any:
-            if self.disk_error is not None:
+            if self.disk_error is not None or self.closed:  # (closed: its files are)
                 return default
             try:
                 return method(self, *args, **kwargs)

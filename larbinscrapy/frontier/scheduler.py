@@ -96,6 +96,7 @@ class LarbinScheduler(FrontierScheduler):
         self._tempdir = False
         self._loop: task.LoopingCall | None = None
         self.disk_error: BaseException | None = None  # set once a frontier file failed
+        self.closed = False
         self._refill_turn = 0
         self.ring: IpRing
         # the URLs dropped for DNS, for -a retry=dns (frontier/dnsfailed.py); JOBDIR only
@@ -176,6 +177,7 @@ class LarbinScheduler(FrontierScheduler):
             self._loop.stop()
         self._cancel_wakeup()
         if self.disk_error is not None:  # stopped writing: leave the files as they are
+            self.closed = True
             return None
         self._settle_items()  # the pages whose items are stored: acknowledged before the end
         self._flush_all()  # moved records, then their acks
@@ -190,6 +192,7 @@ class LarbinScheduler(FrontierScheduler):
             with contextlib.suppress(OSError):  # only when every FIFO removed its files
                 self._dir.rmdir()
         self.stats.set_value("larbin/frontier/left_queued", len(self))
+        self.closed = True  # answers still in flight (DNS) change nothing from now on
         return self.df.close(reason)
 
     def has_pending_requests(self) -> bool:
@@ -388,6 +391,8 @@ class LarbinScheduler(FrontierScheduler):
         d.addCallbacks(self._resolved, self._unresolved, callbackArgs=(site,), errbackArgs=(site,))
 
     def _resolved(self, ip: str, site: Site) -> None:
+        if self.closed:  # the resumed crawl asks again: the URLs are still queued on disk
+            return
         site.ip = ip
         site.state = READY
         if site.queue:
@@ -396,6 +401,8 @@ class LarbinScheduler(FrontierScheduler):
 
     def _unresolved(self, failure: Failure, site: Site) -> None:
         # any failure: a site left RESOLVING would keep the crawl open forever
+        if self.closed:  # its files are closed: the resumed crawl asks again
+            return
         reason = self.politeness.host_dropped(site.host, failure)
         self.dead_hosts[site.host] = reason
         if reason == DNS and self.dns_failed is not None:  # kept before their records go
