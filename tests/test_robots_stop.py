@@ -78,12 +78,29 @@ def _ours(snapshot: Any) -> int:
     return sum(stat.size for stat in mine.statistics("filename"))
 
 
+def _held_by_sites(mw: RobotsMiddleware, loop: Any, urls: list[str]) -> int:
+    """Bytes larbinscrapy's lines keep after a page of each of ``urls`` passed the robots
+    middleware (each allowed: the coroutine reading the robots.txt returns None)."""
+    import gc
+    import tracemalloc
+
+    assert loop.run_until_complete(mw.process_request(Request("http://warm.test/"))) is None
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = _ours(tracemalloc.take_snapshot())
+        for url in urls:
+            assert loop.run_until_complete(mw.process_request(Request(url))) is None
+        gc.collect()
+        return _ours(tracemalloc.take_snapshot()) - before
+    finally:
+        tracemalloc.stop()
+
+
 def test_sites_with_the_same_robots_txt_share_its_rules():
     """Most sites of a broad crawl serve one of a few robots.txt files, and a site's rules are
     kept for its whole life (RFC 9309: up to 24 hours): 2,000 sites with one robots.txt hold
     its rules once, their state costs the site's name and its entry, not a copy of the rules."""
-    import gc
-    import tracemalloc
 
     crawler = get_crawler(
         settings_dict={
@@ -98,17 +115,7 @@ def test_sites_with_the_same_robots_txt_share_its_rules():
     )
     loop = asyncio.new_event_loop()  # nothing other tests left on a shared loop runs meanwhile
     urls = [f"http://site{n}.example.test/page" for n in range(2000)]
-    assert loop.run_until_complete(mw.process_request(Request("http://warm.test/"))) is None
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = _ours(tracemalloc.take_snapshot())
-        for url in urls:  # allowed: the coroutine reading the robots.txt returns None
-            assert loop.run_until_complete(mw.process_request(Request(url))) is None
-        gc.collect()
-        held = _ours(tracemalloc.take_snapshot()) - before
-    finally:
-        tracemalloc.stop()
+    held = _held_by_sites(mw, loop, urls)
     assert all(mw.known(site_key(url)) for url in urls)
     with pytest.raises(IgnoreRequest):  # the shared rules still decide each site's pages
         mw.process_request(Request("http://site7.example.test/private/x"))
@@ -134,8 +141,6 @@ def test_the_sites_along_a_robots_txt_redirect_share_one_entry():
     """Most sites of a broad crawl moved (http to https, a bare name to www): the answer at the
     end of a robots.txt redirect is the rules of every site along it, kept for each for the
     crawl's life. Their one entry is shared: a moved site costs its name, not another copy."""
-    import gc
-    import tracemalloc
 
     crawler = get_crawler(
         settings_dict={
@@ -148,17 +153,7 @@ def test_the_sites_along_a_robots_txt_redirect_share_one_entry():
     crawler.engine = _Moving(b"User-agent: *\nDisallow: /private/\n")  # type: ignore[assignment]
     loop = asyncio.new_event_loop()
     urls = [f"http://site{n}.example.test/page" for n in range(2000)]
-    assert loop.run_until_complete(mw.process_request(Request("http://warm.test/"))) is None
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = _ours(tracemalloc.take_snapshot())
-        for url in urls:
-            assert loop.run_until_complete(mw.process_request(Request(url))) is None
-        gc.collect()
-        held = _ours(tracemalloc.take_snapshot()) - before
-    finally:
-        tracemalloc.stop()
+    held = _held_by_sites(mw, loop, urls)
     loop.close()
     moved = [url.replace("http://", "https://", 1) for url in urls]
     assert all(mw.known(site_key(url)) for url in urls + moved)
