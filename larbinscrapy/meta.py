@@ -37,7 +37,7 @@ LEASE = "larbin_lease"  # the IP whose connection the scheduler leased for this 
 BORROW = "larbin_borrow"  # robots.txt fetched on the lease of the page that needed it
 ROBOTS_FOR = "larbin_robots_for"  # a robots.txt fetch: the site it is read for (redirects keep it)
 REDIRECT_URLS = "redirect_urls"  # Scrapy's: the URLs a redirected request came through
-IP = "larbin_ip"  # the resolved IP the request is pinned to
+IP = "larbin_ip"  # the resolved IP the request is pinned to (dropped on a move to another host)
 SENT = "larbin_sent"  # passed the politeness gate: its end starts the IP's delay
 OWN = "larbin_own"  # holds a connection the politeness gate acquired itself
 # set by the politeness gate, called by the lean HTTP handler with the time (time.monotonic)

@@ -170,9 +170,11 @@ class PolitenessMiddleware(PolitenessProvider):
             )
         meta[M.DOWNLOAD_SLOT] = host
         st = self.table.get(ip)
-        # A request the scheduler leased this IP for (or the robots.txt of such a request) has
-        # its IP connection already; any other takes one here.
-        own = ip not in (meta.get(M.LEASE), meta.get(M.BORROW))
+        # A request the scheduler leased this IP for has its IP connection already, and so has
+        # the robots.txt of such a request, wherever its redirects lead (it rides on that lease:
+        # waiting for another IP's connection while holding one could hold both for good); any
+        # other takes one here.
+        own = ip != meta.get(M.LEASE) and M.BORROW not in meta
         if not own and not self._paused() and self._host_lags(st, hs, meta):
             return self._requeue(request)  # (paused: it waits at the pause gate, as others)
         if self._ready_in(st, hs, own=own) != 0.0:

@@ -1,4 +1,9 @@
-"""Redirects obey the rules links obey: a 3xx target passes the link gate's URL filters."""
+"""Redirects obey the rules links obey: a 3xx target passes the link gate's URL filters.
+
+A target on another host is not pinned to the address of the host it came from: it is looked
+up as its own host (a robots.txt redirect goes straight back to the downloader, so the
+frontier's ``clear_trip`` never sees it), and its politeness is that host's.
+"""
 
 from __future__ import annotations
 
@@ -52,8 +57,12 @@ class FilteredRedirectMiddleware(RedirectMiddleware):
         except ValueError as exc:  # Request() refuses the target: one counted drop, no traceback
             location = response.headers.get("Location") or b""
             self._refuse(INVALID, location.decode("latin-1"), str(exc))
-        if result is response or M.REFERER not in request.meta:
-            return result  # not a redirect, or a seed's (the user's choice)
+        if result is response:
+            return result
+        if host_of(result.url) != host_of(request.url):
+            result.meta.pop(M.IP, None)  # looked up as its own host
+        if M.REFERER not in request.meta:
+            return result  # a seed's (the user's choice) or a robots.txt's
         depth = request.meta.get(M.SITE_DEPTH, 0)  # the redirecting URL's, as a fetch of it
         why = self.url_filter.reason(result.url, host_of(result.url), depth, host_of(request.url))
         if why is not None:

@@ -24,6 +24,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
+from larbinscrapy.exceptions import DroppedRequest
 from larbinscrapy.frontier import frontier_of
 from larbinscrapy.parse.urls import host_of, site_of, site_origin
 from larbinscrapy.politeness import robotstxt
@@ -73,6 +74,10 @@ class ReadsCrawlDelay(Protocol):
 
 class RobotsGaveUp(IgnoreRequest):
     """A robots.txt throttled past ``LARBIN_ROBOTS_RETRY_MAX``: the site is disallowed."""
+
+
+class RobotsUnreachable(Exception):
+    """A robots.txt redirected to a host the crawl gave up on: unreachable, not missing."""
 
 
 class RobotsKnown(IgnoreRequest):
@@ -180,6 +185,21 @@ class RobotsMiddleware(RobotsTxtMiddleware):
             logger.debug("Forbidden by robots.txt: %s", request)
             self.stats.inc_value("robotstxt/forbidden")
             raise IgnoreRequest("Forbidden by robots.txt")
+
+    def process_exception(
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> None:
+        """A robots.txt hop to another host, dropped on its way (that host's name failed, its
+        address or the host itself was given up), leaves the file unreachable (RFC 9309
+        section 2.3.1.4: complete disallow). The site's own pages are not dropped with that
+        host, so "not read" must not read as "no rules". A drop on the site's own host stays
+        a drop: its pages go the same way, counted under the same reason."""
+        key = request.meta.get(M.ROBOTS_FOR)
+        if key is None or not isinstance(exception, DroppedRequest):
+            return
+        if urlparse_cached(request).hostname == host_of(key):
+            return
+        raise RobotsUnreachable(f"robots.txt of {key} moved to {request.url}: {exception}")
 
     def _check_known(self, url: str) -> None:
         """A robots.txt redirected to a site whose rules are in hand is not fetched: that
