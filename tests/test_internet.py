@@ -287,6 +287,32 @@ def test_the_web_serves_what_the_truth_says_and_coverage_is_full(
     assert 0.2 < half["coverage"] < 0.8 and 0.2 < half["host_coverage"] < 0.8, half
 
 
+def test_the_analyzer_counts_a_robots_txt_redirect_never_followed() -> None:
+    """http -> https -> www: the chain asked to its end counts nothing; cut before its last
+    hop, the site's rules came from no answer."""
+    net = Internet(300, seed=4, http_port=8080, https_port=8443)
+    host = next(h for h in map(net.host, range(net.hosts)) if h.live and h.www and h.https)
+    chain: list[WebEntry] = []
+    url: str | None = net.origin("http", host.name) + "/robots.txt"
+    while url is not None:
+        parts = urlsplit(url)
+        route = net.route(parts.scheme, parts.hostname or "", parts.path)
+        chain.append(
+            WebEntry(
+                0.0,
+                host.addresses[0],
+                parts.port or 0,
+                parts.hostname or "",
+                parts.path,
+                route.status,
+            )
+        )
+        url = route.location
+    assert [e.host for e in chain] == [host.name, host.name, host.canonical]
+    assert analyze(net, [], chain, [])["robots_moves_unfollowed"] == 0
+    assert analyze(net, [], chain[:-1], [])["robots_moves_unfollowed"] == 1
+
+
 def _wait_log(running: InternetThread, count: int) -> list[WebEntry]:
     path = str(running.logdir / "web.log")
     deadline = time.monotonic() + 30
@@ -402,6 +428,7 @@ def test_a_crawl_through_the_system_resolver_is_polite_and_exact(e2e: dict[str, 
     assert any(len(net.host(i).addresses) > 1 and net.host(i).dns == "ok" for i in range(net.hosts))
     assert report["dns_truncated"] >= 1 and report["dns_tcp"] >= 1, report
     assert report["disallowed_fetched"] == 0, report
+    assert report["robots_moves_unfollowed"] == 0, report
     assert report["fetched_outside_truth"] == 0, report
     assert report["fetched_twice"] == 0, report
     assert report["coverage"] > 0.5 and report["host_coverage"] > 0.5, report

@@ -4,10 +4,10 @@ Reads ``LOGDIR/web.log`` and ``LOGDIR/dns.log`` (``logs.py``) and ``--truth`` (t
 ``internet.json`` the server wrote: the generator's parameters and ports), walks the truth from
 ``--seeds`` (default ``LOGDIR/seeds.txt``, else every host) and prints one JSON document:
 coverage of the URLs and hosts a correct crawl requests, URLs fetched twice, URLs fetched that
-the truth leaves out, robots-disallowed URLs fetched, the smallest gaps between requests per
-host and per IP at the server (with ``--delay`` and ``--ip-delay``, how many gaps were shorter
-by more than ``--slack``), and DNS queries per
-name and per live host.
+the truth leaves out, robots-disallowed URLs fetched, robots.txt redirects whose target was never
+asked for, the smallest gaps between requests per host and per IP at the server (with
+``--delay`` and ``--ip-delay``, how many gaps were shorter by more than ``--slack``), and DNS
+queries per name and per live host.
 """
 
 from __future__ import annotations
@@ -72,11 +72,26 @@ def analyze(
         "fetched_outside_truth": len(fetched - truth.requested),
         "disallowed_fetched": disallowed,
         "robots_fetches_max_per_site": max(robots.values(), default=0),
+        "robots_moves_unfollowed": _robots_moves_unfollowed(internet, web),
         "requests": len(web),
     }
     report.update(_gaps(web, delay, delay if ip_delay is None else ip_delay, slack))
     report.update(_dns(internet, truth.hosts, dns))
     return report
+
+
+def _robots_moves_unfollowed(internet: Internet, web: list[WebEntry]) -> int:
+    """robots.txt redirects whose target the crawl never asked for: the site's rules came from
+    no answer (a crawl that knew the target's file already asked for it once)."""
+    asked = {url_of(internet, e) for e in web if e.path == ROBOTS}
+    targets: set[str] = set()
+    for e in web:
+        if e.path == ROBOTS and 300 <= e.status < 400:
+            scheme = "https" if e.port == internet.https_port else "http"
+            location = internet.route(scheme, e.host, ROBOTS).location
+            if location is not None:
+                targets.add(location)
+    return len(targets - asked)
 
 
 def _ratio(a: int, b: int) -> float:
