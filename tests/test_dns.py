@@ -438,7 +438,7 @@ def test_an_answer_that_comes_after_the_frontier_closed_changes_nothing(tmp_path
 
     from larbinscrapy.frontier.scheduler import LarbinScheduler
     from larbinscrapy.politeness.ipsites import IpTable, Politeness
-    from larbinscrapy.politeness.resolver import DnsError
+    from larbinscrapy.politeness.resolver import TIMEOUT, DnsError
     from settings import base
     from tests.support.crawl import settings_of
 
@@ -472,7 +472,7 @@ def test_an_answer_that_comes_after_the_frontier_closed_changes_nothing(tmp_path
         for _ in range(10):  # every try of the name times out, its back-offs run out
             for _, d in answers.queries:
                 if not d.called:
-                    d.errback(DnsError("late.test", "nxdomain"))
+                    d.errback(DnsError("late.test", TIMEOUT))
             clock.advance(3600)
         assert sched.stats.get_value("larbin/dns/failures")
         assert sched.dead_hosts == {}  # nothing of the closed frontier changed
