@@ -72,6 +72,46 @@ def test_a_host_that_is_fetching_or_held_is_never_evicted() -> None:
     assert table.hosts["busy.test"] is busy and table.hosts["held.test"] is held
 
 
+def test_hosts_set_aside_leave_memory_and_come_back_set_aside() -> None:
+    """A broad crawl sets aside one host in a hundred (never answered, or asked for too long a
+    pause): in the million-host run they filled the whole cap, nothing could be evicted, and
+    every new host scanned all the resident ones (half the crawl's CPU, and growing). A host
+    set aside is packed like any other and comes back set aside, for the same reason."""
+    clock = Clock()
+    table = host_table(1.0, clock=clock, resident_max=100, silent_timeout=10.0)
+    for n in range(300):  # three caps of silent hosts, then one of throttled ones
+        hs = table.get(f"silent{n}.test")
+        assert table.timed_out(hs)
+    for n in range(100):
+        hs = table.get(f"pause{n}.test")
+        hs.set_aside = True  # (what a pause past LARBIN_THROTTLE_RETRY_AFTER_MAX leaves)
+    del hs
+    assert len(table.hosts) <= 100
+    silent, pause = table.get("silent0.test"), table.get("pause0.test")
+    assert silent.set_aside and silent.silent
+    assert pause.set_aside and not pause.silent
+
+
+def test_a_cap_full_of_held_hosts_does_not_scan_them_for_every_new_host() -> None:
+    """Hosts something holds (a fetch open, a caller waiting) are never evicted; when they
+    fill the cap, a new host must not walk all of them again each time."""
+    table = host_table(1.0, clock=Clock(), resident_max=100)
+    held = [table.get(f"held{n}.test") for n in range(150)]
+    scans = 0
+    evict = table._evict
+
+    def counted() -> None:
+        nonlocal scans
+        scans += 1
+        evict()
+
+    table._evict = counted  # type: ignore[method-assign]
+    for n in range(1000):
+        table.get(f"h{n}.test")
+    assert scans <= 1000 // 25, f"{scans} scans of the resident hosts for 1,000 new hosts"
+    assert all(table.hosts[hs.host] is hs for hs in held)
+
+
 def test_evicted_ips_come_back_backing_off_and_dropped_ones_stay() -> None:
     clock = Clock()
     table = ip_table(0.5, clock=clock, resident_max=3)

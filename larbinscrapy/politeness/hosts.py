@@ -74,8 +74,9 @@ class HostState:
     silent: bool = False
 
 
-# ready_at, crawl_delay, adaptive_delay, paused_until, backoff, set_aside, throttled, in_a_row
-_PACKED = struct.Struct("<5d?II")
+# ready_at, crawl_delay, adaptive_delay, paused_until, backoff, set_aside, silent, throttled,
+# in_a_row
+_PACKED = struct.Struct("<5d??II")
 _UNHELD = 3  # references to a host state in _evict: the table's, the loop's, getrefcount's
 RESIDENT_MAX = 10_000  # the default of LARBIN_HOST_RESIDENT_MAX
 
@@ -91,6 +92,7 @@ def pack(hs: HostState, now: float) -> bytes | None:
         paused_until,
         hs.backoff,
         hs.set_aside,
+        hs.silent,
         hs.throttled,
         hs.in_a_row,
     )
@@ -100,9 +102,21 @@ def pack(hs: HostState, now: float) -> bytes | None:
 
 
 def unpack(host: str, packed: bytes) -> HostState:
-    ready_at, crawl, adaptive, paused, backoff, aside, throttled, in_a_row = _PACKED.unpack(packed)
+    ready_at, crawl, adaptive, paused, backoff, aside, silent, throttled, in_a_row = _PACKED.unpack(
+        packed
+    )
     return HostState(
-        host, 0, ready_at, crawl, adaptive, paused, backoff, aside, throttled, in_a_row
+        host,
+        0,
+        ready_at,
+        crawl,
+        adaptive,
+        paused,
+        backoff,
+        aside,
+        throttled,
+        in_a_row,
+        silent=silent,
     )
 
 
@@ -139,6 +153,9 @@ class HostTable:
         self.packed: dict[str, bytes] = {}  # evicted hosts whose state is not a new host's
         self.created = 0  # host states made new (a host forgotten and back counts again)
         self.evicted = 0
+        # the resident count past which hosts are evicted: the cap, or further when the last
+        # eviction found too few hosts nothing holds (so those are not walked per new host)
+        self._evict_at = self.resident_max
 
     def get(self, host: str) -> HostState:
         hs = self.hosts.get(host)
@@ -150,12 +167,13 @@ class HostTable:
             else:
                 hs = unpack(host, packed)
             self.hosts[host] = hs
-            if len(self.hosts) > self.resident_max:
+            if len(self.hosts) > self._evict_at:
                 self._evict()
         return hs
 
     def _evict(self) -> None:
-        """Evict the oldest hosts nothing holds, down to three quarters of the cap."""
+        """Evict the oldest hosts nothing holds, down to three quarters of the cap; if too
+        many are held for that, the next eviction waits for a quarter of the cap more."""
         now = self.clock()
         excess = len(self.hosts) - self.resident_max * 3 // 4
         hosts, packed = self.hosts, self.packed
@@ -163,7 +181,7 @@ class HostTable:
             if excess <= 0:
                 break
             hs = hosts[host]
-            if hs.busy or hs.set_aside or sys.getrefcount(hs) > _UNHELD:  # held across a wait
+            if hs.busy or sys.getrefcount(hs) > _UNHELD:  # held across a wait
                 continue
             del hosts[host]
             excess -= 1
@@ -171,6 +189,7 @@ class HostTable:
             state = pack(hs, now)
             if state is not None:
                 packed[host] = state
+        self._evict_at = max(self.resident_max, len(hosts) + self.resident_max // 4)
 
     def delay(self, hs: HostState) -> float:
         return max(self.default_delay, hs.crawl_delay, hs.adaptive_delay)
