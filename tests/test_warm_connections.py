@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from itertools import pairwise
 from pathlib import Path
 
@@ -108,3 +108,30 @@ def test_a_hosts_pages_go_over_its_warm_connection(tmp_path: Path) -> None:
     too_close = {h: g for h, g in shortest_gaps(records).items() if g < delay - SLACK}
     assert too_close == {}, "a host's delay broken at the server"
     assert summary["connections_per_host"] <= 1.3, summary["connections_per_host"]
+
+
+@pytest.mark.crawl
+def test_a_sites_sitemap_goes_over_its_warm_connection(tmp_path: Path) -> None:
+    """One page a host (a broad crawl's shape), sitemaps on (the default), 4 requests at once:
+    a site's ``/sitemap.xml`` waited for the reader's turns, came well after the site's page
+    and robots.txt, past the server's keep-alive, on a new connection. Read on the page's
+    lease right after robots.txt, it goes over the connection robots.txt opened."""
+    hosts, delay = 200, 0.2
+    code, log, stats, records, port = crawl_many_hosts(
+        tmp_path,
+        hosts=hosts,
+        pages=1,
+        server=("--keepalive", "1.5", "--latency", "0.05"),  # idle 1.5 s, past the delay
+        settings={"DOWNLOAD_DELAY": delay, "LARBIN_IP_DELAY": 0, "CONCURRENT_REQUESTS": 4},
+    )
+    assert code == 0, log[-4000:]
+    assert stats.get("finish_reason") == "finished", stats
+    summary = manyhosts.summary(records, port)
+    missing = manyhosts.ground_truth(hosts, 1, port) - summary["pages"]
+    assert not missing, f"{len(missing)} pages never fetched, e.g. {sorted(missing)[:5]}"
+    assert summary["twice"] == 0
+    sitemaps = Counter(host for _, _, host, path in records if path == "/sitemap.xml")
+    assert len(sitemaps) == hosts and set(sitemaps.values()) == {1}, "each sitemap asked once"
+    too_close = {h: g for h, g in shortest_gaps(records).items() if g < delay - SLACK}
+    assert too_close == {}, "a host's delay broken at the server"
+    assert summary["connections_per_host"] <= 1.1, summary["connections_per_host"]

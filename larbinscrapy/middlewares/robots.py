@@ -426,21 +426,36 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         if rules.verdict != PARSE:
             return self._unreachable(key, rules, "as another worker found it")
         parser = build_from_crawler(self.parser_class, self.crawler, body)
-        hosts = {urlparse_cached(request).hostname, *map(host_of, moved or ())}
+        for host in {urlparse_cached(request).hostname, *map(host_of, moved or ())}:
+            self._apply_crawl_delay(parser, host)  # before the signal: a sitemap read on it
         told: Request | None = request
         if final is not None and final != key:  # redirected elsewhere
             told = None
             if moved and moved[-1] == final:
-                told = Request(site_origin(final) + "/robots.txt", callback=NO_CALLBACK)
+                told = Request(
+                    site_origin(final) + "/robots.txt",
+                    callback=NO_CALLBACK,
+                    meta=self._lendable(request, final),
+                )
         if told is not None:
             await self.crawler.signals.send_catch_log_async(
                 signal=signals.robots_parsed, robotparser=parser, request=told
             )
-        for host in hosts:
-            self._apply_crawl_delay(parser, host)
         if self._compact:
             return self._shared_rules(cast("RobotsTxtParser", parser).rules)
         return parser
+
+    @staticmethod
+    def _lendable(request: Request, final: str) -> dict[str, Any]:
+        """What ``robots_parsed`` tells of the page's lease for the ``final`` site its
+        robots.txt moved to: the lease to borrow (the page waits for this read), and the IP
+        when the final site is on the page's host (another host is looked up as itself)."""
+        meta: dict[str, Any] = {}
+        if M.LEASE in request.meta:
+            meta[M.BORROW] = request.meta[M.LEASE]
+            if host_of(final) == urlparse_cached(request).hostname:
+                meta[M.IP] = request.meta.get(M.IP)
+        return meta
 
     def _shared_rules(self, rules: tuple[str, ...]) -> tuple[str, ...]:
         """One tuple for every site with the same rules: most sites of a broad crawl serve one

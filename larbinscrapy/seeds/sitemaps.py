@@ -7,7 +7,7 @@ import time
 import zlib
 from http import HTTPStatus
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urljoin
 
 from scrapy import Request, signals
@@ -27,7 +27,7 @@ from larbinscrapy.frontier import Frontier, frontier_of, seen_set_of
 from larbinscrapy.gate.admission import Admission, admission_of, source_of
 from larbinscrapy.parse.urls import fingerprint_url, host_of, site_of, site_origin
 from larbinscrapy.politeness.ipsites import politeness_of
-from larbinscrapy.politeness.robotstxt import RobotsTxtParser
+from larbinscrapy.politeness.robotstxt import RobotsTxtParser, token_of
 from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.seeds.hints import sitemap_hint
 from larbinscrapy.seeds.pending import PendingSites
@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 TIERS = ("priority", "normal")
 _GZIP_MAGIC = b"\x1f\x8b"
+_UNFETCHED: Any = object()  # a site's first file not fetched on the page's lease: fetch it
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 def read_key(site: str) -> bytes:
@@ -116,11 +118,11 @@ class SitemapReader:
         self._turns = Turns(fetches_max, per_ip)
         self._on_turn = self._go  # one bound method for every site that waits
         self._politeness: HostRegistry | None = None
+        self._agent = token_of(crawler.settings)  # whose rules a file on a lease is read by
         self.stats = crawler.stats
         self.priority = priority
         self.max_files = max_files
-        self.max_urls = max_urls
-        self.max_bytes = max_bytes
+        self.max_urls, self.max_bytes = max_urls, max_bytes
         self._admission: Admission | None = None  # the link gate's core, found at open
         self._frontier: Frontier | None = None  # a shared one says who reads which site
         self._mark: Callable[[bytes], bool] | None = None  # the seen-set's test-and-set...
@@ -204,23 +206,60 @@ class SitemapReader:
         self._pending.close()
 
     # -- which sites ------------------------------------------------------------------------
-    def _robots_parsed(self, robotparser: Any, request: Request) -> None:
+    async def _robots_parsed(self, robotparser: Any, request: Request) -> None:
+        """A site whose robots.txt a page's lease read has its first file fetched now, on that
+        lease, before the page (the page waits for this handler): over the site's connection
+        while it is warm and its name is in the DNS cache. Read in its IP's turn, the file came
+        after every other site's page of a busy address, on a new connection (and a new TLS
+        handshake) once the server had closed the first. The other files wait their turn."""
         listed: list[str] = []  # ours and Protego keep the Sitemap: lines; Scrapy's others not
         if isinstance(robotparser, RobotsTxtParser):
             listed = list(robotparser.sitemaps)
         elif isinstance(robotparser, ProtegoRobotParser):
             listed = list(robotparser.rp.sitemaps)
-        self._start(site_of(request.url), listed)
+        site = site_of(request.url)
+        meta = request.meta
+        lease = meta.get(M.LEASE, meta.get(M.BORROW))
+        shared = self._frontier is not None and self._frontier.sitemaps is not None
+        if lease is None or shared:  # Redis workers: each file under the IP's shared lease
+            self._start(site, listed)
+        elif self._starts(site):
+            lent = {M.BORROW: lease, M.IP: meta.get(M.IP), "dont_obey_robotstxt": True}
+            await self._begin_on_lease(site, listed, robotparser, lent)
+
+    async def _begin_on_lease(
+        self, site: str, listed: list[str], robotparser: Any, lent: dict[str, Any]
+    ) -> None:
+        """Start ``site``: its first file fetched on the ``lent`` lease now, the rest later."""
+        self._pending.add(site, listed)
+        self._reading[site] = None
+        self.stats.inc_value("larbin/sitemaps/sites")
+        queue = self._files(site, listed)
+        first = _UNFETCHED
+        if robotparser.allowed(queue[0], self._agent):  # else: dropped the usual way
+            try:
+                first = await self._download(queue[0], lent)
+            except CrawlStopping:  # unread: the resumed crawl reads it
+                self._reading.pop(site, None)
+                return
+            self.stats.inc_value("larbin/sitemaps/on_lease")
+        deferred_from_coro(self._read_site(site, queue, None, first))
 
     def _response_received(self, response: Response, request: Request, spider: Any = None) -> None:
         if request.callback is not NO_CALLBACK:  # a page (robots.txt and sitemaps are not)
             self._start(site_of(response.url), [])
 
     def _start(self, site: str, listed: list[str]) -> None:
-        if not site or site in self._reading or self._was_read(site) or stopping(self.crawler):
-            return  # (a stopping crawl sends nothing new: the resumed one reads it)
-        self._pending.add(site, listed)
-        self._begin(site, listed)
+        if self._starts(site):
+            self._pending.add(site, listed)
+            self._begin(site, listed)
+
+    def _starts(self, site: str) -> bool:
+        """Whether ``site``'s reading starts now: not read, not being read, and (a stopping
+        crawl sends nothing new) the resumed crawl is not the one to read it."""
+        return not (
+            not site or site in self._reading or self._was_read(site) or stopping(self.crawler)
+        )
 
     def _begin(self, site: str, listed: list[str]) -> None:
         self._reading[site] = None
@@ -237,8 +276,13 @@ class SitemapReader:
 
     def _read_now(self, waiter: tuple[Any, ...]) -> None:
         _, site, held, *listed = waiter
-        urls = [u for u in listed if site_of(urljoin(site + "/", u)) == site]
-        deferred_from_coro(self._read_site(site, urls or [guessed_sitemap(site)], held))
+        deferred_from_coro(self._read_site(site, self._files(site, listed), held))
+
+    @staticmethod
+    def _files(site: str, listed: list[str]) -> list[str]:
+        """The files to read first: the listed ones on the site, else the guessed one."""
+        urls = [u for u in (urljoin(site + "/", u) for u in listed) if site_of(u) == site]
+        return urls or [guessed_sitemap(site)]
 
     def _was_read(self, site: str) -> bool:
         """Whether ``site``'s sitemaps were read, in this run or (JOBDIR) an earlier one."""
@@ -255,14 +299,16 @@ class SitemapReader:
             self._sites.add(site)
 
     # -- reading ------------------------------------------------------------------------------
-    async def _read_site(self, site: str, queue: list[str], held: str | None) -> None:
+    async def _read_site(
+        self, site: str, queue: list[str], held: str | None, first: Any = _UNFETCHED
+    ) -> None:
         """Read ``site``'s files; ``held``: the turn its first file holds (given back here
-        unless ``_read_files`` takes it)."""
+        unless ``_read_files`` takes it); ``first``: that file's answer, when fetched already."""
         shared = None if self._frontier is None else self._frontier.sitemaps  # Redis workers
         try:
             if shared is None or await shared.claim(site):  # there, one worker reads a site's
                 turn, held = held, None
-                await self._read_files(site, queue, turn)
+                await self._read_files(site, queue, turn, first)
         except CrawlStopping:  # unread: the resumed crawl reads it
             self._reading.pop(site, None)
             return
@@ -276,8 +322,10 @@ class SitemapReader:
                 self._turns.give(held)
         self._read(site)  # not reached if the process dies first: a resumed crawl reads it
 
-    async def _read_files(self, site: str, queue: list[str], held: str | None) -> None:
-        """``held``: the turn the first file holds (given back here if no file is fetched)."""
+    async def _read_files(
+        self, site: str, queue: list[str], held: str | None, first: Any = _UNFETCHED
+    ) -> None:
+        """``held``: the first file's turn (given back if unused); ``first``: its lease answer."""
         files = 0
         try:
             while queue:
@@ -288,8 +336,10 @@ class SitemapReader:
                     return
                 url = queue.pop(0)
                 files += 1
-                turn, held = held, None
-                response = await self._fetch(url, turn)
+                response, first = first, _UNFETCHED
+                if response is _UNFETCHED or isinstance(response, str):  # (str: its target)
+                    turn, held = held, None
+                    response = await self._fetch(url if response is _UNFETCHED else response, turn)
                 if response is None:
                     continue
                 try:
@@ -328,16 +378,24 @@ class SitemapReader:
         try:
             if stopping(self.crawler):
                 raise CrawlStopping("the crawl is stopping")
-            return await self._download(url)
+            return cast("Response | None", await self._download(url))  # (no lease: no str)
         finally:
             self._turns.give(key)
 
-    async def _download(self, url: str) -> Response | None:
+    async def _download(
+        self, url: str, lease: dict[str, Any] | None = None
+    ) -> Response | str | None:
+        """The file at ``url`` (None: not to be had, counted). ``lease``: the meta of a fetch
+        on a page's lease, whose rules were checked by the caller; it follows no redirect
+        (the target's rules are not in hand): the target URL is returned, to fetch in turn."""
         if self._mark is not None:
             self._mark(fingerprint_url(url))
-        request = Request(url, callback=NO_CALLBACK, meta={M.DOWNLOAD_MAXSIZE: self.max_bytes})
+        meta = {M.DOWNLOAD_MAXSIZE: self.max_bytes}
+        if lease is not None:
+            meta.update(lease, dont_redirect=True)
         shared = None if self._frontier is None else self._frontier.sitemaps
         try:
+            request = Request(url, callback=NO_CALLBACK, meta=meta)
             if shared is not None:  # Redis workers: under the IP's shared lease, as a page
                 request.meta[M.LEASE] = request.meta[M.IP] = await shared.take_ip(url)
             response = await self.crawler.engine.download_async(request)
@@ -349,6 +407,12 @@ class SitemapReader:
             self.stats.inc_value("larbin/sitemaps/failed")
             logger.debug("Sitemap %s unavailable: %s", url, exc)
             return None
+        if lease is not None and response.status in _REDIRECTS:
+            target = urljoin(
+                response.url, (response.headers.get("Location") or b"").decode("latin-1")
+            )
+            if target.startswith(("http://", "https://")):
+                return target
         if response.status != HTTPStatus.OK:
             self._missing(url, f"HTTP {response.status}")
             return None
