@@ -26,6 +26,11 @@ def verdict(status: int | None) -> str:
     return ALLOW_ALL  # 4xx, a redirect not followed, anything else: unavailable
 
 
+def read_as_empty(status: int) -> bool:
+    """Whether the answer is "no robots.txt here" (4xx): the rules of an empty file."""
+    return 400 <= status < 500  # noqa: PLR2004 - the 4xx class
+
+
 class SiteRules(NamedTuple):
     """A site's robots.txt state: its verdict, when it must be fetched again, its failures.
 
