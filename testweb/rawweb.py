@@ -12,7 +12,8 @@ file, ``{"/path": {...}}``:
   answer; headers and half the body, then a TCP reset; a 1 MB header line; a line of non-HTTP
   bytes; read the request and close the connection without a byte of answer.
 
-``{port}`` in a URL stands for the port the server listens on (known only once it listens).
+``{port}`` in a URL or a body stands for the port the server listens on (known only once it
+listens).
 An entry keyed ``//host/path`` answers that path on that hostname only (before ``/path``).
 
 Any other path answers 404 (``/robots.txt`` included, which means "everything allowed").
@@ -114,7 +115,7 @@ class ScriptedHttp(protocol.Protocol):
         if "body" in page:
             self.send(
                 int(page.get("status", 200)),
-                page["body"].encode(),
+                page["body"].replace("{port}", port).encode(),
                 [("Content-Type", "text/plain")],
             )
             return
