@@ -54,7 +54,7 @@ def test_a_redirected_first_sitemap_is_followed_under_the_targets_rules(tmp_path
             tmp_path / "out",
             "-a",
             "urls=" + ",".join(web.url(h) for h in HOSTS),
-            settings={"ROBOTSTXT_OBEY": True, "LARBIN_SITEMAPS": True},
+            settings={"ROBOTSTXT_OBEY": True, "LARBIN_SITEMAPS": True, "DOWNLOAD_DELAY": 0},
         )
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     assert "Traceback" not in crawl.stderr, crawl.stderr[-3000:]

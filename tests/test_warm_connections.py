@@ -118,13 +118,13 @@ def test_a_sites_sitemap_goes_over_its_warm_connection(tmp_path: Path, robots: s
     and robots.txt, past the server's keep-alive, on a new connection. Read on the page's
     lease right after robots.txt (read, or answered 404: no rules), it goes over the
     connection robots.txt opened."""
-    hosts, delay = 200, 0.2
+    hosts, delay = 200, 0.0  # no delay: a broad crawl's (the file waits for none)
     code, log, stats, records, port = crawl_many_hosts(
         tmp_path,
         hosts=hosts,
         pages=1,
         server=(
-            *("--keepalive", "1.5", "--latency", "0.05"),  # idle 1.5 s, past the delay
+            *("--keepalive", "1.5", "--latency", "0.05"),  # idle 1.5 s
             *(("--no-robots",) if robots == "missing" else ()),
         ),
         settings={"DOWNLOAD_DELAY": delay, "LARBIN_IP_DELAY": 0, "CONCURRENT_REQUESTS": 4},
@@ -137,6 +137,4 @@ def test_a_sites_sitemap_goes_over_its_warm_connection(tmp_path: Path, robots: s
     assert summary["twice"] == 0
     sitemaps = Counter(host for _, _, host, path in records if path == "/sitemap.xml")
     assert len(sitemaps) == hosts and set(sitemaps.values()) == {1}, "each sitemap asked once"
-    too_close = {h: g for h, g in shortest_gaps(records).items() if g < delay - SLACK}
-    assert too_close == {}, "a host's delay broken at the server"
     assert summary["connections_per_host"] <= 1.1, summary["connections_per_host"]

@@ -415,7 +415,7 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         final = site_key(response.url)
         if rules.verdict != PARSE:
             if rules.verdict == ALLOW_ALL and read_as_empty(response.status):
-                # unavailable: no rules, as an empty file (RFC 9309 section 2.3.1.3), told to
+                # no file: no rules, as an empty one (RFC 9309 section 2.3.1.3), told to
                 # robots_parsed as Scrapy's middleware tells a 404 (the sitemaps start there)
                 empty = rules._replace(verdict=PARSE)
                 await self._parse_body(b"", request, key, empty, moved, final)

@@ -27,8 +27,12 @@ def verdict(status: int | None) -> str:
 
 
 def read_as_empty(status: int) -> bool:
-    """Whether the answer is "no robots.txt here" (4xx): the rules of an empty file."""
-    return 400 <= status < 500  # noqa: PLR2004 - the 4xx class
+    """Whether the answer says "no robots.txt here" (404, 410): the rules of an empty file.
+    Other 4xx (401, 403, 429) also allow all, but say nothing of a file that is not there."""
+    return status in _NOT_THERE
+
+
+_NOT_THERE = frozenset({404, 410})
 
 
 class SiteRules(NamedTuple):

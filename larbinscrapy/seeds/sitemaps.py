@@ -221,11 +221,20 @@ class SitemapReader:
         meta = request.meta
         lease = meta.get(M.LEASE, meta.get(M.BORROW))
         shared = self._frontier is not None and self._frontier.sitemaps is not None
-        if lease is None or shared:  # Redis workers: each file under the IP's shared lease
+        if lease is None or shared or not self._host_free(site):  # (shared: Redis workers)
             self._start(site, listed)
         elif self._starts(site):
             lent = {M.BORROW: lease, M.IP: meta.get(M.IP), "dont_obey_robotstxt": True}
             await self._begin_on_lease(site, listed, robotparser, lent)
+
+    def _host_free(self, site: str) -> bool:
+        """Whether ``site``'s host may be asked at once: a file on the page's lease must not
+        hold the IP idle through the host's delay (the page itself goes back to the frontier
+        then, and the file waits its turn as any other)."""
+        if self._politeness is None:
+            return False
+        table = self._politeness.table
+        return bool(table.hosts.next_start(host_of(site)) <= table.clock())
 
     async def _begin_on_lease(
         self, site: str, listed: list[str], robotparser: Any, lent: dict[str, Any]
