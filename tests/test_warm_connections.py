@@ -111,22 +111,17 @@ def test_a_hosts_pages_go_over_its_warm_connection(tmp_path: Path) -> None:
 
 
 @pytest.mark.crawl
-@pytest.mark.parametrize("robots", ["served", "missing"])
-def test_a_sites_sitemap_goes_over_its_warm_connection(tmp_path: Path, robots: str) -> None:
+def test_a_sites_sitemap_goes_over_its_warm_connection(tmp_path: Path) -> None:
     """One page a host (a broad crawl's shape), sitemaps on (the default), 4 requests at once:
     a site's ``/sitemap.xml`` waited for the reader's turns, came well after the site's page
     and robots.txt, past the server's keep-alive, on a new connection. Read on the page's
-    lease right after robots.txt (read, or answered 404: no rules), it goes over the
-    connection robots.txt opened."""
+    lease right after robots.txt, it goes over the connection robots.txt opened."""
     hosts, delay = 200, 0.0  # no delay: a broad crawl's (the file waits for none)
     code, log, stats, records, port = crawl_many_hosts(
         tmp_path,
         hosts=hosts,
         pages=1,
-        server=(
-            *("--keepalive", "1.5", "--latency", "0.05"),  # idle 1.5 s
-            *(("--no-robots",) if robots == "missing" else ()),
-        ),
+        server=("--keepalive", "1.5", "--latency", "0.05"),  # idle 1.5 s
         settings={"DOWNLOAD_DELAY": delay, "LARBIN_IP_DELAY": 0, "CONCURRENT_REQUESTS": 4},
     )
     assert code == 0, log[-4000:]

@@ -29,14 +29,7 @@ from larbinscrapy.frontier import frontier_of
 from larbinscrapy.parse.urls import host_of, site_of, site_origin
 from larbinscrapy.politeness import robotstxt
 from larbinscrapy.politeness.ipsites import IpState, politeness_of
-from larbinscrapy.politeness.robotsrules import (
-    ALLOW_ALL,
-    DISALLOW_ALL,
-    PARSE,
-    RobotsPolicy,
-    SiteRules,
-    read_as_empty,
-)
+from larbinscrapy.politeness.robotsrules import DISALLOW_ALL, PARSE, RobotsPolicy, SiteRules
 from larbinscrapy.politeness.robotstxt import RobotsTxtParser, token_of
 from larbinscrapy.stopping import CrawlStopping, drop_held
 
@@ -414,11 +407,6 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
         final = site_key(response.url)
         if rules.verdict != PARSE:
-            if rules.verdict == ALLOW_ALL and read_as_empty(response.status):
-                # no file: no rules, as an empty one (RFC 9309 section 2.3.1.3), told to
-                # robots_parsed as Scrapy's middleware tells a 404 (the sitemaps start there)
-                empty = rules._replace(verdict=PARSE)
-                await self._parse_body(b"", request, key, empty, moved, final)
             return self._unreachable(key, rules, f"status {response.status}")
         return await self._parse_body(response.body, request, key, rules, moved, final)
 

@@ -26,15 +26,6 @@ def verdict(status: int | None) -> str:
     return ALLOW_ALL  # 4xx, a redirect not followed, anything else: unavailable
 
 
-def read_as_empty(status: int) -> bool:
-    """Whether the answer says "no robots.txt here" (404, 410): the rules of an empty file.
-    Other 4xx (401, 403, 429) also allow all, but say nothing of a file that is not there."""
-    return status in _NOT_THERE
-
-
-_NOT_THERE = frozenset({404, 410})
-
-
 class SiteRules(NamedTuple):
     """A site's robots.txt state: its verdict, when it must be fetched again, its failures.
 
