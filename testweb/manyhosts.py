@@ -9,8 +9,8 @@ network namespace whose resolv.conf names that address: ``served(..., netns=...)
 of 10^6 hosts holds no pinned map of 10^6 names and goes through its resolver. A host has
 ``--pages`` pages: ``/`` and ``/p<i>.html``; page ``i`` links to page ``i + 1`` (so every page
 is reachable from the start page), to two other pages of its host and to ``--cross`` start pages
-of other hosts. robots.txt allows all but ``/private/`` (never linked), or (``--no-robots``)
-answers 404, as on many real sites. The ground truth is every page of every host.
+of other hosts. robots.txt allows all but ``/private/`` (never linked). The ground truth is every
+page of every host.
 
 HTTP/1.1 with keep-alive: a connection idle for ``--keepalive`` seconds is closed (Apache's
 default is 5 s), as a real server does. Every request is logged as ``t conn host path`` (one
@@ -89,18 +89,15 @@ def page_links(n: int, i: int, *, hosts: int, pages: int, cross: int, seed: int)
 class Web:
     """What the server answers (module docstring)."""
 
-    def __init__(
-        self, hosts: int, pages: int, cross: int, seed: int, port: int = 0, robots: bool = True
-    ) -> None:
+    def __init__(self, hosts: int, pages: int, cross: int, seed: int, port: int = 0) -> None:
         self.hosts, self.pages, self.cross, self.seed, self.port = hosts, pages, cross, seed, port
-        self.robots = robots
 
     def answer(self, host: str, path: str) -> tuple[int, bytes, str]:
         n = host_number(host.rsplit(":", 1)[0] if not host.startswith("[") else host)
         if n < 0 or n >= self.hosts:
             return 404, b"no such host\n", "text/plain"
         if path == "/robots.txt":
-            return (200, ROBOTS, "text/plain") if self.robots else (404, b"none\n", "text/plain")
+            return 200, ROBOTS, "text/plain"
         i = 0 if path == "/" else _page_index(path)
         if i < 0 or i >= self.pages:
             return 404, b"not found\n", "text/plain"
@@ -273,7 +270,7 @@ class NameServer(asyncio.DatagramProtocol):
 
 
 async def serve(args: argparse.Namespace) -> None:
-    web = Web(args.hosts, args.pages, args.cross, args.seed, robots=not args.no_robots)
+    web = Web(args.hosts, args.pages, args.cross, args.seed)
     with open(args.log, "w", encoding="utf-8", buffering=1 << 16) as log:
         server = Server(web, args.keepalive, log, args.latency)
         web.port = await server.listen(ips(args.hosts, args.first_ip, args.hosts_per_ip), args.port)
@@ -313,7 +310,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keepalive", type=float, default=5.0, help="idle seconds a connection")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
-    parser.add_argument("--no-robots", action="store_true", help="robots.txt answers 404")
     parser.add_argument("--log", required=True)
     parser.add_argument("--info", default="")
     parser.add_argument("--dns", default="", help="also answer the names' A queries here, port 53")

@@ -405,9 +405,9 @@ class RobotsMiddleware(RobotsTxtMiddleware):
     ) -> Decider:
         self.stats.inc_value("robotstxt/response_count")
         self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-        final = site_key(response.url)
         if rules.verdict != PARSE:
             return self._unreachable(key, rules, f"status {response.status}")
+        final = site_key(response.url)
         return await self._parse_body(response.body, request, key, rules, moved, final)
 
     async def _parse_body(

@@ -266,8 +266,11 @@ class SitemapReader:
     def _starts(self, site: str) -> bool:
         """Whether ``site``'s reading starts now: not read, not being read, and (a stopping
         crawl sends nothing new) the resumed crawl is not the one to read it."""
-        return not (
-            not site or site in self._reading or self._was_read(site) or stopping(self.crawler)
+        return (
+            bool(site)
+            and site not in self._reading
+            and not self._was_read(site)
+            and not stopping(self.crawler)
         )
 
     def _begin(self, site: str, listed: list[str]) -> None:
