@@ -215,6 +215,7 @@ def bench(
             "requests": len(web),
             "pages": pages,
             "cpu_ms_per_page": round(result["cpu_s"] * 1000 / max(1, pages), 3),
+            "user_cpu_ms_per_page": round(result["cpu_user_s"] * 1000 / max(1, pages), 3),
             "pages_per_s": round(pages / result["wall_s"], 1),
             "to_95pct_pages_s": round(t95, 1) if t95 else None,
             "pages_per_s_to_95pct": round(0.95 * pages / t95, 1) if t95 else None,
@@ -239,7 +240,13 @@ def bench(
     stats = work / "stats.json"
     if stats.exists():
         got = json.loads(stats.read_text())
-        kept = ("larbin/dns", "larbin/dropped", "larbin/http1/connections", "larbin/tls/")
+        kept = (
+            "larbin/dns",
+            "larbin/dropped",
+            "larbin/fetch/in_flight_cap",
+            "larbin/http1/connections",
+            "larbin/tls/",
+        )
         result["stats"] = {k: v for k, v in got.items() if k.startswith(kept)}
     for probe_name in filter(None, (probe.get("inside") or "").split(",")):
         out = work / f"{probe_name}.json"

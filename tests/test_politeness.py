@@ -151,8 +151,8 @@ def test_slow_hosts_do_not_slow_the_rest(tmp_path):
 
         alone = crawl("alone", fast_seeds)
         mixed = crawl("mixed", all_seeds)
-        # control: a global budget of 2 connections lets the slow hosts hog them
-        hogged = crawl("hogged", all_seeds, CONCURRENT_REQUESTS=2)
+        # control: a fixed global budget of 2 connections lets the slow hosts hog them
+        hogged = crawl("hogged", all_seeds, CONCURRENT_REQUESTS=2, LARBIN_FETCH_IN_FLIGHT_MAX=0)
     n_alone, span_alone = _fast_span(alone, web.port)
     n_mixed, span_mixed = _fast_span(mixed, web.port)
     n_hogged, span_hogged = _fast_span(hogged, web.port)

@@ -21,6 +21,7 @@ from testweb.harness import launch
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_IP = "127.40.0.1"  # the conn helper's loopback range (127.40.0.0/16)
 SLACK = 0.001  # the server's log keeps 0.1 ms
+FIXED = {"LARBIN_FETCH_IN_FLIGHT_MAX": 0}  # 4 requests at once, not grown (tests/test_in_flight.py)
 
 
 def crawl_many_hosts(
@@ -97,7 +98,7 @@ def test_a_hosts_pages_go_over_its_warm_connection(tmp_path: Path) -> None:
         hosts=hosts,
         pages=pages,
         server=("--keepalive", "1.5", "--latency", "0.05"),  # idle 1.5 s, past the delay
-        settings={"DOWNLOAD_DELAY": delay, "LARBIN_IP_DELAY": 0, "CONCURRENT_REQUESTS": 4},
+        settings={"DOWNLOAD_DELAY": delay, "LARBIN_IP_DELAY": 0, "CONCURRENT_REQUESTS": 4, **FIXED},
     )
     assert code == 0, log[-4000:]
     assert stats.get("finish_reason") == "finished", stats
@@ -122,7 +123,7 @@ def test_a_sites_sitemap_goes_over_its_warm_connection(tmp_path: Path) -> None:
         hosts=hosts,
         pages=1,
         server=("--keepalive", "1.5", "--latency", "0.05"),  # idle 1.5 s
-        settings={"DOWNLOAD_DELAY": delay, "LARBIN_IP_DELAY": 0, "CONCURRENT_REQUESTS": 4},
+        settings={"DOWNLOAD_DELAY": delay, "LARBIN_IP_DELAY": 0, "CONCURRENT_REQUESTS": 4, **FIXED},
     )
     assert code == 0, log[-4000:]
     assert stats.get("finish_reason") == "finished", stats

@@ -200,8 +200,9 @@ EXTENSIONS = Setting(
         "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
         "larbinscrapy.status.logline.CrawlLogLine": 0,  # every LOGSTATS_INTERVAL: rates, queues, IPs
         "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_STATUS_*)
+        "larbinscrapy.fetch.inflight.InFlightSizer": 540,  # on when LARBIN_FETCH_IN_FLIGHT_MAX > CONCURRENT_REQUESTS
     },
-    doc="JOBDIR checks and atomic spider state, stats file, revisits, sitemaps, the crawl log line, the status page",
+    doc="JOBDIR checks and atomic spider state, stats file, revisits, sitemaps, the crawl log line, the status page, requests in flight sized",
 )
 
 # --- Seeds and link following (spider arguments override these) ---------------------------
@@ -492,6 +493,12 @@ LARBIN_IP_FAILURES_MAX = Setting(
     min=1,
     old="LARBIN_IP_MAX_FAILURES",
     doc="consecutive timeouts/refusals before an IP is dropped (noConnection)",
+)
+LARBIN_FETCH_IN_FLIGHT_MAX = Setting(
+    1024,
+    int,
+    min=0,
+    doc="requests in flight the crawl grows to from CONCURRENT_REQUESTS (never past the open connections' cap, LARBIN_FETCH_CONNECTIONS_MAX), a quarter a second while the downloader is full and the CPU has room (under 90% of a core): latency hidden without sizing CONCURRENT_REQUESTS by hand; at most CONCURRENT_REQUESTS (0): CONCURRENT_REQUESTS is fixed, as in Scrapy",
 )
 LARBIN_FETCH_CONNECTIONS_MAX = Setting(
     0,
