@@ -21,6 +21,7 @@ from testweb.harness import launch
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_IP = "127.40.0.1"  # the conn helper's loopback range (127.40.0.0/16)
 SLACK = 0.001  # the server's log keeps 0.1 ms
+LATENCY = 0.05  # the server's wait before each answer
 FIXED = {"LARBIN_FETCH_IN_FLIGHT_MAX": 0}  # 4 requests at once, not grown (tests/test_in_flight.py)
 
 
@@ -97,7 +98,7 @@ def test_a_hosts_pages_go_over_its_warm_connection(tmp_path: Path) -> None:
         tmp_path,
         hosts=hosts,
         pages=pages,
-        server=("--keepalive", "1.5", "--latency", "0.05"),  # idle 1.5 s, past the delay
+        server=("--keepalive", "1.5", "--latency", str(LATENCY)),  # idle 1.5 s, past the delay
         settings={"DOWNLOAD_DELAY": delay, "LARBIN_IP_DELAY": 0, "CONCURRENT_REQUESTS": 4, **FIXED},
     )
     assert code == 0, log[-4000:]
@@ -122,7 +123,7 @@ def test_a_sites_sitemap_goes_over_its_warm_connection(tmp_path: Path) -> None:
         tmp_path,
         hosts=hosts,
         pages=1,
-        server=("--keepalive", "1.5", "--latency", "0.05"),  # idle 1.5 s
+        server=("--keepalive", "1.5", "--latency", str(LATENCY)),  # idle 1.5 s
         settings={"DOWNLOAD_DELAY": delay, "LARBIN_IP_DELAY": 0, "CONCURRENT_REQUESTS": 4, **FIXED},
     )
     assert code == 0, log[-4000:]
@@ -133,4 +134,7 @@ def test_a_sites_sitemap_goes_over_its_warm_connection(tmp_path: Path) -> None:
     assert summary["twice"] == 0
     sitemaps = Counter(host for _, _, host, path in records if path == "/sitemap.xml")
     assert len(sitemaps) == hosts and set(sitemaps.values()) == {1}, "each sitemap asked once"
+    # no host delay: one request at a time a host, the next after the previous one's answer
+    too_close = {h: g for h, g in shortest_gaps(records).items() if g < LATENCY - SLACK}
+    assert too_close == {}, "two requests out at once on one host"
     assert summary["connections_per_host"] <= 1.1, summary["connections_per_host"]

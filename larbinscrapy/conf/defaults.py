@@ -200,7 +200,7 @@ EXTENSIONS = Setting(
         "scrapy.extensions.logstats.LogStats": None,  # replaced by the broad-crawl line below
         "larbinscrapy.status.logline.CrawlLogLine": 0,  # every LOGSTATS_INTERVAL: rates, queues, IPs
         "larbinscrapy.status.extension.StatusServer": 530,  # larbin httpPort/inputPort (LARBIN_STATUS_*)
-        "larbinscrapy.fetch.inflight.InFlightSizer": 540,  # on when LARBIN_FETCH_IN_FLIGHT_MAX > CONCURRENT_REQUESTS
+        "larbinscrapy.fetch.inflight.InFlightSizer": 540,  # on when LARBIN_FETCH_IN_FLIGHT_MAX and the connections cap exceed CONCURRENT_REQUESTS
     },
     doc="JOBDIR checks and atomic spider state, stats file, revisits, sitemaps, the crawl log line, the status page, requests in flight sized",
 )
