@@ -23,7 +23,7 @@ from dnslib import QTYPE, RCODE, DNSRecord  # type: ignore[import-untyped]
 
 from tests.support.marks import require_crawl_marker
 from testweb.internet.__main__ import main as internet_main
-from testweb.internet.analyze import analyze, load
+from testweb.internet.analyze import ROBOTS, analyze, load
 from testweb.internet.dns import DnsThread, dns_address
 from testweb.internet.harness import (
     ROOT,
@@ -310,7 +310,30 @@ def test_the_analyzer_counts_a_robots_txt_redirect_never_followed() -> None:
         url = route.location
     assert [e.host for e in chain] == [host.name, host.name, host.canonical]
     assert analyze(net, [], chain, [])["robots_moves_unfollowed"] == 0
-    assert analyze(net, [], chain[:-1], [])["robots_moves_unfollowed"] == 1
+    cut = analyze(net, [], chain[:-1], [])
+    assert cut["robots_moves_unfollowed"] == 1
+    # named, to look up in the crawl's log: the target never asked for
+    assert cut["robots_moves_unfollowed_some"] == [net.origin("https", host.canonical) + ROBOTS]
+
+
+def test_the_analyzer_names_some_of_the_hosts_and_urls_it_missed() -> None:
+    """A crawl that fetched every URL of the truth but one host's: the report names that host
+    and its URLs, not only how many were missed."""
+    net = Internet(50, seed=4, http_port=8080, https_port=8443)
+    seeds = net.seeds()
+    truth = walk(net, seeds)
+    missed = net.host(min(truth.hosts))
+    web, lost = [], []
+    for url in sorted(truth.requested):
+        parts = urlsplit(url)
+        if net.host_of(parts.hostname or "") == missed:
+            lost.append(url)
+            continue
+        entry = WebEntry(0.0, "127.0.0.1", parts.port or 0, parts.hostname or "", parts.path, 200)
+        web.append(entry)
+    report = analyze(net, seeds, web, [])
+    assert report["hosts_missed"] == 1 and report["hosts_missed_some"] == [missed.name]
+    assert lost and report["urls_missed_some"] == lost[:10]
 
 
 def _wait_log(running: InternetThread, count: int) -> list[WebEntry]:

@@ -65,6 +65,22 @@ def test_pages_listed_only_in_sitemaps_are_crawled(sites, tmp_path):
 
 
 @pytest.mark.crawl
+def test_with_the_guess_off_only_listed_sitemaps_are_asked_for(sites, tmp_path):
+    # LARBIN_SITEMAP_GUESS=False: robots.txt's Sitemap: lines are read (s1, s3), but a site
+    # whose robots.txt names none (s2) or that has none (s4) is not asked for /sitemap.xml:
+    # one request a site less in a broad crawl, where most sites have no sitemap there
+    crawl, fetched = crawl_sites(sites, tmp_path / "listed", LARBIN_SITEMAP_GUESS=False)
+    assert {u for u in ONLY if u.startswith("s1.test")} <= fetched
+    assert not {u for u in ONLY if u.startswith("s2.test")} & fetched  # only its sitemap has them
+    assert not [r for r in crawl.requests if r["path"] == "/sitemap.xml"]
+    stats = crawl.stats
+    assert stats["larbin/sitemaps/sites"] == 2  # s1 and s3
+    assert stats["larbin/sitemaps/files"] == 3  # s1: index, a.xml, b.xml.gz
+    assert stats["larbin/sitemaps/broken"] == 2  # s3's two, as with the guess on
+    assert "larbin/sitemaps/missing" not in stats
+
+
+@pytest.mark.crawl
 def test_without_sitemaps_those_pages_are_unreachable(sites, tmp_path):
     _, fetched = crawl_sites(sites, tmp_path / "off", LARBIN_SITEMAPS=False)
     assert not (ONLY & fetched)

@@ -933,6 +933,11 @@ LARBIN_SITEMAPS = Setting(
     bool,
     doc="read each site's sitemaps (robots.txt Sitemap: lines, else /sitemap.xml); False = off",
 )
+LARBIN_SITEMAP_GUESS = Setting(
+    True,
+    bool,
+    doc="ask /sitemap.xml of a site whose robots.txt names no sitemap; False: listed ones only",
+)
 LARBIN_SITEMAP_PRIORITY = Setting(
     "normal",
     str,

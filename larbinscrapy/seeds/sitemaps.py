@@ -105,6 +105,7 @@ class SitemapReader:
         crawler: Crawler,
         *,
         priority: bool,
+        guess: bool = True,
         max_files: int,
         max_urls: int,
         max_bytes: int,
@@ -121,8 +122,8 @@ class SitemapReader:
         self._agent = token_of(crawler.settings)  # whose rules a file on a lease is read by
         self.stats = crawler.stats
         self.priority = priority
-        self.max_files = max_files
-        self.max_urls, self.max_bytes = max_urls, max_bytes
+        self.guess = guess  # /sitemap.xml asked of a site whose robots.txt names none
+        self.max_files, self.max_urls, self.max_bytes = max_files, max_urls, max_bytes
         self._admission: Admission | None = None  # the link gate's core, found at open
         self._frontier: Frontier | None = None  # a shared one says who reads which site
         self._mark: Callable[[bytes], bool] | None = None  # the seen-set's test-and-set...
@@ -131,8 +132,7 @@ class SitemapReader:
         self._reading: dict[str, None] = {}  # read or waiting (a set's table is sparser)
         # ...and on disk, for a resumed crawl (JOBDIR; a failed write stops the crawl)
         self._pending = PendingSites(pending, on_disk_error)
-        self._closed = False
-        self._logged_broken = False
+        self._closed = self._logged_broken = False
         sig = crawler.signals
         sig.connect(self._spider_opened, signal=signals.spider_opened)
         sig.connect(self._engine_started, signal=signals.engine_started)
@@ -152,6 +152,7 @@ class SitemapReader:
         return cls(
             crawler,
             priority=tier == "priority",
+            guess=s.getbool("LARBIN_SITEMAP_GUESS"),
             max_files=s.getint("LARBIN_SITEMAP_FILES_MAX"),
             max_urls=s.getint("LARBIN_SITEMAP_URLS_MAX"),
             max_bytes=s.getint("LARBIN_SITEMAP_BYTES_MAX"),
@@ -218,6 +219,8 @@ class SitemapReader:
         elif isinstance(robotparser, ProtegoRobotParser):
             listed = list(robotparser.rp.sitemaps)
         site = site_of(request.url)
+        if not self._files(site, listed):  # nothing listed and no guess: nothing to read
+            return
         meta = request.meta
         lease = meta.get(M.LEASE, meta.get(M.BORROW))
         shared = self._frontier is not None and self._frontier.sitemaps is not None
@@ -255,11 +258,12 @@ class SitemapReader:
         deferred_from_coro(self._read_site(site, queue, None, first))
 
     def _response_received(self, response: Response, request: Request, spider: Any = None) -> None:
-        if request.callback is not NO_CALLBACK:  # a page (robots.txt and sitemaps are not)
+        # a page (robots.txt and sitemaps are not) starts its site with the guess, if any
+        if self.guess and request.callback is not NO_CALLBACK:
             self._start(site_of(response.url), [])
 
     def _start(self, site: str, listed: list[str]) -> None:
-        if self._starts(site):
+        if self._starts(site) and self._files(site, listed):
             self._pending.add(site, listed)
             self._begin(site, listed)
 
@@ -290,11 +294,11 @@ class SitemapReader:
         _, site, held, *listed = waiter
         deferred_from_coro(self._read_site(site, self._files(site, listed), held))
 
-    @staticmethod
-    def _files(site: str, listed: list[str]) -> list[str]:
-        """The files to read first: the listed ones on the site, else the guessed one."""
+    def _files(self, site: str, listed: list[str]) -> list[str]:
+        """The files to read first: the listed ones on the site, else the guessed one (none
+        with ``LARBIN_SITEMAP_GUESS`` off: the site is not read)."""
         urls = [u for u in (urljoin(site + "/", u) for u in listed) if site_of(u) == site]
-        return urls or [guessed_sitemap(site)]
+        return urls or ([guessed_sitemap(site)] if self.guess else [])
 
     def _was_read(self, site: str) -> bool:
         """Whether ``site``'s sitemaps were read, in this run or (JOBDIR) an earlier one."""

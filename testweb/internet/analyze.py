@@ -3,7 +3,8 @@
 Reads ``LOGDIR/web.log`` and ``LOGDIR/dns.log`` (``logs.py``) and ``--truth`` (the
 ``internet.json`` the server wrote: the generator's parameters and ports), walks the truth from
 ``--seeds`` (default ``LOGDIR/seeds.txt``, else every host) and prints one JSON document:
-coverage of the URLs and hosts a correct crawl requests, URLs fetched twice, URLs fetched that
+coverage of the URLs and hosts a correct crawl requests (and up to ten of the hosts, URLs
+and robots.txt redirect targets it missed), URLs fetched twice, URLs fetched that
 the truth leaves out, robots-disallowed URLs fetched, robots.txt redirects whose target was never
 asked for, the smallest gaps between requests per host and per IP at the server (with
 ``--delay`` and ``--ip-delay``, how many gaps were shorter by more than ``--slack``), and DNS
@@ -30,6 +31,7 @@ from testweb.internet.truth import allowed, walk
 logger = logging.getLogger(__name__)
 
 ROBOTS = "/robots.txt"
+EXAMPLES = 10  # names and URLs listed of each kind of miss
 
 
 def url_of(internet: Internet, entry: WebEntry) -> str:
@@ -60,6 +62,7 @@ def analyze(
         if host is not None and not allowed(host, parts.path or "/"):
             disallowed += 1
     robots = Counter((e.port, e.host) for e in web if e.path == ROBOTS)
+    unfollowed = _robots_moves_unfollowed(internet, web)
     report: dict[str, Any] = {
         "seeds": len(seeds),
         "truth_urls": len(truth.requested),
@@ -68,11 +71,17 @@ def analyze(
         "coverage": _ratio(len(fetched & truth.requested), len(truth.requested)),
         "host_coverage": _ratio(len(hosts_hit & truth.hosts), len(truth.hosts)),
         "hosts_missed": len(truth.hosts - hosts_hit),
+        # a few of what was missed, to look up in the crawl's log (the whole sets can be large)
+        "hosts_missed_some": [internet.host(i).name for i in sorted(truth.hosts - hosts_hit)][
+            :EXAMPLES
+        ],
+        "urls_missed_some": sorted(truth.requested - fetched)[:EXAMPLES],
         "fetched_twice": sum(1 for n in fetches.values() if n > 1),
         "fetched_outside_truth": len(fetched - truth.requested),
         "disallowed_fetched": disallowed,
         "robots_fetches_max_per_site": max(robots.values(), default=0),
-        "robots_moves_unfollowed": _robots_moves_unfollowed(internet, web),
+        "robots_moves_unfollowed": len(unfollowed),
+        "robots_moves_unfollowed_some": sorted(unfollowed)[:EXAMPLES],
         "requests": len(web),
     }
     report.update(_gaps(web, delay, delay if ip_delay is None else ip_delay, slack))
@@ -80,7 +89,7 @@ def analyze(
     return report
 
 
-def _robots_moves_unfollowed(internet: Internet, web: list[WebEntry]) -> int:
+def _robots_moves_unfollowed(internet: Internet, web: list[WebEntry]) -> set[str]:
     """robots.txt redirects whose target the crawl never asked for: the site's rules came from
     no answer (a crawl that knew the target's file already asked for it once)."""
     asked = {url_of(internet, e) for e in web if e.path == ROBOTS}
@@ -91,7 +100,7 @@ def _robots_moves_unfollowed(internet: Internet, web: list[WebEntry]) -> int:
             location = internet.route(scheme, e.host, ROBOTS).location
             if location is not None:
                 targets.add(location)
-    return len(targets - asked)
+    return targets - asked
 
 
 def _ratio(a: int, b: int) -> float:
