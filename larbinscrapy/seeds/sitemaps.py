@@ -105,7 +105,7 @@ class SitemapReader:
         crawler: Crawler,
         *,
         priority: bool,
-        guess: bool = True,
+        guess: bool,
         max_files: int,
         max_urls: int,
         max_bytes: int,
@@ -219,7 +219,9 @@ class SitemapReader:
         elif isinstance(robotparser, ProtegoRobotParser):
             listed = list(robotparser.rp.sitemaps)
         site = site_of(request.url)
-        if not self._files(site, listed):  # nothing listed and no guess: nothing to read
+        # nothing listed and no guess: nothing to read (checked here only: a page's answer
+        # starts its site only with the guess on, when there is always a file)
+        if not self._files(site, listed):
             return
         meta = request.meta
         lease = meta.get(M.LEASE, meta.get(M.BORROW))
@@ -263,7 +265,7 @@ class SitemapReader:
             self._start(site_of(response.url), [])
 
     def _start(self, site: str, listed: list[str]) -> None:
-        if self._starts(site) and self._files(site, listed):
+        if self._starts(site):
             self._pending.add(site, listed)
             self._begin(site, listed)
 

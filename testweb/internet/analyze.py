@@ -63,6 +63,7 @@ def analyze(
             disallowed += 1
     robots = Counter((e.port, e.host) for e in web if e.path == ROBOTS)
     unfollowed = _robots_moves_unfollowed(internet, web)
+    missed_hosts = sorted(truth.hosts - hosts_hit)
     report: dict[str, Any] = {
         "seeds": len(seeds),
         "truth_urls": len(truth.requested),
@@ -70,11 +71,9 @@ def analyze(
         "fetched_urls": len(fetched),
         "coverage": _ratio(len(fetched & truth.requested), len(truth.requested)),
         "host_coverage": _ratio(len(hosts_hit & truth.hosts), len(truth.hosts)),
-        "hosts_missed": len(truth.hosts - hosts_hit),
+        "hosts_missed": len(missed_hosts),
         # a few of what was missed, to look up in the crawl's log (the whole sets can be large)
-        "hosts_missed_some": [internet.host(i).name for i in sorted(truth.hosts - hosts_hit)][
-            :EXAMPLES
-        ],
+        "hosts_missed_some": [internet.host(i).name for i in missed_hosts[:EXAMPLES]],
         "urls_missed_some": sorted(truth.requested - fetched)[:EXAMPLES],
         "fetched_twice": sum(1 for n in fetches.values() if n > 1),
         "fetched_outside_truth": len(fetched - truth.requested),
