@@ -607,6 +607,34 @@ def test_a_link_the_gate_marked_is_not_lost_to_a_flush_before_the_scheduler_has_
     h.close()
 
 
+def test_a_link_whose_record_reached_the_disk_and_its_bit_did_not_is_queued_once(tmp_path):
+    """A kill between the frontier's write of a link's record and the dupefilter's write of
+    its bit (records go first, ``_flush_all``): the page comes back unacknowledged and yields
+    the link again, which the bit on disk no longer stops. The record is on disk, so the URL
+    is queued: the resumed crawl takes it for seen. Found in CI: a crawl killed three times
+    fetched one URL twice in its last run, the two fetches one host delay apart."""
+    settings = {"LARBIN_FRONTIER_CHECKPOINT_INTERVAL": 3600.0}
+    h = Harness("jobdir", tmp_path / "a", settings)
+    h.push(Request(url("a", 0)))
+    h.sched.flush()
+    page = h.next_request()
+    source = LinkSource(page.url, depth=0, site_depth=0, parent=page.meta[M.RID])
+    links = [url("b", 1), url("a", 1)]  # to the disk tier, and to the started site's queue
+    for link in _gate_over(h).admit(source, links):  # each queued as the engine queues it
+        assert h.sched.enqueue_request(link)
+    h.sched._flush_records()  # killed here: the records are on disk, their bits are not
+    _crash_copy(Path(h.jobdir), tmp_path / "b" / "job", {})
+    killed = Harness("jobdir", tmp_path / "b", settings)
+    again = killed.next_request()
+    assert again.url == page.url  # not acknowledged: fetched again, its links found again
+    refound = LinkSource(again.url, depth=0, site_depth=0, parent=again.meta[M.RID])
+    assert [r.url for r in _gate_over(killed).admit(refound, links)] == []  # queued: seen
+    killed.finish(again)
+    assert sorted(killed.drain()) == sorted(links)
+    killed.close()
+    h.close()
+
+
 def test_a_wait_fifo_of_the_older_layout_is_moved_into_its_tier(tmp_path):
     legacy_urls = [url("old", n) for n in range(5)]
     old = SegmentFifo(tmp_path / "job" / "frontier" / "normal-wait", 4)

@@ -55,6 +55,17 @@ def adopt_legacy_wait(directory: Path, fifos: list[SegmentFifo], segment_records
         )
 
 
+def queued_since_checkpoint(fifos: list[SegmentFifo]) -> list[bytes]:
+    """The unacked records (payloads) written past each FIFO's last checkpoint: the only
+    ones whose URL's seen bit may not have reached the disk (records are written first), so
+    a resumed crawl marks them seen again before a page that comes back yields them twice."""
+    payloads = []
+    for index, fifo in enumerate(fifos):
+        skip = MOVED.size if index in SOURCE_OF else 0
+        payloads += [record[skip:] for _, record in fifo.tail()]
+    return payloads
+
+
 def drop_stale_copies(fifos: list[SegmentFifo], stats: Any) -> None:
     """After a crash: drop the main copy of every record moved since the last checkpoint
     whose ack did not reach the disk (both copies would be fetched)."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet import task
 
 from larbinscrapy import fatal
+from larbinscrapy import meta as M
 from larbinscrapy.frontier import codec
 from larbinscrapy.frontier.base import FrontierScheduler
 from larbinscrapy.frontier.diskguard import writes
@@ -26,6 +27,7 @@ from larbinscrapy.frontier.fifos import (
     PRIORITY_WAIT,
     adopt_legacy_wait,
     drop_stale_copies,
+    queued_since_checkpoint,
 )
 from larbinscrapy.frontier.fifos import FLUSH_ORDER as _FLUSH_ORDER
 from larbinscrapy.frontier.fifos import MOVED as _MOVED
@@ -127,8 +129,9 @@ class LarbinScheduler(FrontierScheduler):
             self._dir = Path(tempfile.mkdtemp(prefix="larbin-frontier-"))
             self._tempdir = True
         try:
-            self._open_fifos(self._dir)
+            recent = self._open_fifos(self._dir)
             opened = self.df.open()
+            self._mark_seen(recent)
         except (OSError, ValueError, RuntimeError, SnapshotError) as exc:  # full, damaged, in use
             for fifo in self.fifos:  # the ones that opened: back as they were (an empty one
                 with contextlib.suppress(OSError):  # it created goes away again)
@@ -140,7 +143,9 @@ class LarbinScheduler(FrontierScheduler):
             self._loop.start(self.flush_interval, now=False)
         return opened
 
-    def _open_fifos(self, directory: Path) -> None:
+    def _open_fifos(self, directory: Path) -> list[bytes]:
+        """Open (and repair) the four FIFOs; return the records queued since their last
+        checkpoint (``queued_since_checkpoint``), read before the repair forgets them."""
         self.df.on_disk_error = self._disk_failed
         for name in FIFO_NAMES:
             self.fifos.append(SegmentFifo(directory / name, self.segment_records))
@@ -151,9 +156,22 @@ class LarbinScheduler(FrontierScheduler):
                 self.stats.inc_value("larbin/frontier/corrupt_records", fifo.corrupt_records)
             if len(fifo):
                 logger.info("Resuming %d queued URLs from %s", len(fifo), name)
+        recent = queued_since_checkpoint(self.fifos)
         drop_stale_copies(self.fifos, self.stats)
         if isinstance(self.df, SavedSeenSet):  # its bits never reach the disk before records
             self.df.write_after(self._flush_records)
+        return recent
+
+    def _mark_seen(self, records: list[bytes]) -> None:
+        """A queued URL is a seen URL: a ``kill -9`` between a record's write and its bit's
+        leaves the bit off the disk, and the page that found the URL, not acknowledged, comes
+        back and would queue it again."""
+        for record in records:
+            request = codec.decode(record, self.spider, self._request_cls)
+            request.meta.pop(M.ADMITTED, None)  # the dupefilter's own test, which marks
+            self.df.request_seen(request)
+        if records:
+            logger.debug("Marked seen the %d URLs queued since the last checkpoint", len(records))
 
     def _disk_failed(self, exc: BaseException) -> None:
         """The frontier's files cannot be written or read: stop writing, stop the crawl.
