@@ -97,7 +97,7 @@ lint: $(TEST_EXTRA)
 # project's), and Debian's wget.
 CRAWLEE_VENV := benchmarks/.venv-crawlee
 CRAWLEE_VERSION ?= 1.11.0
-BENCH_APT_PACKAGES := nginx wget
+BENCH_APT_PACKAGES := nginx wget linux-perf
 
 $(CRAWLEE_VENV)/bin/python:
 	$(PYTHON) -m venv $(CRAWLEE_VENV)

@@ -23,10 +23,13 @@ Where the CPU goes: ``--base TREE`` runs each crawl from that checkout too, befo
 (alternated: the same web, one after the other); ``--syscalls`` counts the crawl's system calls
 with ``perf stat`` (``epoll_wait`` = reactor iterations); ``--py-spy DIR`` records a profile per
 crawl (``py-spy record --format raw``; its own CPU is then in ``cpu_s``; with either, peak RSS
-and open fds are the wrapper's: read them from a plain run); ``--inside gc,malloc,census`` runs
-``bench_hosts``' probes inside the crawl (a ``sitecustomize`` ahead on its path): the cyclic
-GC's CPU, where the resident memory sits at exit, the GC-tracked objects by type (every 30 s,
-the largest count kept); ``--netns-prefix`` names the namespaces.
+and open fds are the wrapper's: read them from a plain run); ``--native DIR`` samples the
+crawl with ``perf record`` (C code, the kernel, the interpreter's own loop: what py-spy charges
+to the Python frame that called it) and puts its CPU by library in ``native_by_library``;
+``--inside gc,malloc,census`` runs ``bench_hosts``' probes inside the crawl (a
+``sitecustomize`` ahead on its path): the cyclic GC's CPU, where the resident memory sits at
+exit, the GC-tracked objects by type (every 30 s, the largest count kept); ``--netns-prefix``
+names the namespaces.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -104,6 +108,9 @@ def _wrapped(cmd: list[str], tree: Path, work: Path, probe: dict[str, Any]) -> l
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         record = [spy, "record", "--nonblocking", "--rate", "100", "--format", "raw"]
         cmd = [*record, "-o", str(out), "--", *cmd]
+    if probe.get("native"):
+        out = Path(probe["native"]) / f"{work.name}.perf"
+        cmd = ["perf", "record", "--quiet", "-F", "499", "-o", str(out), "--", *cmd]
     if probe.get("syscalls"):
         events = "syscalls:sys_enter_epoll_wait,raw_syscalls:sys_enter"
         cmd = ["perf", "stat", "-x", ",", "-o", str(work / "perf.txt"), "-e", events, "--", *cmd]
@@ -142,6 +149,22 @@ def _perf_counts(path: Path) -> dict[str, int]:
             if len(fields) > 2 and fields[0].isdigit():  # count,unit,event
                 counts[fields[2].split(":")[-1]] = int(fields[0])
     return counts
+
+
+def _by_library(path: Path) -> dict[str, float]:
+    """A ``perf record`` file's samples by shared library (the kernel's included): percent."""
+    report = subprocess.run(
+        ["perf", "report", "--stdio", "--sort", "dso", "-i", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    shares: dict[str, float] = {}
+    for line in report.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0].endswith("%") and not line.startswith("#"):
+            shares[fields[1]] = float(fields[0].rstrip("%"))
+    return shares
 
 
 def bench(
@@ -248,6 +271,10 @@ def bench(
             "larbin/tls/",
         )
         result["stats"] = {k: v for k, v in got.items() if k.startswith(kept)}
+    if probe.get("native"):
+        native = Path(probe["native"]) / f"{work.name}.perf"
+        if native.exists():
+            result["native_by_library"] = _by_library(native)
     for probe_name in filter(None, (probe.get("inside") or "").split(",")):
         out = work / f"{probe_name}.json"
         if out.exists():
@@ -344,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=1, help="repetitions (with --base: pairs)")
     p.add_argument("--syscalls", action="store_true", help="count system calls (perf stat)")
     p.add_argument("--py-spy", type=Path, default=None, help="a py-spy profile per crawl here")
+    p.add_argument("--native", type=Path, default=None, help="a perf record per crawl here")
     p.add_argument("--inside", default="", help="probes in the crawl: gc, malloc, census, series")
     p.add_argument("--netns-prefix", default="internet-")
     p.add_argument("--max-pages", type=int, default=None, help="pages a host at most (1: one)")
@@ -351,8 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers-only", action="store_true", help="the peers without our crawl")
     args = p.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-internet-"))
-    if args.py_spy:
-        args.py_spy.mkdir(parents=True, exist_ok=True)
+    for where in (args.py_spy, args.native):
+        if where:
+            where.mkdir(parents=True, exist_ok=True)
     trees = [("base", args.base), ("this", REPO)] if args.base else [("this", REPO)]
     runs: list[tuple[str, Path | None, str]] = [
         (label, tree, "larbin") for label, tree in trees if not args.peers_only
@@ -372,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                     "tree": tree,
                     "syscalls": args.syscalls,
                     "py_spy": args.py_spy,
+                    "native": args.native,
                     "netns_prefix": args.netns_prefix,
                     "max_pages": args.max_pages,
                     "peer": peer,
