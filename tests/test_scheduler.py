@@ -635,6 +635,25 @@ def test_a_link_whose_record_reached_the_disk_and_its_bit_did_not_is_queued_once
     h.close()
 
 
+def test_a_record_the_spider_can_no_longer_rebuild_does_not_stop_the_resume(tmp_path, monkeypatch):
+    """Marking seen what was queued since the checkpoint rebuilds those requests at open: one
+    naming a spider method that is gone (the spider changed between runs) is left for its
+    turn, as before, and the others are still marked."""
+    settings = {"LARBIN_FRONTIER_CHECKPOINT_INTERVAL": 3600.0}
+    h = Harness("jobdir", tmp_path / "a", settings)
+    h.push(Request(url("a", 0)))
+    h.sched.flush()
+    h.push(Request(url("b", 0), errback=h.spider.on_error), Request(url("c", 0)))
+    h.sched._flush_records()  # killed here: the two records on disk, their bits not
+    _crash_copy(Path(h.jobdir), tmp_path / "b" / "job", {})
+    monkeypatch.delattr(FrontierSpider, "on_error")
+    killed = Harness("jobdir", tmp_path / "b", settings)
+    assert killed.sched.enqueue_request(Request(url("c", 0))) is False  # queued: seen
+    assert killed.sched.enqueue_request(Request(url("d", 0))) is True
+    killed.close()
+    h.close()
+
+
 def test_a_wait_fifo_of_the_older_layout_is_moved_into_its_tier(tmp_path):
     legacy_urls = [url("old", n) for n in range(5)]
     old = SegmentFifo(tmp_path / "job" / "frontier" / "normal-wait", 4)

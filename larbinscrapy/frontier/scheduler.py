@@ -167,7 +167,10 @@ class LarbinScheduler(FrontierScheduler):
         leaves the bit off the disk, and the page that found the URL, not acknowledged, comes
         back and would queue it again."""
         for record in records:
-            request = codec.decode(record, self.spider, self._request_cls)
+            try:
+                request = codec.decode(record, self.spider, self._request_cls)
+            except Exception:  # a user's callback or class gone: fails at its turn, as before
+                continue
             request.meta.pop(M.ADMITTED, None)  # the dupefilter's own test, which marks
             self.df.request_seen(request)
         if records:
