@@ -6,7 +6,9 @@ it is, and that the runner measures what it claims to.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -190,3 +192,24 @@ def test_a_watched_crawl_of_another_checkout_imports_that_checkouts_code(tmp_pat
     assert run["exit_code"] == 0
     printed = (tmp_path / "crawl.log").read_text().strip()
     assert printed == str(tree / "larbinscrapy" / "__main__.py")
+
+
+def test_the_transport_benchmark_carries_every_request_over_both_stacks():
+    """``bench_transport``: each stack checks the chain and the name against the test CA and
+    gets every answer of every connection (a connection cut short fails the run). In its own
+    process: it runs a reactor, which a process runs once."""
+    args = ["--connections", "12", "--reps", "1", "--requests", "1,3"]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_transport", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert set(result) == {
+        f"{stack}, {n} a connection" for stack in ("twisted", "asyncio") for n in (1, 3)
+    }
+    assert all(r["us_a_request"] > 0 for r in result.values())
