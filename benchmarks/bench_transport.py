@@ -1,6 +1,6 @@
 """Client CPU of an HTTPS request over two transports, in one process on the asyncio reactor.
 
-``python -m benchmarks.bench_transport [--connections 2000] [--requests 1,4] [--reps 3]``:
+``python -m benchmarks.bench_transport [--plain] [--connections 2000] [--requests 1,4]``:
 a local HTTPS server (another process: the simulated internet's test CA, the standard
 library's ``ssl``, keep-alive, a 20 KB answer) and, in this process, the same work over
 
@@ -11,8 +11,9 @@ library's ``ssl``, keep-alive, a 20 KB answer) and, in this process, the same wo
   host name checked by OpenSSL), on the same event loop.
 
 Each connection has its own name (``h{i}.bench.test``, a new TLS session each: no resumption)
-and sends ``--requests`` GETs one after another; ``--concurrency`` connections at once. The
-two alternate, ``--reps`` times each; one JSON document: the client's CPU µs a request and a
+and sends ``--requests`` GETs one after another; ``--concurrency`` connections at once;
+``--plain``: http, no TLS on either side. The two alternate, ``--reps`` times each (``--stacks``
+names one alone, for ``perf record``); one JSON document: the client's CPU µs a request and a
 connection, medians. What a rewrite of the client's transport could save, before it is
 written: figures go to ``benchmarks/RESULTS.md``.
 """
