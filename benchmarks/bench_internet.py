@@ -9,7 +9,8 @@ and the analyzer's report (coverage against the generator's truth, DNS queries p
 politeness at the server; with latency, the requests in flight at the server). ``--latency``
 adds a 30 ms median DNS answer delay and 100 ms median time to first byte. A crawl is stopped
 when the server has logged nothing for ``--stall`` seconds (reported as ``stopped: stalled``)
-or after ``--timeout``. Figures go to ``benchmarks/RESULTS.md``.
+or after ``--timeout``. With ``-s JOBDIR=DIR`` the same command again resumes the crawl on the
+same web (the seed makes it), its items appended. Figures go to ``benchmarks/RESULTS.md``.
 
 The peers on the same web (``--peers plain,crawlee``): plain Scrapy with its documented "Broad
 Crawls" settings (``benchmarks/plain_spider.py``: Scrapy's own resolver, getaddrinfo in its

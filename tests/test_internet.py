@@ -518,3 +518,13 @@ def test_a_redirects_target_is_fetched_next_on_its_address(e2e: dict[str, Any]) 
     # a few at most: those leased, or held at the send-time gate, when it was queued (the
     # tree before: a median of 17, a round of the address's sites)
     assert sorted(between)[len(between) // 2] <= 6, sorted(between)
+
+
+def test_a_crawl_with_a_jobdir_appends_its_items_so_the_same_command_resumes(tmp_path):
+    """``bench_internet -s JOBDIR=DIR`` run again resumes the crawl (after a stop or a kill):
+    ``-O`` there would be refused, as it would empty the items of pages not fetched again."""
+    items = str(tmp_path / "items.jsonl")
+    fresh = crawl_command(tmp_path / "seeds.txt", tmp_path, ["DOWNLOAD_TIMEOUT=3"])
+    kept = crawl_command(tmp_path / "seeds.txt", tmp_path, [f"JOBDIR={tmp_path / 'job'}"])
+    assert fresh[fresh.index(items) - 1] == "-O"
+    assert kept[kept.index(items) - 1] == "-o"

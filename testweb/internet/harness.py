@@ -37,7 +37,9 @@ START_TIMEOUT = 60.0
 def crawl_command(seeds: Path, out: Path, extra: list[str]) -> list[str]:
     """``scrapy crawl larbin`` of ``seeds`` with the system resolver: the simulated internet's
     addresses allowed (``::1`` too), no depth limit, certificates checked (trust the CA with
-    ``SSL_CERT_FILE``); ``extra`` are more ``KEY=VALUE`` settings."""
+    ``SSL_CERT_FILE``); ``extra`` are more ``KEY=VALUE`` settings. With a ``JOBDIR`` among them
+    the items are appended (``-o``): the same command again resumes the crawl, where ``-O``
+    would be refused (it would empty the items of the pages not fetched again)."""
     cmd = [
         sys.executable,
         "-m",
@@ -58,7 +60,7 @@ def crawl_command(seeds: Path, out: Path, extra: list[str]) -> list[str]:
         f"LARBIN_STATS_FILE={out / 'stats.json'}",
         "-s",
         "LOG_LEVEL=INFO",
-        "-O",
+        "-o" if any(kv.startswith("JOBDIR=") for kv in extra) else "-O",
         str(out / "items.jsonl"),
     ]
     for kv in extra:
