@@ -55,25 +55,22 @@ def adopt_legacy_wait(directory: Path, fifos: list[SegmentFifo], segment_records
         )
 
 
-def queued_since_checkpoint(fifos: list[SegmentFifo]) -> list[bytes]:
-    """The unacked records (payloads) written past each FIFO's last checkpoint: the only
-    ones whose URL's seen bit may not have reached the disk (records are written first), so
-    a resumed crawl marks them seen again before a page that comes back yields them twice."""
-    payloads = []
-    for index, fifo in enumerate(fifos):
-        skip = MOVED.size if index in SOURCE_OF else 0
-        payloads += [record[skip:] for _, record in fifo.tail()]
-    return payloads
+def settle_tails(fifos: list[SegmentFifo], stats: Any) -> list[bytes]:
+    """After a crash, what recovery found past each FIFO's last checkpoint, read once.
 
-
-def drop_stale_copies(fifos: list[SegmentFifo], stats: Any) -> None:
-    """After a crash: drop the main copy of every record moved since the last checkpoint
-    whose ack did not reach the disk (both copies would be fetched)."""
+    The main copy of every record moved to a wait FIFO whose ack did not reach the disk is
+    dropped (both copies would be fetched). The payloads of all the unacked records there are
+    returned: the only ones whose URL's seen bit may not have reached the disk (records are
+    written first), for the resumed crawl to mark seen before a page that comes back yields
+    them twice (a main FIFO's stale copies among them: their URLs are queued all the same).
+    """
+    payloads = [record for index in SOURCE_OF.values() for _, record in fifos[index].tail()]
     for wait, source in SOURCE_OF.items():
         stale = 0
         for _, record in fifos[wait].tail():
             (src,) = MOVED.unpack_from(record)
             stale += fifos[source].discard(src)
+            payloads.append(record[MOVED.size :])
         fifos[source].flush()  # the discards reach the OS before the tail is forgotten
         fifos[wait].forget_tail()
         if stale:
@@ -84,3 +81,4 @@ def drop_stale_copies(fifos: list[SegmentFifo], stats: Any) -> None:
                 stale,
                 FIFO_NAMES[wait],
             )
+    return payloads

@@ -26,8 +26,7 @@ from larbinscrapy.frontier.fifos import (
     PRIORITY,
     PRIORITY_WAIT,
     adopt_legacy_wait,
-    drop_stale_copies,
-    queued_since_checkpoint,
+    settle_tails,
 )
 from larbinscrapy.frontier.fifos import FLUSH_ORDER as _FLUSH_ORDER
 from larbinscrapy.frontier.fifos import MOVED as _MOVED
@@ -145,7 +144,7 @@ class LarbinScheduler(FrontierScheduler):
 
     def _open_fifos(self, directory: Path) -> list[bytes]:
         """Open (and repair) the four FIFOs; return the records queued since their last
-        checkpoint (``queued_since_checkpoint``), read before the repair forgets them."""
+        checkpoint (``settle_tails``)."""
         self.df.on_disk_error = self._disk_failed
         for name in FIFO_NAMES:
             self.fifos.append(SegmentFifo(directory / name, self.segment_records))
@@ -156,8 +155,7 @@ class LarbinScheduler(FrontierScheduler):
                 self.stats.inc_value("larbin/frontier/corrupt_records", fifo.corrupt_records)
             if len(fifo):
                 logger.info("Resuming %d queued URLs from %s", len(fifo), name)
-        recent = queued_since_checkpoint(self.fifos)
-        drop_stale_copies(self.fifos, self.stats)
+        recent = settle_tails(self.fifos, self.stats)
         if isinstance(self.df, SavedSeenSet):  # its bits never reach the disk before records
             self.df.write_after(self._flush_records)
         return recent
