@@ -14,6 +14,8 @@ HELD = "larbin_held"  # its seen bit is held off the disk until the frontier has
 REQUEUED = "larbin_requeued"  # given back by the politeness gate: queued again, no seen test
 OUTPUT_DONE = "larbin_output_done"  # on a response: its page's output was counted once
 ANY_TYPE = "larbin_any_type"  # download whatever the Content-Type (larbin checkType off for it)
+# set by the robots.txt middleware on a page its site's rules were read for and allowed
+ROBOTS_CHECKED = "larbin_robots_checked"  # [its URL, its rules' end (wall clock)]: no new check
 
 # -- revisits (larbinscrapy/revisit/) and sitemaps (larbinscrapy/seeds/sitemaps.py) ---------------
 REVISIT = "larbin_revisit"  # a due page re-entering the frontier: its packed schedule entry, hex

@@ -407,8 +407,31 @@ E2E_SEED = 9
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``scrapy crawl larbin`` of a 150-host simulated internet in a namespace; the analyzer's
     report, the crawl's stats and how it ended. The crawl is stopped if it stalls."""
+    return _crawl_e2e(tmp_path_factory, "e2e", [], stall=6)
+
+
+# Every cache of per-site and per-name state at its smallest: each entry is forgotten long
+# before its site's page is due, so everything is looked up or read again when met again.
+TINY_CACHES = [
+    "LARBIN_ROBOTS_RESIDENT_MAX=2",
+    "LARBIN_DNS_CACHE_MAX=2",
+    "LARBIN_HOST_RESIDENT_MAX=1",
+    "LARBIN_IP_RESIDENT_MAX=1",
+]
+
+
+@pytest.fixture(scope="module")
+def e2e_tiny_caches(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The same crawl with ``TINY_CACHES``, let run until it closes itself (names that never
+    answer take their DNS timeout, the web log meanwhile still)."""
+    return _crawl_e2e(tmp_path_factory, "e2e-tiny", TINY_CACHES, stall=60)
+
+
+def _crawl_e2e(
+    tmp_path_factory: pytest.TempPathFactory, name: str, extra: list[str], stall: float
+) -> dict[str, Any]:
     require_crawl_marker("a crawl of the simulated internet")
-    work = tmp_path_factory.mktemp("e2e")
+    work = tmp_path_factory.mktemp(name)
     logdir = work / "internet"
     args = [
         "--hosts",
@@ -423,8 +446,9 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with Namespace(dns_address(BASE)) as ns:
         with InternetProcess(logdir, args, netns=ns) as running:
             env = {**os.environ, "PYTHONPATH": str(ROOT), "SSL_CERT_FILE": running.ca}
-            cmd = ns.command(crawl_command(logdir / "seeds.txt", work, ["DOWNLOAD_TIMEOUT=3"]))
-            run = run_watched(cmd, env, work, logdir / "web.log", timeout=90, stall=6, grace=3)
+            settings = ["DOWNLOAD_TIMEOUT=3", *extra]
+            cmd = ns.command(crawl_command(logdir / "seeds.txt", work, settings))
+            run = run_watched(cmd, env, work, logdir / "web.log", timeout=90, stall=stall, grace=3)
         name = ns.name
     assert name not in leftovers()  # the namespace and its /etc/netns directory are gone
     assert not (ETC_NETNS / name).exists()
@@ -435,6 +459,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "logdir": logdir,
         "report": analyze(internet, seeds, web, dns),
         "internet": internet,
+        "seeds": seeds,
         "stats": json.loads(stats_path.read_text()) if stats_path.exists() else {},
         "crawl_log": (work / "crawl.log").read_text(errors="replace"),
     }
@@ -470,6 +495,40 @@ def test_a_crawl_through_the_system_resolver_is_polite_and_exact(e2e: dict[str, 
 def test_a_crawl_through_the_system_resolver_covers_every_live_host(e2e: dict[str, Any]) -> None:
     report = e2e["report"]
     assert report["coverage"] == 1.0 and report["host_coverage"] == 1.0, report
+
+
+@pytest.mark.crawl
+def test_a_crawl_whose_caches_forget_everything_still_covers_every_live_host(
+    e2e_tiny_caches: dict[str, Any],
+) -> None:
+    """A site's robots.txt rules, a name's answer, a host's and an IP's politeness state are
+    forgotten past their caps and read or looked up again when met again. A page that waits
+    for its host after its site's robots.txt was read (given back to the frontier) must not
+    have to read it again: with the rules forgotten before it came back, it read the file
+    again, waited again, and so on for good (a robots.txt 245 times, its page never)."""
+    report, run = e2e_tiny_caches["report"], e2e_tiny_caches["run"]
+    print(json.dumps({**report, "run": run}))
+    assert run["stopped"] == "" and run["exit_code"] == 0, run
+    assert report["coverage"] == 1.0 and report["host_coverage"] == 1.0, report
+    assert report["disallowed_fetched"] == 0 and report["fetched_twice"] == 0, report
+    # the robots.txt of a name (with its www. form, its http and https sites: their files
+    # redirect to one another) read at most once for each of their URLs checked against it,
+    # and once more (the first read, for the sitemap): the cache forgets the rules between
+    # two pages, never between the read and the page it was read for
+    truth = walk(e2e_tiny_caches["internet"], e2e_tiny_caches["seeds"])
+    checked: dict[str, int] = {}
+    for url in truth.requested | truth.disallowed:
+        name = (urlsplit(url).hostname or "").removeprefix("www.")
+        checked[name] = checked.get(name, 0) + 1
+    reads: dict[str, int] = {}
+    for e in read_web(e2e_tiny_caches["logdir"] / "web.log"):
+        if e.path == "/robots.txt" and e.status in (200, 404):  # answers that settle a read
+            name = e.host.removeprefix("www.")
+            reads[name] = reads.get(name, 0) + 1
+    over = {
+        name: (n, checked.get(name, 0)) for name, n in reads.items() if n > checked.get(name, 0) + 1
+    }
+    assert reads and not over, over
 
 
 @pytest.mark.crawl

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 import pytest
@@ -211,3 +212,61 @@ def test_a_broad_crawl_keeps_the_rules_of_a_bounded_number_of_sites():
     fetch("http://site5.example.test/again")  # forgotten: read again
     loop.close()
     assert engine.asked[asked:] == ["http://site5.example.test/robots.txt"]
+
+
+def test_a_page_given_back_after_its_sites_rules_were_read_is_not_read_for_again():
+    """A page whose site's robots.txt was just read waits for its host's delay back in the
+    frontier (the politeness gate gives it back). A broad crawl may read many robots.txt
+    meanwhile: with the site's rules forgotten, the page used to read the file again, be given
+    back again, and so on for good. The rules' verdict travels with that page until they end;
+    another URL (a redirect's) and a page met after they ended are checked again."""
+    from larbinscrapy.middlewares.politeness import PolitenessMiddleware
+
+    crawler = get_crawler(
+        settings_dict={
+            **LARBIN_DEFAULTS,
+            "ROBOTSTXT_OBEY": True,
+            "ROBOTSTXT_PARSER": ROBOTSTXT_PARSER,
+            "LARBIN_ROBOTS_RESIDENT_MAX": 2,
+        }
+    )
+    now = [1000.0]
+    mw = RobotsMiddleware.from_crawler(crawler)
+    mw.clock = lambda: now[0]
+    engine = _Failing(b"User-agent: *\nDisallow: /private/\n")
+    crawler.engine = engine  # type: ignore[assignment]
+    loop = asyncio.new_event_loop()
+
+    def check(request: Request) -> None:
+        got = mw.process_request(request)
+        if got is not None:
+            loop.run_until_complete(got)
+
+    page = Request("http://a.test/page")
+    check(page)
+    given_back = PolitenessMiddleware._back_to_frontier(page)  # as the gate gives it back
+    for n in range(3):  # the cap of two: a.test's rules forgotten
+        check(Request(f"http://other{n}.test/"))
+    assert not mw.known(site_key(page.url))
+    asked = len(engine.asked)
+    check(given_back)
+    assert engine.asked[asked:] == []  # allowed already: not read again
+    moved = given_back.replace(url="http://a.test/moved")  # a redirect keeps the meta
+    check(moved)
+    assert engine.asked[asked:] == ["http://a.test/robots.txt"]
+    assert moved.meta[M.ROBOTS_CHECKED][0] == moved.url  # the mark follows the URL checked
+    for n in range(3, 6):
+        check(Request(f"http://other{n}.test/"))
+    mw_ttl = mw.policy.ttl
+    # past the rules' life (a wall-clock end, kept through the disk frontier): read again
+    page.meta[M.ROBOTS_CHECKED] = [page.url, time.time() - 1]
+    asked = len(engine.asked)
+    check(page)
+    assert engine.asked[asked:] == ["http://a.test/robots.txt"]
+    assert time.time() + mw_ttl - 5 < page.meta[M.ROBOTS_CHECKED][1] <= time.time() + mw_ttl
+    # a page the rules disallow is refused, never marked
+    private = Request("http://a.test/private/x")
+    with pytest.raises(IgnoreRequest):
+        check(private)
+    assert M.ROBOTS_CHECKED not in private.meta
+    loop.close()

@@ -165,12 +165,35 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         sites = self._sites
         entry = sites.get(key)
         if entry is None or key in self._waiters or self.clock() >= entry[_EXPIRES]:
+            if self._checked_already(request):
+                return None
             return super().process_request(request)
         sites[key] = sites.pop(key)  # the most recently used: the last to be forgotten
-        self.process_request_2(entry[_DECIDER], request)
+        self._decide(entry[_DECIDER], request)
         return None
 
     def process_request_2(self, rp: Decider, request: Request) -> None:
+        """The decision once the site's rules were read (or waited for), marked on an allowed
+        request (``M.ROBOTS_CHECKED``) until the rules' end: a page given back to wait for its
+        host comes back past a cache that may have forgotten the rules meanwhile (a broad
+        crawl reads thousands of robots.txt a host's delay), and reading them again would
+        start that wait again, for good."""
+        self._decide(rp, request)
+        entry = self._sites.get(site_key(request.url))
+        if entry is not None:
+            ends = time.time() + entry[_EXPIRES] - self.clock()
+            request.meta[M.ROBOTS_CHECKED] = [request.url, ends]
+
+    @staticmethod
+    def _checked_already(request: Request) -> bool:
+        """True when this very URL was allowed by its site's rules, and they are still valid."""
+        checked = request.meta.get(M.ROBOTS_CHECKED)
+        if not checked:
+            return False
+        return bool(checked[0] == request.url and time.time() < checked[1])
+
+    def _decide(self, rp: Decider, request: Request) -> None:
+        """Let ``request`` through or raise ``IgnoreRequest``, as ``rp`` says."""
         if rp is None:
             return
         if rp is _DISALLOW_ALL:
