@@ -12,7 +12,8 @@ library's ``ssl``, keep-alive, a 20 KB answer) and, in this process, the same wo
 
 Each connection has its own name (``h{i}.bench.test``, a new TLS session each: no resumption)
 and sends ``--requests`` GETs one after another; ``--concurrency`` connections at once;
-``--plain``: http, no TLS on either side. The two alternate, ``--reps`` times each (``--stacks``
+``--plain``: http, no TLS on either side; ``--loop uvloop.Loop``: the client's event loop, as
+Scrapy's ``ASYNCIO_EVENT_LOOP`` names it. The two alternate, ``--reps`` times each (``--stacks``
 names one alone, for ``perf record``); one JSON document: the client's CPU µs a request and a
 connection, medians. What a rewrite of the client's transport could save, before it is
 written: figures go to ``benchmarks/RESULTS.md``.
@@ -185,7 +186,7 @@ async def _bounded(n: int, concurrency: int, one: Any) -> None:
 def _client(args: argparse.Namespace, port: int, ca: Path | None) -> dict[str, Any]:
     from scrapy.utils.reactor import install_reactor
 
-    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor", args.loop)
     from twisted.internet import reactor
     from twisted.internet.defer import Deferred
 
@@ -227,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--stacks", default="twisted,asyncio", help="comma-separated; one for perf")
     p.add_argument("--plain", action="store_true", help="http: no TLS on either side")
+    p.add_argument("--loop", help="the asyncio event loop class, as ASYNCIO_EVENT_LOOP names it")
     p.add_argument("--serve", metavar="DIR", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve:
