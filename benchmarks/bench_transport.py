@@ -186,7 +186,10 @@ async def _bounded(n: int, concurrency: int, one: Any) -> None:
 def _client(args: argparse.Namespace, port: int, ca: Path | None) -> dict[str, Any]:
     from scrapy.utils.reactor import install_reactor
 
-    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor", args.loop)
+    try:
+        install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor", args.loop)
+    except (ImportError, NameError, ValueError) as exc:
+        raise SystemExit(f"--loop {args.loop}: cannot be loaded ({exc})") from None
     from twisted.internet import reactor
     from twisted.internet.defer import Deferred
 
