@@ -15,6 +15,7 @@ import ssl
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
@@ -403,13 +404,6 @@ E2E_HOSTS = 150
 E2E_SEED = 9
 
 
-@pytest.fixture(scope="module")
-def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """``scrapy crawl larbin`` of a 150-host simulated internet in a namespace; the analyzer's
-    report, the crawl's stats and how it ended. The crawl is stopped if it stalls."""
-    return _crawl_e2e(tmp_path_factory, "e2e", [], stall=6)
-
-
 # Every cache of per-site and per-name state at its smallest: each entry is forgotten long
 # before its site's page is due, so everything is looked up or read again when met again.
 TINY_CACHES = [
@@ -421,17 +415,33 @@ TINY_CACHES = [
 
 
 @pytest.fixture(scope="module")
-def e2e_tiny_caches(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The same crawl with ``TINY_CACHES``, let run until it closes itself (names that never
-    answer take their DNS timeout, the web log meanwhile still)."""
-    return _crawl_e2e(tmp_path_factory, "e2e-tiny", TINY_CACHES, stall=60)
-
-
-def _crawl_e2e(
-    tmp_path_factory: pytest.TempPathFactory, name: str, extra: list[str], stall: float
-) -> dict[str, Any]:
+def e2e_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Two crawls of the same 150-host web at once, each in its own namespace (its own
+    loopback: no port shared), mostly waiting on the network: ``e2e`` and ``e2e-tiny``."""
     require_crawl_marker("a crawl of the simulated internet")
-    work = tmp_path_factory.mktemp(name)
+    works = {name: tmp_path_factory.mktemp(name) for name in ("e2e", "e2e-tiny")}
+    with ThreadPoolExecutor(2) as pool:
+        # the defaults, stopped once the web log is still 6 s (names that never answer are
+        # still taking their DNS timeout); TINY_CACHES, let run until it closes itself
+        plain = pool.submit(_crawl_e2e, works["e2e"], [], 6)
+        tiny = pool.submit(_crawl_e2e, works["e2e-tiny"], TINY_CACHES, 60)
+        return {"e2e": plain.result(), "e2e-tiny": tiny.result()}
+
+
+@pytest.fixture(scope="module")
+def e2e(e2e_runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``scrapy crawl larbin`` of a 150-host simulated internet in a namespace; the analyzer's
+    report, the crawl's stats and how it ended. The crawl is stopped if it stalls."""
+    return e2e_runs["e2e"]
+
+
+@pytest.fixture(scope="module")
+def e2e_tiny_caches(e2e_runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The same crawl with ``TINY_CACHES``, to its own end."""
+    return e2e_runs["e2e-tiny"]
+
+
+def _crawl_e2e(work: Path, extra: list[str], stall: float) -> dict[str, Any]:
     logdir = work / "internet"
     args = [
         "--hosts",
