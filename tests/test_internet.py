@@ -15,6 +15,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
@@ -526,18 +527,16 @@ def test_a_crawl_whose_caches_forget_everything_still_covers_every_live_host(
     # and once more (the first read, for the sitemap): the cache forgets the rules between
     # two pages, never between the read and the page it was read for
     truth = walk(e2e_tiny_caches["internet"], e2e_tiny_caches["seeds"])
-    checked: dict[str, int] = {}
-    for url in truth.requested | truth.disallowed:
-        name = (urlsplit(url).hostname or "").removeprefix("www.")
-        checked[name] = checked.get(name, 0) + 1
-    reads: dict[str, int] = {}
-    for e in read_web(e2e_tiny_caches["logdir"] / "web.log"):
-        if e.path == "/robots.txt" and e.status in (200, 404):  # answers that settle a read
-            name = e.host.removeprefix("www.")
-            reads[name] = reads.get(name, 0) + 1
-    over = {
-        name: (n, checked.get(name, 0)) for name, n in reads.items() if n > checked.get(name, 0) + 1
-    }
+    checked = Counter(
+        (urlsplit(url).hostname or "").removeprefix("www.")
+        for url in truth.requested | truth.disallowed
+    )
+    reads = Counter(  # answers that settle a read
+        e.host.removeprefix("www.")
+        for e in read_web(e2e_tiny_caches["logdir"] / "web.log")
+        if e.path == "/robots.txt" and e.status in (200, 404)
+    )
+    over = {name: (n, checked[name]) for name, n in reads.items() if n > checked[name] + 1}
     assert reads and not over, over
 
 

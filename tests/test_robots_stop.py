@@ -230,9 +230,7 @@ def test_a_page_given_back_after_its_sites_rules_were_read_is_not_read_for_again
             "LARBIN_ROBOTS_RESIDENT_MAX": 2,
         }
     )
-    now = [1000.0]
     mw = RobotsMiddleware.from_crawler(crawler)
-    mw.clock = lambda: now[0]
     engine = _Failing(b"User-agent: *\nDisallow: /private/\n")
     crawler.engine = engine  # type: ignore[assignment]
     loop = asyncio.new_event_loop()
@@ -257,13 +255,13 @@ def test_a_page_given_back_after_its_sites_rules_were_read_is_not_read_for_again
     assert moved.meta[M.ROBOTS_CHECKED][0] == moved.url  # the mark follows the URL checked
     for n in range(3, 6):
         check(Request(f"http://other{n}.test/"))
-    mw_ttl = mw.policy.ttl
+    ttl = mw.policy.ttl
     # past the rules' life (a wall-clock end, kept through the disk frontier): read again
     page.meta[M.ROBOTS_CHECKED] = [page.url, time.time() - 1]
     asked = len(engine.asked)
     check(page)
     assert engine.asked[asked:] == ["http://a.test/robots.txt"]
-    assert time.time() + mw_ttl - 5 < page.meta[M.ROBOTS_CHECKED][1] <= time.time() + mw_ttl
+    assert time.time() + ttl - 5 < page.meta[M.ROBOTS_CHECKED][1] <= time.time() + ttl
     # a page the rules disallow is refused, never marked
     private = Request("http://a.test/private/x")
     with pytest.raises(IgnoreRequest):

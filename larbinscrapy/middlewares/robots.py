@@ -176,8 +176,8 @@ class RobotsMiddleware(RobotsTxtMiddleware):
         """The decision once the site's rules were read (or waited for), marked on an allowed
         request (``M.ROBOTS_CHECKED``) until the rules' end: a page given back to wait for its
         host comes back past a cache that may have forgotten the rules meanwhile (a broad
-        crawl reads thousands of robots.txt a host's delay), and reading them again would
-        start that wait again, for good."""
+        crawl may read hundreds of robots.txt in one host's delay), and reading them again
+        would start that wait again, for good."""
         self._decide(rp, request)
         entry = self._sites.get(site_key(request.url))
         if entry is not None:
