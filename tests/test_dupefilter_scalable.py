@@ -163,6 +163,75 @@ def test_reopen_rebuilds_the_same_chain(tmp_path: Path) -> None:
     live.close("finished")
 
 
+class _Killed(Exception):
+    """The process killed just before a sync (in ``test_a_kill_at_any_write_...``)."""
+
+
+@pytest.mark.parametrize("grown", [True, False], ids=["grown", "same-blocks"])
+def test_a_kill_at_any_write_of_a_snapshot_loses_no_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grown: bool
+) -> None:
+    """A kill just before any of a snapshot's syncs (what was written before it reaches the
+    OS, nothing after) leaves a snapshot and journal that open to the live chain, every key
+    seen: whether the chain grew since the last snapshot (a block the file lacks) or not (the
+    snapshot written in place). A grown block's bits used to go past the file's end ahead of
+    its header: a kill between the two left a header of zeros, and the dupefilter refused to
+    open (CorruptSnapshotError: bad magic), found by the kill -9 test below in CI."""
+
+    first, second = keys(3000, seed=11), keys(3000 if grown else 20, seed=12)
+    real_fsync = os.fsync
+
+    def killed_before_sync(syncs: int) -> bool:
+        """Snapshot, the second batch, then a snapshot cut before its ``syncs + 1``-th
+        sync; check what a resume reads. True if the snapshot got that far (it finished)."""
+        live_dir = tmp_path / f"live{syncs}"
+        live = make_chain(live_dir, capacity=300)
+        live.open()
+        for key in first:
+            live.seen_fingerprint(key)
+        live.write_snapshot()
+        grown_at_snapshot = len(chain_of(live).filters)
+        for key in second:
+            live.seen_fingerprint(key)
+        live.flush()
+        assert (len(chain_of(live).filters) > grown_at_snapshot) == grown
+        calls = 0
+
+        def fsync(fd: int) -> None:
+            nonlocal calls
+            calls += 1
+            if calls > syncs:
+                raise _Killed
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        try:
+            live.write_snapshot()
+            finished = True
+        except _Killed:
+            finished = False
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        crashed = tmp_path / f"crashed{syncs}"
+        crashed.mkdir()
+        for name in ("snapshot", "journal"):
+            (crashed / name).write_bytes((live_dir / name).read_bytes())
+        reopened = make_chain(crashed, capacity=300)
+        reopened.open()
+        assert state(chain_of(reopened)) == state(chain_of(live)), syncs
+        assert all(reopened.seen_fingerprint(key) for key in first + second), syncs
+        reopened.close("finished")
+        journal = live._journal  # the killed process's: not closed, not snapshotted again
+        assert journal is not None
+        journal.close()
+        live._journal = None
+        return finished
+
+    syncs = 0
+    while not killed_before_sync(syncs):
+        syncs += 1
+    assert syncs >= 2  # killed before each sync of the write: at least two moments
+
+
 def test_changed_chain_settings_are_a_clear_error(tmp_path: Path) -> None:
     df = make_chain(tmp_path, capacity=300)
     df.open()

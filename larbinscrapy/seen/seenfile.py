@@ -57,8 +57,10 @@ class BitArray(Protocol):
 
 def write_snapshot(directory: Path, mode: int, arrays: Iterable[BitArray]) -> None:
     """Write ``directory/snapshot``, one block per bit array: in place over the previous one
-    when its blocks are where the new ones go (the usual case: no second copy on disk), else a
-    new file atomically replaced.
+    when it has the same blocks (the usual case: no second copy on disk), else a new file
+    atomically replaced. A block the file lacks (the chain grew) is never written in place:
+    its bits would go past the file's end ahead of its header, and a kill between the two
+    leaves a header of zeros that no reader can tell from damage.
 
     In place is safe because bits are only ever set and the caller empties the journal only
     after this returns: the first header is marked ``DIRTY`` (fsynced) before any bit is
@@ -70,11 +72,9 @@ def write_snapshot(directory: Path, mode: int, arrays: Iterable[BitArray]) -> No
     final = directory / SNAPSHOT_NAME
     arrays = list(arrays)
     layout = [(bits.m, bits.k) for bits in arrays]
-    if final.exists():
-        before = _layout_prefix(final)
-        if before and before == layout[: len(before)]:
-            _write_in_place(final, mode, arrays)
-            return
+    if final.exists() and _layout(final) == layout:
+        _write_in_place(final, mode, arrays)
+        return
     tmp = directory / (SNAPSHOT_NAME + ".tmp")
     with tmp.open("wb") as f:
         for bits in arrays:
@@ -102,8 +102,9 @@ def _header(mode: int, bits: BitArray, flags: int = 0, crc: int | None = None) -
     )
 
 
-def _layout_prefix(path: Path) -> list[tuple[int, int]]:
-    """The (m, k) of each block of the snapshot at ``path``; [] if it cannot be read."""
+def _layout(path: Path) -> list[tuple[int, int]]:
+    """The (m, k) of each block of the snapshot at ``path`` (one that matches no layout if it
+    cannot be read)."""
     try:
         return [(h.m, h.k) for h in read_headers(path, range(256))]
     except (SnapshotError, OSError):
