@@ -71,7 +71,7 @@ test: $(TEST_EXTRA) install-system
 
 # The unit tests alone: no subprocess crawl, no outside server (tests marked `crawl` are left out).
 test-fast: $(TEST_EXTRA)
-	$(BIN)/python -m pytest -q -m "not crawl"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not crawl"
 
 # Scrapy's own tests of the engine parts larbinscrapy/lean/ replaces, from the sdist of the
 # installed Scrapy, run against our classes (conformance/suites.py; exclusions with their reason

@@ -48,6 +48,7 @@ LEAN_ENGINE = {  # what LeanEngineAddon sets for the engine itself
     **LEAN_DOWNLOADER,
     "STATS_CLASS": "larbinscrapy.lean.stats.LeanStatsCollector",
     "LOG_FORMATTER": "larbinscrapy.lean.logformatter.QuietLogFormatter",
+    "EXTENSIONS": {"larbinscrapy.lean.signals.LeanSignals": -1000},  # crawler.signals: ours
 }
 ENGINE = ("tests.utils.engine",)  # CrawlerRun builds its crawler there
 
@@ -113,5 +114,26 @@ SUITES: tuple[Suite, ...] = (
     Suite(
         "tests/test_downloadermiddleware_stats.py",
         bind={"DownloaderStats": "larbinscrapy.lean.folded.DownloaderStatsMiddleware"},
+    ),
+    # the signal manager (crawler.signals, lean/signals.py): the manager itself, and the sends
+    # Scrapy's tests make through its module-level functions (conformance/signals.py routes them)
+    Suite(
+        "tests/test_signalmanager.py",
+        bind={"SignalManager": "larbinscrapy.lean.signals.LeanSignalManager"},
+    ),
+    Suite(
+        "tests/test_utils_signal.py",
+        bind={
+            "send_catch_log": "conformance.signals.send_catch_log",
+            "send_catch_log_async": "conformance.signals.send_catch_log_async",
+        },
+        classes=(  # the others test send_catch_log_deferred, which the manager keeps as Scrapy's
+            "TestSendCatchLog",
+            "TestSendCatchLogAsync",
+            "TestSendCatchLogAsync2",
+            "TestSendCatchLogAsyncAsyncDef",
+            "TestSendCatchLogAsyncAsyncio",
+            "TestSendCatchLog2",
+        ),
     ),
 )

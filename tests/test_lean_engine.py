@@ -17,6 +17,7 @@ from scrapy.core.downloader.middleware import DownloaderMiddlewareManager
 from scrapy.core.spidermw import SpiderMiddlewareManager
 from scrapy.logformatter import LogFormatter
 from scrapy.settings import Settings
+from scrapy.signalmanager import SignalManager
 from scrapy.statscollectors import DummyStatsCollector, MemoryStatsCollector
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.test import get_crawler
@@ -27,6 +28,7 @@ from larbinscrapy.lean.folded import DownloaderStatsMiddleware, GateRefererMiddl
 from larbinscrapy.lean.logformatter import QuietLogFormatter
 from larbinscrapy.lean.request import SafeUrlRequest, request_class
 from larbinscrapy.lean.requires import problem
+from larbinscrapy.lean.signals import LeanSignalManager
 from larbinscrapy.lean.stats import LeanStatsCollector
 from settings import base
 from tests.support.crawl import run_crawl, seeds_args, settings_of
@@ -67,6 +69,7 @@ def test_on_every_lean_class_is_used():
     assert "scrapy.extensions.remote_control.RemoteControl" not in extensions
     assert "larbinscrapy.lean.gcfreeze.StartupFreeze" in extensions
     assert request_class(s) is SafeUrlRequest
+    assert type(crawler.signals) is LeanSignalManager
 
 
 def test_off_scrapys_own_components():
@@ -82,6 +85,7 @@ def test_off_scrapys_own_components():
     assert not names & {"DownloaderStatsMiddleware", "StartOnlyMiddleware", "GateRefererMiddleware"}
     assert not any(k.startswith("larbinscrapy.lean") for k in s.getwithbase("EXTENSIONS"))
     assert request_class(s) is Request
+    assert type(crawler.signals) is SignalManager
 
 
 def test_a_users_own_setting_wins_over_the_addon():

@@ -130,6 +130,11 @@ def _gcfreeze(settings: BaseSettings) -> None:
     settings["EXTENSIONS"].set("larbinscrapy.lean.gcfreeze.StartupFreeze", 1000, _PRIORITY)
 
 
+def _signals(settings: BaseSettings) -> None:
+    # first of the extensions, so that each one built after it sees the lean manager
+    settings["EXTENSIONS"].set("larbinscrapy.lean.signals.LeanSignals", -1000, _PRIORITY)
+
+
 def _nothing(settings: BaseSettings) -> None:
     """The gate and the frontier ask ``lean.request.request_class`` themselves."""
 
@@ -167,6 +172,7 @@ REPLACEMENTS: tuple[Replacement, ...] = (
     ),
     Replacement("request", "larbinscrapy.lean.request", _nothing, "Request"),
     Replacement("gcfreeze", "larbinscrapy.lean.gcfreeze", _gcfreeze, "no gc.freeze()"),
+    Replacement("signals", "larbinscrapy.lean.signals", _signals, "SignalManager"),
 )
 
 
