@@ -65,9 +65,11 @@ demo: $(RUNTIME)
 # TEST_WORKERS test processes at once (pytest-xdist): a crawl test mostly waits on its servers,
 # delays and timeouts, so two halve the wall time on two cores (benchmarks/RESULTS.md); each
 # test still runs alone in its process. TEST_WORKERS=0 runs the suite in this one process.
+# The tests marked `timing` (gaps at the server to the millisecond) run after, in one process.
 TEST_WORKERS ?= 2
 test: $(TEST_EXTRA) install-system
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not timing"
+	$(BIN)/python -m pytest -q -m timing
 
 # The unit tests alone: no subprocess crawl, no outside server (tests marked `crawl` are left out).
 test-fast: $(TEST_EXTRA)

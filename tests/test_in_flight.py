@@ -17,6 +17,8 @@ from larbinscrapy.fetch.inflight import InFlightSizer, grown
 from tests.test_warm_connections import SLACK, crawl_many_hosts
 from testweb import manyhosts
 
+pytestmark = pytest.mark.timing  # gaps to the millisecond at the server: make test runs it alone
+
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -19,6 +19,8 @@ from tests.support.crawl import ROOT, run_crawl, seeds_args
 from testweb.harness import gaps_by_host, gaps_by_ip, start_web
 from testweb.web import POLITENESS_FAST_HOSTS, POLITENESS_SLOW_HOSTS
 
+pytestmark = pytest.mark.timing  # gaps to the millisecond at the server: make test runs it alone
+
 DELAY = 0.3  # DOWNLOAD_DELAY (per host) of the polite runs; h03's robots.txt asks for 1 s
 IP_DELAY = 0.2  # LARBIN_IP_DELAY of the polite runs
 SLACK = 0.001

@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-pytestmark = pytest.mark.crawl  # subprocess crawls, outside servers: not in make test-fast
+pytestmark = [
+    pytest.mark.crawl,  # subprocess crawls, outside servers: not in make test-fast
+    pytest.mark.timing,  # gaps to the millisecond at the server: make test runs it alone
+]
 
 SLACK = 0.001
 TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"  # Makefile APT_PACKAGES

@@ -18,6 +18,8 @@ from tests.support.marks import require_crawl_marker
 from testweb import manyhosts
 from testweb.harness import launch
 
+pytestmark = pytest.mark.timing  # gaps to the millisecond at the server: make test runs it alone
+
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_IP = "127.40.0.1"  # the conn helper's loopback range (127.40.0.0/16)
 SLACK = 0.001  # the server's log keeps 0.1 ms
