@@ -332,3 +332,22 @@ def test_an_async_receiver_returning_a_deferred_is_warned_about_on_both(cls):
         results = _run(manager.send_catch_log_async(SIGNAL, request="r"))
     assert [v for _, v in results] == ["d"]
     manager.disconnect(rec.deferred, SIGNAL)
+
+
+@pytest.mark.parametrize("cls", [SignalManager, LeanSignalManager])
+def test_an_async_receiver_that_disconnects_itself_does_not_skip_the_next(cls):
+    """``SignalManager.wait_for``'s receiver disconnects itself when called: the receiver after
+    it in the table is still called, as Scrapy's async send lists them all before calling any."""
+    manager = cls(Sender())
+    rec = Recorder()
+
+    def once(request):
+        manager.disconnect(once, SIGNAL)
+        return "once"
+
+    manager.connect(once, SIGNAL)
+    manager.connect(rec.method, SIGNAL)
+    results = _run(manager.send_catch_log_async(SIGNAL, request="r"))
+    assert [v for _, v in results] == ["once", "m"]
+    assert rec.calls == [("method", {"request": "r", "spider": None})]
+    manager.disconnect(rec.method, SIGNAL)

@@ -130,7 +130,8 @@ class LeanSignalManager(SignalManager):
         named = {"signal": signal, "sender": sender, **kwargs}
         responses: list[tuple[Any, Any]] = []
         waits: dict[int, Awaitable[Any]] = {}
-        for receiver in liveReceivers(getAllReceivers(sender, signal)):
+        # listed before any is called, as Scrapy's: a receiver may disconnect itself (wait_for)
+        for receiver in list(liveReceivers(getAllReceivers(sender, signal))):
             result: Any
             try:
                 result = self._call(receiver, named)
