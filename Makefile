@@ -62,13 +62,11 @@ DEMO_ARGS ?=
 demo: $(RUNTIME)
 	$(BIN)/python -m testweb.demo $(DEMO_ARGS)
 
-# TEST_WORKERS test processes at once (pytest-xdist; 0: this one process, the default). A crawl
-# test mostly waits on its servers, delays and timeouts, so TEST_WORKERS=2 halves the wall time
-# on two cores (benchmarks/RESULTS.md), but two tests that time the server's log (a gap, the
-# order of requests on an address) each failed once in five such runs, with another test's
-# crawl beside them: until every such test is marked, CI runs one process. The tests marked
-# `timing` (gaps at the server to the millisecond) always run after the others, in one process.
-TEST_WORKERS ?= 0
+# TEST_WORKERS test processes at once (pytest-xdist; 0: this one process). A crawl test mostly
+# waits on its servers, delays and timeouts, so two processes halve the wall time on two cores
+# (benchmarks/RESULTS.md). The tests marked `timing` (gaps or an order read from a server's log,
+# which another test's crawl beside them can shift) run after the others, in one process.
+TEST_WORKERS ?= 2
 test: $(TEST_EXTRA) install-system
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not timing"
 	$(BIN)/python -m pytest -q -m timing
