@@ -308,7 +308,10 @@ class DnsCache:
     def _lookup_function(self) -> Lookup:
         if self._lookup is None:
             self.resolver = AresResolver(
-                self._reactor, servers=self.rules.servers, max_cnames=self.rules.max_cnames
+                self._reactor,
+                servers=self.rules.servers,
+                max_cnames=self.rules.max_cnames,
+                in_flight=self.rules.max_in_flight,
             )
             self._lookup = cast("Lookup", self.resolver.lookup)
         return self._lookup

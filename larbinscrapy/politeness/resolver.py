@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# Bytes of a socket's receive buffer one answer datagram takes, with room: the kernel charges
+# a datagram's whole buffer (~830 bytes on loopback for a 100-byte answer), not its payload.
+_ANSWER_BUFFER = 2048
+_RECEIVE_BUFFER_MIN = 256 * 1024
+
 # Outcomes of a lookup (the ``larbin/dns/<outcome>`` stats).
 ANSWERED = "answered"
 NXDOMAIN = "nxdomain"  # the name does not exist (authoritative: not retried)
@@ -150,6 +155,17 @@ class _AresSocket:
 _FLUSH_EVERY = 4096  # answers between two emptyings of c-ares' own query cache
 
 
+def receive_buffer(in_flight: int) -> int:
+    """Receive buffer for the channel's sockets, in bytes: room for every answer of
+    ``in_flight`` lookups while the reactor thread is busy elsewhere.
+
+    The kernel's default (``net.core.rmem_default``, 208 KB: ~256 answers) dropped the rest of
+    a burst, and c-ares asked those names again a timeout later, into the next burst. The
+    kernel grants at most ``net.core.rmem_max`` (docs/running.md, broad crawls).
+    """
+    return max(_RECEIVE_BUFFER_MIN, in_flight * _ANSWER_BUFFER)
+
+
 class AresResolver:
     """``lookup(host) -> Deferred[Answer]`` through one c-ares channel on ``reactor``.
 
@@ -165,6 +181,7 @@ class AresResolver:
         timeout: float | None = None,
         tries: int | None = None,
         max_cnames: int = 8,
+        in_flight: int = 0,
     ) -> None:
         self._reactor = reactor
         self.max_cnames = max_cnames
@@ -180,6 +197,7 @@ class AresResolver:
             tries=tries,
             servers=list(servers) or None,
             sock_state_cb=self._sock_state,
+            socket_receive_buffer_size=receive_buffer(in_flight),
         )
 
     def lookup(self, host: str) -> Deferred[Answer]:
