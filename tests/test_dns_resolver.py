@@ -411,3 +411,31 @@ def test_answers_that_arrive_while_the_crawl_is_busy_are_kept(dns, zone):
     assert [r[0] for r in results] == [PUBLIC] * len(names)
     twice = sorted(name for name in names if dns.queries[(name, "A")] > 1)
     assert not twice, f"{len(twice)} names asked again: {twice[:5]}"
+
+
+def test_a_resolver_that_loses_answers_gets_more_tries_before_a_host_is_dropped(dns, zone):
+    """An overloaded resolver (a broad crawl's own bursts, a busy upstream) drops queries, and
+    a live name can go unanswered at every one of a short series of tries: its host was
+    dropped as a DNS failure although its own name never failed. Once another name was
+    answered on a later try (the resolver loses answers), a name asks ``lossy_retries`` times
+    more; on a resolver that loses nothing a silent name costs its own ``retries`` alone."""
+    # tries (timeout 0.3 s): at 0 and 0.5 s (0.2 s later), then, while lossy, at 1.2 s (0.4)
+    zone["flaky.test"] = Name(a=[PUBLIC], lost_for=0.35)  # answered at its second try
+    zone["unlucky.test"] = Name(a=[PUBLIC], lost_for=1.0)  # at neither of its first two
+    kw = {"timeout": 0.3, "retries": 1, "retry_delay": 0.2, "lossy_retries": 2}
+    calm = cache(dns, **kw)
+    calm_gate = gate(calm)  # its stats (it listens while it lives)
+    calm_stats = calm_gate.stats.values
+    assert resolve_all(calm, "silent.test")[0].outcome == R.TIMEOUT
+    assert calm_stats["larbin/dns/retried"] == 1  # its try and one again: nothing lost so far
+
+    c = cache(dns, **kw)
+    lossy_gate = gate(c)
+    stats = lossy_gate.stats.values
+    flaky, unlucky = outcome(c.resolve("flaky.test")), outcome(c.resolve("unlucky.test"))
+    settle(flaky, unlucky)
+    assert flaky == [PUBLIC] and unlucky == [PUBLIC], unlucky
+    assert stats["larbin/dns/retried"] == 3 and "larbin/dns/timeout" not in stats, stats
+    # the resolver is losing answers: a name that never answers gets the extra tries, then fails
+    assert resolve_all(c, "silent.test")[0].outcome == R.TIMEOUT
+    assert stats["larbin/dns/retried"] == 3 + 3 and stats["larbin/dns/timeout"] == 1, stats

@@ -442,6 +442,12 @@ LARBIN_DNS_RETRIES = Setting(
 LARBIN_DNS_RETRY_DELAY = Setting(
     5, float, min=0, doc="seconds before the first try again of a name; doubled for each next one"
 )
+LARBIN_DNS_LOSSY_RETRIES = Setting(
+    3,
+    int,
+    min=0,
+    doc="tries again of a name beyond LARBIN_DNS_RETRIES (the delay doubling on) while the resolver is losing answers: another name was answered on a later try in the last 10 minutes",
+)
 LARBIN_DNS_IN_FLIGHT_MAX = Setting(
     500,
     int,

@@ -129,6 +129,7 @@ class DnsRules(NamedTuple):
     timeout: float
     retries: int
     retry_delay: float
+    lossy_retries: int
     max_in_flight: int
     servers: tuple[str, ...]
     max_cnames: int
@@ -142,8 +143,10 @@ class DnsCache:
     that carry none: overrides, the hosts file, a bare IP from ``lookup``); a failure is kept
     ``negative_ttl`` seconds (RFC 2308). A temporary failure (``resolver.TEMPORARY``, or no
     answer within ``timeout``) is asked again ``retries`` times, ``retry_delay`` doubling,
-    before the name counts as failed. One query per name in flight; at most ``max_in_flight``
-    at once, the others wait their turn (the timeout starts when a query is sent). At most
+    before the name counts as failed; ``lossy_retries`` times more, the delay doubling on,
+    while the resolver is seen losing answers (``LOSSY_WINDOW``). One query per name in
+    flight; at most ``max_in_flight`` at once, the others wait their turn (the timeout starts
+    when a query is sent). At most
     ``max_entries`` names are kept: past that the older half goes (``evicted``), whatever their
     TTL, and a name met again is asked again (a broad crawl meets a million hosts an hour, most
     of them once; a name's answer is needed while its few pages are fetched). Listeners
@@ -161,6 +164,7 @@ class DnsCache:
         timeout: float = 10,
         retries: int = 0,
         retry_delay: float = 2.0,
+        lossy_retries: int = 0,
         max_in_flight: int = 256,
         overrides: Mapping[str, str] | None = None,
         hosts: Mapping[str, str] | None = None,
@@ -173,7 +177,7 @@ class DnsCache:
         self._reactor = reactor
         self._lookup = lookup  # None: an AresResolver, made at the first lookup
         negative = ttl if negative_ttl is None else negative_ttl
-        times = (ttl, ttl_min, ttl_max, negative, timeout, retries, retry_delay)
+        times = (ttl, ttl_min, ttl_max, negative, timeout, retries, retry_delay, lossy_retries)
         limits = (max(1, max_in_flight), tuple(servers), max_cnames, max(1, max_entries))
         self.rules = DnsRules(*times, *limits)
         self._overrides = dict(overrides or {})
@@ -185,6 +189,7 @@ class DnsCache:
         self._inflight: dict[str, list[Deferred[str]]] = {}  # asked for, answer not yet given
         self._waiting: deque[tuple[str, int]] = deque()  # (host, attempt) over the cap
         self._sent = 0  # queries sent and not yet answered
+        self._recovered_at = float("-inf")  # the last answer to a name asked again (clock)
         # weak: the cache lives as long as the process, a crawl's Politeness as long as its crawl
         self._listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
         self.lookups = 0  # names looked up (overrides included), for stats and tests
@@ -213,6 +218,7 @@ class DnsCache:
             timeout=settings.getfloat("DNS_TIMEOUT"),
             retries=settings.getint("LARBIN_DNS_RETRIES"),
             retry_delay=settings.getfloat("LARBIN_DNS_RETRY_DELAY"),
+            lossy_retries=settings.getint("LARBIN_DNS_LOSSY_RETRIES"),
             max_in_flight=settings.getint("LARBIN_DNS_IN_FLIGHT_MAX"),
             overrides=parse_resolve(settings.get("LARBIN_RESOLVE")),
             hosts=hosts_file(),
@@ -302,7 +308,7 @@ class DnsCache:
             query = defer.fail(DnsError(host, f"{ERROR} ({exc})"))
         query.addTimeout(self.rules.timeout, self._reactor)
         query.addCallbacks(
-            self._answered, self._failed, callbackArgs=(host,), errbackArgs=(host, attempt)
+            self._answered, self._failed, callbackArgs=(host, attempt), errbackArgs=(host, attempt)
         )
 
     def _lookup_function(self) -> Lookup:
@@ -321,8 +327,10 @@ class DnsCache:
         if self._waiting and self._sent < self.rules.max_in_flight:
             self._send(*self._waiting.popleft())
 
-    def _answered(self, answer: Answer | str, host: str) -> None:
+    def _answered(self, answer: Answer | str, host: str, attempt: int = 0) -> None:
         self._next_query()
+        if attempt:  # a try of it failed: the resolver loses answers (or did, for this name)
+            self._recovered_at = self._clock()
         if isinstance(answer, str):
             answer = Answer(answer, self.rules.ttl)
         self._event(ANSWERED)
@@ -344,7 +352,7 @@ class DnsCache:
         else:  # a bug in a lookup function: one line, counted, the name fails
             logger.error("DNS lookup of %s failed unexpectedly: %r", host, exc)
             outcome = ERROR
-        if outcome in TEMPORARY and attempt < self.rules.retries:
+        if outcome in TEMPORARY and attempt < self._tries_again():
             self._event("retried")
             delay = self.rules.retry_delay * 2**attempt
             self._reactor.callLater(delay, self._send, host, attempt + 1)
@@ -352,6 +360,20 @@ class DnsCache:
         self._event(outcome)
         logger.debug("DNS lookup of %s failed: %s", host, outcome)
         self._done(host, None, self.rules.negative_ttl, outcome)
+
+    def _tries_again(self) -> int:
+        """How many times a name that failed for now is asked again before it counts as failed.
+
+        ``retries``; ``lossy_retries`` more while another name was answered on a later try in
+        the last ``LOSSY_WINDOW`` seconds. An overloaded resolver (a broad crawl's own bursts,
+        a busy upstream) drops queries: a live name can go unanswered at every try of a short
+        series, and the host was dropped as a DNS failure although its own name never failed.
+        A resolver that loses nothing gives no such answer, and a name that never answers
+        costs its ``retries`` alone, as before.
+        """
+        if self._clock() - self._recovered_at < LOSSY_WINDOW:
+            return self.rules.retries + self.rules.lossy_retries
+        return self.rules.retries
 
     def _done(self, host: str, ip: str | None, ttl: float, outcome: str = "") -> None:
         now = self._clock()
@@ -388,6 +410,9 @@ class DnsCache:
 
 
 _PURGE_MIN = 10_000  # entries before the first purge of expired answers
+# Seconds a resolver counts as losing answers after a name was answered on a later try of it:
+# longer than a name's whole series of tries at the default delays (5 + 10 s, and the tries).
+LOSSY_WINDOW = 600.0
 _UNKNOWN_TTL = 3600.0  # an answer without a TTL (an override, the hosts file), within bounds
 
 

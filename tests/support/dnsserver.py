@@ -7,9 +7,9 @@ stops answering, names of a given length.
 
 UDP and TCP on one loopback address, both on the same port (port 0: the system picks one).
 The zone is a dict the test may change while the server runs: ``name -> Name`` (A, AAAA,
-CNAME, TTL, an rcode, silence, truncation over UDP, a delay). Names not in the zone get
-NXDOMAIN. ``stopped`` makes the whole server silent (a resolver that stops answering).
-Queries are counted per (name, type).
+CNAME, TTL, an rcode, silence, answers lost for a while, truncation over UDP, a delay).
+Names not in the zone get NXDOMAIN. ``stopped`` makes the whole server silent (a resolver
+that stops answering). Queries are counted per (name, type).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class Name:
     truncate: bool = False  # over UDP: TC set and no records (the client asks again over TCP)
     delay: float = 0.0
     alone: bool = False  # a CNAME answered alone (its target in another zone), not the chain
+    lost_for: float = 0.0  # unanswered this long after its first query (a resolver that loses)
 
 
 class DnsServer:
@@ -51,6 +52,7 @@ class DnsServer:
         self.zone = zone
         self.stopped = False
         self.queries: Counter[tuple[str, str]] = Counter()
+        self.first_asked: dict[str, float] = {}  # name -> when it was first asked (monotonic)
         self.order: list[str] = []  # names in the order they were answered
         self._lock = threading.Lock()
         self._due: list[tuple[float, int, Any]] = []  # (when, tie-break, send): delayed answers
@@ -142,8 +144,10 @@ class DnsServer:
         qtype = QTYPE[request.q.qtype]
         with self._lock:
             self.queries[(qname, qtype)] += 1
+            first = self.first_asked.setdefault(qname, time.monotonic())
         spec = self.zone.get(qname)
-        if self.stopped or (spec is not None and spec.silent):
+        lost = spec is not None and time.monotonic() - first < spec.lost_for
+        if self.stopped or (spec is not None and spec.silent) or lost:
             return None
         reply = request.reply()
         if spec is None:
