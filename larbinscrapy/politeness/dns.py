@@ -180,8 +180,7 @@ class DnsCache:
         times = (ttl, ttl_min, ttl_max, negative, timeout, retries, retry_delay, lossy_retries)
         limits = (max(1, max_in_flight), tuple(servers), max_cnames, max(1, max_entries))
         self.rules = DnsRules(*times, *limits)
-        self._overrides = dict(overrides or {})
-        self._hosts = dict(hosts or {})  # the hosts file: answered like overrides
+        self._overrides, self._hosts = dict(overrides or {}), dict(hosts or {})  # both pinned
         self._clock = clock
         # host -> (expiry, ip, "") or, for a failure, (expiry, None, outcome)
         self._entries: dict[str, tuple[float, str | None, str]] = {}
@@ -192,8 +191,7 @@ class DnsCache:
         self._recovered_at = float("-inf")  # the last answer to a name asked again (clock)
         # weak: the cache lives as long as the process, a crawl's Politeness as long as its crawl
         self._listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
-        self.lookups = 0  # names looked up (overrides included), for stats and tests
-        self.failures = 0
+        self.lookups = self.failures = 0  # names looked up (overrides included), names failed
         self.resolver: AresResolver | None = None
 
     @classmethod
