@@ -417,8 +417,9 @@ def test_a_resolver_that_loses_answers_gets_more_tries_before_a_host_is_dropped(
     """An overloaded resolver (a broad crawl's own bursts, a busy upstream) drops queries, and
     a live name can go unanswered at every one of a short series of tries: its host was
     dropped as a DNS failure although its own name never failed. Once another name was
-    answered on a later try (the resolver loses answers), a name asks ``lossy_retries`` times
-    more; on a resolver that loses nothing a silent name costs its own ``retries`` alone."""
+    answered on a later try (the resolver loses answers), a name that timed out is asked
+    ``lossy_retries`` times more; on a resolver that loses nothing a silent name costs its own
+    ``retries`` alone."""
     # tries (timeout 0.3 s): at 0 and 0.5 s (0.2 s later), then, while lossy, at 1.2 s (0.4)
     zone["flaky.test"] = Name(a=[PUBLIC], lost_for=0.35)  # answered at its second try
     zone["unlucky.test"] = Name(a=[PUBLIC], lost_for=1.0)  # at neither of its first two
@@ -439,3 +440,6 @@ def test_a_resolver_that_loses_answers_gets_more_tries_before_a_host_is_dropped(
     # the resolver is losing answers: a name that never answers gets the extra tries, then fails
     assert resolve_all(c, "silent.test")[0].outcome == R.TIMEOUT
     assert stats["larbin/dns/retried"] == 3 + 3 and stats["larbin/dns/timeout"] == 1, stats
+    # a SERVFAIL is an answer, not one lost: its own tries alone
+    assert resolve_all(c, "servfail.test")[0].outcome == R.SERVFAIL
+    assert stats["larbin/dns/retried"] == 3 + 3 + 1, stats

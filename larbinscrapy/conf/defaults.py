@@ -446,7 +446,7 @@ LARBIN_DNS_LOSSY_RETRIES = Setting(
     3,
     int,
     min=0,
-    doc="tries again of a name beyond LARBIN_DNS_RETRIES (the delay doubling on) while the resolver is losing answers: another name was answered on a later try in the last 10 minutes",
+    doc="tries again of a name that timed out, beyond LARBIN_DNS_RETRIES (the delay doubling on), while the resolver is losing answers: another name was answered on a later try in the last 10 minutes",
 )
 LARBIN_DNS_IN_FLIGHT_MAX = Setting(
     500,

@@ -350,7 +350,7 @@ class DnsCache:
         else:  # a bug in a lookup function: one line, counted, the name fails
             logger.error("DNS lookup of %s failed unexpectedly: %r", host, exc)
             outcome = ERROR
-        if outcome in TEMPORARY and attempt < self._tries_again():
+        if outcome in TEMPORARY and attempt < self._tries_again(outcome):
             self._event("retried")
             delay = self.rules.retry_delay * 2**attempt
             self._reactor.callLater(delay, self._send, host, attempt + 1)
@@ -359,17 +359,17 @@ class DnsCache:
         logger.debug("DNS lookup of %s failed: %s", host, outcome)
         self._done(host, None, self.rules.negative_ttl, outcome)
 
-    def _tries_again(self) -> int:
+    def _tries_again(self, outcome: str) -> int:
         """How many times a name that failed for now is asked again before it counts as failed.
 
-        ``retries``; ``lossy_retries`` more while another name was answered on a later try in
-        the last ``LOSSY_WINDOW`` seconds. An overloaded resolver (a broad crawl's own bursts,
-        a busy upstream) drops queries: a live name can go unanswered at every try of a short
-        series, and the host was dropped as a DNS failure although its own name never failed.
-        A resolver that loses nothing gives no such answer, and a name that never answers
-        costs its ``retries`` alone, as before.
+        ``retries``; for a timeout, ``lossy_retries`` more while another name was answered on
+        a later try in the last ``LOSSY_WINDOW`` seconds. An overloaded resolver (a broad
+        crawl's own bursts, a busy upstream) drops queries: a live name can go unanswered at
+        every try of a short series, and the host was dropped as a DNS failure although its
+        own name never failed. A resolver that loses nothing gives no such answer, and a name
+        that never answers costs its ``retries`` alone, as before; a SERVFAIL is an answer.
         """
-        if self._clock() - self._recovered_at < LOSSY_WINDOW:
+        if outcome == TIMEOUT and self._clock() - self._recovered_at < LOSSY_WINDOW:
             return self.rules.retries + self.rules.lossy_retries
         return self.rules.retries
 
