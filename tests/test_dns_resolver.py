@@ -440,6 +440,8 @@ def test_a_resolver_that_loses_answers_gets_more_tries_before_a_host_is_dropped(
     # the resolver is losing answers: a name that never answers gets the extra tries, then fails
     assert resolve_all(c, "silent.test")[0].outcome == R.TIMEOUT
     assert stats["larbin/dns/retried"] == 3 + 3 and stats["larbin/dns/timeout"] == 1, stats
+    assert stats["larbin/dns/lossy_retried"] == 1 + 2, stats  # unlucky's one, silent's two
+    assert "larbin/dns/lossy_retried" not in calm_stats
     # a SERVFAIL is an answer, not one lost: its own tries alone
     assert resolve_all(c, "servfail.test")[0].outcome == R.SERVFAIL
     assert stats["larbin/dns/retried"] == 3 + 3 + 1, stats

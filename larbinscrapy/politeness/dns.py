@@ -352,6 +352,8 @@ class DnsCache:
             outcome = ERROR
         if outcome in TEMPORARY and attempt < self._tries_again(outcome):
             self._event("retried")
+            if attempt >= self.rules.retries:  # one of the extra tries of a lossy resolver
+                self._event("lossy_retried")
             delay = self.rules.retry_delay * 2**attempt
             self._reactor.callLater(delay, self._send, host, attempt + 1)
             return
