@@ -5,8 +5,10 @@ network namespace): serves ``python -m testweb.internet`` inside a fresh
 namespace whose resolv.conf points at the simulated DNS server (port 53), runs ``scrapy crawl
 larbin`` of its seeds there with the ordinary system resolver (no ``LARBIN_RESOLVE``) and the
 test CA trusted, and prints one JSON document: CPU ms a page, pages/s, peak RSS, most open fds,
-and the analyzer's report (coverage against the generator's truth, DNS queries per host,
-politeness at the server; with latency, the requests in flight at the server). ``--latency``
+the UDP datagrams the namespace's kernel dropped (``udp_datagrams_dropped``: DNS queries at the
+server, answers at the crawler), and the analyzer's report (coverage against the generator's
+truth, DNS queries per host, politeness at the server; with latency, the requests in flight at
+the server). ``--latency``
 adds a 30 ms median DNS answer delay and 100 ms median time to first byte. A crawl is stopped
 when the server has logged nothing for ``--stall`` seconds (reported as ``stopped: stalled``)
 or after ``--timeout``. With ``-s JOBDIR=DIR`` the same command again resumes the crawl on the
@@ -58,6 +60,15 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = "127.100.0.0"
+
+
+def udp_receive_drops(snmp: str) -> int | None:
+    """UDP datagrams the kernel dropped for a full receive buffer (``RcvbufErrors`` of
+    ``/proc/net/snmp``): DNS queries at the server and answers at the crawler that were lost."""
+    rows = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2 or "RcvbufErrors" not in rows[0]:
+        return None
+    return int(rows[1][rows[0].index("RcvbufErrors")])
 
 
 def _cpu_s(pid: int) -> float:
@@ -213,6 +224,8 @@ def bench(
         cmd = ns.command(crawl)
         result = run_watched(cmd, env, work, logdir / "web.log", timeout, stall, cwd=tree)
         result["server_cpu_s"] = _cpu_s(net.proc.pid)
+        snmp = ns.run(["cat", "/proc/net/snmp"], capture_output=True, text=True).stdout
+        result["udp_datagrams_dropped"] = udp_receive_drops(snmp)  # the namespace's own
     internet, seeds, web, dns = load(logdir)
     host_delay, ip_delay = _delays(extra) if peer == "larbin" else (0.0, 0.0)
     report = analyze(internet, seeds, web, dns, host_delay, ip_delay, SERVER_CLOCK_SLACK)

@@ -213,3 +213,20 @@ def test_the_transport_benchmark_carries_every_request_over_both_stacks():
         f"{stack}, {n} a connection" for stack in ("twisted", "asyncio") for n in (1, 3)
     }
     assert all(r["us_a_request"] > 0 for r in result.values())
+
+
+def test_udp_drops_are_read_from_the_namespaces_own_counters():
+    """``bench_internet`` reports the UDP datagrams the kernel dropped for a full receive
+    buffer in the crawl's namespace: DNS queries lost at the server, answers at the crawler."""
+    from benchmarks.bench_internet import udp_receive_drops
+
+    snmp = Path("/proc/net/snmp").read_text()
+    assert isinstance(udp_receive_drops(snmp), int)
+    sample = (
+        "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n"
+        "Udp: 87790 0 4255 92301 4255 0\n"
+        "UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n"
+        "UdpLite: 0 0 0 0 7 0\n"
+    )
+    assert udp_receive_drops(sample) == 4255
+    assert udp_receive_drops("") is None
