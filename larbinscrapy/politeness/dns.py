@@ -146,11 +146,11 @@ class DnsCache:
     before the name counts as failed; ``lossy_retries`` times more, the delay doubling on,
     while the resolver is seen losing answers (``LOSSY_WINDOW``). One query per name in
     flight; at most ``max_in_flight`` at once, the others wait their turn (the timeout starts
-    when a query is sent). At most
-    ``max_entries`` names are kept: past that the older half goes (``evicted``), whatever their
-    TTL, and a name met again is asked again (a broad crawl meets a million hosts an hour, most
-    of them once; a name's answer is needed while its few pages are fetched). Listeners
-    (``add_listener``) hear each outcome: ``larbin/dns/<event>`` in ``Politeness``.
+    when a query is sent). At most ``max_entries`` names are kept: past that the older half
+    goes (``evicted``), whatever their TTL, and a name met again is asked again (a broad crawl
+    meets a million hosts an hour, most of them once; a name's answer is needed while its few
+    pages are fetched). Listeners (``add_listener``) hear each outcome: ``larbin/dns/<event>``
+    in ``Politeness``.
     """
 
     def __init__(
