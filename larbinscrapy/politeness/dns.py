@@ -325,7 +325,7 @@ class DnsCache:
         if self._waiting and self._sent < self.rules.max_in_flight:
             self._send(*self._waiting.popleft())
 
-    def _answered(self, answer: Answer | str, host: str, attempt: int = 0) -> None:
+    def _answered(self, answer: Answer | str, host: str, attempt: int) -> None:
         self._next_query()
         if attempt:  # a try of it failed: the resolver loses answers (or did, for this name)
             self._recovered_at = self._clock()

@@ -155,7 +155,7 @@ class _AresSocket:
 _FLUSH_EVERY = 4096  # answers between two emptyings of c-ares' own query cache
 
 
-def receive_buffer(in_flight: int) -> int:
+def _receive_buffer(in_flight: int) -> int:
     """Receive buffer for the channel's sockets, in bytes: room for every answer of
     ``in_flight`` lookups while the reactor thread is busy elsewhere.
 
@@ -197,7 +197,7 @@ class AresResolver:
             tries=tries,
             servers=list(servers) or None,
             sock_state_cb=self._sock_state,
-            socket_receive_buffer_size=receive_buffer(in_flight),
+            socket_receive_buffer_size=_receive_buffer(in_flight),
         )
 
     def lookup(self, host: str) -> Deferred[Answer]:
