@@ -8,7 +8,9 @@ library's ``ssl``, keep-alive, a 20 KB answer) and, in this process, the same wo
   ``TLSMemoryBIOFactory`` with ``optionsForClientTLS``: the chain and the host name checked),
   as ``lean/http1*.py`` connects today;
 - ``asyncio``: asyncio's own transport with the standard library's ``ssl`` (the chain and the
-  host name checked by OpenSSL), on the same event loop.
+  host name checked by OpenSSL), on the same event loop;
+- ``lean``: Twisted's TLS layer over pyOpenSSL, as ``twisted``, on asyncio's TCP transport
+  (``lean/http1tcp.py``'s ``connect_tcp``), as ``lean/http1*.py`` connects since it was written.
 
 Each connection has its own name (``h{i}.bench.test``, a new TLS session each: no resumption)
 and sends ``--requests`` GETs one after another; ``--concurrency`` connections at once;
@@ -123,10 +125,18 @@ def _host(i: int) -> str:
     return f"h{i}.{DOMAIN}"
 
 
-async def _twisted_run(port: int, ca: Path | None, n: int, requests: int, concurrency: int) -> None:
+async def _lean_run(port: int, ca: Path | None, n: int, requests: int, concurrency: int) -> None:
+    await _twisted_run(port, ca, n, requests, concurrency, lean=True)
+
+
+async def _twisted_run(
+    port: int, ca: Path | None, n: int, requests: int, concurrency: int, *, lean: bool = False
+) -> None:
     from twisted.internet import protocol, reactor
     from twisted.internet.ssl import Certificate, optionsForClientTLS
     from twisted.protocols.tls import TLSMemoryBIOFactory
+
+    from larbinscrapy.lean.http1tcp import connect_tcp
 
     loop = asyncio.get_running_loop()
     trust = None if ca is None else Certificate.loadPEM(ca.read_bytes())
@@ -164,7 +174,10 @@ async def _twisted_run(port: int, ca: Path | None, n: int, requests: int, concur
         factory: Any = Factory(ex)
         if trust is not None:  # as the lean handler connects: TLS over connectTCP
             factory = TLSMemoryBIOFactory(optionsForClientTLS(_host(i), trust), True, factory)
-        reactor.connectTCP("127.0.0.1", port, factory)  # type: ignore[attr-defined]
+        if lean:
+            connect_tcp(reactor, "127.0.0.1", port, factory, 30)  # type: ignore[arg-type]
+        else:
+            reactor.connectTCP("127.0.0.1", port, factory)  # type: ignore[attr-defined]
         await done
         if ex.left:
             raise RuntimeError(f"twisted: connection {i} ended early")
@@ -193,7 +206,7 @@ def _client(args: argparse.Namespace, port: int, ca: Path | None) -> dict[str, A
     from twisted.internet import reactor
     from twisted.internet.defer import Deferred
 
-    stacks: dict[str, Any] = {"twisted": _twisted_run, "asyncio": _asyncio_run}
+    stacks: dict[str, Any] = {"twisted": _twisted_run, "asyncio": _asyncio_run, "lean": _lean_run}
     runs = {name: stacks[name] for name in args.stacks}
     out: dict[str, Any] = {}
 
@@ -229,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", default="1,4", help="GETs a connection, comma-separated")
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--stacks", default="twisted,asyncio", help="comma-separated; one for perf")
+    p.add_argument("--stacks", default="twisted,lean,asyncio", help="comma-separated; one for perf")
     p.add_argument("--plain", action="store_true", help="http: no TLS on either side")
     p.add_argument("--loop", help="the asyncio event loop class, as ASYNCIO_EVENT_LOOP names it")
     p.add_argument("--serve", metavar="DIR", help=argparse.SUPPRESS)
@@ -239,8 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.requests = [int(r) for r in args.requests.split(",")]
     args.stacks = args.stacks.split(",")
-    if unknown := set(args.stacks) - {"twisted", "asyncio"}:
-        raise SystemExit(f"--stacks: unknown: {', '.join(sorted(unknown))} (twisted, asyncio)")
+    if unknown := set(args.stacks) - {"twisted", "lean", "asyncio"}:
+        raise SystemExit(
+            f"--stacks: unknown: {', '.join(sorted(unknown))} (twisted, lean, asyncio)"
+        )
     with tempfile.TemporaryDirectory(prefix="bench-transport-") as tmp:
         cmd = [sys.executable, "-m", "benchmarks.bench_transport", "--serve", tmp]
         cmd += ["--plain"] if args.plain else []

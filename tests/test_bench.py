@@ -194,7 +194,7 @@ def test_a_watched_crawl_of_another_checkout_imports_that_checkouts_code(tmp_pat
     assert printed == str(tree / "larbinscrapy" / "__main__.py")
 
 
-def test_the_transport_benchmark_carries_every_request_over_both_stacks():
+def test_the_transport_benchmark_carries_every_request_over_each_stack():
     """``bench_transport``: each stack checks the chain and the name against the test CA and
     gets every answer of every connection (a connection cut short fails the run). In its own
     process: it runs a reactor, which a process runs once."""
@@ -210,7 +210,7 @@ def test_the_transport_benchmark_carries_every_request_over_both_stacks():
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert set(result) == {
-        f"{stack}, {n} a connection" for stack in ("twisted", "asyncio") for n in (1, 3)
+        f"{stack}, {n} a connection" for stack in ("twisted", "lean", "asyncio") for n in (1, 3)
     }
     assert all(r["us_a_request"] > 0 for r in result.values())
 

@@ -262,6 +262,33 @@ def test_a_receiver_disconnected_or_gone_is_no_longer_sent_to():
     assert [v for _, v in manager.send_catch_log(SIGNAL, request="r")] == ["e"]
 
 
+@pytest.mark.parametrize("cls", [SignalManager, LeanSignalManager])
+def test_each_send_reaches_the_receivers_connected_at_that_moment(cls):
+    """Receivers swapped between sends, through pydispatch itself and with the same count (the
+    list of receivers changes in place), one for any sender, one connected twice: every send
+    reaches exactly those connected then, each once, in pydispatch's order."""
+    sender = Sender()
+    manager = cls(sender)
+    first, second, anyone = Recorder(), Recorder(), Recorder()
+    manager.connect(first.method, SIGNAL)
+    dispatcher.connect(anyone.keyword_only, SIGNAL, sender=dispatcher.Any)
+    dispatcher.connect(first.method, SIGNAL, sender=dispatcher.Any)  # again, for any sender
+    try:
+        sent = [[v for _, v in manager.send_catch_log(SIGNAL, request=n)] for n in range(2)]
+        dispatcher.disconnect(first.method, SIGNAL, sender=sender)
+        dispatcher.connect(second.everything, SIGNAL, sender=sender)  # same length, new entry
+        sent.append([v for _, v in manager.send_catch_log(SIGNAL, request=2)])
+        dispatcher.disconnect(anyone.keyword_only, SIGNAL, sender=dispatcher.Any)
+        sent.append([v for _, v in _run(manager.send_catch_log_async(SIGNAL, request=3))])
+    finally:
+        dispatcher.disconnect(first.method, SIGNAL, sender=dispatcher.Any)
+        dispatcher.disconnect(second.everything, SIGNAL, sender=sender)
+    assert sent == [["m", "k"], ["m", "k"], ["e", "k", "m"], ["e", "m"]]
+    assert [c[1]["request"] for c in first.calls] == [0, 1, 2, 3]
+    assert [c[1]["request"] for c in second.calls] == [2, 3]
+    assert [c[1]["request"] for c in anyone.calls] == [0, 1, 2]
+
+
 def test_two_closures_of_one_def_and_a_redefined_function_each_get_their_own_arguments():
     manager = LeanSignalManager(Sender())
     seen: list[Any] = []

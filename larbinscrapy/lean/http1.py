@@ -58,6 +58,7 @@ from larbinscrapy.lean.http1pool import (
     connect_error,
     connections_max,
 )
+from larbinscrapy.lean.http1tcp import connect_tcp
 from larbinscrapy.lean.http1tls import TLSConnection, TLSFactory, TLSSites
 from larbinscrapy.lean.perscheme import one_per_crawler
 from larbinscrapy.reactor import Reactor, installed_reactor
@@ -337,7 +338,7 @@ class LeanHttpDownloadHandler:
         # under larbin's page timeout its timer ends a connect that takes too long, as it did
         # when PageDeadlineHandler timed every page (counted in larbin/timeout/pages)
         timeout = dl.timeout if self._earned is None else dl.timeout + 1
-        dl.connector = self._reactor.connectTCP(ip, port, factory, timeout=timeout)
+        dl.connector = connect_tcp(self._reactor, ip, port, factory, timeout)
 
     def _response(self, dl: _Download, outcome: Any) -> Response:
         if isinstance(outcome, BaseException):

@@ -3,9 +3,10 @@
 Replaces: ``crawler.signals`` (``SignalManager``), swapped by the ``LeanSignals`` extension before
 the engine, downloader and scraper keep it. Scrapy sends eight to ten signals a request and one an
 item; pydispatch's ``robustApply`` reads each receiver's code at every send, and the async send
-runs every receiver in its own task even when it returns a plain value. This one finds receivers
-as pydispatch does at every send, learns a function's arguments once (by code object), calls
-receivers directly and awaits only what they return that is awaitable. Results, log lines,
+runs every receiver in its own task even when it returns a plain value. This one finds the
+receivers pydispatch would at every send (its per-receiver checks redone only when its lists
+change), learns a function's arguments once (by code object), calls receivers directly and
+awaits only what they return that is awaitable. Results, log lines,
 ``dont_log`` and call order are Scrapy's (``tests/test_lean_signals.py``), but in an async send a
 callable object's result, which Scrapy's loses to an ``AttributeError``.
 Private names: none imported; the sources of the sends it mirrors are checked by digest.
@@ -19,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from contextlib import suppress
 from inspect import isawaitable
 from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
-from pydispatch.dispatcher import getAllReceivers, liveReceivers
+from pydispatch import dispatcher
+from pydispatch.dispatcher import WEAKREF_TYPES, getAllReceivers, liveReceivers
 from pydispatch.robustapply import robustApply
 from scrapy.exceptions import StopDownload
 from scrapy.signalmanager import SignalManager
@@ -54,6 +57,8 @@ REQUIRES: tuple[Private, ...] = (
 
 _CAUGHT = "Error caught on signal handler: %(receiver)s"  # Scrapy's words
 _VARKEYWORDS = 0x08  # inspect.CO_VARKEYWORDS: the function takes **kwargs
+_ANY = id(dispatcher.Any)  # receivers connected for any sender are under this key
+_NONE: dict[Any, list[Any]] = {}
 
 
 def _dont_log(named: dict[str, Any]) -> tuple[type[BaseException], ...]:
@@ -69,6 +74,43 @@ class LeanSignalManager(SignalManager):
         # id(code) -> (code, the keyword names it takes, or None for all): the code object is
         # kept, so its id is never reused by another while the entry lives.
         self._takes: dict[int, tuple[Any, frozenset[str] | None]] = {}
+        # signal -> (pydispatch's entries for it from this manager's sender, those to call:
+        # live, each once)
+        self._found: dict[Any, tuple[list[Any], list[Any]]] = {}
+
+    def _receivers(self, sender: Any, signal: Any) -> list[Any]:
+        """``liveReceivers(getAllReceivers(sender, signal))``, in its order, without pydispatch's
+        Python calls a receiver (its dead-reference and duplicate checks) while the four lists it
+        reads hold the same entries as at the last send (compared by identity first).
+        Another sender's receivers are found as pydispatch finds them."""
+        if sender is not self.sender:
+            return list(liveReceivers(getAllReceivers(sender, signal)))
+        table = dispatcher.connections
+        mine = table.get(id(sender)) or _NONE
+        anyone = table.get(_ANY) or _NONE
+        entries = [
+            *mine.get(signal, ()),
+            *mine.get(dispatcher.Any, ()),
+            *anyone.get(signal, ()),
+            *anyone.get(dispatcher.Any, ()),
+        ]
+        found = self._found.get(signal)
+        if found is None or found[0] != entries:
+            distinct: dict[Any, None] = {}
+            for entry in entries:
+                if entry:  # a dead method reference is false
+                    with suppress(TypeError):  # a dead reference cannot be hashed
+                        distinct.setdefault(entry)
+            found = self._found[signal] = (entries, list(distinct))
+        live = []
+        for entry in found[1]:
+            if isinstance(entry, WEAKREF_TYPES):
+                receiver = entry()
+                if receiver is not None:
+                    live.append(receiver)
+            else:
+                live.append(entry)
+        return live
 
     def _call(self, receiver: Any, named: dict[str, Any]) -> Any:
         """``robustApply(receiver, **named)``, with the receiver's argument names learnt once."""
@@ -102,7 +144,7 @@ class LeanSignalManager(SignalManager):
         spider = kwargs.get("spider")
         named = {"signal": signal, "sender": sender, **kwargs}
         responses: list[tuple[Any, Any]] = []
-        for receiver in liveReceivers(getAllReceivers(sender, signal)):
+        for receiver in self._receivers(sender, signal):
             result: Any
             try:
                 result = self._call(receiver, named)
@@ -131,7 +173,7 @@ class LeanSignalManager(SignalManager):
         responses: list[tuple[Any, Any]] = []
         waits: dict[int, Awaitable[Any]] = {}
         # listed before any is called, as Scrapy's: a receiver may disconnect itself (wait_for)
-        for receiver in list(liveReceivers(getAllReceivers(sender, signal))):
+        for receiver in self._receivers(sender, signal):
             result: Any
             try:
                 result = self._call(receiver, named)
