@@ -2,8 +2,8 @@
 
 Twisted's ``connectTCP`` on the asyncio reactor reads and writes each socket in Python (a
 readiness callback per event, in Twisted's log context, then ``doRead``/``doWrite``); asyncio's
-transport does that in its loop (in C on uvloop) and writes at once, not at the next writable
-event. ``connect_tcp`` dials with ``loop.create_connection`` and hands the socket to the same
+transport does that in its loop and writes without waiting for a writable event (over TLS, what
+one turn of the loop wrote is sent at its end, in one system call). ``connect_tcp`` dials with ``loop.create_connection`` and hands the socket to the same
 Twisted factory and protocols as before (``http1pool.Dialer``; Twisted's TLS over pyOpenSSL),
 so Scrapy's TLS settings, certificates and Twisted's error types keep their meaning. ``_Stream``
 is the asyncio protocol and, to the Twisted protocol above it, its ``ITCPTransport``.
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from twisted.internet import error as tx
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IConnector, ITCPTransport
+from twisted.protocols.tls import TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -131,6 +132,11 @@ class _Stream(asyncio.Protocol):
         self._producer: Any = None
         self._aborted = False
         self._failure: Failure | None = None  # the protocol's own setup failed
+        # written in this turn of the loop, sent together at its end (``_flush``): a TLS
+        # handshake's last flight and the request behind it are one send, as on Twisted
+        self._pending: list[bytes] | None = None
+        self._coalesce = False  # only over TLS: a plain request is one write, sent at once
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -143,6 +149,8 @@ class _Stream(asyncio.Protocol):
             return
         connector.stream = self
         self.protocol = protocol
+        self._coalesce = isinstance(protocol, TLSMemoryBIOProtocol)
+        self._loop = asyncio.get_running_loop()
         try:
             protocol.makeConnection(self)
         except Exception:  # Twisted logs it and the connection is lost with it as the reason
@@ -173,6 +181,7 @@ class _Stream(asyncio.Protocol):
         else:
             reason = Failure(tx.ConnectionLost(str(exc)))
         self._producer = None
+        self._pending = None
         _unlink(self._transport)
         try:
             protocol.connectionLost(reason)
@@ -190,20 +199,39 @@ class _Stream(asyncio.Protocol):
     # -- ITCPTransport (what Twisted's protocols and http1conn call) -------------------------
 
     def write(self, data: bytes) -> None:
-        if not self.disconnecting:
+        """Send ``data`` at the end of this turn of the loop, with what else is written in it
+        (each send to a socket is a system call)."""
+        if self.disconnecting or not data:
+            return
+        if not self._coalesce:
             self._transport.write(data)
+            return
+        pending = self._pending
+        if pending is None:
+            self._pending = [data]
+            assert self._loop is not None
+            self._loop.call_soon(self._flush)
+        else:
+            pending.append(data)
 
     def writeSequence(self, data: Any) -> None:
-        if not self.disconnecting:
-            self._transport.writelines(data)
+        for chunk in data:
+            self.write(chunk)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending and not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     def loseConnection(self) -> None:
         """Close once what was written is sent."""
+        self._flush()
         self.disconnecting = True
         self._transport.close()
 
     def abortConnection(self) -> None:
         """Close now, what was not sent dropped."""
+        self._pending = None
         self.disconnecting = True
         self._aborted = True
         self._transport.abort()
