@@ -3,13 +3,14 @@
 Twisted's ``connectTCP`` on the asyncio reactor reads and writes each socket in Python (a
 readiness callback per event, in Twisted's log context, then ``doRead``/``doWrite``); asyncio's
 transport does that in its loop and writes without waiting for a writable event (over TLS, what
-one turn of the loop wrote is sent at its end, in one system call). ``connect_tcp`` dials with ``loop.create_connection`` and hands the socket to the same
-Twisted factory and protocols as before (``http1pool.Dialer``; Twisted's TLS over pyOpenSSL),
-so Scrapy's TLS settings, certificates and Twisted's error types keep their meaning. ``_Stream``
-is the asyncio protocol and, to the Twisted protocol above it, its ``ITCPTransport``.
-Errors as Twisted's connector gives them (``tests/test_http1_tcp.py`` dials through both).
-Replaces: ``reactor.connectTCP`` for ``http1.py``. Private name: asyncio's
-``_read_ready_cb`` (``_unlink``). Retire when: as ``http1.py``. More: docs/modules.md.
+one turn of the loop wrote goes at its end, in one system call). ``connect_tcp`` dials with
+``loop.create_connection`` and hands the socket to the same Twisted factory and protocols as
+before (``http1pool.Dialer``; Twisted's TLS over pyOpenSSL), so Scrapy's TLS settings,
+certificates and Twisted's error types keep their meaning. ``_Stream`` is the asyncio protocol
+and, to the Twisted protocol above it, its ``ITCPTransport``. Errors as Twisted's connector
+gives them (``tests/test_http1_tcp.py`` dials through both). Replaces: ``reactor.connectTCP``
+for ``http1.py``. Private name: asyncio's ``_read_ready_cb`` (``_unlink``). Retire when: as
+``http1.py``. More: docs/modules.md.
 """
 
 from __future__ import annotations
