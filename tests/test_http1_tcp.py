@@ -218,3 +218,62 @@ def test_a_close_of_our_own_as_twisted_says(way: str, close: str, lost: str) -> 
         server.close()
     assert factory.events == [("made", "IPv4Address"), ("lost", lost), ("client lost", lost)]
     assert b"".join(server.got) == b"GET / HTTP/1.1\r\n\r\n"
+
+
+def _tls_answer(server: Server, conn: socket.socket) -> None:
+    tls = server.tls.wrap_socket(conn, server_side=True)  # type: ignore[attr-defined]
+    got = b""
+    while b"\r\n\r\n" not in got:
+        got += tls.recv(65536)
+    server.got.append(got)
+    tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    time.sleep(0.2)
+    tls.close()
+
+
+class Asker(Recorder):
+    """Writes its request as soon as it is connected (over TLS: before the handshake ends)."""
+
+    def connectionMade(self) -> None:
+        super().connectionMade()
+        self.transport.write(b"GET / HTTP/1.1\r\nHost: a.tcp.test\r\n\r\n")  # type: ignore[union-attr]
+
+
+def test_over_tls_a_handshakes_last_flight_and_the_request_go_in_one_send(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each TLS record is a write of its own; each send a system call, which on loopback
+    carries the receiver's work too. What one turn of the loop writes goes in one send: the
+    ClientHello, then the handshake's last flight with the request (two records), one send."""
+    from twisted.internet.ssl import Certificate, optionsForClientTLS
+    from twisted.protocols.tls import TLSMemoryBIOFactory
+
+    from testweb.internet.tls import TestCA
+
+    ca = TestCA(tmp_path, "tcp.test")
+    sends: list[int] = []
+    real_write = asyncio.selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
+
+    def counted(transport: Any, data: bytes) -> None:
+        sends.append(len(data))
+        real_write(transport, data)
+
+    monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", counted)  # type: ignore[attr-defined]
+    server = Server(_tls_answer)
+    server.tls = ca.default  # type: ignore[attr-defined]
+    try:
+        inner = Factory()
+        inner.buildProtocol = lambda addr: Asker(inner.events)  # type: ignore[method-assign]
+        trust = Certificate.loadPEM(ca.ca_path.read_bytes())
+        factory = TLSMemoryBIOFactory(optionsForClientTLS("a.tcp.test", trust), True, inner)
+
+        async def go() -> None:
+            connect_tcp(reactor, "127.0.0.1", server.port, factory, 5)  # type: ignore[arg-type]
+
+        run(go())
+        until(inner, "data")
+    finally:
+        server.close()
+    assert ("data", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") in inner.events
+    assert server.got == [b"GET / HTTP/1.1\r\nHost: a.tcp.test\r\n\r\n"]
+    assert len(sends) == 2, sends  # the ClientHello; the last flight with the request
