@@ -227,6 +227,7 @@ def _wrapped(outer: type[Exception], cause: BaseException) -> Exception:
         (_wrapped(DownloadFailedError, _failed(txerror.ConnectionDone())), failures.MALFORMED),
         (_failed(txerror.ConnectionLost()), failures.RESET),
         (IgnoreRequest("dropped"), None),
+        (txerror.UserError(), None),  # a dial we stopped (a deadline): not the host gone
         (ValueError("a bug"), None),
     ],
 )

@@ -488,10 +488,11 @@ class _Download(Exchange):
                 return
             error = rule.expired(self.request.url, self.timeout, self.received)
         self.timed_out = True
-        self.abort()
         waiter = self.waiter
         if waiter is not None and not waiter.done():
+            # first: a dial stopped below fails its waiter too, with the connector's UserError
             waiter.set_exception(error)
+        self.abort()
 
     def abort(self) -> None:
         self.finished = True

@@ -42,6 +42,8 @@ def classify(exc: BaseException | None) -> str | None:
         return DNS
     if isinstance(exc, tx.TCPTimedOutError):  # the SYN was never answered
         return UNREACHABLE
+    if type(exc) is tx.UserError:  # a dial we stopped (its subclass TimeoutError is a timeout)
+        return None
     if isinstance(exc, _TIMEOUTS):
         return TIMEOUT
     if isinstance(exc, _RESETS):
