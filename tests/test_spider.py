@@ -5,6 +5,7 @@ Runs under pytest's ``filterwarnings`` (pyproject.toml): a ScrapyDeprecationWarn
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from datetime import datetime
 
@@ -177,3 +178,43 @@ def test_seeds_are_let_go_once_handed_to_the_engine(tmp_path):
         tracemalloc.stop()
     assert s.crawler.stats.get_value("larbin/seeds/valid") == 20_000
     assert held / 20_000 < 20, f"{held / 20_000:.0f} bytes a seed still held"
+
+
+def test_the_reactor_runs_between_seeds_while_they_are_queued(tmp_path):
+    """Scrapy's engine reads ``start()`` without a pause while its downloader is full, and
+    queueing a seed never waits: a million seeds held the reactor for 41 s, so DNS answers
+    were dropped at the socket and every download in flight timed out at once (RESULTS.md).
+    The reactor gets a turn every ``SEEDS_A_TURN`` seeds (here: other work meanwhile runs)."""
+    import asyncio
+
+    from larbinscrapy.spiders.larbin import SEEDS_A_TURN
+
+    count = 20 * SEEDS_A_TURN
+    path = tmp_path / "seeds.txt"
+    path.write_text("".join(f"http://host{n}.example.test/\n" for n in range(count)))
+    s = spider(seeds=str(path), urls=None)
+    queued = 0
+    turns: list[int] = []  # the seeds queued when each turn of the loop came
+
+    async def read_all() -> None:
+        nonlocal queued
+        async for _ in s.start():
+            queued += 1
+
+    async def ticker() -> None:
+        while queued < count:
+            turns.append(queued)
+            await asyncio.sleep(0)
+
+    async def both() -> None:
+        await asyncio.gather(read_all(), ticker())
+
+    loop = asyncio.new_event_loop()  # not asyncio.run: it unsets the thread's loop
+    try:
+        loop.run_until_complete(both())
+    finally:
+        loop.close()
+    assert queued == count
+    gaps = [b - a for a, b in itertools.pairwise(turns)]
+    assert len(turns) >= count // SEEDS_A_TURN - 1  # the first turn comes after the first seeds
+    assert max(gaps) <= SEEDS_A_TURN

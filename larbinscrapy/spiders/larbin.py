@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import logging
 from datetime import UTC, datetime
@@ -10,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.asyncio import is_asyncio_available
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.task import deferLater
 
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
@@ -42,6 +46,11 @@ logger = logging.getLogger(__name__)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml", b"")
+# Seeds queued between two turns of the reactor. Scrapy's engine reads start() without a pause
+# while its downloader is full, and queueing a seed never waits: a million seeds held the
+# reactor long enough for DNS answers to be dropped at the socket and for every download in
+# flight to time out at once (benchmarks/RESULTS.md, issue 35's million-host run of 2026-12-06).
+SEEDS_A_TURN = 100
 _PACKAGE_PREFIX = "package:"  # -a seeds=package:larbinscrapy/seedlists/FILE
 ARGUMENTS = ("seeds", "urls", "depth", "domains", "external", "images", "retry")
 RETRY = ("dns",)  # what -a retry= asks for again  # what -a takes
@@ -239,8 +248,12 @@ class LarbinSpider(Spider):
         # each seed is let go once queued: a list of millions is not held for the whole crawl
         seeds, self.seed_urls = self.seed_urls, []
         seeds.reverse()
+        queued = 0
         while seeds:
             yield Request(seeds.pop(), errback=self.on_error, meta=M.seed_meta())
+            queued += 1
+            if queued % SEEDS_A_TURN == 0:
+                await _a_turn()
         if self.retry_arg is not None:
             stats.inc_value("larbin/seeds/retried_dns", len(self.retry_urls))  # a count
             logger.info(
@@ -249,8 +262,10 @@ class LarbinSpider(Spider):
                 len(self.retry_urls),
                 s.get("JOBDIR"),
             )
-        for url in self.retry_urls:  # seen before, dropped: dont_filter skips the seen test
+        for queued, url in enumerate(self.retry_urls, 1):  # seen before: dont_filter
             yield Request(url, errback=self.on_error, meta=M.seed_meta(), dont_filter=True)
+            if queued % SEEDS_A_TURN == 0:
+                await _a_turn()
 
     def closed(self, reason: str) -> None:
         """The retried URLs are in the frontier's files now (it closed first): forget them,
@@ -365,6 +380,16 @@ class LarbinSpider(Spider):
 
 # ``scrapy parse`` replaces the class's ``start`` with its own (the URL given): no seeds needed.
 _OWN_START = LarbinSpider.start
+
+
+async def _a_turn() -> None:
+    """Let the reactor run once (its sockets read, its timers fired) before going on."""
+    if is_asyncio_available():
+        await asyncio.sleep(0)
+    else:
+        from twisted.internet import reactor
+
+        await maybe_deferred_to_future(deferLater(reactor, 0, lambda: None))
 
 
 def _headers(headers: Any) -> dict[str, str]:
