@@ -17,7 +17,14 @@ from scrapy import Request, signals
 from scrapy.exceptions import StopDownload
 
 from larbinscrapy.politeness.failures import classify
-from tests.support.http1 import RawWeb, make_handler, plain_reactor, run, settle
+from tests.support.http1 import (
+    RawWeb,
+    make_handler,
+    plain_reactor,
+    run,
+    settle,
+    silent_listener,
+)
 from tests.support.wait import wait_for
 
 BOTH = ["scrapy", "lean"]
@@ -296,30 +303,15 @@ def test_a_deadline_that_passes_while_connecting_is_a_timeout(handler: str) -> N
     Our own abort of the dial must not read as the host being gone (``unreachable``): three of
     those in a row drop the IP, with every site on it (92,381 live hosts in a million-host
     crawl after a 41-second stall at its start)."""
-    import contextlib
-    import socket
-
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    fillers = []
-    for _ in range(3):  # the accept queue full: the kernel drops further SYNs
-        filler = socket.socket()
-        filler.setblocking(False)
-        with contextlib.suppress(BlockingIOError):
-            filler.connect(listener.getsockname())
-        fillers.append(filler)
-    time.sleep(0.1)
-    try:
+    with silent_listener() as port:
         h, _ = make_handler(handler)
-        url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
         with pytest.raises(Exception) as info:  # noqa: PT011 - the class is the assertion
-            run(h.download_request(Request(url, meta={"download_timeout": 0.5})))
+            run(
+                h.download_request(
+                    Request(f"http://127.0.0.1:{port}/", meta={"download_timeout": 0.5})
+                )
+            )
         run(h.close())
-    finally:
-        listener.close()
-        for filler in fillers:
-            filler.close()
     assert type(info.value).__name__ == "DownloadTimeoutError"
     assert classify(info.value) == "timeout"
 

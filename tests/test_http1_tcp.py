@@ -8,7 +8,6 @@ reset, data loss) would change meaning. Each case dials a real loopback socket t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import ssl
 import struct
@@ -21,7 +20,7 @@ from twisted.internet import reactor
 from twisted.internet.protocol import ClientFactory, Protocol
 
 from larbinscrapy.lean.http1tcp import connect_tcp
-from tests.support.http1 import run
+from tests.support.http1 import run, silent_listener
 from tests.support.wait import wait_for
 
 WAYS = ["twisted", "asyncio"]
@@ -81,7 +80,8 @@ def until(factory: Factory, event: str, seconds: float = 5) -> None:
 
 
 class Server:
-    """One loopback listener; each accepted socket is handed to ``serve`` in a thread."""
+    """One loopback listener; each accepted socket is handed to ``serve``, in turn, in a
+    thread."""
 
     def __init__(self, serve: Any = None, backlog: int = 16) -> None:
         self.sock = socket.socket()
@@ -94,8 +94,12 @@ class Server:
             threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        conn, _ = self.sock.accept()
-        self.serve(self, conn)
+        while True:  # until closed
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.serve(self, conn)
 
     def close(self) -> None:
         self.sock.close()
@@ -116,27 +120,9 @@ def test_a_refused_connect_fails_as_twisted_says(way: str) -> None:
     assert factory.events == [("failed", "ConnectionRefusedError")]
 
 
-def _full_listener() -> tuple[socket.socket, list[socket.socket]]:
-    """A listener whose accept queue is full: the kernel drops further SYNs (no answer)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(0)
-    fillers = []
-    for _ in range(3):
-        c = socket.socket()
-        c.setblocking(False)
-        with contextlib.suppress(BlockingIOError):
-            c.connect(sock.getsockname())
-        fillers.append(c)
-    time.sleep(0.1)
-    return sock, fillers
-
-
 @pytest.mark.parametrize("way", WAYS)
 def test_a_connect_past_its_timeout_and_one_given_up_fail_as_twisted_says(way: str) -> None:
-    sock, fillers = _full_listener()
-    try:
-        port = sock.getsockname()[1]
+    with silent_listener() as port:
         start = time.monotonic()
         timed, _ = dial(way, port, timeout=0.5)
         until(timed, "failed")
@@ -144,10 +130,6 @@ def test_a_connect_past_its_timeout_and_one_given_up_fail_as_twisted_says(way: s
         given_up, connector = dial(way, port, timeout=30)
         connector.disconnect()
         until(given_up, "failed")
-    finally:
-        sock.close()
-        for c in fillers:
-            c.close()
     assert timed.events == [("failed", "TimeoutError")]
     assert 0.4 < took < 3
     assert given_up.events == [("failed", "UserError")]
@@ -276,3 +258,29 @@ def test_over_tls_the_request_and_the_close_notify_reach_the_server(tmp_path: An
         server.close()
     assert ("data", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") in inner.events
     assert server.got == [b"GET / HTTP/1.1\r\nHost: a.tcp.test\r\n\r\n", b""]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_connector_dials_again_once_its_connection_is_over(way: str) -> None:
+    """``IConnector.connect`` once the connection is lost (what a reconnecting factory
+    does): a second connection, told to the same factory; while one is open, it refuses."""
+    server = Server(_send_then_close)
+    try:
+        factory, connector = dial(way, server.port)
+
+        async def again() -> None:  # from the reactor's thread, with its loop running
+            connector.connect()
+
+        until(factory, "made")
+        with pytest.raises(RuntimeError):  # connected: not twice at once
+            run(again())
+        until(factory, "client lost")
+        run(again())
+        deadline = time.monotonic() + 5
+        while [e[0] for e in factory.events].count("client lost") < 2:
+            assert time.monotonic() < deadline, factory.events
+            run(asyncio.sleep(0.01))
+    finally:
+        server.close()
+    once = [("made", "IPv4Address"), ("data", b"hi"), ("lost", "ConnectionDone")]
+    assert factory.events == [*once, ("client lost", "ConnectionDone")] * 2

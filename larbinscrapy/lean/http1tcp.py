@@ -50,26 +50,31 @@ def _unlink(transport: Any) -> None:
 
 @implementer(IConnector)
 class Connector:
-    """One connection being dialled, then connected: what ``connectTCP`` returns, as far as
-    ``http1.py`` uses it (``disconnect``)."""
+    """One TCP connection to ``host:port`` for ``factory``: what ``connectTCP`` returns."""
 
     def __init__(
         self, clock: Clock, host: str, port: int, factory: ClientFactory, timeout: float
     ) -> None:
-        self.host, self.port = host, port
+        self.clock, self.host, self.port, self.timeout = clock, host, port, timeout
         self.factory: Any = factory  # mypy misreads Twisted's zope interfaces (reactor.py)
         self.stream: _Stream | None = None  # once connected
+        self._task: asyncio.Task[Any] | None = None  # while dialling
         self._reason: BaseException | None = None  # why the dial was cancelled
         self._timer: DelayedCall | None = None
+
+    def connect(self) -> None:
+        """Dial (again, once the last connection or dial is over), as Twisted's does."""
+        if self._task is not None or self.stream is not None:
+            raise RuntimeError("cannot connect: already connecting or connected")
         self.factory.doStart()
         self.factory.startedConnecting(cast("IConnector", self))
         loop = asyncio.get_running_loop()
-        self._task: asyncio.Task[Any] | None = loop.create_task(
-            loop.create_connection(lambda: _Stream(self), host, port)
+        self._task = loop.create_task(
+            loop.create_connection(lambda: _Stream(self), self.host, self.port)
         )
         self._task.add_done_callback(self._dialled)
-        if timeout > 0:
-            self._timer = clock.callLater(timeout, self._stop, tx.TimeoutError())
+        if self.timeout > 0:
+            self._timer = self.clock.callLater(self.timeout, self._stop, tx.TimeoutError())
 
     def _stop(self, reason: BaseException) -> None:
         self._timer = None
@@ -111,9 +116,6 @@ class Connector:
 
     def stopConnecting(self) -> None:
         self._stop(tx.UserError())
-
-    def connect(self) -> None:  # a connector is dialled once here
-        raise NotImplementedError("a lean connection is dialled once")
 
     def getDestination(self) -> IPv4Address | IPv6Address:
         return _address((self.host, self.port))
@@ -284,4 +286,6 @@ def connect_tcp(
     clock: Clock, host: str, port: int, factory: ClientFactory, timeout: float
 ) -> Connector:
     """``reactor.connectTCP(host, port, factory, timeout)`` on asyncio's transport."""
-    return Connector(clock, host, port, factory, timeout)
+    connector = Connector(clock, host, port, factory, timeout)
+    connector.connect()
+    return connector

@@ -13,6 +13,9 @@ Every raw request head is kept in ``requests``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -173,3 +176,26 @@ def stop_threads() -> None:
     if pool is not None:
         pool.stop()
         reactor.threadpool = None  # type: ignore[attr-defined]
+
+
+@contextmanager
+def silent_listener() -> Iterator[int]:
+    """A loopback port whose accept queue is full: the kernel drops further SYNs, so a connect
+    to it neither succeeds nor fails until its timeout (a server that never answers)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    fillers = []
+    try:
+        for _ in range(3):
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(listener.getsockname())
+            fillers.append(filler)
+        time.sleep(0.1)
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+        for filler in fillers:
+            filler.close()
