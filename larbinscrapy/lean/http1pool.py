@@ -90,6 +90,10 @@ class ConnectionPool:
         self.idle: dict[Any, list[Connection]] = {}
         self.lru: dict[Connection, None] = {}  # every idle connection, least recent first
         self._slots: deque[asyncio.Future[None]] = deque()
+        # idle connections closed for waiting slots whose loss (which frees the slot) is not
+        # in yet: one close a waiting download, or connections coming idle meanwhile are
+        # closed too and the crawl holds fewer than its cap
+        self._closing: set[Connection] = set()
         self._sweeper: Any = None
         self.closed_for_cap = 0  # idle connections closed to stay under the cap
 
@@ -151,6 +155,7 @@ class ConnectionPool:
     def lost(self, conn: Connection) -> None:
         """A connection built by a ``Dialer`` is gone (its ``on_lost``)."""
         self.discard(conn)
+        self._closing.discard(conn)
         self.release()
 
     def out_of_descriptors(self) -> None:
@@ -173,13 +178,25 @@ class ConnectionPool:
                 slots.popleft()
                 continue
             if self.limit and self.open >= self.limit:
-                if not self.lru:
+                if not self.lru or not self._waiting_more_than(len(self._closing)):
                     return  # wait for a connection to close
-                self._close_idle(next(iter(self.lru)))  # its loss frees the slot (release)
+                conn = next(iter(self.lru))
+                self._closing.add(conn)
+                self._close_idle(conn)  # its loss frees the slot (release)
                 self.closed_for_cap += 1
                 return
             self.open += 1
             slots.popleft().set_result(None)
+
+    def _waiting_more_than(self, n: int) -> bool:
+        """More than ``n`` downloads wait for a slot (the given-up ones do not count)."""
+        live = 0
+        for fut in self._slots:
+            if not fut.done():
+                live += 1
+                if live > n:
+                    return True
+        return False
 
     def _close_idle(self, conn: Connection) -> None:
         self.discard(conn)
@@ -206,6 +223,7 @@ class ConnectionPool:
                 transport.loseConnection()
         self.idle.clear()
         self.lru.clear()
+        self._closing.clear()
 
 
 class Dialer(ClientFactory):
