@@ -458,7 +458,7 @@ LARBIN_DNS_CACHE_MAX = Setting(
     100_000,
     int,
     min=1,
-    doc="names whose answer (or failure) is kept; past that the older half is forgotten and asked again when met (larbin/dns/evicted)",
+    doc="names whose answer (or failure) is kept; past that the older half is forgotten and asked again when met (larbin/dns/evicted), except names asked ahead of their turn and not yet used (at most a quarter of it; past that a name is asked at its turn)",
 )
 LARBIN_DNS_CNAME_MAX = Setting(
     8, int, min=0, doc="CNAME hops followed from a name before it counts as a cname_loop"

@@ -147,7 +147,8 @@ class DnsCache:
     while the resolver is seen losing answers (``LOSSY_WINDOW``). One query per name in
     flight; at most ``max_in_flight`` at once, the others wait their turn (the timeout starts
     when a query is sent). At most ``max_entries`` names are kept: past that the older half
-    goes (``evicted``), whatever their TTL, and a name met again is asked again (a broad crawl
+    goes (``evicted``) but names asked ahead and not yet used (``has_room``), whatever their
+    TTL, and a name met again is asked again (a broad crawl
     meets a million hosts an hour, most of them once; a name's answer is needed while its few
     pages are fetched). Listeners (``add_listener``) hear each outcome: ``larbin/dns/<event>``
     in ``Politeness``.
@@ -182,10 +183,10 @@ class DnsCache:
         self.rules = DnsRules(*times, *limits)
         self._overrides, self._hosts = dict(overrides or {}), dict(hosts or {})  # both pinned
         self._clock = clock
-        # host -> (expiry, ip, "") or, for a failure, (expiry, None, outcome)
-        self._entries: dict[str, tuple[float, str | None, str]] = {}
+        self._entries: dict[str, tuple[float, str | None, str]] = {}  # (expiry, ip or None, why)
         self._purge_at = min(_PURGE_MIN, self.rules.max_entries)
         self._inflight: dict[str, list[Deferred[str]]] = {}  # asked for, answer not yet given
+        self._ahead: set[str] = set()  # asked ahead of their turn, not asked since (has_room)
         self._waiting: deque[tuple[str, int]] = deque()  # (host, attempt) over the cap
         self._sent = 0  # queries sent and not yet answered
         self._recovered_at = float("-inf")  # the last answer to a name asked again (clock)
@@ -260,18 +261,30 @@ class DnsCache:
         return None if entry is None else entry[1]
 
     def has_room(self) -> bool:
-        """True while fewer names are being looked up than four times the cap in flight: a
-        lookup ahead of its turn (``Politeness.prefetch``) waits for room, so a seeds list of
-        millions of hosts holds no million pending lookups."""
-        return len(self._inflight) < 4 * self.rules.max_in_flight
+        """True while a name may be asked for ahead of its turn (``Politeness.prefetch``):
+        fewer lookups in flight than four times the cap on queries, so a seeds list of
+        millions of hosts holds no million pending lookups, and fewer names asked ahead and
+        not yet used than a quarter of the table, so none is forgotten before its turn (the
+        rest are looked up at their turn). The table's purges keep those names: a crawl that
+        admits more hosts than it holds would forget their answers before it needs them."""
+        asking = len(self._inflight) < 4 * self.rules.max_in_flight
+        return asking and len(self._ahead) < max(1, self.rules.max_entries // 4)
 
     def in_flight(self, host: str) -> bool:
         """True while ``host`` is being looked up (sent, waiting its turn or backing off)."""
         return host.lower() in self._inflight
 
-    def resolve(self, host: str) -> Deferred[str]:
-        """The IP of ``host``; fails with ``DNSLookupError`` (``DnsError`` says why)."""
+    def resolve(self, host: str, *, ahead: bool = False) -> Deferred[str]:
+        """The IP of ``host``; fails with ``DNSLookupError`` (``DnsError`` says why).
+
+        ``ahead``: asked for before the host's turn (the answer is kept for it, within the
+        table's room: ``has_room``); any other call is the turn.
+        """
         host = host.lower()
+        if ahead:
+            self._ahead.add(host)
+        elif self._ahead:
+            self._ahead.discard(host)
         entry = self._entries.get(host)
         if entry is not None and entry[0] >= self._clock():
             self._event("cached")
@@ -396,12 +409,18 @@ class DnsCache:
         is amortised O(1) per lookup, and memory is bounded by ``max_entries`` names.
         """
         entries = {h: e for h, e in self._entries.items() if e[0] >= now}
+        ahead = self._ahead
+        if ahead:  # an expired answer is asked for again at its turn
+            self._ahead = ahead = {h for h in ahead if h in entries or h in self._inflight}
         cap = self.rules.max_entries
         if len(entries) >= cap:
             keep = cap // 2
-            for _ in range(len(entries) - keep):
+            old = len(entries) - keep
+            kept = {h: e for h, e in itertools.islice(entries.items(), old) if h in ahead}
+            for _ in range(old - len(kept)):
                 self._event("evicted")
-            entries = dict(itertools.islice(entries.items(), len(entries) - keep, None))
+            kept.update(itertools.islice(entries.items(), old, None))
+            entries = kept
         self._entries = entries
         self._purge_at = min(cap, max(_PURGE_MIN, 2 * len(entries)))
 

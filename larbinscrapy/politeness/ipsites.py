@@ -446,8 +446,9 @@ class Politeness:
         return cls(table, stats)
 
     # -- the host gate ------------------------------------------------------------------------
-    def resolve(self, host: str) -> Deferred[str]:
-        """The IP to crawl ``host`` at; fails with ``DroppedRequest`` if it must not be."""
+    def resolve(self, host: str, *, ahead: bool = False) -> Deferred[str]:
+        """The IP to crawl ``host`` at; fails with ``DroppedRequest`` if it must not be.
+        ``ahead``: asked before the host's turn (``prefetch``)."""
         if self.dns is None:
             return defer.succeed(host)
         if self.proxied and not is_ip(host):
@@ -456,7 +457,7 @@ class Politeness:
             except DroppedRequest:
                 return defer.fail()
         before = self.dns.lookups
-        d = self.dns.resolve(host)
+        d = self.dns.resolve(host, ahead=ahead)
         if self.dns.lookups != before:  # this call started a query: count it and its failure
             self.stats.inc_value("larbin/dns/lookups")
             d.addErrback(self._count_dns_failure)
@@ -472,7 +473,8 @@ class Politeness:
         if (
             self.dns.cached(host) is False and not self.dns.in_flight(host) and self.dns.has_room()
         ):  # else at its turn, as any host
-            self.resolve(host).addErrback(lambda _: None)  # counted when its turn comes
+            # counted when its turn comes
+            self.resolve(host, ahead=True).addErrback(lambda _: None)
 
     def _count_dns_event(self, event: str) -> None:
         self.stats.inc_value(f"larbin/dns/{event}")
