@@ -298,6 +298,22 @@ def test_names_asked_ahead_are_not_forgotten_before_their_turn(dns, zone):
     assert len(c) <= 40
 
 
+def test_a_name_used_from_the_cache_makes_room_to_ask_ahead(dns, zone):
+    """A Redis worker takes a leased host's address from the cache (``cached_ip``), without
+    asking again: that is its turn too, or the names asked ahead fill their quarter of the
+    table and no later host is asked ahead."""
+    zone["next.test"] = Name(a=[PUBLIC], ttl=3600)
+    c = cache(dns, max_entries=4)  # one name ahead at a time
+    p = gate(c)
+    p.prefetch("ok.test")
+    wait_for(lambda: c.cached("ok.test") == PUBLIC, 10, "the answer", pause=run_loop)
+    p.prefetch("long.test")  # no room: asked at its turn
+    assert not c.in_flight("long.test") and c.cached("long.test") is False
+    assert p.cached_ip("ok.test") == PUBLIC  # ok.test's turn
+    p.prefetch("next.test")
+    assert c.in_flight("next.test")
+
+
 def test_a_name_asked_ahead_outlives_a_purge_of_names_used_since(dns, zone):
     """The table forgets its older half when full; a name asked ahead and not yet used stays,
     however many names were looked up at their turn meanwhile."""

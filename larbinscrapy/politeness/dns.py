@@ -242,8 +242,12 @@ class DnsCache:
         if gone:
             self._listeners = [ref for ref in self._listeners if ref() is not None]
 
-    def cached(self, host: str) -> str | bool | None:
-        """The cached answer without waiting: an IP, None (known failure), False (unknown)."""
+    def cached(self, host: str, *, turn: bool = False) -> str | bool | None:
+        """The cached answer without waiting: an IP, None (known failure), False (unknown).
+        ``turn``: the host's turn takes it (a name asked ahead is then used, as by
+        ``resolve``)."""
+        if turn and self._ahead:
+            self._ahead.discard(host.lower())
         entry = self._entries.get(host.lower())
         if entry is None:  # an IP literal is never an entry: tested only here (it is costly)
             return host.strip("[]") if is_ip(host) else False

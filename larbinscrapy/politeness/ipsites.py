@@ -480,10 +480,11 @@ class Politeness:
         self.stats.inc_value(f"larbin/dns/{event}")
 
     def cached_ip(self, host: str) -> str | None:
-        """The IP of ``host`` if this process already resolved it (no waiting, no lookup)."""
+        """The IP of ``host`` if this process already resolved it (no waiting, no lookup):
+        asked for a host's turn, so a name asked ahead (``prefetch``) counts as used."""
         if self.dns is None:
             return host
-        answer = self.dns.cached(host)
+        answer = self.dns.cached(host, turn=True)
         return answer if isinstance(answer, str) else None
 
     def check_ip(self, ip: str) -> str:
