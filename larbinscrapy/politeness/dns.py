@@ -246,9 +246,10 @@ class DnsCache:
         """The cached answer without waiting: an IP, None (known failure), False (unknown).
         ``turn``: the host's turn takes it (a name asked ahead is then used, as by
         ``resolve``)."""
+        name = host.lower()
         if turn and self._ahead:
-            self._ahead.discard(host.lower())
-        entry = self._entries.get(host.lower())
+            self._ahead.discard(name)
+        entry = self._entries.get(name)
         if entry is None:  # an IP literal is never an entry: tested only here (it is costly)
             return host.strip("[]") if is_ip(host) else False
         if entry[0] < self._clock():

@@ -13,7 +13,7 @@ from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import is_asyncio_available
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet.task import deferLater
+from twisted.internet.defer import Deferred
 
 from larbinscrapy import meta as M
 from larbinscrapy import signals as larbin_signals
@@ -25,6 +25,7 @@ from larbinscrapy.gate.urlfilter import PAGE_LINKS, UrlFilter, parse_domains
 from larbinscrapy.items import PageItem
 from larbinscrapy.parse.links import extract, robots_directives
 from larbinscrapy.politeness import contact, failures
+from larbinscrapy.reactor import installed_reactor
 from larbinscrapy.seeds.seedlist import (
     Seeds,
     SeedsError,
@@ -387,9 +388,9 @@ async def _a_turn() -> None:
     if is_asyncio_available():
         await asyncio.sleep(0)
     else:
-        from twisted.internet import reactor
-
-        await maybe_deferred_to_future(deferLater(reactor, 0, lambda: None))
+        turn: Deferred[None] = Deferred()
+        installed_reactor().callLater(0, turn.callback, None)
+        await maybe_deferred_to_future(turn)
 
 
 def _headers(headers: Any) -> dict[str, str]:
